@@ -1,0 +1,190 @@
+//! Direct-I/O append-only writer for one file (Redpanda's `segment_appender`): bytes are copied
+//! into an aligned in-memory tail; a flush writes whole 4 KiB blocks, and the partially filled
+//! last block stays in memory to be rewritten, with what follows it, by the next flush.
+//!
+//! The caller guarantees one flush in flight at a time (the partition log's group commit);
+//! appends may continue while a flush runs, into a fresh tail.
+
+use std::io;
+
+use glommio::io::DmaBuffer;
+
+use std::rc::Rc;
+
+use crate::io::{align_down, align_up, SegmentFile, IO_ALIGNMENT_BYTES};
+
+pub struct Appender {
+    file: Rc<SegmentFile>,
+    /// Logical size: every byte appended so far.
+    len: u64,
+    /// File position of the first byte of `chunks[0]` (aligned).
+    tail_pos: u64,
+    /// Aligned chunks holding bytes `tail_pos..len`; all but the last are full.
+    chunks: Vec<DmaBuffer>,
+    /// Bytes used in the last chunk.
+    last_fill: usize,
+    chunk_bytes: usize,
+    /// Bytes of file space reserved so far.
+    allocated: u64,
+    preallocate_bytes: u64,
+}
+
+/// The writes one flush performs, taken from the appender so that appends can continue.
+pub struct FlushJob {
+    file: Rc<SegmentFile>,
+    preallocate_bytes: u64,
+    writes: Vec<(DmaBuffer, u64)>,
+    /// The logical size this flush makes durable once synced.
+    pub end: u64,
+    preallocate_to: Option<u64>,
+}
+
+impl Appender {
+    /// Wraps `file` whose first `len` bytes are valid content. `tail_block` holds the bytes of
+    /// the partial last block (`len % 4096` of them), as read back from disk, or is empty.
+    pub fn new(
+        file: Rc<SegmentFile>,
+        len: u64,
+        tail_block: &[u8],
+        chunk_bytes: usize,
+        allocated: u64,
+        preallocate_bytes: u64,
+    ) -> Self {
+        assert_eq!(chunk_bytes as u64 % IO_ALIGNMENT_BYTES, 0);
+        assert_eq!(tail_block.len() as u64, len - align_down(len));
+        let mut a = Self {
+            file,
+            len: align_down(len),
+            tail_pos: align_down(len),
+            chunks: Vec::new(),
+            last_fill: 0,
+            chunk_bytes,
+            allocated,
+            preallocate_bytes,
+        };
+        a.push_chunk();
+        a.append(tail_block);
+        assert_eq!(a.len, len);
+        a
+    }
+
+    fn push_chunk(&mut self) {
+        let mut c = self.file.alloc_buffer(self.chunk_bytes);
+        c.as_bytes_mut().fill(0);
+        self.chunks.push(c);
+        self.last_fill = 0;
+    }
+
+    pub fn file(&self) -> &Rc<SegmentFile> {
+        &self.file
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Bytes appended but not yet handed to a flush.
+    pub fn unflushed_bytes(&self) -> u64 {
+        self.len - self.tail_pos
+    }
+
+    pub fn append(&mut self, mut data: &[u8]) {
+        while !data.is_empty() {
+            if self.last_fill == self.chunk_bytes {
+                self.push_chunk();
+            }
+            let chunk = self.chunks.last_mut().expect("appender always has a chunk");
+            let n = data.len().min(self.chunk_bytes - self.last_fill);
+            chunk.as_bytes_mut()[self.last_fill..self.last_fill + n].copy_from_slice(&data[..n]);
+            self.last_fill += n;
+            self.len += n as u64;
+            data = &data[n..];
+        }
+    }
+
+    /// Takes everything appended so far as a flush job, or `None` if nothing is new. The tail
+    /// restarts at the partial last block, whose bytes are copied into the new tail.
+    pub fn take_flush(&mut self) -> Option<FlushJob> {
+        if self.len == self.tail_pos {
+            return None;
+        }
+        let end = self.len;
+        let mut chunks = std::mem::take(&mut self.chunks);
+        let last_fill = self.last_fill;
+        let partial = (end - align_down(end)) as usize;
+        let mut writes = Vec::with_capacity(chunks.len());
+        let mut pos = self.tail_pos;
+        let n = chunks.len();
+        let mut partial_copy = Vec::new();
+        for (i, mut c) in chunks.drain(..).enumerate() {
+            let used = if i + 1 == n { last_fill } else { c.len() };
+            if i + 1 == n {
+                partial_copy.extend_from_slice(&c.as_bytes()[used - partial..used]);
+                c.trim_to_size(align_up(used as u64) as usize);
+            }
+            let len = c.len() as u64;
+            if len > 0 {
+                writes.push((c, pos));
+            }
+            pos += len;
+        }
+        let preallocate_to = (align_up(end) > self.allocated).then(|| {
+            let step = self.preallocate_bytes.max(IO_ALIGNMENT_BYTES);
+            let to = align_up(end).div_ceil(step) * step;
+            self.allocated = to;
+            to
+        });
+        self.tail_pos = align_down(end);
+        self.len = self.tail_pos;
+        self.push_chunk();
+        self.append(&partial_copy);
+        debug_assert_eq!(self.len, end);
+        Some(FlushJob {
+            file: self.file.clone(),
+            preallocate_bytes: self.preallocate_bytes,
+            writes,
+            end,
+            preallocate_to,
+        })
+    }
+
+    /// Closes the file once no reader holds it (a reader's clone closes it on drop).
+    pub async fn close(self) -> io::Result<()> {
+        match Rc::try_unwrap(self.file) {
+            Ok(f) => f.close().await,
+            Err(_shared) => Ok(()),
+        }
+    }
+
+    /// Shrinks the file to its logical size (at roll and clean close) so the closed file holds
+    /// exactly its content.
+    pub async fn trim_to_len(&self) -> io::Result<()> {
+        self.file.truncate(self.len).await
+    }
+}
+
+impl FlushJob {
+    pub fn file(&self) -> &Rc<SegmentFile> {
+        &self.file
+    }
+
+    /// Writes (without syncing) what the job holds; its writes are issued concurrently.
+    pub async fn write(self) -> io::Result<u64> {
+        if let Some(to) = self.preallocate_to {
+            if self.preallocate_bytes > 0 {
+                self.file.preallocate(to).await?;
+            }
+        }
+        let file = &self.file;
+        let results = crate::io::join_all(
+            self.writes
+                .into_iter()
+                .map(|(buf, pos)| file.write_block(buf, pos)),
+        )
+        .await;
+        for r in results {
+            r?;
+        }
+        Ok(self.end)
+    }
+}

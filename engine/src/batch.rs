@@ -1,0 +1,243 @@
+//! Kafka RecordBatch v2: header layout, validation, and the two fields the broker sets.
+//!
+//! Layout (big-endian): baseOffset i64 | batchLength i32 | partitionLeaderEpoch i32 | magic i8 |
+//! crc u32 | attributes i16 | lastOffsetDelta i32 | baseTimestamp i64 | maxTimestamp i64 |
+//! producerId i64 | producerEpoch i16 | baseSequence i32 | recordsCount i32 | records…
+//! The CRC-32C covers everything from `attributes` to the end, so rewriting the base offset or
+//! the leader epoch keeps the producer's CRC valid.
+
+use thiserror::Error;
+
+pub const BASE_OFFSET_POS: usize = 0;
+pub const BATCH_LENGTH_POS: usize = 8;
+pub const LEADER_EPOCH_POS: usize = 12;
+pub const MAGIC_POS: usize = 16;
+pub const CRC_POS: usize = 17;
+pub const ATTRIBUTES_POS: usize = 21;
+pub const LAST_OFFSET_DELTA_POS: usize = 23;
+pub const BASE_TIMESTAMP_POS: usize = 27;
+pub const MAX_TIMESTAMP_POS: usize = 35;
+pub const PRODUCER_ID_POS: usize = 43;
+pub const PRODUCER_EPOCH_POS: usize = 51;
+pub const BASE_SEQUENCE_POS: usize = 53;
+pub const RECORDS_COUNT_POS: usize = 57;
+/// Size of the fixed header; the records follow it.
+pub const HEADER_BYTES: usize = 61;
+/// Bytes before the part that `batchLength` counts.
+pub const LOG_OVERHEAD_BYTES: usize = 12;
+pub const MAGIC_V2: i8 = 2;
+
+const COMPRESSION_MASK: i16 = 0x07;
+const TIMESTAMP_TYPE_LOG_APPEND: i16 = 0x08;
+const TRANSACTIONAL_FLAG: i16 = 0x10;
+const CONTROL_FLAG: i16 = 0x20;
+
+/// Why a batch was refused. Each variant names the fault.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum BatchError {
+    #[error("record batch of {len} bytes is shorter than the {HEADER_BYTES}-byte v2 header")]
+    TooShort { len: usize },
+    #[error(
+        "record batch declares batchLength {declared} but {actual} bytes follow the length field"
+    )]
+    LengthMismatch { declared: i64, actual: usize },
+    #[error("record batch magic is {0}; only magic 2 (Kafka 0.11+) is supported")]
+    UnsupportedMagic(i8),
+    #[error("record batch CRC-32C mismatch: stored {stored:#010x}, computed {computed:#010x}")]
+    CrcMismatch { stored: u32, computed: u32 },
+    #[error("record batch has {count} records but lastOffsetDelta {last_offset_delta}")]
+    RecordCountMismatch { count: i32, last_offset_delta: i32 },
+    #[error("record batch has invalid compression codec {0}")]
+    InvalidCompression(i16),
+    #[error("record batch of {len} bytes exceeds the limit of {max_bytes} bytes")]
+    TooLarge { len: usize, max_bytes: usize },
+}
+
+/// The parsed fixed header of one batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchHeader {
+    pub base_offset: i64,
+    /// Total size of the batch in bytes, header included.
+    pub size_bytes: usize,
+    pub attributes: i16,
+    pub last_offset_delta: i32,
+    pub base_timestamp: i64,
+    pub max_timestamp: i64,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub records_count: i32,
+}
+
+impl BatchHeader {
+    pub fn compression(&self) -> i16 {
+        self.attributes & COMPRESSION_MASK
+    }
+    pub fn is_log_append_time(&self) -> bool {
+        self.attributes & TIMESTAMP_TYPE_LOG_APPEND != 0
+    }
+    pub fn is_transactional(&self) -> bool {
+        self.attributes & TRANSACTIONAL_FLAG != 0
+    }
+    pub fn is_control(&self) -> bool {
+        self.attributes & CONTROL_FLAG != 0
+    }
+    /// Number of offsets the batch takes.
+    pub fn offset_count(&self) -> u64 {
+        self.last_offset_delta as u64 + 1
+    }
+    pub fn last_offset(&self) -> i64 {
+        self.base_offset + self.last_offset_delta as i64
+    }
+}
+
+fn be_i16(b: &[u8], pos: usize) -> i16 {
+    i16::from_be_bytes(b[pos..pos + 2].try_into().expect("2 bytes"))
+}
+fn be_i32(b: &[u8], pos: usize) -> i32 {
+    i32::from_be_bytes(b[pos..pos + 4].try_into().expect("4 bytes"))
+}
+fn be_u32(b: &[u8], pos: usize) -> u32 {
+    u32::from_be_bytes(b[pos..pos + 4].try_into().expect("4 bytes"))
+}
+fn be_i64(b: &[u8], pos: usize) -> i64 {
+    i64::from_be_bytes(b[pos..pos + 8].try_into().expect("8 bytes"))
+}
+
+/// Total size (header included) that the batch starting at `b` declares, if the first 12 bytes
+/// are there. Used by readers that walk a log without validating.
+pub fn declared_size(b: &[u8]) -> Option<i64> {
+    if b.len() < LOG_OVERHEAD_BYTES {
+        return None;
+    }
+    Some(be_i32(b, BATCH_LENGTH_POS) as i64 + LOG_OVERHEAD_BYTES as i64)
+}
+
+/// Parses the header of the batch at the start of `b` without checking the CRC or the length
+/// against `b`; `b` must hold at least the header.
+pub fn parse_header(b: &[u8]) -> Result<BatchHeader, BatchError> {
+    if b.len() < HEADER_BYTES {
+        return Err(BatchError::TooShort { len: b.len() });
+    }
+    let magic = b[MAGIC_POS] as i8;
+    if magic != MAGIC_V2 {
+        return Err(BatchError::UnsupportedMagic(magic));
+    }
+    let declared = be_i32(b, BATCH_LENGTH_POS) as i64;
+    if declared < (HEADER_BYTES - LOG_OVERHEAD_BYTES) as i64 {
+        return Err(BatchError::LengthMismatch {
+            declared,
+            actual: b.len() - LOG_OVERHEAD_BYTES,
+        });
+    }
+    Ok(BatchHeader {
+        base_offset: be_i64(b, BASE_OFFSET_POS),
+        size_bytes: declared as usize + LOG_OVERHEAD_BYTES,
+        attributes: be_i16(b, ATTRIBUTES_POS),
+        last_offset_delta: be_i32(b, LAST_OFFSET_DELTA_POS),
+        base_timestamp: be_i64(b, BASE_TIMESTAMP_POS),
+        max_timestamp: be_i64(b, MAX_TIMESTAMP_POS),
+        producer_id: be_i64(b, PRODUCER_ID_POS),
+        producer_epoch: be_i16(b, PRODUCER_EPOCH_POS),
+        base_sequence: be_i32(b, BASE_SEQUENCE_POS),
+        records_count: be_i32(b, RECORDS_COUNT_POS),
+    })
+}
+
+/// The CRC-32C a batch should carry.
+pub fn compute_crc(b: &[u8]) -> u32 {
+    crc32c::crc32c(&b[ATTRIBUTES_POS..])
+}
+
+/// Validates that `b` is exactly one well-formed v2 batch: length, magic, CRC, record count
+/// against last offset delta, compression codec.
+pub fn validate(b: &[u8]) -> Result<BatchHeader, BatchError> {
+    let h = parse_header(b)?;
+    if h.size_bytes != b.len() {
+        return Err(BatchError::LengthMismatch {
+            declared: h.size_bytes as i64 - LOG_OVERHEAD_BYTES as i64,
+            actual: b.len() - LOG_OVERHEAD_BYTES,
+        });
+    }
+    let stored = be_u32(b, CRC_POS);
+    let computed = compute_crc(b);
+    if stored != computed {
+        return Err(BatchError::CrcMismatch { stored, computed });
+    }
+    check_counts(&h)?;
+    Ok(h)
+}
+
+fn check_counts(h: &BatchHeader) -> Result<(), BatchError> {
+    if h.last_offset_delta < 0 || h.records_count != h.last_offset_delta.saturating_add(1) {
+        return Err(BatchError::RecordCountMismatch {
+            count: h.records_count,
+            last_offset_delta: h.last_offset_delta,
+        });
+    }
+    // 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd.
+    if h.compression() > 4 {
+        return Err(BatchError::InvalidCompression(h.compression()));
+    }
+    Ok(())
+}
+
+/// Sets the base offset the log assigned (not covered by the CRC).
+pub fn set_base_offset(b: &mut [u8], base_offset: i64) {
+    b[BASE_OFFSET_POS..BASE_OFFSET_POS + 8].copy_from_slice(&base_offset.to_be_bytes());
+}
+
+/// Sets the partition leader epoch (not covered by the CRC).
+pub fn set_leader_epoch(b: &mut [u8], epoch: i32) {
+    b[LEADER_EPOCH_POS..LEADER_EPOCH_POS + 4].copy_from_slice(&epoch.to_be_bytes());
+}
+
+/// Turns the batch into a LogAppendTime batch stamped `append_time_ms`, as Kafka does for a
+/// topic with `message.timestamp.type=LogAppendTime`: attribute bit, max timestamp, new CRC.
+pub fn stamp_log_append_time(b: &mut [u8], append_time_ms: i64) {
+    let attrs = be_i16(b, ATTRIBUTES_POS) | TIMESTAMP_TYPE_LOG_APPEND;
+    b[ATTRIBUTES_POS..ATTRIBUTES_POS + 2].copy_from_slice(&attrs.to_be_bytes());
+    b[MAX_TIMESTAMP_POS..MAX_TIMESTAMP_POS + 8].copy_from_slice(&append_time_ms.to_be_bytes());
+    let crc = compute_crc(b);
+    b[CRC_POS..CRC_POS + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// Reads a zig-zag varint (Kafka's varint/varlong) at `*pos`.
+fn read_varlong(b: &[u8], pos: &mut usize) -> Option<i64> {
+    let mut raw: u64 = 0;
+    for shift in (0..64).step_by(7) {
+        let byte = *b.get(*pos)?;
+        *pos += 1;
+        raw |= ((byte & 0x7f) as u64) << shift;
+        if byte & 0x80 == 0 {
+            return Some(((raw >> 1) as i64) ^ -((raw & 1) as i64));
+        }
+    }
+    None
+}
+
+/// The offset and timestamp of the first record of an uncompressed batch whose timestamp is
+/// ≥ `target_ms`.
+/// `None` when the batch is compressed (records unreadable without decompression) or no record
+/// qualifies. For LogAppendTime batches every record carries the batch's max timestamp.
+pub fn first_offset_at_or_after(b: &[u8], h: &BatchHeader, target_ms: i64) -> Option<(i64, i64)> {
+    if h.is_log_append_time() {
+        return (h.max_timestamp >= target_ms).then_some((h.base_offset, h.max_timestamp));
+    }
+    if h.compression() != 0 {
+        return None;
+    }
+    let mut pos = HEADER_BYTES;
+    for _ in 0..h.records_count {
+        let len = read_varlong(b, &mut pos)?;
+        let start = pos;
+        pos += 1; // attributes
+        let ts_delta = read_varlong(b, &mut pos)?;
+        let offset_delta = read_varlong(b, &mut pos)?;
+        if h.base_timestamp + ts_delta >= target_ms {
+            return Some((h.base_offset + offset_delta, h.base_timestamp + ts_delta));
+        }
+        pos = start.checked_add(usize::try_from(len).ok()?)?;
+    }
+    None
+}

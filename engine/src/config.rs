@@ -1,0 +1,107 @@
+//! Limits and knobs of one partition log. Every limit carries its unit in its name.
+
+/// Kafka's default `segment.bytes` (1 GiB).
+pub const DEFAULT_SEGMENT_BYTES: u64 = 1 << 30;
+/// Kafka's default `segment.ms` (7 days).
+pub const DEFAULT_SEGMENT_MS: i64 = 7 * 24 * 3600 * 1000;
+/// Kafka's default `retention.ms` (7 days).
+pub const DEFAULT_RETENTION_MS: i64 = 7 * 24 * 3600 * 1000;
+/// Bytes of log between two time-index entries (Kafka's `index.interval.bytes`).
+pub const DEFAULT_INDEX_INTERVAL_BYTES: u64 = 4096;
+/// Preallocation step of a segment file (Redpanda's fallocation step).
+pub const DEFAULT_PREALLOCATE_BYTES: u64 = 32 << 20;
+/// Size of one aligned chunk of the in-memory tail buffer.
+pub const DEFAULT_WRITE_CHUNK_BYTES: usize = 1 << 20;
+/// Size of one aligned chunk of an index file's tail buffer.
+pub const INDEX_WRITE_CHUNK_BYTES: usize = 64 << 10;
+/// Appends wait for the flush in flight once this much is buffered and not yet written.
+pub const DEFAULT_MAX_UNFLUSHED_BYTES: u64 = 16 << 20;
+/// Kafka's default `max.message.bytes` (1 MiB + a little).
+pub const DEFAULT_MAX_BATCH_BYTES: usize = 1_048_588;
+
+/// How a topic's record timestamps are kept (`message.timestamp.type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimestampType {
+    /// The producer's timestamps are stored as sent.
+    CreateTime,
+    /// The broker overwrites each batch's max timestamp with the append time (Kafka rewrites
+    /// the batch and its CRC).
+    LogAppendTime,
+}
+
+#[derive(Debug, Clone)]
+pub struct LogConfig {
+    /// Roll the active segment before it grows past this many bytes.
+    pub segment_bytes: u64,
+    /// Roll the active segment once its first batch is this old (by commit time).
+    pub segment_ms: i64,
+    /// Delete closed segments whose newest record timestamp is older than this; `None` keeps
+    /// them forever.
+    pub retention_ms: Option<i64>,
+    /// Delete the oldest closed segments while the log is larger than this; `None` = no limit.
+    pub retention_bytes: Option<u64>,
+    pub index_interval_bytes: u64,
+    pub preallocate_bytes: u64,
+    pub write_chunk_bytes: usize,
+    pub max_unflushed_bytes: u64,
+    pub max_batch_bytes: usize,
+    pub timestamp_type: TimestampType,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            segment_bytes: DEFAULT_SEGMENT_BYTES,
+            segment_ms: DEFAULT_SEGMENT_MS,
+            retention_ms: Some(DEFAULT_RETENTION_MS),
+            retention_bytes: None,
+            index_interval_bytes: DEFAULT_INDEX_INTERVAL_BYTES,
+            preallocate_bytes: DEFAULT_PREALLOCATE_BYTES,
+            write_chunk_bytes: DEFAULT_WRITE_CHUNK_BYTES,
+            max_unflushed_bytes: DEFAULT_MAX_UNFLUSHED_BYTES,
+            max_batch_bytes: DEFAULT_MAX_BATCH_BYTES,
+            timestamp_type: TimestampType::CreateTime,
+        }
+    }
+}
+
+impl LogConfig {
+    /// Checks the invariants the log relies on; a bad value is named with its fix.
+    pub fn validate(&self) -> Result<(), String> {
+        let align = crate::io::IO_ALIGNMENT_BYTES;
+        if self.segment_bytes < 4096 || self.segment_bytes > u32::MAX as u64 {
+            return Err(format!(
+                "segment_bytes {} out of range: use 4096..=4294967295 (positions are 32-bit)",
+                self.segment_bytes
+            ));
+        }
+        if self.segment_ms <= 0 {
+            return Err(format!("segment_ms {} must be positive", self.segment_ms));
+        }
+        if self.write_chunk_bytes == 0 || self.write_chunk_bytes as u64 % align != 0 {
+            return Err(format!(
+                "write_chunk_bytes {} must be a positive multiple of {align}",
+                self.write_chunk_bytes
+            ));
+        }
+        if self.preallocate_bytes % align != 0 {
+            return Err(format!(
+                "preallocate_bytes {} must be a multiple of {align}",
+                self.preallocate_bytes
+            ));
+        }
+        if self.max_batch_bytes as u64 > self.segment_bytes {
+            return Err(format!(
+                "max_batch_bytes {} exceeds segment_bytes {}: raise segment_bytes",
+                self.max_batch_bytes, self.segment_bytes
+            ));
+        }
+        if self.max_unflushed_bytes < self.max_batch_bytes as u64 {
+            return Err(format!(
+                "max_unflushed_bytes {} is below max_batch_bytes {}",
+                self.max_unflushed_bytes, self.max_batch_bytes
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,151 @@
+//! Storage resources that one core's partition logs share: the bounded cache of closed-segment
+//! readers (seed 004: closed segments release their fds, reads open them on demand) and the
+//! test-only fault injector. One per executor; never shared across threads.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::io;
+use std::path::Path;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use crate::data_dir::DataDir;
+use crate::io::FaultInjector;
+use crate::segment::{ClosedReader, ClosedSegment};
+
+/// Default number of closed segments a core keeps open for reads.
+pub const DEFAULT_READ_CACHE_SEGMENTS: usize = 64;
+
+pub struct CoreStorage {
+    data_dir: Arc<DataDir>,
+    cache: RefCell<ReadCache>,
+    next_log_id: Cell<u64>,
+    faults: Option<Rc<FaultInjector>>,
+}
+
+impl CoreStorage {
+    /// Prepares this executor for direct I/O on the data dir (the device probe) and sets up the
+    /// per-core cache holding at most `read_cache_segments` closed segments open.
+    pub async fn new(data_dir: Arc<DataDir>, read_cache_segments: usize) -> io::Result<Rc<Self>> {
+        data_dir.probe_device().await?;
+        Ok(Rc::new(Self {
+            data_dir,
+            cache: RefCell::new(ReadCache::new(read_cache_segments)),
+            next_log_id: Cell::new(1),
+            faults: None,
+        }))
+    }
+
+    /// As `new`, with every write and fdatasync of the logs opened here going through `faults`.
+    pub async fn with_faults(
+        data_dir: Arc<DataDir>,
+        read_cache_segments: usize,
+        faults: Rc<FaultInjector>,
+    ) -> io::Result<Rc<Self>> {
+        data_dir.probe_device().await?;
+        Ok(Rc::new(Self {
+            data_dir,
+            cache: RefCell::new(ReadCache::new(read_cache_segments)),
+            next_log_id: Cell::new(1),
+            faults: Some(faults),
+        }))
+    }
+
+    pub fn data_dir(&self) -> &Arc<DataDir> {
+        &self.data_dir
+    }
+
+    pub(crate) fn faults(&self) -> Option<Rc<FaultInjector>> {
+        self.faults.clone()
+    }
+
+    pub(crate) fn new_log_id(&self) -> u64 {
+        let id = self.next_log_id.get();
+        self.next_log_id.set(id + 1);
+        id
+    }
+
+    /// The reader of a closed segment, opening it (and evicting the least recently used one)
+    /// if it is not cached.
+    pub(crate) async fn closed_reader(
+        &self,
+        log_id: u64,
+        dir: &Path,
+        seg: &ClosedSegment,
+    ) -> io::Result<Rc<ClosedReader>> {
+        let key = (log_id, seg.base_offset);
+        if let Some(r) = self.cache.borrow_mut().get(key) {
+            return Ok(r);
+        }
+        let reader = Rc::new(ClosedReader::open(dir, seg).await?);
+        self.cache.borrow_mut().insert(key, reader.clone());
+        Ok(reader)
+    }
+
+    pub(crate) fn evict(&self, log_id: u64, base_offset: u64) {
+        self.cache.borrow_mut().remove((log_id, base_offset));
+    }
+
+    pub(crate) fn evict_log(&self, log_id: u64) {
+        self.cache.borrow_mut().remove_log(log_id);
+    }
+
+    /// Closed segments currently held open by the cache.
+    pub fn cached_segments(&self) -> usize {
+        self.cache.borrow().map.len()
+    }
+}
+
+type Key = (u64, u64);
+
+/// LRU of open closed-segment readers, bounded by `capacity`.
+struct ReadCache {
+    capacity: usize,
+    tick: u64,
+    map: HashMap<Key, (Rc<ClosedReader>, u64)>,
+}
+
+impl ReadCache {
+    fn new(capacity: usize) -> Self {
+        Self {
+            capacity,
+            tick: 0,
+            map: HashMap::new(),
+        }
+    }
+
+    fn get(&mut self, key: Key) -> Option<Rc<ClosedReader>> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.map.get_mut(&key).map(|(r, used)| {
+            *used = tick;
+            r.clone()
+        })
+    }
+
+    fn insert(&mut self, key: Key, reader: Rc<ClosedReader>) {
+        if self.capacity == 0 {
+            return;
+        }
+        while self.map.len() >= self.capacity {
+            let oldest = self
+                .map
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(k, _)| *k)
+                .expect("cache is not empty");
+            self.map.remove(&oldest);
+        }
+        self.tick += 1;
+        self.map.insert(key, (reader, self.tick));
+        debug_assert!(self.map.len() <= self.capacity);
+    }
+
+    fn remove(&mut self, key: Key) {
+        self.map.remove(&key);
+    }
+
+    fn remove_log(&mut self, log_id: u64) {
+        self.map.retain(|(id, _), _| *id != log_id);
+    }
+}

@@ -1,0 +1,293 @@
+//! All file and ring I/O of the engine goes through this module (DESIGN.md §4): open, append
+//! writes of aligned blocks, read, preallocate, truncate, fdatasync, plus the few metadata
+//! operations (atomic small-file replace, directory sync, remove). Swapping the runtime, or
+//! injecting faults in tests, touches only this file.
+
+use std::cell::Cell;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use glommio::io::{DmaBuffer, DmaFile, OpenOptions, ReadResult};
+
+/// Alignment of every direct-I/O write and of every write position. The device's logical block
+/// is 512 here; 4 KiB is safe on every device we target (DESIGN.md §4).
+pub const IO_ALIGNMENT_BYTES: u64 = 4096;
+
+/// Rounds `v` down to the I/O alignment.
+pub const fn align_down(v: u64) -> u64 {
+    v & !(IO_ALIGNMENT_BYTES - 1)
+}
+
+/// Rounds `v` up to the I/O alignment.
+pub const fn align_up(v: u64) -> u64 {
+    align_down(v + IO_ALIGNMENT_BYTES - 1)
+}
+
+/// Test hook: makes the N-th write or fdatasync (counted from the moment it is armed, over every
+/// file of the logs that share this injector) fail with EIO, as a dying disk would.
+#[derive(Debug, Default)]
+pub struct FaultInjector {
+    writes_until_failure: Cell<Option<u64>>,
+    syncs_until_failure: Cell<Option<u64>>,
+}
+
+impl FaultInjector {
+    pub fn new() -> Rc<Self> {
+        Rc::new(Self::default())
+    }
+
+    /// The `n`-th write from now (1 = the next one) fails, and so does every write after it.
+    pub fn fail_write_after(&self, n: u64) {
+        assert!(n >= 1, "n counts from 1");
+        self.writes_until_failure.set(Some(n));
+    }
+
+    /// The `n`-th fdatasync from now (1 = the next one) fails, and so does every one after it.
+    pub fn fail_sync_after(&self, n: u64) {
+        assert!(n >= 1, "n counts from 1");
+        self.syncs_until_failure.set(Some(n));
+    }
+
+    pub fn clear(&self) {
+        self.writes_until_failure.set(None);
+        self.syncs_until_failure.set(None);
+    }
+
+    fn tick(counter: &Cell<Option<u64>>, what: &str, path: &Path) -> io::Result<()> {
+        match counter.get() {
+            Some(n) if n <= 1 => {
+                counter.set(Some(1));
+                Err(io::Error::other(format!(
+                    "injected {what} failure on {}",
+                    path.display()
+                )))
+            }
+            Some(n) => {
+                counter.set(Some(n - 1));
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+/// Context for an I/O error: what was done to which file.
+pub fn io_context(op: &'static str, path: &Path, err: impl Into<io::Error>) -> io::Error {
+    let err: io::Error = err.into();
+    io::Error::new(err.kind(), format!("{op} {}: {err}", path.display()))
+}
+
+/// One file opened for direct I/O on the current glommio executor.
+pub struct SegmentFile {
+    file: DmaFile,
+    path: PathBuf,
+    faults: Option<Rc<FaultInjector>>,
+}
+
+impl SegmentFile {
+    /// Opens (creating if needed) `path` for direct-I/O reads and writes.
+    pub async fn open_rw(path: &Path, faults: Option<Rc<FaultInjector>>) -> io::Result<Self> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .dma_open(path)
+            .await
+            .map_err(|e| io_context("opening", path, e))?;
+        Ok(Self {
+            file,
+            path: path.to_path_buf(),
+            faults,
+        })
+    }
+
+    /// Opens `path` read-only for direct-I/O reads.
+    pub async fn open_read(path: &Path) -> io::Result<Self> {
+        let file = DmaFile::open(path)
+            .await
+            .map_err(|e| io_context("opening", path, e))?;
+        Ok(Self {
+            file,
+            path: path.to_path_buf(),
+            faults: None,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// An aligned buffer of `len` bytes (a multiple of the alignment) for `write_block`.
+    pub fn alloc_buffer(&self, len: usize) -> DmaBuffer {
+        debug_assert_eq!(len as u64 % IO_ALIGNMENT_BYTES, 0);
+        self.file.alloc_dma_buffer(len)
+    }
+
+    /// Writes the whole aligned buffer at the aligned position `pos`.
+    pub async fn write_block(&self, buf: DmaBuffer, pos: u64) -> io::Result<()> {
+        assert_eq!(
+            pos % IO_ALIGNMENT_BYTES,
+            0,
+            "unaligned write position {pos}"
+        );
+        assert_eq!(
+            buf.len() as u64 % IO_ALIGNMENT_BYTES,
+            0,
+            "unaligned write length"
+        );
+        if let Some(f) = &self.faults {
+            FaultInjector::tick(&f.writes_until_failure, "write", &self.path)?;
+        }
+        let want = buf.len();
+        let wrote = self
+            .file
+            .write_at(buf, pos)
+            .await
+            .map_err(|e| io_context("writing", &self.path, e))?;
+        if wrote != want {
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                format!(
+                    "short write to {} at {pos}: {wrote} of {want} bytes",
+                    self.path.display()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads up to `len` bytes at `pos` (no alignment needed); shorter only at end of file.
+    pub async fn read(&self, pos: u64, len: usize) -> io::Result<ReadResult> {
+        self.file
+            .read_at(pos, len)
+            .await
+            .map_err(|e| io_context("reading", &self.path, e))
+    }
+
+    pub async fn sync(&self) -> io::Result<()> {
+        if let Some(f) = &self.faults {
+            FaultInjector::tick(&f.syncs_until_failure, "fdatasync", &self.path)?;
+        }
+        self.file
+            .fdatasync()
+            .await
+            .map_err(|e| io_context("fdatasync", &self.path, e))
+    }
+
+    /// Reserves space up to `len` bytes without changing the file size.
+    pub async fn preallocate(&self, len: u64) -> io::Result<()> {
+        self.file
+            .pre_allocate(len, true)
+            .await
+            .map_err(|e| io_context("preallocating", &self.path, e))
+    }
+
+    pub async fn truncate(&self, len: u64) -> io::Result<()> {
+        self.file
+            .truncate(len)
+            .await
+            .map_err(|e| io_context("truncating", &self.path, e))
+    }
+
+    pub async fn size(&self) -> io::Result<u64> {
+        self.file
+            .file_size()
+            .await
+            .map_err(|e| io_context("stat", &self.path, e))
+    }
+
+    pub async fn close(self) -> io::Result<()> {
+        let path = self.path;
+        self.file
+            .close()
+            .await
+            .map_err(|e| io_context("closing", &path, e))
+    }
+}
+
+/// Makes the directory entries of `dir` durable (after a create, rename or unlink).
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io_context("syncing directory", dir, e))
+}
+
+/// Replaces `path` with `bytes` atomically: temp file, fsync, rename, fsync of the directory.
+/// A crash leaves either the old or the new content, never a mix.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension("tmp");
+    let mut f = fs::File::create(&tmp).map_err(|e| io_context("creating", &tmp, e))?;
+    f.write_all(bytes)
+        .and_then(|_| f.sync_all())
+        .map_err(|e| io_context("writing", &tmp, e))?;
+    fs::rename(&tmp, path).map_err(|e| io_context("renaming", &tmp, e))?;
+    sync_dir(path.parent().unwrap_or(Path::new(".")))
+}
+
+/// Reads a small whole file with buffered I/O; `None` if it does not exist.
+pub fn read_small(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    match fs::read(path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_context("reading", path, e)),
+    }
+}
+
+pub fn remove(path: &Path) -> io::Result<()> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io_context("removing", path, e)),
+    }
+}
+
+pub fn create_dir_all(dir: &Path) -> io::Result<()> {
+    fs::create_dir_all(dir).map_err(|e| io_context("creating directory", dir, e))
+}
+
+/// File names in `dir` (not recursive).
+pub fn list_dir(dir: &Path) -> io::Result<Vec<String>> {
+    let mut names = Vec::new();
+    for entry in fs::read_dir(dir).map_err(|e| io_context("listing", dir, e))? {
+        let entry = entry.map_err(|e| io_context("listing", dir, e))?;
+        if let Some(name) = entry.file_name().to_str() {
+            names.push(name.to_string());
+        }
+    }
+    Ok(names)
+}
+
+/// Runs the futures concurrently on the current executor and returns their results in order
+/// (the writes and syncs of one flush go to the ring together).
+pub async fn join_all<F: std::future::Future>(futs: impl Iterator<Item = F>) -> Vec<F::Output> {
+    use std::task::Poll;
+    let mut tasks: Vec<Option<std::pin::Pin<Box<F>>>> = futs.map(|f| Some(Box::pin(f))).collect();
+    let mut results: Vec<Option<F::Output>> = (0..tasks.len()).map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (slot, result) in tasks.iter_mut().zip(results.iter_mut()) {
+            if let Some(f) = slot {
+                match f.as_mut().poll(cx) {
+                    Poll::Ready(v) => {
+                        *result = Some(v);
+                        *slot = None;
+                    }
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    results
+        .into_iter()
+        .map(|r| r.expect("every future completed"))
+        .collect()
+}

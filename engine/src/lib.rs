@@ -1,0 +1,23 @@
+//! ringlog's storage engine: durable partition logs on direct I/O (glommio, io_uring) with
+//! group commit and crash recovery. See ARCHITECTURE.md for the on-disk layout and invariants.
+//!
+//! Rooms inside: `io` (the only module that touches files), `batch` (Kafka RecordBatch v2
+//! header), `appender` (aligned tail buffer, block writes), `index` (offset and time index
+//! entries), `segment` (file names, recovery scan, closed-segment reader), `recovery_marker`,
+//! `log` (`PartitionLog`), `core_storage` (per-core read cache), `data_dir` (lock + probe).
+
+pub mod appender;
+pub mod batch;
+pub mod config;
+pub mod core_storage;
+pub mod data_dir;
+pub mod index;
+pub mod io;
+pub mod log;
+pub mod recovery_marker;
+pub mod segment;
+
+pub use config::{LogConfig, TimestampType};
+pub use core_storage::CoreStorage;
+pub use data_dir::DataDir;
+pub use log::{AppendInfo, Durability, LogError, PartitionLog, RecoverySummary, TimestampOffset};

@@ -1,0 +1,256 @@
+//! One segment: `<20-digit base offset>.log` with its `.index` and `.timeindex`; the scan that
+//! validates a segment's log on recovery; the read-only view of a closed segment.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::batch::{self, BatchHeader, LOG_OVERHEAD_BYTES};
+use crate::index::{self, OffsetEntry, TimeEntry};
+use crate::io::SegmentFile;
+
+/// Bytes read per step while scanning a segment on recovery.
+pub const SCAN_READ_BYTES: usize = 1 << 20;
+
+pub fn file_name(base_offset: u64, ext: &str) -> String {
+    format!("{base_offset:020}.{ext}")
+}
+
+pub fn log_path(dir: &Path, base: u64) -> PathBuf {
+    dir.join(file_name(base, "log"))
+}
+pub fn index_path(dir: &Path, base: u64) -> PathBuf {
+    dir.join(file_name(base, "index"))
+}
+pub fn time_index_path(dir: &Path, base: u64) -> PathBuf {
+    dir.join(file_name(base, "timeindex"))
+}
+
+/// Parses `00000000000000001234.log` into 1234.
+pub fn parse_log_name(name: &str) -> Option<u64> {
+    let stem = name.strip_suffix(".log")?;
+    (stem.len() == 20 && stem.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| stem.parse().ok())
+        .flatten()
+}
+
+/// Why a recovery scan stopped before the end of the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScanStop {
+    /// Zero bytes where the next batch would start: the end of the written data.
+    ZeroPadding,
+    /// Fewer bytes left than a batch header, or than the batch declares.
+    PartialBatch,
+    /// A header that is not a valid v2 batch header, or a CRC mismatch.
+    Corrupt(String),
+    /// The batch's base offset is not the next offset of the log.
+    OffsetGap { expected: u64, found: i64 },
+}
+
+impl std::fmt::Display for ScanStop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ScanStop::ZeroPadding => write!(f, "zero padding (end of written data)"),
+            ScanStop::PartialBatch => write!(f, "partial batch (length past end of file)"),
+            ScanStop::Corrupt(why) => write!(f, "corrupt batch: {why}"),
+            ScanStop::OffsetGap { expected, found } => {
+                write!(
+                    f,
+                    "offset gap: expected base offset {expected}, found {found}"
+                )
+            }
+        }
+    }
+}
+
+/// What a scan found valid in one segment's log.
+#[derive(Debug, Default)]
+pub struct ScanResult {
+    /// One per valid batch: (relative offset, position, header).
+    pub batches: Vec<(u32, u32, BatchHeader)>,
+    /// Bytes of valid batches from the start of the file.
+    pub valid_len: u64,
+    pub next_offset: u64,
+    /// Where and why the scan stopped before `file_len`, if it did.
+    pub stop: Option<ScanStop>,
+    /// Whether the bytes after `valid_len` hold anything but zeros (real damage or a torn
+    /// write, as opposed to padding).
+    pub discarded_nonzero: bool,
+}
+
+/// A window of file bytes read ahead during a scan.
+struct ScanWindow<'a> {
+    file: &'a SegmentFile,
+    file_len: u64,
+    pos: u64,
+    bytes: Vec<u8>,
+}
+
+impl ScanWindow<'_> {
+    /// The `len` bytes at `pos`, reading ahead when the window does not hold them; `None` if
+    /// the file ends first.
+    async fn get(&mut self, pos: u64, len: usize) -> io::Result<Option<&[u8]>> {
+        let end = pos + len as u64;
+        if end > self.file_len {
+            return Ok(None);
+        }
+        if pos < self.pos || end > self.pos + self.bytes.len() as u64 {
+            let want = len.max(SCAN_READ_BYTES).min((self.file_len - pos) as usize);
+            let r = self.file.read(pos, want).await?;
+            self.bytes.clear();
+            self.bytes.extend_from_slice(&r);
+            self.pos = pos;
+            if self.bytes.len() < len {
+                return Ok(None);
+            }
+        }
+        let at = (pos - self.pos) as usize;
+        Ok(Some(&self.bytes[at..at + len]))
+    }
+}
+
+/// Validates the batches of a segment's log from its start, as recovery does: stops at the first
+/// CRC failure, offset gap, length past end of file, partial batch or zero padding.
+pub async fn scan_log(
+    file: &SegmentFile,
+    base_offset: u64,
+    file_len: u64,
+) -> io::Result<ScanResult> {
+    let mut res = ScanResult {
+        next_offset: base_offset,
+        ..Default::default()
+    };
+    let mut win = ScanWindow {
+        file,
+        file_len,
+        pos: 0,
+        bytes: Vec::new(),
+    };
+    let mut pos: u64 = 0;
+    while pos < file_len {
+        let Some(prefix) = win.get(pos, LOG_OVERHEAD_BYTES).await? else {
+            res.stop = Some(ScanStop::PartialBatch);
+            break;
+        };
+        if prefix.iter().all(|&b| b == 0) {
+            res.stop = Some(ScanStop::ZeroPadding);
+            break;
+        }
+        let declared = batch::declared_size(prefix).expect("12 bytes present");
+        if declared < batch::HEADER_BYTES as i64 {
+            res.stop = Some(ScanStop::Corrupt(format!(
+                "batchLength {} below the v2 minimum",
+                declared - LOG_OVERHEAD_BYTES as i64
+            )));
+            break;
+        }
+        let Some(bytes) = win.get(pos, declared as usize).await? else {
+            res.stop = Some(ScanStop::PartialBatch);
+            break;
+        };
+        let h = match batch::validate(bytes) {
+            Ok(h) => h,
+            Err(e) => {
+                res.stop = Some(ScanStop::Corrupt(e.to_string()));
+                break;
+            }
+        };
+        if h.base_offset != res.next_offset as i64 {
+            res.stop = Some(ScanStop::OffsetGap {
+                expected: res.next_offset,
+                found: h.base_offset,
+            });
+            break;
+        }
+        let rel = res.next_offset - base_offset;
+        if rel + h.offset_count() > u32::MAX as u64 || pos + declared as u64 > u32::MAX as u64 {
+            res.stop = Some(ScanStop::Corrupt(
+                "segment exceeds 32-bit offsets or positions".into(),
+            ));
+            break;
+        }
+        res.batches.push((rel as u32, pos as u32, h));
+        res.next_offset += h.offset_count();
+        pos += declared as u64;
+        res.valid_len = pos;
+    }
+    if res.stop.is_some() && res.valid_len < file_len {
+        res.discarded_nonzero = has_nonzero(file, res.valid_len, file_len).await?;
+        if !res.discarded_nonzero {
+            res.stop = Some(ScanStop::ZeroPadding);
+        }
+    }
+    Ok(res)
+}
+
+async fn has_nonzero(file: &SegmentFile, from: u64, to: u64) -> io::Result<bool> {
+    let mut pos = from;
+    while pos < to {
+        let n = ((to - pos) as usize).min(SCAN_READ_BYTES);
+        let r = file.read(pos, n).await?;
+        if r.is_empty() {
+            break;
+        }
+        if r.iter().any(|&b| b != 0) {
+            return Ok(true);
+        }
+        pos += r.len() as u64;
+    }
+    Ok(false)
+}
+
+/// Reads a whole small file (an index) through direct I/O.
+pub async fn read_whole(path: &Path) -> io::Result<Vec<u8>> {
+    let f = match SegmentFile::open_read(path).await {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let len = f.size().await?;
+    let mut out = Vec::with_capacity(len as usize);
+    let mut pos = 0;
+    while pos < len {
+        let n = ((len - pos) as usize).min(SCAN_READ_BYTES);
+        let r = f.read(pos, n).await?;
+        if r.is_empty() {
+            break;
+        }
+        out.extend_from_slice(&r);
+        pos += r.len() as u64;
+    }
+    f.close().await?;
+    Ok(out)
+}
+
+/// What the log keeps in memory about a closed segment (no open files).
+#[derive(Debug, Clone)]
+pub struct ClosedSegment {
+    pub base_offset: u64,
+    pub next_offset: u64,
+    pub size_bytes: u64,
+    /// Newest record timestamp in the segment (-1 if none).
+    pub max_timestamp_ms: i64,
+}
+
+/// A closed segment opened for reads: its log file and its index, held by the per-core cache.
+pub struct ClosedReader {
+    pub file: std::rc::Rc<SegmentFile>,
+    pub entries: Vec<OffsetEntry>,
+    pub time_entries: Vec<TimeEntry>,
+    pub size_bytes: u64,
+}
+
+impl ClosedReader {
+    pub async fn open(dir: &Path, seg: &ClosedSegment) -> io::Result<Self> {
+        let entries =
+            index::decode_offset_entries(&read_whole(&index_path(dir, seg.base_offset)).await?);
+        let time_entries =
+            index::decode_time_entries(&read_whole(&time_index_path(dir, seg.base_offset)).await?);
+        let file = std::rc::Rc::new(SegmentFile::open_read(&log_path(dir, seg.base_offset)).await?);
+        Ok(Self {
+            file,
+            entries,
+            time_entries,
+            size_bytes: seg.size_bytes,
+        })
+    }
+}

@@ -1,0 +1,146 @@
+//! Shared helpers for the engine's integration tests: an executor with small `io_memory`, a
+//! data dir in a temp folder, and Kafka batches built by an independent encoder
+//! (kafka-protocol), so the engine's parsing is checked against another implementation.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::path::Path;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use engine::{CoreStorage, DataDir, LogConfig, PartitionLog, RecoverySummary};
+use glommio::{LocalExecutorBuilder, Placement};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+
+/// Small registered I/O memory: tests run many executors under the default memlock limit.
+pub const TEST_IO_MEMORY_BYTES: usize = 1 << 20;
+
+/// Runs `f` to completion on a fresh glommio executor on this thread.
+pub fn run<F, Fut, T>(f: F) -> T
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = T> + 'static,
+    T: Send + 'static,
+{
+    LocalExecutorBuilder::new(Placement::Unbound)
+        .io_memory(TEST_IO_MEMORY_BYTES)
+        .spawn(f)
+        .expect("executor starts")
+        .join()
+        .expect("executor finishes")
+}
+
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_test_writer()
+        .try_init();
+}
+
+/// A data dir plus this executor's storage context.
+pub async fn core(root: &Path, read_cache_segments: usize) -> Rc<CoreStorage> {
+    let dd = Arc::new(DataDir::open(root).expect("data dir"));
+    CoreStorage::new(dd, read_cache_segments)
+        .await
+        .expect("core storage")
+}
+
+pub async fn open(
+    core: &Rc<CoreStorage>,
+    root: &Path,
+    config: LogConfig,
+) -> (Rc<PartitionLog>, RecoverySummary) {
+    PartitionLog::open(core, root.join("topics/t/p00000"), config)
+        .await
+        .expect("log opens")
+}
+
+/// A config with small segments for tests that roll.
+pub fn small_config(segment_bytes: u64) -> LogConfig {
+    LogConfig {
+        segment_bytes,
+        preallocate_bytes: 64 << 10,
+        write_chunk_bytes: 64 << 10,
+        max_batch_bytes: segment_bytes.min(1 << 20) as usize,
+        ..LogConfig::default()
+    }
+}
+
+/// Encodes one v2 batch of `n` records, keys `k<seed>-<i>`, values of `value_len` bytes.
+pub fn batch(seed: u64, n: usize, value_len: usize, timestamp_ms: i64) -> Vec<u8> {
+    let records: Vec<Record> = (0..n)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: i as i32 - 1,
+            timestamp: timestamp_ms + i as i64,
+            key: Some(Bytes::from(format!("k{seed}-{i}"))),
+            value: Some(Bytes::from(
+                (0..value_len)
+                    .map(|j| (seed as usize + i * 31 + j) as u8)
+                    .collect::<Vec<u8>>(),
+            )),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        records.iter(),
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .expect("encode batch");
+    buf.to_vec()
+}
+
+/// The batch as the log stores it: base offset set, leader epoch 0.
+pub fn as_stored(mut b: Vec<u8>, base_offset: u64) -> Vec<u8> {
+    engine::batch::set_base_offset(&mut b, base_offset as i64);
+    engine::batch::set_leader_epoch(&mut b, 0);
+    b
+}
+
+/// Splits a read result into its batches, checking each one's CRC.
+pub fn split_batches(mut bytes: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    while !bytes.is_empty() {
+        let size = engine::batch::declared_size(bytes).expect("batch prefix") as usize;
+        let b = &bytes[..size];
+        engine::batch::validate(b).expect("stored batch is valid");
+        out.push(b.to_vec());
+        bytes = &bytes[size..];
+    }
+    out
+}
+
+/// Reads the whole log from `from` to the high watermark, batch by batch.
+pub async fn read_all(log: &PartitionLog, from: u64) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut next = from;
+    while next < log.high_watermark() {
+        let bytes = log.read(next, 64 << 10).await.expect("read");
+        assert!(
+            !bytes.is_empty(),
+            "read at {next} below the high watermark is empty"
+        );
+        for b in split_batches(&bytes) {
+            let h = engine::batch::parse_header(&b).unwrap();
+            next = h.last_offset() as u64 + 1;
+            out.push(b);
+        }
+    }
+    out
+}
