@@ -83,6 +83,10 @@ impl Appender {
         self.len
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// Bytes appended but not yet handed to a flush.
     pub fn unflushed_bytes(&self) -> u64 {
         self.len - self.tail_pos

@@ -78,13 +78,13 @@ impl LogConfig {
         if self.segment_ms <= 0 {
             return Err(format!("segment_ms {} must be positive", self.segment_ms));
         }
-        if self.write_chunk_bytes == 0 || self.write_chunk_bytes as u64 % align != 0 {
+        if self.write_chunk_bytes == 0 || !(self.write_chunk_bytes as u64).is_multiple_of(align) {
             return Err(format!(
                 "write_chunk_bytes {} must be a positive multiple of {align}",
                 self.write_chunk_bytes
             ));
         }
-        if self.preallocate_bytes % align != 0 {
+        if !self.preallocate_bytes.is_multiple_of(align) {
             return Err(format!(
                 "preallocate_bytes {} must be a multiple of {align}",
                 self.preallocate_bytes

@@ -600,27 +600,24 @@ impl PartitionLog {
         }
     }
 
-    /// Takes `io_busy` and blocks appends (`rolling`) for a roll or a close.
+    /// Takes `io_busy` and blocks appends (`rolling`) for a roll or a close. `Ok(false)` when
+    /// another roll was under way: it has finished and the caller re-evaluates.
     async fn acquire_exclusive(&self) -> Result<bool, LogError> {
         loop {
-            let gen = {
+            let (gen, other_rolling) = {
                 let mut st = self.st.borrow_mut();
                 self.check_usable(&st)?;
-                if st.rolling {
-                    // Someone else is rolling; the caller re-evaluates afterwards.
-                    let gen = st.change_gen;
-                    drop(st);
-                    self.wait_change(gen).await;
-                    return Ok(false);
-                }
-                if !st.io_busy {
+                if !st.rolling && !st.io_busy {
                     st.io_busy = true;
                     st.rolling = true;
                     return Ok(true);
                 }
-                st.change_gen
+                (st.change_gen, st.rolling)
             };
             self.wait_change(gen).await;
+            if other_rolling {
+                return Ok(false);
+            }
         }
     }
 
