@@ -180,7 +180,7 @@ impl FlushJob {
             }
         }
         let file = &self.file;
-        let results = crate::io::join_all(
+        let results = crate::join::join_all(
             self.writes
                 .into_iter()
                 .map(|(buf, pos)| file.write_block(buf, pos)),

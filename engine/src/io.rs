@@ -259,35 +259,3 @@ pub fn list_dir(dir: &Path) -> io::Result<Vec<String>> {
     }
     Ok(names)
 }
-
-/// Runs the futures concurrently on the current executor and returns their results in order
-/// (the writes and syncs of one flush go to the ring together).
-pub async fn join_all<F: std::future::Future>(futs: impl Iterator<Item = F>) -> Vec<F::Output> {
-    use std::task::Poll;
-    let mut tasks: Vec<Option<std::pin::Pin<Box<F>>>> = futs.map(|f| Some(Box::pin(f))).collect();
-    let mut results: Vec<Option<F::Output>> = (0..tasks.len()).map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for (slot, result) in tasks.iter_mut().zip(results.iter_mut()) {
-            if let Some(f) = slot {
-                match f.as_mut().poll(cx) {
-                    Poll::Ready(v) => {
-                        *result = Some(v);
-                        *slot = None;
-                    }
-                    Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            Poll::Pending
-        } else {
-            Poll::Ready(())
-        }
-    })
-    .await;
-    results
-        .into_iter()
-        .map(|r| r.expect("every future completed"))
-        .collect()
-}

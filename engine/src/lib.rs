@@ -13,9 +13,11 @@ pub mod core_storage;
 pub mod data_dir;
 pub mod index;
 pub mod io;
+pub mod join;
 pub mod log;
 pub mod recovery_marker;
 pub mod segment;
+pub mod shard;
 
 pub use config::{LogConfig, TimestampType};
 pub use core_storage::CoreStorage;

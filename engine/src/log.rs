@@ -227,7 +227,7 @@ pub struct PartitionLog {
     core: Rc<CoreStorage>,
     dir: PathBuf,
     id: u64,
-    config: LogConfig,
+    config: RefCell<LogConfig>,
     st: RefCell<State>,
 }
 
@@ -279,7 +279,9 @@ impl PartitionLog {
             if st.change_gen != gen {
                 Poll::Ready(())
             } else {
-                st.waiters.push(cx.waker().clone());
+                if !st.waiters.iter().any(|w| w.will_wake(cx.waker())) {
+                    st.waiters.push(cx.waker().clone());
+                }
                 Poll::Pending
             }
         })
@@ -289,8 +291,19 @@ impl PartitionLog {
     pub fn dir(&self) -> &Path {
         &self.dir
     }
-    pub fn config(&self) -> &LogConfig {
-        &self.config
+    pub fn config(&self) -> LogConfig {
+        self.config.borrow().clone()
+    }
+
+    /// Replaces the config (an altered topic config). Takes effect from the next append, roll
+    /// and retention pass; existing segments are not rewritten.
+    pub fn set_config(&self, config: LogConfig) -> Result<(), LogError> {
+        config.validate().map_err(|why| LogError::InvalidConfig {
+            dir: self.dir_name(),
+            why,
+        })?;
+        *self.config.borrow_mut() = config;
+        Ok(())
     }
     pub fn log_start_offset(&self) -> u64 {
         self.st.borrow().log_start_offset
@@ -360,7 +373,7 @@ impl PartitionLog {
             core: core.clone(),
             id: core.new_log_id(),
             dir,
-            config,
+            config: RefCell::new(config),
             st: RefCell::new(State {
                 closed,
                 active: Some(active),
@@ -394,10 +407,10 @@ impl PartitionLog {
             dir: self.dir_name(),
             source,
         };
-        if batch.len() > self.config.max_batch_bytes {
+        if batch.len() > self.config.borrow().max_batch_bytes {
             return Err(invalid(BatchError::TooLarge {
                 len: batch.len(),
-                max_bytes: self.config.max_batch_bytes,
+                max_bytes: self.config.borrow().max_batch_bytes,
             }));
         }
         let h = batch::validate(batch).map_err(invalid)?;
@@ -428,15 +441,15 @@ impl PartitionLog {
         let commit = now_ms().max(st.last_commit_time_ms);
         let len = h.size_bytes as u64;
         let non_empty = !a.entries.is_empty();
-        let too_big = non_empty && a.log.len() + len > self.config.segment_bytes;
+        let too_big = non_empty && a.log.len() + len > self.config.borrow().segment_bytes;
         let too_old = a
             .first_commit_time_ms
-            .is_some_and(|first| commit - first >= self.config.segment_ms);
+            .is_some_and(|first| commit - first >= self.config.borrow().segment_ms);
         let offsets_full = st.next_offset + h.offset_count() - a.base_offset > u32::MAX as u64;
         if too_big || too_old || offsets_full {
             return Ok(AppendStep::Roll);
         }
-        if a.log.unflushed_bytes() + len > self.config.max_unflushed_bytes {
+        if a.log.unflushed_bytes() + len > self.config.borrow().max_unflushed_bytes {
             return Ok(AppendStep::Drain(st.next_offset));
         }
         Ok(AppendStep::Ready)
@@ -459,7 +472,7 @@ impl PartitionLog {
             rel + h.offset_count() <= u32::MAX as u64
                 && position + batch.len() as u64 <= u32::MAX as u64
         );
-        let log_append_time = self.config.timestamp_type == TimestampType::LogAppendTime;
+        let log_append_time = self.config.borrow().timestamp_type == TimestampType::LogAppendTime;
         let max_ts = if log_append_time {
             let mut owned = batch.to_vec();
             batch::set_base_offset(&mut owned, base as i64);
@@ -482,7 +495,7 @@ impl PartitionLog {
             commit,
             max_ts,
             batch.len() as u64,
-            self.config.index_interval_bytes,
+            self.config.borrow().index_interval_bytes,
         );
         st.next_offset = base + h.offset_count();
         st.stats.appends += 1;
@@ -568,12 +581,12 @@ impl PartitionLog {
         }
         let started = Instant::now();
         let files: Vec<Rc<SegmentFile>> = jobs.iter().map(|j| j.file().clone()).collect();
-        for r in io::join_all(jobs.into_iter().map(|j| j.write())).await {
+        for r in crate::join::join_all(jobs.into_iter().map(|j| j.write())).await {
             if let Err(e) = r {
                 return Err(self.poison("write", e));
             }
         }
-        for r in io::join_all(files.iter().map(|f| f.sync())).await {
+        for r in crate::join::join_all(files.iter().map(|f| f.sync())).await {
             if let Err(e) = r {
                 return Err(self.poison("fdatasync", e));
             }
@@ -662,7 +675,7 @@ impl PartitionLog {
         }
         // Every older segment is now sealed: recovery after a crash starts at the new one.
         let created = async {
-            let seg = create_segment(&self.core, &self.dir, new_base, &self.config).await?;
+            let seg = create_segment(&self.core, &self.dir, new_base, &self.config()).await?;
             io::sync_dir(&self.dir)?;
             RecoveryMarker {
                 clean: false,
@@ -695,14 +708,14 @@ impl PartitionLog {
         .into_iter()
         .flatten()
         .collect();
-        for r in io::join_all(jobs.into_iter().map(|j| j.write())).await {
+        for r in crate::join::join_all(jobs.into_iter().map(|j| j.write())).await {
             r?;
         }
         let apps = [&seg.log, &seg.index, &seg.time_index];
-        for r in io::join_all(apps.iter().map(|a| a.trim_to_len())).await {
+        for r in crate::join::join_all(apps.iter().map(|a| a.trim_to_len())).await {
             r?;
         }
-        for r in io::join_all(apps.iter().map(|a| a.file().sync())).await {
+        for r in crate::join::join_all(apps.iter().map(|a| a.file().sync())).await {
             r?;
         }
         let ActiveSegment {
@@ -897,6 +910,28 @@ impl PartitionLog {
         Ok(None)
     }
 
+    /// Waits until data after `offset` becomes readable (the high watermark passes it) or until
+    /// `deadline`; `true` if data arrived (or the log can no longer change: poisoned, closed).
+    pub async fn wait_for_data_after(&self, offset: u64, deadline: Instant) -> bool {
+        let arrived = async {
+            loop {
+                let gen = {
+                    let st = self.st.borrow();
+                    if st.high_watermark > offset || st.poisoned.is_some() || st.closed_for_good {
+                        return true;
+                    }
+                    st.change_gen
+                };
+                self.wait_change(gen).await;
+            }
+        };
+        let timeout = async {
+            glommio::timer::sleep(deadline.saturating_duration_since(Instant::now())).await;
+            false
+        };
+        futures_lite::future::or(arrived, timeout).await
+    }
+
     /// Commit time of the batch holding `offset` (what seed 000's delay gate compares).
     pub async fn commit_time_of(&self, offset: u64) -> Result<Option<i64>, LogError> {
         let seg = {
@@ -937,12 +972,12 @@ impl PartitionLog {
             let active_len = st.active.as_ref().map_or(0, |a| a.log.len());
             let mut total: u64 = st.closed.values().map(|s| s.size_bytes).sum::<u64>() + active_len;
             let mut doomed = Vec::new();
+            let cfg = self.config.borrow();
             for seg in st.closed.values() {
-                let by_time = self.config.retention_ms.is_some_and(|r| {
+                let by_time = cfg.retention_ms.is_some_and(|r| {
                     seg.max_timestamp_ms >= 0 && seg.max_timestamp_ms < now_ms - r
                 });
-                let by_size = self
-                    .config
+                let by_size = cfg
                     .retention_bytes
                     .is_some_and(|r| total - seg.size_bytes >= r);
                 if !(by_time || by_size) {
@@ -951,6 +986,7 @@ impl PartitionLog {
                 total -= seg.size_bytes;
                 doomed.push(seg.base_offset);
             }
+            drop(cfg);
             for b in &doomed {
                 st.closed.remove(b);
             }

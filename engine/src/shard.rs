@@ -1,0 +1,192 @@
+//! The per-core shard runtime: one pinned glommio executor per core, each owning a state value
+//! `S` that never leaves its thread, and the one cross-core primitive every room uses:
+//! "run this on the owner core and send back the result" (`Shards::invoke_on`).
+//!
+//! Cross-core messages travel over bounded flume channels (`CORE_INBOX_CAPACITY`), so a slow
+//! core pushes back on its senders instead of growing a queue without bound.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use glommio::{LocalExecutorBuilder, Placement};
+
+/// Jobs a core's inbox holds before senders wait.
+pub const CORE_INBOX_CAPACITY: usize = 1024;
+
+type LocalFuture = Pin<Box<dyn Future<Output = ()>>>;
+type Job<S> = Box<dyn FnOnce(Rc<S>) -> LocalFuture + Send>;
+
+/// Counters of cross-core traffic, shared by every core (relaxed atomics; metrics only).
+#[derive(Debug, Default)]
+pub struct CrossCoreStats {
+    pub messages_sent: AtomicU64,
+}
+
+/// Handle to every core's inbox. Cheap to clone, `Send + Sync`.
+pub struct Shards<S> {
+    inboxes: Arc<Vec<flume::Sender<Job<S>>>>,
+    stats: Arc<CrossCoreStats>,
+}
+
+impl<S> Clone for Shards<S> {
+    fn clone(&self) -> Self {
+        Self {
+            inboxes: self.inboxes.clone(),
+            stats: self.stats.clone(),
+        }
+    }
+}
+
+/// The error when the target core has stopped (shutdown) before answering.
+#[derive(Debug, thiserror::Error)]
+#[error("core {core} is not running (shutting down)")]
+pub struct CoreGone {
+    pub core: usize,
+}
+
+impl<S: 'static> Shards<S> {
+    pub fn cores(&self) -> usize {
+        self.inboxes.len()
+    }
+
+    pub fn stats(&self) -> &CrossCoreStats {
+        &self.stats
+    }
+
+    /// Runs `f` with the state of `core` on that core's executor and returns its result. The
+    /// closure and its result cross threads; the future it makes stays on the target core.
+    pub async fn invoke_on<R, F, Fut>(&self, core: usize, f: F) -> Result<R, CoreGone>
+    where
+        R: Send + 'static,
+        F: FnOnce(Rc<S>) -> Fut + Send + 'static,
+        Fut: Future<Output = R> + 'static,
+    {
+        assert!(core < self.inboxes.len(), "core {core} out of range");
+        let (tx, rx) = flume::bounded::<R>(1);
+        let job: Job<S> = Box::new(move |state| {
+            Box::pin(async move {
+                let r = f(state).await;
+                let _ = tx.send(r);
+            })
+        });
+        self.stats.messages_sent.fetch_add(1, Ordering::Relaxed);
+        self.inboxes[core]
+            .send_async(job)
+            .await
+            .map_err(|_| CoreGone { core })?;
+        rx.recv_async().await.map_err(|_| CoreGone { core })
+    }
+}
+
+/// Settings of the executors.
+#[derive(Debug, Clone)]
+pub struct ShardConfig {
+    /// CPUs to pin the executors to, one executor each; empty = unpinned, `unpinned_cores` of
+    /// them.
+    pub cpus: Vec<usize>,
+    pub unpinned_cores: usize,
+    /// Registered I/O memory of each executor (3 rings each; keep 3 × this × cores under the
+    /// memlock limit).
+    pub io_memory_bytes: usize,
+}
+
+/// The online CPUs, in order (DESIGN.md §4: derive cores from the online set; a fixed
+/// placement on a CPU that does not exist fails).
+pub fn online_cpus() -> std::io::Result<Vec<usize>> {
+    let set = glommio::CpuSet::online().map_err(std::io::Error::from)?;
+    let mut cpus: Vec<usize> = set.into_iter().map(|l| l.cpu).collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    Ok(cpus)
+}
+
+/// Starts one executor per core. `init(core, shards)` builds each core's state on its own
+/// thread; `run(state)` is the core's main future: when it returns, the core stops. Returns
+/// the handle and a join function that waits for every core and reports failures.
+pub fn start<S, I, IFut, R, RFut>(
+    config: &ShardConfig,
+    init: I,
+    run: R,
+) -> std::io::Result<(Shards<S>, ShardJoin)>
+where
+    S: 'static,
+    I: Fn(usize, Shards<S>) -> IFut + Send + Sync + Clone + 'static,
+    IFut: Future<Output = std::io::Result<Rc<S>>> + 'static,
+    R: Fn(Rc<S>) -> RFut + Send + Sync + Clone + 'static,
+    RFut: Future<Output = ()> + 'static,
+{
+    let n = if config.cpus.is_empty() {
+        config.unpinned_cores.max(1)
+    } else {
+        config.cpus.len()
+    };
+    let mut senders = Vec::with_capacity(n);
+    let mut receivers = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (tx, rx) = flume::bounded::<Job<S>>(CORE_INBOX_CAPACITY);
+        senders.push(tx);
+        receivers.push(rx);
+    }
+    let shards = Shards {
+        inboxes: Arc::new(senders),
+        stats: Arc::new(CrossCoreStats::default()),
+    };
+    let mut handles = Vec::with_capacity(n);
+    for (core, inbox) in receivers.into_iter().enumerate() {
+        let placement = match config.cpus.get(core) {
+            Some(&cpu) => Placement::Fixed(cpu),
+            None => Placement::Unbound,
+        };
+        let (init, run, shards) = (init.clone(), run.clone(), shards.clone());
+        let handle = LocalExecutorBuilder::new(placement)
+            .name(&format!("core-{core}"))
+            .io_memory(config.io_memory_bytes)
+            .spawn(move || async move {
+                let state = match init(core, shards).await {
+                    Ok(s) => s,
+                    Err(e) => return Err(e),
+                };
+                let inbox_state = state.clone();
+                let inbox_task = glommio::spawn_local(async move {
+                    while let Ok(job) = inbox.recv_async().await {
+                        glommio::spawn_local(job(inbox_state.clone())).detach();
+                    }
+                })
+                .detach();
+                run(state).await;
+                inbox_task.cancel();
+                Ok(())
+            })
+            .map_err(std::io::Error::from)?;
+        handles.push(handle);
+    }
+    Ok((shards, ShardJoin { handles }))
+}
+
+/// Waits for the executors started by `start`.
+pub struct ShardJoin {
+    handles: Vec<glommio::ExecutorJoinHandle<std::io::Result<()>>>,
+}
+
+impl ShardJoin {
+    /// Joins every core; the first failure (init error or panic) is returned.
+    pub fn join(self) -> std::io::Result<()> {
+        let mut first_err = None;
+        for (core, h) in self.handles.into_iter().enumerate() {
+            let res = match h.join() {
+                Ok(r) => r,
+                Err(e) => Err(std::io::Error::other(format!(
+                    "core {core} panicked: {e:?}"
+                ))),
+            };
+            if let Err(e) = res {
+                tracing::error!(core, error = %e, "core stopped with an error");
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+}

@@ -1,0 +1,37 @@
+//! ringlog's metastore: an openraft state machine (topics, partitions, assignments, and room for
+//! fan-out links and barrier groups) running on its own thread with its own current-thread tokio
+//! runtime. Other threads talk to it only over flume channels through [`MetaHandle`]: commands
+//! in, applied changes out. See DESIGN.md §6.
+
+pub mod client;
+pub mod error;
+pub mod log_store;
+pub mod network;
+pub mod node;
+pub mod sm;
+pub mod state;
+pub mod wire;
+
+use std::io::Cursor;
+
+pub use client::MetaClient;
+pub use error::{MetaError, Result};
+pub use node::{MetaConfig, MetaHandle, Metastore};
+pub use state::{
+    AppliedChange, ApplyOutcome, Assignment, Change, Command, MetaState, Refusal, TopicMeta,
+};
+pub use wire::NodeStatus;
+
+openraft::declare_raft_types!(
+    /// openraft type configuration of the metastore.
+    pub TypeConfig:
+        D = state::Command,
+        R = state::ApplyOutcome,
+        NodeId = u64,
+        Node = openraft::BasicNode,
+        Entry = openraft::Entry<TypeConfig>,
+        SnapshotData = Cursor<Vec<u8>>,
+        AsyncRuntime = openraft::TokioRuntime,
+);
+
+pub type Raft = openraft::Raft<TypeConfig>;

@@ -1,0 +1,910 @@
+//! The metastore node: a dedicated thread with a current-thread tokio runtime running openraft,
+//! the TCP server (raft RPC and client requests on one port), and [`MetaHandle`], the flume
+//! front door other threads use.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{CheckIsLeaderError, ClientWriteError, ForwardToLeader, RaftError};
+use openraft::raft::{InstallSnapshotRequest, VoteRequest};
+use openraft::{BasicNode, ChangeMembers, SnapshotPolicy};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::error::{MetaError, Result};
+use crate::log_store::LogStore;
+use crate::network::{self, NetworkFactory};
+use crate::sm::StateMachineStore;
+use crate::state::{AppliedChange, ApplyOutcome, Command, MetaState};
+use crate::wire::{
+    self, ClientRequest, ClientResponse, NodeStatus, RaftErrorKind, Request, Response, WireError,
+};
+use crate::Raft;
+
+pub const DEFAULT_HEARTBEAT_INTERVAL_MS: u64 = 150;
+pub const DEFAULT_ELECTION_TIMEOUT_MIN_MS: u64 = 750;
+pub const DEFAULT_ELECTION_TIMEOUT_MAX_MS: u64 = 1_500;
+/// Build a snapshot (and compact the log) after this many new log entries.
+pub const DEFAULT_SNAPSHOT_EVERY_LOGS: u64 = 5_000;
+/// Entries kept in the log after a snapshot (so followers that lag a little need no snapshot).
+pub const DEFAULT_LOGS_KEPT_AFTER_SNAPSHOT: u64 = 1_000;
+pub const SNAPSHOT_CHUNK_BYTES: u64 = 1024 * 1024;
+pub const INSTALL_SNAPSHOT_TIMEOUT_MS: u64 = 5_000;
+/// How long a leader-confirmed read waits for the quorum before answering `Unconfirmed`.
+pub const LINEARIZABLE_READ_TIMEOUT_MS: u64 = 2_000;
+/// How long a write waits for commit before answering `Timeout` (outcome unknown).
+pub const WRITE_TIMEOUT_MS: u64 = 10_000;
+/// Timeout of one forwarded request to the leader.
+pub const FORWARD_TIMEOUT_MS: u64 = 12_000;
+/// How long adding a node may take (learner catch-up plus promotion).
+pub const ADD_NODE_TIMEOUT_MS: u64 = 60_000;
+pub const JOIN_RETRY_INTERVAL_MS: u64 = 500;
+/// On the first start, initial members other than the lowest id initialise the cluster
+/// themselves only if it is still uninitialised after this long.
+pub const BOOTSTRAP_FALLBACK_MS: u64 = 5_000;
+/// Commands queued to the meta thread before senders wait.
+pub const COMMAND_QUEUE_CAPACITY: usize = 4_096;
+pub const ACCEPT_ERROR_BACKOFF_MS: u64 = 100;
+pub const DATA_DIR_LOCK_FILE: &str = "LOCK";
+pub const RAFT_DIR: &str = "raft";
+
+/// Configuration of one metastore node.
+#[derive(Clone, Debug)]
+pub struct MetaConfig {
+    pub node_id: u64,
+    pub data_dir: PathBuf,
+    /// Address of the TCP server (raft RPC + client requests). `None`: embedded, no network
+    /// (single node only).
+    pub listen: Option<SocketAddr>,
+    /// Address other nodes use to reach this one; defaults to the bound listen address.
+    pub advertise: Option<String>,
+    /// Initial members (node id -> address), including this node. Empty: single-node cluster.
+    pub peers: BTreeMap<u64, String>,
+    /// Address of an existing member to ask for admission (learner, then voter).
+    pub join: Option<String>,
+    pub heartbeat_interval_ms: u64,
+    pub election_timeout_min_ms: u64,
+    pub election_timeout_max_ms: u64,
+    pub snapshot_every_logs: u64,
+    pub logs_kept_after_snapshot: u64,
+}
+
+impl MetaConfig {
+    /// The embedded default: a one-voter cluster in `data_dir`, no network.
+    pub fn single_node(data_dir: impl Into<PathBuf>) -> MetaConfig {
+        MetaConfig {
+            node_id: 1,
+            data_dir: data_dir.into(),
+            listen: None,
+            advertise: None,
+            peers: BTreeMap::new(),
+            join: None,
+            heartbeat_interval_ms: DEFAULT_HEARTBEAT_INTERVAL_MS,
+            election_timeout_min_ms: DEFAULT_ELECTION_TIMEOUT_MIN_MS,
+            election_timeout_max_ms: DEFAULT_ELECTION_TIMEOUT_MAX_MS,
+            snapshot_every_logs: DEFAULT_SNAPSHOT_EVERY_LOGS,
+            logs_kept_after_snapshot: DEFAULT_LOGS_KEPT_AFTER_SNAPSHOT,
+        }
+    }
+
+    /// Parses `1=127.0.0.1:7001,2=127.0.0.1:7002`.
+    pub fn parse_peers(s: &str) -> Result<BTreeMap<u64, String>> {
+        let mut out = BTreeMap::new();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (id, addr) = part.split_once('=').ok_or_else(|| MetaError::Config {
+                context: format!("peer '{part}' is not ID=HOST:PORT"),
+            })?;
+            let id: u64 = id.trim().parse().map_err(|_| MetaError::Config {
+                context: format!("peer id '{id}' is not a number"),
+            })?;
+            let addr = addr.trim();
+            if addr.parse::<SocketAddr>().is_err() && !addr.contains(':') {
+                return Err(MetaError::Config {
+                    context: format!("peer address '{addr}' is not HOST:PORT"),
+                });
+            }
+            if out.insert(id, addr.to_string()).is_some() {
+                return Err(MetaError::Config {
+                    context: format!("peer id {id} given twice"),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    fn validate(&self) -> Result<()> {
+        let bad = |c: String| Err(MetaError::Config { context: c });
+        if self.listen.is_none() && (!self.peers.is_empty() || self.join.is_some()) {
+            return bad("cluster mode (peers/join) needs a listen address".into());
+        }
+        if !self.peers.is_empty() && !self.peers.contains_key(&self.node_id) && self.join.is_none()
+        {
+            return bad(format!(
+                "node id {} is not among the peers and no join address was given",
+                self.node_id
+            ));
+        }
+        if self.election_timeout_min_ms <= self.heartbeat_interval_ms
+            || self.election_timeout_max_ms <= self.election_timeout_min_ms
+        {
+            return bad("need heartbeat < election_timeout_min < election_timeout_max".into());
+        }
+        Ok(())
+    }
+}
+
+type Reply<T> = flume::Sender<Result<T>>;
+
+enum Cmd {
+    Write(Command, Reply<AppliedChange>),
+    Read(Reply<(u64, MetaState)>),
+    LinearizableRead(Reply<(u64, MetaState)>),
+    Subscribe(Reply<(u64, MetaState, flume::Receiver<AppliedChange>)>),
+    Status(Reply<NodeStatus>),
+    AddNode {
+        node_id: u64,
+        addr: String,
+        reply: Reply<()>,
+    },
+    Shutdown(Reply<()>),
+}
+
+/// Starts metastore nodes.
+pub struct Metastore;
+
+impl Metastore {
+    /// Opens the data dir, recovers log and snapshot, starts raft on a dedicated thread and
+    /// returns once the node runs (bootstrapping a new cluster on the first start).
+    pub fn start(config: MetaConfig) -> Result<MetaHandle> {
+        config.validate()?;
+        let (tx, rx) = flume::bounded(COMMAND_QUEUE_CAPACITY);
+        let (ready_tx, ready_rx) = flume::bounded(1);
+        let node_id = config.node_id;
+        let thread = std::thread::Builder::new()
+            .name(format!("ringlog-meta-{node_id}"))
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(MetaError::io("building tokio runtime", e)));
+                        return;
+                    }
+                };
+                let lock = rt.block_on(run(config, rx, ready_tx));
+                // Dropping the runtime drops raft and the log store, which joins the log
+                // writer (everything queued reaches the disk); only then release the data dir.
+                drop(rt);
+                drop(lock);
+            })
+            .map_err(|e| MetaError::io("spawning the meta thread", e))?;
+        match ready_rx.recv() {
+            Ok(Ok(listen_addr)) => Ok(MetaHandle {
+                tx,
+                node_id,
+                listen_addr,
+                thread: Arc::new(std::sync::Mutex::new(Some(thread))),
+            }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => {
+                let _ = thread.join();
+                Err(MetaError::Raft {
+                    context: "meta thread exited during start".into(),
+                })
+            }
+        }
+    }
+}
+
+/// The handle other threads use. Clone + Send; every method sends a command over flume and
+/// waits for the reply (async: `recv_async`, usable from any executor; or blocking).
+#[derive(Clone)]
+pub struct MetaHandle {
+    tx: flume::Sender<Cmd>,
+    node_id: u64,
+    listen_addr: Option<SocketAddr>,
+    thread: Arc<std::sync::Mutex<Option<std::thread::JoinHandle<()>>>>,
+}
+
+impl MetaHandle {
+    pub fn node_id(&self) -> u64 {
+        self.node_id
+    }
+
+    /// The bound address of the TCP server, if any.
+    pub fn listen_addr(&self) -> Option<SocketAddr> {
+        self.listen_addr
+    }
+
+    fn send<T>(&self, make: impl FnOnce(Reply<T>) -> Cmd) -> Result<flume::Receiver<Result<T>>> {
+        let (tx, rx) = flume::bounded(1);
+        self.tx.send(make(tx)).map_err(|_| MetaError::Stopped)?;
+        Ok(rx)
+    }
+
+    async fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Cmd) -> Result<T> {
+        let (tx, rx) = flume::bounded(1);
+        self.tx
+            .send_async(make(tx))
+            .await
+            .map_err(|_| MetaError::Stopped)?;
+        rx.recv_async().await.map_err(|_| MetaError::Stopped)?
+    }
+
+    fn ask_blocking<T>(&self, make: impl FnOnce(Reply<T>) -> Cmd) -> Result<T> {
+        self.send(make)?.recv().map_err(|_| MetaError::Stopped)?
+    }
+
+    /// Proposes a command; on a follower it is forwarded to the leader (one hop).
+    pub async fn write(&self, cmd: Command) -> Result<AppliedChange> {
+        self.ask(|r| Cmd::Write(cmd, r)).await
+    }
+    pub fn write_blocking(&self, cmd: Command) -> Result<AppliedChange> {
+        self.ask_blocking(|r| Cmd::Write(cmd, r))
+    }
+
+    /// This node's applied state (may lag the leader on a follower).
+    pub async fn read(&self) -> Result<(u64, MetaState)> {
+        self.ask(Cmd::Read).await
+    }
+    pub fn read_blocking(&self) -> Result<(u64, MetaState)> {
+        self.ask_blocking(Cmd::Read)
+    }
+
+    /// A copy of the current state and a receiver of every change applied after it, in order.
+    pub async fn subscribe(&self) -> Result<(u64, MetaState, flume::Receiver<AppliedChange>)> {
+        self.ask(Cmd::Subscribe).await
+    }
+    pub fn subscribe_blocking(&self) -> Result<(u64, MetaState, flume::Receiver<AppliedChange>)> {
+        self.ask_blocking(Cmd::Subscribe)
+    }
+
+    /// Leader-confirmed read (openraft `ensure_linearizable`): the state as of a log index the
+    /// current leader confirmed with a quorum. On a follower the read is forwarded to the leader.
+    /// `Unconfirmed` / `NotController` mean: defer and retry; never act on local state then.
+    pub async fn linearizable_read(&self) -> Result<(u64, MetaState)> {
+        self.ask(Cmd::LinearizableRead).await
+    }
+    pub fn linearizable_read_blocking(&self) -> Result<(u64, MetaState)> {
+        self.ask_blocking(Cmd::LinearizableRead)
+    }
+
+    /// Like [`Self::linearizable_read`] but only returns the confirmed log index: a core may act
+    /// once its own copy has applied up to it.
+    pub async fn ensure_linearizable(&self) -> Result<u64> {
+        Ok(self.linearizable_read().await?.0)
+    }
+    pub fn ensure_linearizable_blocking(&self) -> Result<u64> {
+        Ok(self.linearizable_read_blocking()?.0)
+    }
+
+    pub async fn status(&self) -> Result<NodeStatus> {
+        self.ask(Cmd::Status).await
+    }
+    pub fn status_blocking(&self) -> Result<NodeStatus> {
+        self.ask_blocking(Cmd::Status)
+    }
+
+    /// Adds a node: learner first, promoted to voter once caught up.
+    pub async fn add_node(&self, node_id: u64, addr: String) -> Result<()> {
+        self.ask(|reply| Cmd::AddNode {
+            node_id,
+            addr,
+            reply,
+        })
+        .await
+    }
+    pub fn add_node_blocking(&self, node_id: u64, addr: String) -> Result<()> {
+        self.ask_blocking(|reply| Cmd::AddNode {
+            node_id,
+            addr,
+            reply,
+        })
+    }
+
+    /// Stops raft and the thread (blocking). Other clones then get `Stopped`.
+    pub fn shutdown(&self) -> Result<()> {
+        let r = self.ask_blocking(Cmd::Shutdown);
+        if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = t.join();
+        }
+        match r {
+            Err(MetaError::Stopped) => Ok(()),
+            other => other,
+        }
+    }
+}
+
+struct Node {
+    id: u64,
+    raft: Raft,
+    sm: StateMachineStore,
+}
+
+fn not_controller(f: &ForwardToLeader<u64, BasicNode>) -> MetaError {
+    MetaError::NotController {
+        leader_id: f.leader_id,
+        leader_addr: f.leader_node.as_ref().map(|n| n.addr.clone()),
+    }
+}
+
+impl Node {
+    async fn forward(
+        &self,
+        f: &ForwardToLeader<u64, BasicNode>,
+        req: ClientRequest,
+    ) -> Result<ClientResponse> {
+        let Some(addr) = f.leader_node.as_ref().map(|n| n.addr.clone()) else {
+            return Err(not_controller(f));
+        };
+        if f.leader_id == Some(self.id) {
+            return Err(not_controller(f));
+        }
+        match network::call(
+            &addr,
+            &Request::Client(req),
+            Duration::from_millis(FORWARD_TIMEOUT_MS),
+        )
+        .await
+        {
+            Ok(Response::Client(ClientResponse::Error(w))) => Err(w.into()),
+            Ok(Response::Client(r)) => Ok(r),
+            Ok(other) => Err(MetaError::Protocol {
+                context: format!("leader answered a client request with {other:?}"),
+            }),
+            Err(e) => {
+                tracing::debug!(leader = %addr, error = %e, "forward to leader failed");
+                Err(not_controller(f))
+            }
+        }
+    }
+
+    async fn write(&self, cmd: Command, forwarded: bool) -> Result<AppliedChange> {
+        let res = tokio::time::timeout(
+            Duration::from_millis(WRITE_TIMEOUT_MS),
+            self.raft.client_write(cmd.clone()),
+        )
+        .await
+        .map_err(|_| MetaError::Timeout {
+            what: "raft write (outcome unknown)".into(),
+            timeout_ms: WRITE_TIMEOUT_MS,
+        })?;
+        match res {
+            Ok(resp) => match resp.data {
+                ApplyOutcome::Applied(c) => Ok(c),
+                ApplyOutcome::Refused(r) => Err(MetaError::Refused(r)),
+                ApplyOutcome::NoOp => Err(MetaError::raft("normal entry applied as no-op")),
+            },
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+                if forwarded {
+                    return Err(not_controller(&f));
+                }
+                match self
+                    .forward(
+                        &f,
+                        ClientRequest::Write {
+                            cmd,
+                            forwarded: true,
+                        },
+                    )
+                    .await?
+                {
+                    ClientResponse::Written(ApplyOutcome::Applied(c)) => Ok(c),
+                    ClientResponse::Written(ApplyOutcome::Refused(r)) => Err(MetaError::Refused(r)),
+                    other => Err(MetaError::Protocol {
+                        context: format!("unexpected forwarded write answer {other:?}"),
+                    }),
+                }
+            }
+            Err(e) => Err(MetaError::raft(format!("client_write: {e}"))),
+        }
+    }
+
+    async fn linearizable_read(&self, forwarded: bool) -> Result<(u64, MetaState)> {
+        let res = tokio::time::timeout(
+            Duration::from_millis(LINEARIZABLE_READ_TIMEOUT_MS),
+            self.raft.ensure_linearizable(),
+        )
+        .await;
+        match res {
+            Err(_) => Err(MetaError::Unconfirmed {
+                reason: format!("no quorum confirmation within {LINEARIZABLE_READ_TIMEOUT_MS} ms"),
+            }),
+            Ok(Ok(read_log_id)) => {
+                let (applied, state) = self.sm.read();
+                let need = read_log_id.map(|l| l.index).unwrap_or(0);
+                assert!(
+                    applied >= need,
+                    "ensure_linearizable returned before applying {need} (applied {applied})"
+                );
+                Ok((applied, state))
+            }
+            Ok(Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)))) => {
+                if forwarded {
+                    return Err(not_controller(&f));
+                }
+                match self
+                    .forward(&f, ClientRequest::LinearizableRead { forwarded: true })
+                    .await
+                {
+                    Ok(ClientResponse::State {
+                        applied_index,
+                        state,
+                    }) => Ok((applied_index, state)),
+                    Ok(other) => Err(MetaError::Protocol {
+                        context: format!("unexpected forwarded read answer {other:?}"),
+                    }),
+                    Err(MetaError::NotController { .. }) => Err(MetaError::Unconfirmed {
+                        reason: format!(
+                            "not the leader, and leader {:?} could not confirm",
+                            f.leader_id
+                        ),
+                    }),
+                    Err(e) => Err(e),
+                }
+            }
+            Ok(Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(q)))) => {
+                Err(MetaError::Unconfirmed {
+                    reason: q.to_string(),
+                })
+            }
+            Ok(Err(e)) => Err(MetaError::Unconfirmed {
+                reason: e.to_string(),
+            }),
+        }
+    }
+
+    fn status(&self) -> NodeStatus {
+        let m = self.raft.metrics().borrow().clone();
+        let membership = m.membership_config.membership();
+        NodeStatus {
+            node_id: m.id,
+            server_state: format!("{:?}", m.state),
+            current_term: m.current_term,
+            current_leader: m.current_leader,
+            last_log_index: m.last_log_index,
+            last_applied_index: m.last_applied.map(|l| l.index),
+            snapshot_index: m.snapshot.map(|l| l.index),
+            purged_index: m.purged.map(|l| l.index),
+            voters: membership.voter_ids().collect(),
+            learners: membership.learner_ids().collect(),
+            nodes: membership
+                .nodes()
+                .map(|(id, n)| (*id, n.addr.clone()))
+                .collect(),
+        }
+    }
+
+    async fn add_node(&self, node_id: u64, addr: String, forwarded: bool) -> Result<()> {
+        let fut = async {
+            if self.status().voters.contains(&node_id) {
+                return Ok(());
+            }
+            let fwd_req = ClientRequest::AddNode {
+                node_id,
+                addr: addr.clone(),
+                forwarded: true,
+            };
+            let fwd = |f: ForwardToLeader<u64, BasicNode>| {
+                let req = fwd_req.clone();
+                async move {
+                    if forwarded {
+                        return Err(not_controller(&f));
+                    }
+                    self.forward(&f, req).await.map(|_| ())
+                }
+            };
+            tracing::info!(node_id, %addr, "adding node as learner");
+            match self
+                .raft
+                .add_learner(node_id, BasicNode::new(&addr), true)
+                .await
+            {
+                Ok(_) => {}
+                Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+                    return fwd(f).await
+                }
+                Err(e) => return Err(MetaError::raft(format!("add_learner: {e}"))),
+            }
+            tracing::info!(node_id, "learner caught up, promoting to voter");
+            match self
+                .raft
+                .change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([node_id])), false)
+                .await
+            {
+                Ok(_) => Ok(()),
+                Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => fwd(f).await,
+                Err(e) => Err(MetaError::raft(format!("change_membership: {e}"))),
+            }
+        };
+        tokio::time::timeout(Duration::from_millis(ADD_NODE_TIMEOUT_MS), fut)
+            .await
+            .map_err(|_| MetaError::Timeout {
+                what: format!("adding node {node_id}"),
+                timeout_ms: ADD_NODE_TIMEOUT_MS,
+            })?
+    }
+
+    async fn handle_client(&self, req: ClientRequest) -> ClientResponse {
+        let res = match req {
+            ClientRequest::Write { cmd, forwarded } => self
+                .write(cmd, forwarded)
+                .await
+                .map(|c| ClientResponse::Written(ApplyOutcome::Applied(c))),
+            ClientRequest::GetState => {
+                let (applied_index, state) = self.sm.read();
+                Ok(ClientResponse::State {
+                    applied_index,
+                    state,
+                })
+            }
+            ClientRequest::LinearizableRead { forwarded } => self
+                .linearizable_read(forwarded)
+                .await
+                .map(|(applied_index, state)| ClientResponse::State {
+                    applied_index,
+                    state,
+                }),
+            ClientRequest::Status => Ok(ClientResponse::Status(self.status())),
+            ClientRequest::AddNode {
+                node_id,
+                addr,
+                forwarded,
+            } => self
+                .add_node(node_id, addr, forwarded)
+                .await
+                .map(|_| ClientResponse::NodeAdded),
+        };
+        match res {
+            Ok(r) => r,
+            Err(MetaError::Refused(r)) => ClientResponse::Written(ApplyOutcome::Refused(r)),
+            Err(e) => ClientResponse::Error(WireError::from(&e)),
+        }
+    }
+
+    async fn handle(&self, req: Request) -> Response {
+        match req {
+            Request::AppendEntries {
+                vote,
+                prev_log_id,
+                entries,
+                leader_commit,
+            } => {
+                let rpc = network::append_request(&vote, &prev_log_id, entries, &leader_commit);
+                match self.raft.append_entries(rpc).await {
+                    Ok(r) => Response::AppendEntries(network::append_response(r)),
+                    Err(e) => Response::RaftError {
+                        kind: RaftErrorKind::Fatal,
+                        message: e.to_string(),
+                    },
+                }
+            }
+            Request::Vote { vote, last_log_id } => {
+                let rpc = VoteRequest {
+                    vote: (&vote).into(),
+                    last_log_id: wire::from_wlog(&last_log_id),
+                };
+                match self.raft.vote(rpc).await {
+                    Ok(r) => Response::Vote {
+                        vote: (&r.vote).into(),
+                        vote_granted: r.vote_granted,
+                        last_log_id: wire::to_wlog(&r.last_log_id),
+                    },
+                    Err(e) => Response::RaftError {
+                        kind: RaftErrorKind::Fatal,
+                        message: e.to_string(),
+                    },
+                }
+            }
+            Request::InstallSnapshot {
+                vote,
+                meta,
+                offset,
+                data,
+                done,
+            } => {
+                let rpc = InstallSnapshotRequest {
+                    vote: (&vote).into(),
+                    meta: (&meta).into(),
+                    offset,
+                    data,
+                    done,
+                };
+                match self.raft.install_snapshot(rpc).await {
+                    Ok(r) => Response::InstallSnapshot {
+                        vote: (&r.vote).into(),
+                    },
+                    Err(e) => Response::RaftError {
+                        kind: match e {
+                            RaftError::APIError(_) => RaftErrorKind::SnapshotMismatch,
+                            RaftError::Fatal(_) => RaftErrorKind::Fatal,
+                        },
+                        message: e.to_string(),
+                    },
+                }
+            }
+            Request::Client(c) => Response::Client(self.handle_client(c).await),
+        }
+    }
+}
+
+async fn serve_conn(mut stream: TcpStream, peer: SocketAddr, node: Arc<Node>) {
+    let _ = stream.set_nodelay(true);
+    loop {
+        let payload = match wire::read_frame(&mut stream).await {
+            Ok(Some(p)) => p,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::debug!(%peer, error = %e, "closing connection");
+                return;
+            }
+        };
+        let req = match wire::decode::<Request>(&payload, "request") {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(%peer, error = %e, "malformed request, closing connection");
+                return;
+            }
+        };
+        let resp = node.handle(req).await;
+        let bytes = match wire::encode(&resp) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::error!(%peer, error = %e, "cannot encode response");
+                return;
+            }
+        };
+        if let Err(e) = wire::write_frame(&mut stream, &bytes).await {
+            tracing::debug!(%peer, error = %e, "closing connection");
+            return;
+        }
+    }
+}
+
+async fn serve(listener: TcpListener, node: Arc<Node>) {
+    loop {
+        match listener.accept().await {
+            Ok((s, peer)) => {
+                tokio::spawn(serve_conn(s, peer, node.clone()));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(ACCEPT_ERROR_BACKOFF_MS)).await;
+            }
+        }
+    }
+}
+
+/// Asks `addr` (any member) to admit this node, following leader hints, until it succeeds.
+async fn join_cluster(node_id: u64, advertise: String, addr: String) {
+    let mut target = addr.clone();
+    loop {
+        let req = Request::Client(ClientRequest::AddNode {
+            node_id,
+            addr: advertise.clone(),
+            forwarded: false,
+        });
+        match network::call(&target, &req, Duration::from_millis(ADD_NODE_TIMEOUT_MS)).await {
+            Ok(Response::Client(ClientResponse::NodeAdded)) => {
+                tracing::info!(node_id, via = %target, "joined the cluster as voter");
+                return;
+            }
+            Ok(Response::Client(ClientResponse::Error(WireError::NotController {
+                leader_addr: Some(a),
+                ..
+            }))) => target = a,
+            Ok(other) => {
+                tracing::info!(node_id, via = %target, answer = ?other, "join not done yet");
+                target = addr.clone();
+            }
+            Err(e) => {
+                tracing::info!(node_id, via = %target, error = %e, "join attempt failed");
+                target = addr.clone();
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(JOIN_RETRY_INTERVAL_MS)).await;
+    }
+}
+
+struct Started {
+    node: Arc<Node>,
+    listener: Option<TcpListener>,
+    listen_addr: Option<SocketAddr>,
+    lock: std::fs::File,
+}
+
+async fn setup(config: &MetaConfig) -> Result<Started> {
+    std::fs::create_dir_all(&config.data_dir)
+        .map_err(|e| MetaError::io(format!("create data dir {}", config.data_dir.display()), e))?;
+    let lock_path = config.data_dir.join(DATA_DIR_LOCK_FILE);
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| MetaError::io(format!("open {}", lock_path.display()), e))?;
+    lock.try_lock().map_err(|e| MetaError::Config {
+        context: format!(
+            "data dir {} is in use by another process ({e})",
+            config.data_dir.display()
+        ),
+    })?;
+    let raft_dir = config.data_dir.join(RAFT_DIR);
+    let (log, recovery) = LogStore::open(&raft_dir)?;
+    if recovery.truncated_bytes > 0 {
+        tracing::warn!(?recovery, "raft log recovered with a truncated tail");
+    }
+    let sm = StateMachineStore::open(&raft_dir)?;
+    let pristine = log.is_pristine() && !sm.has_snapshot();
+
+    let (listener, listen_addr) = match config.listen {
+        Some(a) => {
+            let l = TcpListener::bind(a)
+                .await
+                .map_err(|e| MetaError::io(format!("bind {a}"), e))?;
+            let bound = l.local_addr().map_err(|e| MetaError::io("local_addr", e))?;
+            (Some(l), Some(bound))
+        }
+        None => (None, None),
+    };
+    let advertise = config
+        .advertise
+        .clone()
+        .or_else(|| listen_addr.map(|a| a.to_string()))
+        .unwrap_or_default();
+
+    let rc = openraft::Config {
+        cluster_name: "ringlog-meta".into(),
+        heartbeat_interval: config.heartbeat_interval_ms,
+        election_timeout_min: config.election_timeout_min_ms,
+        election_timeout_max: config.election_timeout_max_ms,
+        install_snapshot_timeout: INSTALL_SNAPSHOT_TIMEOUT_MS,
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(config.snapshot_every_logs),
+        max_in_snapshot_log_to_keep: config.logs_kept_after_snapshot,
+        snapshot_max_chunk_size: SNAPSHOT_CHUNK_BYTES,
+        ..Default::default()
+    }
+    .validate()
+    .map_err(|e| MetaError::Config {
+        context: format!("raft config: {e}"),
+    })?;
+    let raft = Raft::new(
+        config.node_id,
+        Arc::new(rc),
+        NetworkFactory {
+            self_id: config.node_id,
+        },
+        log,
+        sm.clone(),
+    )
+    .await
+    .map_err(|e| MetaError::raft(format!("starting raft: {e}")))?;
+
+    if pristine && config.join.is_none() {
+        let members: BTreeMap<u64, BasicNode> = if config.peers.is_empty() {
+            BTreeMap::from([(config.node_id, BasicNode::new(&advertise))])
+        } else {
+            config
+                .peers
+                .iter()
+                .map(|(id, a)| (*id, BasicNode::new(a)))
+                .collect()
+        };
+        // The lowest initial member bootstraps at once; the others only if nothing reached
+        // them after a while (the lowest member never came up). Initialising on all of them at
+        // once works too but costs a few rounds of competing elections.
+        if members.keys().next() == Some(&config.node_id) {
+            tracing::info!(?members, "initialising a new cluster");
+            if let Err(e) = raft.initialize(members).await {
+                tracing::info!(error = %e, "initialize refused");
+            }
+        } else {
+            let r = raft.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(BOOTSTRAP_FALLBACK_MS)).await;
+                if r.is_initialized().await.unwrap_or(true) {
+                    return;
+                }
+                tracing::info!(?members, "lowest member absent, initialising the cluster");
+                if let Err(e) = r.initialize(members).await {
+                    tracing::info!(error = %e, "initialize refused");
+                }
+            });
+        }
+    }
+    Ok(Started {
+        node: Arc::new(Node {
+            id: config.node_id,
+            raft,
+            sm,
+        }),
+        listener,
+        listen_addr,
+        lock,
+    })
+}
+
+async fn run(
+    config: MetaConfig,
+    rx: flume::Receiver<Cmd>,
+    ready: flume::Sender<Result<Option<SocketAddr>>>,
+) -> Option<std::fs::File> {
+    let started = match setup(&config).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "metastore start failed");
+            let _ = ready.send(Err(e));
+            return None;
+        }
+    };
+    let node = started.node.clone();
+    if let Some(l) = started.listener {
+        tokio::spawn(serve(l, node.clone()));
+    }
+    if let Some(join) = config.join.clone() {
+        if !node.status().voters.contains(&config.node_id) {
+            let advertise = config
+                .advertise
+                .clone()
+                .or_else(|| started.listen_addr.map(|a| a.to_string()))
+                .unwrap_or_default();
+            tokio::spawn(join_cluster(config.node_id, advertise, join));
+        }
+    }
+    tracing::info!(node_id = config.node_id, listen = ?started.listen_addr, "metastore running");
+    let _ = ready.send(Ok(started.listen_addr));
+
+    let mut shutdown_reply = None;
+    while let Ok(cmd) = rx.recv_async().await {
+        let node = node.clone();
+        match cmd {
+            Cmd::Shutdown(reply) => {
+                shutdown_reply = Some(reply);
+                break;
+            }
+            Cmd::Read(reply) => {
+                let _ = reply.send(Ok(node.sm.read()));
+            }
+            Cmd::Subscribe(reply) => {
+                let _ = reply.send(Ok(node.sm.subscribe()));
+            }
+            Cmd::Status(reply) => {
+                let _ = reply.send(Ok(node.status()));
+            }
+            Cmd::Write(cmd, reply) => {
+                tokio::spawn(async move {
+                    let _ = reply.send(node.write(cmd, false).await);
+                });
+            }
+            Cmd::LinearizableRead(reply) => {
+                tokio::spawn(async move {
+                    let _ = reply.send(node.linearizable_read(false).await);
+                });
+            }
+            Cmd::AddNode {
+                node_id,
+                addr,
+                reply,
+            } => {
+                tokio::spawn(async move {
+                    let _ = reply.send(node.add_node(node_id, addr, false).await);
+                });
+            }
+        }
+    }
+    tracing::info!(node_id = config.node_id, "metastore shutting down");
+    if let Err(e) = node.raft.shutdown().await {
+        tracing::warn!(error = %e, "raft shutdown");
+    }
+    if let Some(r) = shutdown_reply {
+        let _ = r.send(Ok(()));
+    }
+    Some(started.lock)
+}

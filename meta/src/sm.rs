@@ -1,0 +1,282 @@
+//! The openraft state machine: applies entries to [`MetaState`], fans applied changes out to
+//! subscribers, builds and installs snapshots.
+//!
+//! Snapshot file `<data>/raft/snapshot`: a checked file (magic `RLMSNAP1`, version, crc32,
+//! length; see [`crate::wire`]) whose payload is the rkyv bytes of the snapshot meta (last log
+//! id, membership, id) and the whole [`MetaState`]. The same bytes are what is sent to a
+//! follower in InstallSnapshot, so the checksum covers the transfer too.
+
+use std::io::Cursor;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use openraft::storage::RaftStateMachine;
+use openraft::{
+    AnyError, BasicNode, EntryPayload, LogId, OptionalSend, RaftSnapshotBuilder, Snapshot,
+    SnapshotMeta, StorageError, StorageIOError, StoredMembership,
+};
+use rkyv::{Archive, Deserialize, Serialize};
+
+use crate::error::MetaError;
+use crate::state::{AppliedChange, ApplyOutcome, Change, MetaState};
+use crate::wire::{self, Entry, WSnapshotMeta};
+use crate::TypeConfig;
+
+pub const SNAPSHOT_FILE: &str = "snapshot";
+pub const SNAPSHOT_MAGIC: &[u8; 8] = b"RLMSNAP1";
+pub const SNAPSHOT_VERSION: u32 = 1;
+
+#[derive(Archive, Serialize, Deserialize, Clone, Debug)]
+struct SnapshotBody {
+    meta: WSnapshotMeta,
+    state: MetaState,
+}
+
+pub(crate) struct SmInner {
+    dir: PathBuf,
+    pub(crate) state: MetaState,
+    pub(crate) last_applied: Option<LogId<u64>>,
+    pub(crate) last_membership: StoredMembership<u64, BasicNode>,
+    subscribers: Vec<flume::Sender<AppliedChange>>,
+    current: Option<(SnapshotMeta<u64, BasicNode>, Vec<u8>)>,
+    snapshot_seq: u64,
+}
+
+/// The state machine store; clones share the same state.
+#[derive(Clone)]
+pub struct StateMachineStore {
+    inner: Arc<Mutex<SmInner>>,
+}
+
+fn decode_snapshot(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> {
+    let payload = wire::checked_file_payload(bytes, SNAPSHOT_MAGIC, SNAPSHOT_VERSION, what)?;
+    let body = wire::decode::<SnapshotBody>(payload, what)?;
+    if body.state.version != crate::state::STATE_VERSION {
+        return Err(MetaError::Corrupt {
+            context: format!("{what}: state version {}", body.state.version),
+        });
+    }
+    body.state
+        .check_invariants()
+        .map_err(|e| MetaError::Corrupt {
+            context: format!("{what}: {e}"),
+        })?;
+    Ok(body)
+}
+
+impl SmInner {
+    fn notify(&mut self, change: AppliedChange) {
+        // Unbounded channels: the meta thread never blocks on a slow core. A subscriber that
+        // went away is dropped.
+        self.subscribers.retain(|s| s.send(change.clone()).is_ok());
+    }
+
+    fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, MetaError> {
+        self.snapshot_seq += 1;
+        let snapshot_id = match &self.last_applied {
+            Some(l) => format!("{}-{}-{}", l.leader_id.term, l.index, self.snapshot_seq),
+            None => format!("none-{}", self.snapshot_seq),
+        };
+        let meta = SnapshotMeta {
+            last_log_id: self.last_applied,
+            last_membership: self.last_membership.clone(),
+            snapshot_id,
+        };
+        let body = SnapshotBody {
+            meta: (&meta).into(),
+            state: self.state.clone(),
+        };
+        let payload = wire::encode(&body)?;
+        let img = wire::checked_file_bytes(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, &payload);
+        wire::write_atomic(&self.dir, SNAPSHOT_FILE, &img)?;
+        tracing::info!(snapshot = %meta.snapshot_id, bytes = img.len(), "snapshot built");
+        self.current = Some((meta.clone(), img.clone()));
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(img)),
+        })
+    }
+}
+
+impl StateMachineStore {
+    /// Opens the state machine in `dir`, restoring the last snapshot if there is one.
+    pub fn open(dir: &Path) -> Result<StateMachineStore, MetaError> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| MetaError::io(format!("create dir {}", dir.display()), e))?;
+        let path = dir.join(SNAPSHOT_FILE);
+        let mut inner = SmInner {
+            dir: dir.to_path_buf(),
+            state: MetaState::default(),
+            last_applied: None,
+            last_membership: StoredMembership::default(),
+            subscribers: Vec::new(),
+            current: None,
+            snapshot_seq: 0,
+        };
+        let _ = std::fs::remove_file(dir.join(format!("{SNAPSHOT_FILE}.tmp")));
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                let body = decode_snapshot(&bytes, &path.display().to_string())?;
+                let meta: SnapshotMeta<u64, BasicNode> = (&body.meta).into();
+                inner.state = body.state;
+                inner.last_applied = meta.last_log_id;
+                inner.last_membership = meta.last_membership.clone();
+                tracing::info!(snapshot = %meta.snapshot_id, "restored state from snapshot");
+                inner.current = Some((meta, bytes));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(MetaError::io(format!("read {}", path.display()), e)),
+        }
+        Ok(StateMachineStore {
+            inner: Arc::new(Mutex::new(inner)),
+        })
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, SmInner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn has_snapshot(&self) -> bool {
+        self.lock().current.is_some()
+    }
+
+    /// A copy of the current state plus a receiver of every change applied after it, in order.
+    pub fn subscribe(&self) -> (u64, MetaState, flume::Receiver<AppliedChange>) {
+        let mut g = self.lock();
+        let (tx, rx) = flume::unbounded();
+        g.subscribers.push(tx);
+        (
+            g.last_applied.map(|l| l.index).unwrap_or(0),
+            g.state.clone(),
+            rx,
+        )
+    }
+
+    /// (last applied index, copy of the state).
+    pub fn read(&self) -> (u64, MetaState) {
+        let g = self.lock();
+        (
+            g.last_applied.map(|l| l.index).unwrap_or(0),
+            g.state.clone(),
+        )
+    }
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<u64>> {
+        self.lock()
+            .build_snapshot()
+            .map_err(|e| StorageIOError::write_snapshot(None, AnyError::new(&e)).into())
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachineStore {
+    type SnapshotBuilder = StateMachineStore;
+
+    async fn applied_state(
+        &mut self,
+    ) -> Result<(Option<LogId<u64>>, StoredMembership<u64, BasicNode>), StorageError<u64>> {
+        let g = self.lock();
+        Ok((g.last_applied, g.last_membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<ApplyOutcome>, StorageError<u64>>
+    where
+        I: IntoIterator<Item = Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut g = self.lock();
+        let mut out = Vec::new();
+        for e in entries {
+            if let Some(l) = g.last_applied {
+                assert!(
+                    e.log_id.index > l.index,
+                    "apply out of order: {} after {}",
+                    e.log_id,
+                    l
+                );
+            }
+            g.last_applied = Some(e.log_id);
+            let outcome = match e.payload {
+                EntryPayload::Blank => ApplyOutcome::NoOp,
+                EntryPayload::Membership(m) => {
+                    g.last_membership = StoredMembership::new(Some(e.log_id), m);
+                    ApplyOutcome::NoOp
+                }
+                EntryPayload::Normal(cmd) => match g.state.apply(&cmd) {
+                    Ok(change) => {
+                        let applied = AppliedChange {
+                            log_index: e.log_id.index,
+                            change,
+                        };
+                        g.notify(applied.clone());
+                        ApplyOutcome::Applied(applied)
+                    }
+                    Err(r) => {
+                        tracing::debug!(log_index = e.log_id.index, refusal = %r, "command refused");
+                        ApplyOutcome::Refused(r)
+                    }
+                },
+            };
+            out.push(outcome);
+        }
+        Ok(out)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn begin_receiving_snapshot(
+        &mut self,
+    ) -> Result<Box<Cursor<Vec<u8>>>, StorageError<u64>> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta<u64, BasicNode>,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError<u64>> {
+        let bytes = snapshot.into_inner();
+        let err = |e: MetaError| -> StorageError<u64> {
+            StorageIOError::write_snapshot(Some(meta.signature()), AnyError::new(&e)).into()
+        };
+        let body = decode_snapshot(&bytes, "received snapshot").map_err(err)?;
+        let got: SnapshotMeta<u64, BasicNode> = (&body.meta).into();
+        if got.last_log_id != meta.last_log_id {
+            return Err(err(MetaError::Corrupt {
+                context: format!(
+                    "received snapshot covers {:?}, announced {:?}",
+                    got.last_log_id, meta.last_log_id
+                ),
+            }));
+        }
+        let mut g = self.lock();
+        let dir = g.dir.clone();
+        wire::write_atomic(&dir, SNAPSHOT_FILE, &bytes).map_err(err)?;
+        g.state = body.state;
+        g.last_applied = meta.last_log_id;
+        g.last_membership = meta.last_membership.clone();
+        g.current = Some((meta.clone(), bytes));
+        let change = AppliedChange {
+            log_index: meta.last_log_id.map(|l| l.index).unwrap_or(0),
+            change: Change::SnapshotInstalled {
+                state: Box::new(g.state.clone()),
+            },
+        };
+        g.notify(change);
+        tracing::info!(snapshot = %meta.snapshot_id, "installed snapshot from leader");
+        Ok(())
+    }
+
+    async fn get_current_snapshot(
+        &mut self,
+    ) -> Result<Option<Snapshot<TypeConfig>>, StorageError<u64>> {
+        let g = self.lock();
+        Ok(g.current.as_ref().map(|(meta, bytes)| Snapshot {
+            meta: meta.clone(),
+            snapshot: Box::new(Cursor::new(bytes.clone())),
+        }))
+    }
+}

@@ -1,0 +1,684 @@
+//! The replicated metadata state machine: topics, partition assignments and the (versioned,
+//! still empty) sections for fan-out links and barrier groups. Everything here is deterministic:
+//! the same commands applied in the same order give the same state on every node.
+
+use std::collections::BTreeMap;
+
+use rkyv::{Archive, Deserialize, Serialize};
+
+/// Version of the [`MetaState`] layout (stored in snapshots).
+pub const STATE_VERSION: u32 = 1;
+/// Version of the fan-out links section (filled in by the fan-out issue).
+pub const FANOUT_SECTION_VERSION: u32 = 1;
+/// Version of the barrier groups section (filled in by the barrier issue).
+pub const BARRIER_SECTION_VERSION: u32 = 1;
+/// Kafka's topic name limit.
+pub const MAX_TOPIC_NAME_BYTES: usize = 249;
+/// Upper bound on partitions of one topic.
+pub const MAX_PARTITIONS_PER_TOPIC: u32 = 100_000;
+/// Upper bound on config entries of one topic.
+pub const MAX_CONFIG_ENTRIES_PER_TOPIC: usize = 1_024;
+/// Upper bound on the length of one config key or value.
+pub const MAX_CONFIG_ENTRY_BYTES: usize = 64 * 1024;
+/// Length of an incarnation id in hex characters.
+pub const INCARNATION_ID_HEX_CHARS: usize = 16;
+
+/// Kafka error codes used by refusals.
+pub mod kafka_codes {
+    pub const UNKNOWN_SERVER_ERROR: i16 = -1;
+    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    pub const REQUEST_TIMED_OUT: i16 = 7;
+    pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
+    pub const TOPIC_ALREADY_EXISTS: i16 = 36;
+    pub const INVALID_PARTITIONS: i16 = 37;
+    pub const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
+    pub const INVALID_CONFIG: i16 = 40;
+    pub const NOT_CONTROLLER: i16 = 41;
+}
+
+/// Where a partition lives: a node and a core (executor) index on that node.
+#[derive(Archive, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Assignment {
+    pub node_id: u64,
+    pub core_index: u32,
+}
+
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct TopicMeta {
+    pub name: String,
+    /// 16 lowercase hex characters; new on every create of this name.
+    pub incarnation_id: String,
+    /// Kafka topic UUID.
+    pub topic_id: [u8; 16],
+    pub partitions: u32,
+    pub configs: BTreeMap<String, String>,
+}
+
+/// Fan-out links (seed 000). Versioned and empty until the fan-out issue fills it in.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct FanoutLinks {
+    pub section_version: u32,
+}
+
+/// Barrier groups (seed 003). Versioned and empty until the barrier issue fills it in.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct BarrierGroups {
+    pub section_version: u32,
+}
+
+/// The whole replicated metadata state.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct MetaState {
+    pub version: u32,
+    pub topics: BTreeMap<String, TopicMeta>,
+    /// topic name -> assignment of each partition (index = partition number).
+    pub assignments: BTreeMap<String, Vec<Assignment>>,
+    pub fanout_links: FanoutLinks,
+    pub barrier_groups: BarrierGroups,
+}
+
+impl Default for MetaState {
+    fn default() -> Self {
+        MetaState {
+            version: STATE_VERSION,
+            topics: BTreeMap::new(),
+            assignments: BTreeMap::new(),
+            fanout_links: FanoutLinks {
+                section_version: FANOUT_SECTION_VERSION,
+            },
+            barrier_groups: BarrierGroups {
+                section_version: BARRIER_SECTION_VERSION,
+            },
+        }
+    }
+}
+
+/// A state-changing command, proposed through raft.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    CreateTopic {
+        name: String,
+        partitions: u32,
+        configs: BTreeMap<String, String>,
+        /// One per partition, index = partition number.
+        assignments: Vec<Assignment>,
+        /// Chosen by the proposer (random), so that apply stays deterministic.
+        incarnation_id: String,
+        topic_id: [u8; 16],
+    },
+    DeleteTopic {
+        name: String,
+    },
+    AddPartitions {
+        name: String,
+        new_total: u32,
+        /// One per new partition (`new_total - old_total` entries).
+        assignments: Vec<Assignment>,
+    },
+    AlterConfigs {
+        name: String,
+        set: BTreeMap<String, String>,
+        remove: Vec<String>,
+    },
+    SetAssignment {
+        name: String,
+        partition: u32,
+        assignment: Assignment,
+    },
+}
+
+impl Command {
+    /// A create-topic command with a fresh random incarnation id and topic UUID.
+    pub fn create_topic(
+        name: impl Into<String>,
+        partitions: u32,
+        configs: BTreeMap<String, String>,
+        assignments: Vec<Assignment>,
+    ) -> Command {
+        let (a, b) = (random_u64(), random_u64());
+        let mut topic_id = [0u8; 16];
+        topic_id[..8].copy_from_slice(&a.to_be_bytes());
+        topic_id[8..].copy_from_slice(&b.to_be_bytes());
+        // RFC 4122 version 4 / variant bits, like Kafka's Uuid.randomUuid().
+        topic_id[6] = (topic_id[6] & 0x0f) | 0x40;
+        topic_id[8] = (topic_id[8] & 0x3f) | 0x80;
+        Command::CreateTopic {
+            name: name.into(),
+            partitions,
+            configs,
+            assignments,
+            incarnation_id: format!("{:016x}", random_u64()),
+            topic_id,
+        }
+    }
+}
+
+/// A change that was applied, as sent to subscribers (the per-core copies).
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    TopicCreated {
+        topic: TopicMeta,
+        assignments: Vec<Assignment>,
+    },
+    TopicDeleted {
+        name: String,
+        incarnation_id: String,
+    },
+    PartitionsAdded {
+        name: String,
+        new_total: u32,
+        /// Assignments of the new partitions, starting at partition `new_total - len`.
+        assignments: Vec<Assignment>,
+    },
+    ConfigsAltered {
+        name: String,
+        /// The complete config set after the change.
+        configs: BTreeMap<String, String>,
+    },
+    AssignmentSet {
+        name: String,
+        partition: u32,
+        assignment: Assignment,
+    },
+    /// The node installed a snapshot from the leader: replace the whole copy.
+    SnapshotInstalled { state: Box<MetaState> },
+}
+
+/// One applied change, with the raft log index it was applied at. Subscribers receive these in
+/// strictly increasing `log_index` order.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct AppliedChange {
+    pub log_index: u64,
+    pub change: Change,
+}
+
+/// The result of applying one raft entry.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub enum ApplyOutcome {
+    Applied(AppliedChange),
+    Refused(Refusal),
+    /// Blank and membership entries.
+    NoOp,
+}
+
+/// A deterministic refusal of a command by the state machine.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("topic '{name}' already exists")]
+    TopicAlreadyExists { name: String },
+    #[error("unknown topic or partition: '{name}' partition {partition:?}")]
+    UnknownTopicOrPartition {
+        name: String,
+        partition: Option<u32>,
+    },
+    #[error("invalid partitions for '{name}': {reason}")]
+    InvalidPartitions { name: String, reason: String },
+    #[error("invalid config for '{name}': {reason}")]
+    InvalidConfig { name: String, reason: String },
+    #[error("invalid topic name '{name}': {reason}")]
+    InvalidTopic { name: String, reason: String },
+    #[error("invalid assignment for '{name}': {reason}")]
+    InvalidAssignment { name: String, reason: String },
+}
+
+impl Refusal {
+    pub fn kafka_error_code(&self) -> i16 {
+        use kafka_codes::*;
+        match self {
+            Refusal::TopicAlreadyExists { .. } => TOPIC_ALREADY_EXISTS,
+            Refusal::UnknownTopicOrPartition { .. } => UNKNOWN_TOPIC_OR_PARTITION,
+            Refusal::InvalidPartitions { .. } => INVALID_PARTITIONS,
+            Refusal::InvalidConfig { .. } => INVALID_CONFIG,
+            Refusal::InvalidTopic { .. } => INVALID_TOPIC_EXCEPTION,
+            Refusal::InvalidAssignment { .. } => INVALID_REPLICA_ASSIGNMENT,
+        }
+    }
+}
+
+fn validate_topic_name(name: &str) -> Result<(), Refusal> {
+    let bad = |reason: &str| {
+        Err(Refusal::InvalidTopic {
+            name: name.to_string(),
+            reason: reason.to_string(),
+        })
+    };
+    if name.is_empty() {
+        return bad("empty");
+    }
+    if name.len() > MAX_TOPIC_NAME_BYTES {
+        return bad("longer than MAX_TOPIC_NAME_BYTES");
+    }
+    if name == "." || name == ".." {
+        return bad("'.' and '..' are not allowed");
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    {
+        return bad("only [a-zA-Z0-9._-] allowed");
+    }
+    Ok(())
+}
+
+fn validate_configs<'a>(
+    name: &str,
+    current: usize,
+    entries: impl Iterator<Item = (&'a String, &'a String)>,
+) -> Result<(), Refusal> {
+    for (k, v) in entries {
+        if k.is_empty() || k.len() > MAX_CONFIG_ENTRY_BYTES || v.len() > MAX_CONFIG_ENTRY_BYTES {
+            return Err(Refusal::InvalidConfig {
+                name: name.to_string(),
+                reason: format!("config key/value '{k}' empty or over MAX_CONFIG_ENTRY_BYTES"),
+            });
+        }
+    }
+    if current > MAX_CONFIG_ENTRIES_PER_TOPIC {
+        return Err(Refusal::InvalidConfig {
+            name: name.to_string(),
+            reason: format!(
+                "more than MAX_CONFIG_ENTRIES_PER_TOPIC ({MAX_CONFIG_ENTRIES_PER_TOPIC})"
+            ),
+        });
+    }
+    Ok(())
+}
+
+impl MetaState {
+    pub fn topic(&self, name: &str) -> Option<&TopicMeta> {
+        self.topics.get(name)
+    }
+
+    pub fn assignment(&self, topic: &str, partition: u32) -> Option<Assignment> {
+        self.assignments
+            .get(topic)
+            .and_then(|a| a.get(partition as usize))
+            .copied()
+    }
+
+    /// Checks the structural invariants; used by tests and debug assertions.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        if self.topics.len() != self.assignments.len() {
+            return Err("topics and assignments disagree on the set of topics".into());
+        }
+        for (name, t) in &self.topics {
+            if &t.name != name {
+                return Err(format!("topic key '{name}' != name '{}'", t.name));
+            }
+            let a = self
+                .assignments
+                .get(name)
+                .ok_or_else(|| format!("no assignments for '{name}'"))?;
+            if a.len() != t.partitions as usize {
+                return Err(format!(
+                    "'{name}': {} assignments for {} partitions",
+                    a.len(),
+                    t.partitions
+                ));
+            }
+            if t.incarnation_id.len() != INCARNATION_ID_HEX_CHARS {
+                return Err(format!("'{name}': bad incarnation id"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies `cmd` at raft log index `log_index`. A refusal leaves the state untouched.
+    pub fn apply(&mut self, cmd: &Command) -> Result<Change, Refusal> {
+        let change = self.apply_inner(cmd)?;
+        debug_assert_eq!(self.check_invariants(), Ok(()));
+        Ok(change)
+    }
+
+    fn apply_inner(&mut self, cmd: &Command) -> Result<Change, Refusal> {
+        match cmd {
+            Command::CreateTopic {
+                name,
+                partitions,
+                configs,
+                assignments,
+                incarnation_id,
+                topic_id,
+            } => {
+                validate_topic_name(name)?;
+                if self.topics.contains_key(name) {
+                    return Err(Refusal::TopicAlreadyExists { name: name.clone() });
+                }
+                if *partitions == 0 || *partitions > MAX_PARTITIONS_PER_TOPIC {
+                    return Err(Refusal::InvalidPartitions {
+                        name: name.clone(),
+                        reason: format!(
+                            "partition count {partitions} must be in 1..={MAX_PARTITIONS_PER_TOPIC}"
+                        ),
+                    });
+                }
+                if assignments.len() != *partitions as usize {
+                    return Err(Refusal::InvalidAssignment {
+                        name: name.clone(),
+                        reason: format!(
+                            "{} assignments for {partitions} partitions",
+                            assignments.len()
+                        ),
+                    });
+                }
+                validate_configs(name, configs.len(), configs.iter())?;
+                if incarnation_id.len() != INCARNATION_ID_HEX_CHARS
+                    || !incarnation_id.bytes().all(|b| b.is_ascii_hexdigit())
+                {
+                    return Err(Refusal::InvalidTopic {
+                        name: name.clone(),
+                        reason: format!("incarnation id '{incarnation_id}' is not 16 hex chars"),
+                    });
+                }
+                let topic = TopicMeta {
+                    name: name.clone(),
+                    incarnation_id: incarnation_id.clone(),
+                    topic_id: *topic_id,
+                    partitions: *partitions,
+                    configs: configs.clone(),
+                };
+                self.topics.insert(name.clone(), topic.clone());
+                self.assignments.insert(name.clone(), assignments.clone());
+                Ok(Change::TopicCreated {
+                    topic,
+                    assignments: assignments.clone(),
+                })
+            }
+            Command::DeleteTopic { name } => {
+                let t =
+                    self.topics
+                        .remove(name)
+                        .ok_or_else(|| Refusal::UnknownTopicOrPartition {
+                            name: name.clone(),
+                            partition: None,
+                        })?;
+                self.assignments.remove(name);
+                Ok(Change::TopicDeleted {
+                    name: name.clone(),
+                    incarnation_id: t.incarnation_id,
+                })
+            }
+            Command::AddPartitions {
+                name,
+                new_total,
+                assignments,
+            } => {
+                let t =
+                    self.topics
+                        .get_mut(name)
+                        .ok_or_else(|| Refusal::UnknownTopicOrPartition {
+                            name: name.clone(),
+                            partition: None,
+                        })?;
+                if *new_total <= t.partitions || *new_total > MAX_PARTITIONS_PER_TOPIC {
+                    return Err(Refusal::InvalidPartitions {
+                        name: name.clone(),
+                        reason: format!(
+                            "new total {new_total} must be above the current {} and at most {MAX_PARTITIONS_PER_TOPIC}",
+                            t.partitions
+                        ),
+                    });
+                }
+                let added = (*new_total - t.partitions) as usize;
+                if assignments.len() != added {
+                    return Err(Refusal::InvalidAssignment {
+                        name: name.clone(),
+                        reason: format!(
+                            "{} assignments for {added} new partitions",
+                            assignments.len()
+                        ),
+                    });
+                }
+                t.partitions = *new_total;
+                let a = self
+                    .assignments
+                    .get_mut(name)
+                    .expect("invariant: every topic has an assignments entry");
+                a.extend_from_slice(assignments);
+                Ok(Change::PartitionsAdded {
+                    name: name.clone(),
+                    new_total: *new_total,
+                    assignments: assignments.clone(),
+                })
+            }
+            Command::AlterConfigs { name, set, remove } => {
+                let t =
+                    self.topics
+                        .get_mut(name)
+                        .ok_or_else(|| Refusal::UnknownTopicOrPartition {
+                            name: name.clone(),
+                            partition: None,
+                        })?;
+                let mut configs = t.configs.clone();
+                for k in remove {
+                    configs.remove(k);
+                }
+                for (k, v) in set {
+                    configs.insert(k.clone(), v.clone());
+                }
+                validate_configs(name, configs.len(), set.iter())?;
+                t.configs = configs.clone();
+                Ok(Change::ConfigsAltered {
+                    name: name.clone(),
+                    configs,
+                })
+            }
+            Command::SetAssignment {
+                name,
+                partition,
+                assignment,
+            } => {
+                let unknown = || Refusal::UnknownTopicOrPartition {
+                    name: name.clone(),
+                    partition: Some(*partition),
+                };
+                let a = self.assignments.get_mut(name).ok_or_else(unknown)?;
+                let slot = a.get_mut(*partition as usize).ok_or_else(unknown)?;
+                *slot = *assignment;
+                Ok(Change::AssignmentSet {
+                    name: name.clone(),
+                    partition: *partition,
+                    assignment: *assignment,
+                })
+            }
+        }
+    }
+
+    /// Applies a change received by a subscriber to its own copy. Returns false if the change
+    /// does not fit the copy (a bug or a missed change); the caller should resubscribe.
+    pub fn apply_change(&mut self, change: &Change) -> bool {
+        match change {
+            Change::TopicCreated { topic, assignments } => {
+                self.topics.insert(topic.name.clone(), topic.clone());
+                self.assignments
+                    .insert(topic.name.clone(), assignments.clone());
+                true
+            }
+            Change::TopicDeleted { name, .. } => {
+                self.assignments.remove(name);
+                self.topics.remove(name).is_some()
+            }
+            Change::PartitionsAdded {
+                name,
+                new_total,
+                assignments,
+            } => match (self.topics.get_mut(name), self.assignments.get_mut(name)) {
+                (Some(t), Some(a)) => {
+                    t.partitions = *new_total;
+                    a.extend_from_slice(assignments);
+                    a.len() == *new_total as usize
+                }
+                _ => false,
+            },
+            Change::ConfigsAltered { name, configs } => match self.topics.get_mut(name) {
+                Some(t) => {
+                    t.configs = configs.clone();
+                    true
+                }
+                None => false,
+            },
+            Change::AssignmentSet {
+                name,
+                partition,
+                assignment,
+            } => match self
+                .assignments
+                .get_mut(name)
+                .and_then(|a| a.get_mut(*partition as usize))
+            {
+                Some(slot) => {
+                    *slot = *assignment;
+                    true
+                }
+                None => false,
+            },
+            Change::SnapshotInstalled { state } => {
+                *self = (**state).clone();
+                true
+            }
+        }
+    }
+}
+
+/// A random u64 from the std library's randomly keyed SipHash (no extra dependency).
+pub(crate) fn random_u64() -> u64 {
+    use std::collections::hash_map::RandomState;
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a(n: usize) -> Vec<Assignment> {
+        (0..n)
+            .map(|i| Assignment {
+                node_id: 1,
+                core_index: i as u32,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn create_delete_add_alter_assign() {
+        let mut s = MetaState::default();
+        let c = Command::create_topic("orders", 3, BTreeMap::new(), a(3));
+        assert!(matches!(s.apply(&c), Ok(Change::TopicCreated { .. })));
+        let e = s.apply(&c).unwrap_err();
+        assert_eq!(e.kafka_error_code(), kafka_codes::TOPIC_ALREADY_EXISTS);
+        let e = s
+            .apply(&Command::AddPartitions {
+                name: "orders".into(),
+                new_total: 2,
+                assignments: vec![],
+            })
+            .unwrap_err();
+        assert_eq!(e.kafka_error_code(), kafka_codes::INVALID_PARTITIONS);
+        s.apply(&Command::AddPartitions {
+            name: "orders".into(),
+            new_total: 5,
+            assignments: a(2),
+        })
+        .unwrap();
+        assert_eq!(s.topic("orders").unwrap().partitions, 5);
+        s.apply(&Command::SetAssignment {
+            name: "orders".into(),
+            partition: 4,
+            assignment: Assignment {
+                node_id: 9,
+                core_index: 1,
+            },
+        })
+        .unwrap();
+        assert_eq!(s.assignment("orders", 4).unwrap().node_id, 9);
+        let e = s
+            .apply(&Command::SetAssignment {
+                name: "orders".into(),
+                partition: 5,
+                assignment: Assignment {
+                    node_id: 9,
+                    core_index: 1,
+                },
+            })
+            .unwrap_err();
+        assert_eq!(
+            e.kafka_error_code(),
+            kafka_codes::UNKNOWN_TOPIC_OR_PARTITION
+        );
+        let mut set = BTreeMap::new();
+        set.insert("retention.ms".to_string(), "1000".to_string());
+        s.apply(&Command::AlterConfigs {
+            name: "orders".into(),
+            set,
+            remove: vec![],
+        })
+        .unwrap();
+        assert_eq!(s.topic("orders").unwrap().configs["retention.ms"], "1000");
+        s.apply(&Command::DeleteTopic {
+            name: "orders".into(),
+        })
+        .unwrap();
+        assert!(s.topics.is_empty() && s.assignments.is_empty());
+        let e = s
+            .apply(&Command::DeleteTopic {
+                name: "orders".into(),
+            })
+            .unwrap_err();
+        assert_eq!(
+            e.kafka_error_code(),
+            kafka_codes::UNKNOWN_TOPIC_OR_PARTITION
+        );
+    }
+
+    #[test]
+    fn refusals() {
+        let mut s = MetaState::default();
+        let e = s
+            .apply(&Command::create_topic("t", 0, BTreeMap::new(), vec![]))
+            .unwrap_err();
+        assert_eq!(e.kafka_error_code(), kafka_codes::INVALID_PARTITIONS);
+        let e = s
+            .apply(&Command::create_topic("bad/name", 1, BTreeMap::new(), a(1)))
+            .unwrap_err();
+        assert_eq!(e.kafka_error_code(), kafka_codes::INVALID_TOPIC_EXCEPTION);
+        let e = s
+            .apply(&Command::create_topic("t", 2, BTreeMap::new(), a(1)))
+            .unwrap_err();
+        assert_eq!(
+            e.kafka_error_code(),
+            kafka_codes::INVALID_REPLICA_ASSIGNMENT
+        );
+        assert_eq!(s, MetaState::default());
+    }
+
+    #[test]
+    fn subscriber_copy_follows_changes() {
+        let mut s = MetaState::default();
+        let mut copy = MetaState::default();
+        for cmd in [
+            Command::create_topic("a", 2, BTreeMap::new(), a(2)),
+            Command::AddPartitions {
+                name: "a".into(),
+                new_total: 4,
+                assignments: a(2),
+            },
+            Command::create_topic("b", 1, BTreeMap::new(), a(1)),
+            Command::DeleteTopic { name: "b".into() },
+        ] {
+            let ch = s.apply(&cmd).unwrap();
+            assert!(copy.apply_change(&ch));
+        }
+        assert_eq!(s, copy);
+    }
+}

@@ -1,0 +1,436 @@
+//! Topic administration: CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs,
+//! IncrementalAlterConfigs. Each change goes through the metastore; the handler answers once
+//! every core has applied it (partitions opened or closed), so a client can use the topic as
+//! soon as it hears back.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use engine::join::join_all;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult,
+};
+use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
+use kafka_protocol::messages::{
+    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, TopicName,
+};
+use meta::{Assignment, Command};
+use uuid::Uuid;
+
+use super::str_bytes;
+use crate::codes;
+use crate::core::CoreState;
+use crate::topic_config;
+
+/// DescribeConfigs / AlterConfigs resource types.
+const RESOURCE_TOPIC: i8 = 2;
+const RESOURCE_BROKER: i8 = 4;
+/// DescribeConfigs config sources.
+const SOURCE_TOPIC_CONFIG: i8 = 1;
+const SOURCE_DEFAULT_CONFIG: i8 = 5;
+/// IncrementalAlterConfigs operations.
+const OP_SET: i8 = 0;
+const OP_DELETE: i8 = 1;
+
+type Refusal = (i16, String);
+
+/// Waits until every core has applied the metastore change at `log_index`.
+async fn wait_all_cores(state: &Rc<CoreState>, log_index: u64) {
+    let waits = (0..state.shards.cores()).map(|core| {
+        let state = state.clone();
+        async move {
+            if core == state.core {
+                state.wait_applied(log_index).await;
+            } else {
+                let _ = state
+                    .shards
+                    .invoke_on(
+                        core,
+                        move |s| async move { s.wait_applied(log_index).await },
+                    )
+                    .await;
+            }
+        }
+    });
+    join_all(waits).await;
+}
+
+/// Spreads `count` new partitions over this node's cores, starting after the core that holds
+/// the most recently placed partition count (round robin over everything placed so far).
+fn place(state: &CoreState, count: u32) -> Vec<Assignment> {
+    let cores = state.shards.cores() as u32;
+    let placed: u32 = state
+        .meta
+        .borrow()
+        .assignments
+        .values()
+        .map(|a| a.iter().filter(|x| x.node_id == state.node_id()).count() as u32)
+        .sum();
+    (0..count)
+        .map(|i| Assignment {
+            node_id: state.node_id(),
+            core_index: (placed + i) % cores,
+        })
+        .collect()
+}
+
+async fn write(state: &Rc<CoreState>, cmd: Command) -> Result<(), Refusal> {
+    let applied = state
+        .ctx
+        .meta
+        .write(cmd)
+        .await
+        .map_err(|e| (e.kafka_error_code(), e.to_string()))?;
+    wait_all_cores(state, applied.log_index).await;
+    Ok(())
+}
+
+/// Creates one topic (also used by auto-create). Returns its topic id.
+pub async fn create_topic(
+    state: &Rc<CoreState>,
+    name: &str,
+    partitions: u32,
+    configs: BTreeMap<String, String>,
+) -> Result<[u8; 16], Refusal> {
+    topic_config::to_log_config(&configs, &state.ctx.config.log_defaults)
+        .map_err(|e| (codes::INVALID_CONFIG, e))?;
+    if partitions == 0 {
+        return Err((
+            codes::INVALID_PARTITIONS,
+            "partition count must be at least 1".into(),
+        ));
+    }
+    let cmd = Command::create_topic(name, partitions, configs, place(state, partitions));
+    write(state, cmd).await?;
+    let id = state.meta.borrow().topic(name).map(|t| t.topic_id).ok_or((
+        codes::UNKNOWN_SERVER_ERROR,
+        "topic vanished after create".to_string(),
+    ))?;
+    Ok(id)
+}
+
+pub async fn create_topics(
+    state: &Rc<CoreState>,
+    version: i16,
+    req: CreateTopicsRequest,
+) -> CreateTopicsResponse {
+    let mut results = Vec::with_capacity(req.topics.len());
+    for t in req.topics {
+        let name = t.name.0.to_string();
+        let partitions = if t.num_partitions == -1 {
+            state.ctx.config.default_partitions as i32
+        } else {
+            t.num_partitions
+        };
+        let mut configs = BTreeMap::new();
+        for c in &t.configs {
+            if let Some(v) = &c.value {
+                configs.insert(c.name.to_string(), v.to_string());
+            }
+        }
+        let outcome: Result<[u8; 16], Refusal> = if !t.assignments.is_empty() {
+            Err((
+                codes::INVALID_REPLICA_ASSIGNMENT,
+                "manual replica assignment is not supported".into(),
+            ))
+        } else if t.replication_factor != -1 && t.replication_factor != 1 {
+            Err((
+                codes::INVALID_REPLICATION_FACTOR,
+                format!(
+                    "replication factor {} is above the 1 node of this cluster",
+                    t.replication_factor
+                ),
+            ))
+        } else if partitions < 1 {
+            Err((
+                codes::INVALID_PARTITIONS,
+                format!("partition count {partitions} must be at least 1"),
+            ))
+        } else if req.validate_only {
+            topic_config::to_log_config(&configs, &state.ctx.config.log_defaults)
+                .map_err(|e| (codes::INVALID_CONFIG, e))
+                .and_then(|_| match state.meta.borrow().topic(&name) {
+                    Some(_) => Err((
+                        codes::TOPIC_ALREADY_EXISTS,
+                        format!("topic '{name}' already exists"),
+                    )),
+                    None => Ok([0u8; 16]),
+                })
+        } else {
+            create_topic(state, &name, partitions as u32, configs).await
+        };
+        let mut r = CreatableTopicResult::default().with_name(TopicName(str_bytes(name.clone())));
+        match outcome {
+            Ok(id) => {
+                if version >= 5 {
+                    r = r.with_num_partitions(partitions).with_replication_factor(1);
+                }
+                if version >= 7 {
+                    r.topic_id = Uuid::from_bytes(id);
+                }
+            }
+            Err((code, msg)) => {
+                tracing::info!(topic = %name, code, %msg, "create topic refused");
+                r.error_code = code;
+                if version >= 1 {
+                    r.error_message = Some(str_bytes(msg));
+                }
+                if version >= 5 {
+                    r = r.with_num_partitions(-1).with_replication_factor(-1);
+                }
+            }
+        }
+        results.push(r);
+    }
+    CreateTopicsResponse::default().with_topics(results)
+}
+
+pub async fn delete_topics(
+    state: &Rc<CoreState>,
+    version: i16,
+    req: DeleteTopicsRequest,
+) -> DeleteTopicsResponse {
+    // v6 names topics by name or id in `topics`; earlier versions list names.
+    let mut targets: Vec<(Option<String>, Uuid)> = req
+        .topic_names
+        .into_iter()
+        .map(|n| (Some(n.0.to_string()), Uuid::nil()))
+        .collect();
+    targets.extend(
+        req.topics
+            .into_iter()
+            .map(|t| (t.name.map(|n| n.0.to_string()), t.topic_id)),
+    );
+    let mut responses = Vec::with_capacity(targets.len());
+    for (name, id) in targets {
+        let resolved = match &name {
+            Some(n) => state
+                .meta
+                .borrow()
+                .topic(n)
+                .map(|t| (n.clone(), t.topic_id)),
+            None => state
+                .meta
+                .borrow()
+                .topics
+                .values()
+                .find(|t| Uuid::from_bytes(t.topic_id) == id)
+                .map(|t| (t.name.clone(), t.topic_id)),
+        };
+        let mut r = DeletableTopicResult::default()
+            .with_name(name.clone().map(|n| TopicName(str_bytes(n))));
+        if version >= 6 {
+            r.topic_id = id;
+        }
+        let outcome = match resolved {
+            None if name.is_none() => {
+                Err((codes::UNKNOWN_TOPIC_ID, format!("unknown topic id {id}")))
+            }
+            None => Err((
+                codes::UNKNOWN_TOPIC_OR_PARTITION,
+                format!("unknown topic '{}'", name.clone().unwrap_or_default()),
+            )),
+            Some((n, tid)) => {
+                r.name = Some(TopicName(str_bytes(n.clone())));
+                if version >= 6 {
+                    r.topic_id = Uuid::from_bytes(tid);
+                }
+                write(state, Command::DeleteTopic { name: n }).await
+            }
+        };
+        if let Err((code, msg)) = outcome {
+            r.error_code = code;
+            if version >= 5 {
+                r.error_message = Some(str_bytes(msg));
+            }
+        }
+        responses.push(r);
+    }
+    DeleteTopicsResponse::default().with_responses(responses)
+}
+
+pub async fn create_partitions(
+    state: &Rc<CoreState>,
+    req: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
+    let mut results = Vec::with_capacity(req.topics.len());
+    for t in req.topics {
+        let name = t.name.0.to_string();
+        let current = state.meta.borrow().topic(&name).map(|m| m.partitions);
+        let outcome: Result<(), Refusal> = match current {
+            None => Err((
+                codes::UNKNOWN_TOPIC_OR_PARTITION,
+                format!("unknown topic '{name}'"),
+            )),
+            Some(cur) if t.count <= cur as i32 => Err((
+                codes::INVALID_PARTITIONS,
+                format!(
+                    "topic '{name}' has {cur} partitions; the new count {} must be larger",
+                    t.count
+                ),
+            )),
+            Some(_)
+                if t.assignments.as_ref().is_some_and(|a| {
+                    a.iter()
+                        .any(|x| x.broker_ids.iter().any(|b| b.0 as u64 != state.node_id()))
+                }) =>
+            {
+                Err((
+                    codes::INVALID_REPLICA_ASSIGNMENT,
+                    "assignments may name only this broker".into(),
+                ))
+            }
+            Some(_) if req.validate_only => Ok(()),
+            Some(cur) => {
+                let added = t.count as u32 - cur;
+                write(
+                    state,
+                    Command::AddPartitions {
+                        name: name.clone(),
+                        new_total: t.count as u32,
+                        assignments: place(state, added),
+                    },
+                )
+                .await
+            }
+        };
+        let mut r = CreatePartitionsTopicResult::default().with_name(TopicName(str_bytes(name)));
+        if let Err((code, msg)) = outcome {
+            r.error_code = code;
+            r.error_message = Some(str_bytes(msg));
+        }
+        results.push(r);
+    }
+    CreatePartitionsResponse::default().with_results(results)
+}
+
+pub fn describe_configs(
+    state: &Rc<CoreState>,
+    version: i16,
+    req: DescribeConfigsRequest,
+) -> DescribeConfigsResponse {
+    let m = state.meta.borrow();
+    let results = req
+        .resources
+        .into_iter()
+        .map(|res| {
+            let name = res.resource_name.to_string();
+            let mut out = DescribeConfigsResult::default()
+                .with_resource_type(res.resource_type)
+                .with_resource_name(res.resource_name.clone());
+            let entries: Vec<(String, String, bool, topic_config::ConfigType)> = match res
+                .resource_type
+            {
+                RESOURCE_TOPIC => match m.topic(&name) {
+                    Some(t) => topic_config::describe(&t.configs, &state.ctx.config.log_defaults),
+                    None => {
+                        out.error_code = codes::UNKNOWN_TOPIC_OR_PARTITION;
+                        out.error_message = Some(str_bytes(format!("unknown topic '{name}'")));
+                        return out;
+                    }
+                },
+                RESOURCE_BROKER => {
+                    topic_config::describe(&BTreeMap::new(), &state.ctx.config.log_defaults)
+                }
+                other => {
+                    out.error_code = codes::INVALID_REQUEST;
+                    out.error_message =
+                        Some(str_bytes(format!("resource type {other} is not supported")));
+                    return out;
+                }
+            };
+            let wanted = res
+                .configuration_keys
+                .map(|k| k.into_iter().map(|s| s.to_string()).collect::<Vec<_>>());
+            out.configs = entries
+                .into_iter()
+                .filter(|(k, ..)| wanted.as_ref().is_none_or(|w| w.contains(k)))
+                .map(|(k, v, is_default, ty)| {
+                    let mut e = DescribeConfigsResourceResult::default()
+                        .with_name(str_bytes(k))
+                        .with_value(Some(str_bytes(v)))
+                        .with_read_only(false);
+                    if version == 0 {
+                        e.is_default = is_default;
+                    } else {
+                        e.config_source = if is_default {
+                            SOURCE_DEFAULT_CONFIG
+                        } else {
+                            SOURCE_TOPIC_CONFIG
+                        };
+                    }
+                    if version >= 3 {
+                        e.config_type = ty as i8;
+                    }
+                    e
+                })
+                .collect();
+            out
+        })
+        .collect();
+    DescribeConfigsResponse::default().with_results(results)
+}
+
+pub async fn incremental_alter_configs(
+    state: &Rc<CoreState>,
+    req: IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse {
+    let mut responses = Vec::with_capacity(req.resources.len());
+    for res in req.resources {
+        let name = res.resource_name.to_string();
+        let mut r = AlterConfigsResourceResponse::default()
+            .with_resource_type(res.resource_type)
+            .with_resource_name(res.resource_name.clone());
+        let outcome: Result<(), Refusal> = async {
+            if res.resource_type != RESOURCE_TOPIC {
+                return Err((codes::INVALID_REQUEST, format!("resource type {} cannot be altered", res.resource_type)));
+            }
+            let current = state
+                .meta
+                .borrow()
+                .topic(&name)
+                .map(|t| t.configs.clone())
+                .ok_or((codes::UNKNOWN_TOPIC_OR_PARTITION, format!("unknown topic '{name}'")))?;
+            let mut next = current.clone();
+            let mut set = BTreeMap::new();
+            let mut remove = Vec::new();
+            for c in &res.configs {
+                let key = c.name.to_string();
+                match c.config_operation {
+                    OP_SET => {
+                        let v = c.value.as_ref().map(|v| v.to_string()).unwrap_or_default();
+                        next.insert(key.clone(), v.clone());
+                        set.insert(key, v);
+                    }
+                    OP_DELETE => {
+                        next.remove(&key);
+                        remove.push(key);
+                    }
+                    op => {
+                        return Err((
+                            codes::INVALID_CONFIG,
+                            format!("operation {op} on {key}: only SET (0) and DELETE (1) apply to these configs"),
+                        ))
+                    }
+                }
+            }
+            topic_config::to_log_config(&next, &state.ctx.config.log_defaults).map_err(|e| (codes::INVALID_CONFIG, e))?;
+            if req.validate_only {
+                return Ok(());
+            }
+            write(state, Command::AlterConfigs { name: name.clone(), set, remove }).await
+        }
+        .await;
+        if let Err((code, msg)) = outcome {
+            r.error_code = code;
+            r.error_message = Some(str_bytes(msg));
+        }
+        responses.push(r);
+    }
+    IncrementalAlterConfigsResponse::default().with_responses(responses)
+}

@@ -1,0 +1,234 @@
+//! Fetch: read stored batches from each partition's owner core; long-poll until `min_bytes`
+//! are there or `max_wait_ms` passes, woken by appends (no polling). Topics by name (v≤12) or
+//! by topic ID (v13+). A partition with no records carries an empty records field, never null.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use engine::join::{first_of, join_all};
+use engine::LogError;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use uuid::Uuid;
+
+use super::str_bytes;
+use crate::codes;
+use crate::config::MAX_FETCH_WAIT_MS;
+use crate::core::CoreState;
+
+#[derive(Clone)]
+struct ReadItem {
+    slot: (usize, usize),
+    topic: String,
+    partition: u32,
+    offset: i64,
+    max_bytes: usize,
+}
+
+fn partition_error(index: i32, code: i16) -> PartitionData {
+    PartitionData::default()
+        .with_partition_index(index)
+        .with_error_code(code)
+        .with_high_watermark(-1)
+        .with_last_stable_offset(-1)
+        .with_log_start_offset(-1)
+        .with_records(Some(Bytes::new()))
+}
+
+pub async fn handle(state: &Rc<CoreState>, version: i16, req: FetchRequest) -> FetchResponse {
+    let wait_ms = (req.max_wait_ms.max(0) as u64).min(MAX_FETCH_WAIT_MS);
+    let deadline = Instant::now() + Duration::from_millis(wait_ms);
+    let min_bytes = req.min_bytes.max(0) as usize;
+    let max_bytes = if req.max_bytes > 0 {
+        req.max_bytes as usize
+    } else {
+        usize::MAX
+    };
+    let read_committed = req.isolation_level == 1;
+
+    let mut topics: Vec<FetchableTopicResponse> = Vec::with_capacity(req.topics.len());
+    let mut per_core: BTreeMap<usize, Vec<ReadItem>> = BTreeMap::new();
+    for (t, ft) in req.topics.into_iter().enumerate() {
+        let name: Option<String> = if version >= 13 {
+            let m = state.meta.borrow();
+            m.topics
+                .values()
+                .find(|x| Uuid::from_bytes(x.topic_id) == ft.topic_id)
+                .map(|x| x.name.clone())
+        } else {
+            Some(ft.topic.0.to_string())
+        };
+        let mut parts = Vec::with_capacity(ft.partitions.len());
+        for (p, fp) in ft.partitions.into_iter().enumerate() {
+            let owner = name
+                .as_ref()
+                .filter(|_| fp.partition >= 0)
+                .and_then(|n| state.owner_core(n, fp.partition as u32));
+            match (&name, owner) {
+                (None, _) => parts.push(partition_error(fp.partition, codes::UNKNOWN_TOPIC_ID)),
+                (Some(_), None) => parts.push(partition_error(
+                    fp.partition,
+                    codes::UNKNOWN_TOPIC_OR_PARTITION,
+                )),
+                (Some(n), Some(core)) => {
+                    parts.push(partition_error(fp.partition, codes::NONE));
+                    per_core.entry(core).or_default().push(ReadItem {
+                        slot: (t, p),
+                        topic: n.clone(),
+                        partition: fp.partition as u32,
+                        offset: fp.fetch_offset,
+                        max_bytes: fp.partition_max_bytes.max(0) as usize,
+                    });
+                }
+            }
+        }
+        let mut resp = FetchableTopicResponse::default().with_partitions(parts);
+        if version >= 13 {
+            resp.topic_id = ft.topic_id;
+        } else {
+            resp.topic = TopicName(str_bytes(name.unwrap_or_default()));
+        }
+        topics.push(resp);
+    }
+
+    loop {
+        let rounds = per_core
+            .iter()
+            .map(|(&core, items)| read_on(state, core, items.clone()));
+        let mut total = 0usize;
+        let mut errors = false;
+        for results in join_all(rounds).await {
+            for ((t, p), data) in results {
+                total += data.records.as_ref().map_or(0, |r| r.len());
+                errors |= data.error_code != codes::NONE;
+                topics[t].partitions[p] = data;
+            }
+        }
+        if per_core.is_empty() || total >= min_bytes || errors || Instant::now() >= deadline {
+            break;
+        }
+        let waits = per_core.iter().map(|(&core, items)| {
+            let targets: Vec<(String, u32, i64)> = items
+                .iter()
+                .map(|i| (i.topic.clone(), i.partition, i.offset))
+                .collect();
+            let state = state.clone();
+            async move {
+                if core == state.core {
+                    wait_local(state.clone(), targets, deadline).await;
+                } else {
+                    let _ = state
+                        .shards
+                        .invoke_on(core, move |s| wait_local(s, targets, deadline))
+                        .await;
+                }
+            }
+        });
+        first_of(waits).await;
+    }
+
+    // The response's max_bytes: whole partitions in request order; the first non-empty one is
+    // always included (as Kafka does), later ones are emptied once the limit is passed.
+    let mut used = 0usize;
+    for topic in &mut topics {
+        for data in &mut topic.partitions {
+            let len = data.records.as_ref().map_or(0, |r| r.len());
+            if used > 0 && used + len > max_bytes {
+                data.records = Some(Bytes::new());
+            } else {
+                used += len;
+            }
+            if read_committed {
+                data.aborted_transactions = Some(Vec::new());
+            }
+        }
+    }
+    FetchResponse::default().with_responses(topics)
+}
+
+async fn read_on(
+    state: &Rc<CoreState>,
+    core: usize,
+    items: Vec<ReadItem>,
+) -> Vec<((usize, usize), PartitionData)> {
+    if core == state.core {
+        return read_local(state.clone(), items).await;
+    }
+    let slots: Vec<((usize, usize), u32)> = items.iter().map(|i| (i.slot, i.partition)).collect();
+    match state
+        .shards
+        .invoke_on(core, move |s| read_local(s, items))
+        .await
+    {
+        Ok(r) => r,
+        Err(_) => slots
+            .into_iter()
+            .map(|(slot, p)| {
+                (
+                    slot,
+                    partition_error(p as i32, codes::NOT_LEADER_OR_FOLLOWER),
+                )
+            })
+            .collect(),
+    }
+}
+
+async fn read_local(
+    state: Rc<CoreState>,
+    items: Vec<ReadItem>,
+) -> Vec<((usize, usize), PartitionData)> {
+    let futs = items.into_iter().map(|item| {
+        let state = state.clone();
+        async move {
+            let index = item.partition as i32;
+            let Some(part) = state.partition(&item.topic, item.partition) else {
+                return (item.slot, partition_error(index, codes::NOT_LEADER_OR_FOLLOWER));
+            };
+            let log = &part.log;
+            let hwm = log.high_watermark() as i64;
+            let start = log.log_start_offset() as i64;
+            let base = partition_error(index, codes::NONE)
+                .with_high_watermark(hwm)
+                .with_last_stable_offset(hwm)
+                .with_log_start_offset(start);
+            if item.offset < 0 {
+                return (item.slot, base.with_error_code(codes::OFFSET_OUT_OF_RANGE));
+            }
+            match log.read(item.offset as u64, item.max_bytes.max(1)).await {
+                Ok(bytes) => (item.slot, base.with_records(Some(Bytes::from(bytes)))),
+                Err(e @ LogError::OffsetOutOfRange { .. }) => {
+                    tracing::debug!(error = %e, "fetch out of range");
+                    (item.slot, base.with_error_code(codes::OFFSET_OUT_OF_RANGE))
+                }
+                Err(e) => {
+                    tracing::warn!(topic = %item.topic, partition = index, error = %e, "fetch failed");
+                    (item.slot, base.with_error_code(codes::for_log_error(&e)))
+                }
+            }
+        }
+    });
+    join_all(futs).await
+}
+
+/// Returns when any of the partitions (on this core) has data past its fetch offset, or at
+/// the deadline.
+async fn wait_local(state: Rc<CoreState>, targets: Vec<(String, u32, i64)>, deadline: Instant) {
+    let logs: Vec<(Rc<engine::PartitionLog>, u64)> = targets
+        .iter()
+        .filter_map(|(t, p, o)| {
+            state
+                .partition(t, *p)
+                .map(|part| (part.log.clone(), (*o).max(0) as u64))
+        })
+        .collect();
+    if logs.is_empty() {
+        return;
+    }
+    first_of(
+        logs.iter()
+            .map(|(log, off)| log.wait_for_data_after(*off, deadline)),
+    )
+    .await;
+}

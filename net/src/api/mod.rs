@@ -1,0 +1,101 @@
+//! Kafka API handlers and the table of supported versions (what ApiVersions advertises).
+
+mod admin;
+mod fetch;
+mod metadata;
+mod offsets;
+mod produce;
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, RequestKind, ResponseKind};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::conn::Request;
+use crate::core::CoreState;
+
+/// Advertised version ranges. Produce advertises 0 (old librdkafka turns compression off when
+/// the minimum is above 2) but answers UNSUPPORTED_VERSION below 3. Fetch starts at 4, the
+/// first version that carries v2 record batches.
+pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 0, 11),
+    (ApiKey::Fetch, 4, 16),
+    (ApiKey::ListOffsets, 0, 6),
+    (ApiKey::Metadata, 0, 12),
+    (ApiKey::ApiVersions, 0, 3),
+    (ApiKey::CreateTopics, 0, 7),
+    (ApiKey::DeleteTopics, 0, 6),
+    (ApiKey::InitProducerId, 0, 5),
+    (ApiKey::DescribeConfigs, 0, 4),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
+];
+
+pub fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
+    SUPPORTED_APIS
+        .iter()
+        .find(|(k, _, _)| *k == key)
+        .map(|&(_, min, max)| (min, max))
+}
+
+/// The ApiVersions response: the ranges above and nothing else (no feature tags: kcat 1.7.1
+/// cannot parse them).
+pub fn api_versions_response(error_code: i16) -> ApiVersionsResponse {
+    ApiVersionsResponse::default()
+        .with_error_code(error_code)
+        .with_api_keys(
+            SUPPORTED_APIS
+                .iter()
+                .map(|&(k, min, max)| {
+                    ApiVersion::default()
+                        .with_api_key(k as i16)
+                        .with_min_version(min)
+                        .with_max_version(max)
+                })
+                .collect(),
+        )
+}
+
+pub fn str_bytes(s: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(s.into())
+}
+
+/// Runs the handler of `req`. `None` means no response is sent (Produce with acks=0).
+pub async fn dispatch(state: &Rc<CoreState>, req: Request) -> Option<ResponseKind> {
+    let version = req.header.request_api_version;
+    Some(match req.body {
+        RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions_response(0)),
+        RequestKind::Metadata(r) => {
+            ResponseKind::Metadata(metadata::handle(state, version, r).await)
+        }
+        RequestKind::Produce(r) => ResponseKind::Produce(produce::handle(state, version, r).await?),
+        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(state, version, r).await),
+        RequestKind::ListOffsets(r) => {
+            ResponseKind::ListOffsets(offsets::list_offsets(state, version, r).await)
+        }
+        RequestKind::InitProducerId(r) => {
+            ResponseKind::InitProducerId(offsets::init_producer_id(state, r))
+        }
+        RequestKind::CreateTopics(r) => {
+            ResponseKind::CreateTopics(admin::create_topics(state, version, r).await)
+        }
+        RequestKind::DeleteTopics(r) => {
+            ResponseKind::DeleteTopics(admin::delete_topics(state, version, r).await)
+        }
+        RequestKind::CreatePartitions(r) => {
+            ResponseKind::CreatePartitions(admin::create_partitions(state, r).await)
+        }
+        RequestKind::DescribeConfigs(r) => {
+            ResponseKind::DescribeConfigs(admin::describe_configs(state, version, r))
+        }
+        RequestKind::IncrementalAlterConfigs(r) => {
+            ResponseKind::IncrementalAlterConfigs(admin::incremental_alter_configs(state, r).await)
+        }
+        other => {
+            // decode_request admits only keys in SUPPORTED_APIS.
+            tracing::error!(request = ?other, "no handler for a supported API");
+            return None;
+        }
+    })
+}

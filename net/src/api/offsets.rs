@@ -1,0 +1,162 @@
+//! ListOffsets (earliest, latest, by timestamp) and InitProducerId.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use engine::join::join_all;
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::{
+    InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse,
+    ProducerId, TopicName,
+};
+
+use super::str_bytes;
+use crate::codes;
+use crate::core::CoreState;
+
+const LATEST_TIMESTAMP: i64 = -1;
+const EARLIEST_TIMESTAMP: i64 = -2;
+
+struct Lookup {
+    slot: (usize, usize),
+    topic: String,
+    partition: u32,
+    timestamp: i64,
+}
+
+fn answer(partition: i32, code: i16) -> ListOffsetsPartitionResponse {
+    ListOffsetsPartitionResponse::default()
+        .with_partition_index(partition)
+        .with_error_code(code)
+        .with_timestamp(-1)
+        .with_offset(-1)
+}
+
+pub async fn list_offsets(
+    state: &Rc<CoreState>,
+    version: i16,
+    req: ListOffsetsRequest,
+) -> ListOffsetsResponse {
+    let mut topics = Vec::with_capacity(req.topics.len());
+    let mut per_core: BTreeMap<usize, Vec<Lookup>> = BTreeMap::new();
+    for (t, topic) in req.topics.into_iter().enumerate() {
+        let name = topic.name.0.to_string();
+        let mut parts = Vec::new();
+        for (p, lp) in topic.partitions.into_iter().enumerate() {
+            match (lp.partition_index >= 0)
+                .then(|| state.owner_core(&name, lp.partition_index as u32))
+                .flatten()
+            {
+                None => parts.push(answer(
+                    lp.partition_index,
+                    codes::UNKNOWN_TOPIC_OR_PARTITION,
+                )),
+                Some(core) => {
+                    parts.push(answer(lp.partition_index, codes::NONE));
+                    per_core.entry(core).or_default().push(Lookup {
+                        slot: (t, p),
+                        topic: name.clone(),
+                        partition: lp.partition_index as u32,
+                        timestamp: lp.timestamp,
+                    });
+                }
+            }
+        }
+        topics.push(
+            ListOffsetsTopicResponse::default()
+                .with_name(TopicName(str_bytes(name)))
+                .with_partitions(parts),
+        );
+    }
+    let groups = per_core.into_iter().map(|(core, items)| {
+        let state = state.clone();
+        async move {
+            if core == state.core {
+                lookup_local(state.clone(), items).await
+            } else {
+                let slots: Vec<((usize, usize), i32)> =
+                    items.iter().map(|i| (i.slot, i.partition as i32)).collect();
+                state
+                    .shards
+                    .invoke_on(core, move |s| lookup_local(s, items))
+                    .await
+                    .unwrap_or_else(|_| {
+                        slots
+                            .into_iter()
+                            .map(|(slot, p)| (slot, answer(p, codes::NOT_LEADER_OR_FOLLOWER)))
+                            .collect()
+                    })
+            }
+        }
+    });
+    for results in join_all(groups).await {
+        for ((t, p), mut r) in results {
+            if version == 0 && r.error_code == codes::NONE {
+                r.old_style_offsets = vec![r.offset];
+                r.offset = -1;
+                r.timestamp = -1;
+            }
+            topics[t].partitions[p] = r;
+        }
+    }
+    ListOffsetsResponse::default().with_topics(topics)
+}
+
+async fn lookup_local(
+    state: Rc<CoreState>,
+    items: Vec<Lookup>,
+) -> Vec<((usize, usize), ListOffsetsPartitionResponse)> {
+    let futs = items.into_iter().map(|item| {
+        let state = state.clone();
+        async move {
+            let index = item.partition as i32;
+            let Some(part) = state.partition(&item.topic, item.partition) else {
+                return (item.slot, answer(index, codes::NOT_LEADER_OR_FOLLOWER));
+            };
+            let log = &part.log;
+            let r = match item.timestamp {
+                LATEST_TIMESTAMP => {
+                    answer(index, codes::NONE).with_offset(log.high_watermark() as i64)
+                }
+                EARLIEST_TIMESTAMP => {
+                    answer(index, codes::NONE).with_offset(log.log_start_offset() as i64)
+                }
+                ts if ts >= 0 => match log.offset_for_timestamp(ts).await {
+                    Ok(Some(found)) => answer(index, codes::NONE)
+                        .with_offset(found.offset as i64)
+                        .with_timestamp(found.timestamp_ms),
+                    Ok(None) => answer(index, codes::NONE),
+                    Err(e) => answer(index, codes::for_log_error(&e)),
+                },
+                _ => answer(index, codes::INVALID_REQUEST),
+            };
+            (item.slot, r.with_leader_epoch(0))
+        }
+    });
+    join_all(futs).await
+}
+
+/// InitProducerId for idempotent producers: a fresh producer id, or the same id with the next
+/// epoch when the producer asks for a bump (KIP-360). Transactions are not supported.
+pub fn init_producer_id(
+    state: &Rc<CoreState>,
+    req: InitProducerIdRequest,
+) -> InitProducerIdResponse {
+    if req.transactional_id.is_some() {
+        return InitProducerIdResponse::default()
+            .with_error_code(codes::UNSUPPORTED_VERSION)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1);
+    }
+    let (id, epoch) =
+        if req.producer_id.0 >= 0 && req.producer_epoch >= 0 && req.producer_epoch < i16::MAX - 1 {
+            (req.producer_id.0, req.producer_epoch + 1)
+        } else {
+            (state.ctx.allocate_producer_id(), 0)
+        };
+    InitProducerIdResponse::default()
+        .with_producer_id(ProducerId(id))
+        .with_producer_epoch(epoch)
+}

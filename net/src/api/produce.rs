@@ -1,0 +1,249 @@
+//! Produce: split the request by owner core, append on each owner (with idempotent-producer
+//! checks), gather the answers in request order. acks=1 and acks=all answer only after the
+//! fdatasync that covers the batch; acks=0 sends no response at all.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use engine::Durability;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
+
+use super::str_bytes;
+use crate::codes;
+use crate::core::CoreState;
+use crate::idempotence::SeqCheck;
+
+/// Produce versions below this carry message formats older than v2; they are refused.
+const MIN_PRODUCE_VERSION: i16 = 3;
+
+/// One partition's part of a produce request, sent to its owner core.
+struct Item {
+    slot: (usize, usize),
+    topic: String,
+    partition: i32,
+    records: Option<Bytes>,
+}
+
+fn answer(partition: i32, error_code: i16, message: Option<String>) -> PartitionProduceResponse {
+    PartitionProduceResponse::default()
+        .with_index(partition)
+        .with_error_code(error_code)
+        .with_base_offset(-1)
+        .with_log_append_time_ms(-1)
+        .with_log_start_offset(-1)
+        .with_error_message(message.map(str_bytes))
+}
+
+pub async fn handle(
+    state: &Rc<CoreState>,
+    version: i16,
+    req: ProduceRequest,
+) -> Option<ProduceResponse> {
+    let acks = req.acks;
+    let mut responses: Vec<TopicProduceResponse> = Vec::with_capacity(req.topic_data.len());
+    let mut per_core: BTreeMap<usize, Vec<Item>> = BTreeMap::new();
+    let refuse_all = if version < MIN_PRODUCE_VERSION {
+        Some((
+            codes::UNSUPPORTED_VERSION,
+            "Produce below v3 (message format < 2) is not supported".to_string(),
+        ))
+    } else if req.transactional_id.is_some() {
+        Some((
+            codes::UNSUPPORTED_VERSION,
+            "transactions are not supported".to_string(),
+        ))
+    } else if !matches!(acks, -1..=1) {
+        Some((
+            codes::INVALID_REQUIRED_ACKS,
+            format!("acks={acks}: use 0, 1 or -1 (all)"),
+        ))
+    } else {
+        None
+    };
+    for (t, topic) in req.topic_data.into_iter().enumerate() {
+        let name = topic.name.0.to_string();
+        let mut parts = Vec::with_capacity(topic.partition_data.len());
+        for (p, data) in topic.partition_data.into_iter().enumerate() {
+            let mut resp = answer(data.index, codes::NONE, None);
+            if let Some((code, msg)) = &refuse_all {
+                resp = answer(data.index, *code, Some(msg.clone()));
+            } else if data.index < 0 {
+                resp = answer(data.index, codes::UNKNOWN_TOPIC_OR_PARTITION, None);
+            } else {
+                match state.owner_core(&name, data.index as u32) {
+                    None => {
+                        resp = answer(
+                            data.index,
+                            codes::UNKNOWN_TOPIC_OR_PARTITION,
+                            Some(format!("unknown topic or partition {name}/{}", data.index)),
+                        )
+                    }
+                    Some(core) => per_core.entry(core).or_default().push(Item {
+                        slot: (t, p),
+                        topic: name.clone(),
+                        partition: data.index,
+                        records: data.records,
+                    }),
+                }
+            }
+            parts.push(resp);
+        }
+        responses.push(
+            TopicProduceResponse::default()
+                .with_name(TopicName(str_bytes(name)))
+                .with_partition_responses(parts),
+        );
+    }
+    let durability = if acks == 0 {
+        Durability::Buffered
+    } else {
+        Durability::Sync
+    };
+    let groups = per_core.into_iter().map(|(core, items)| {
+        let state = state.clone();
+        async move {
+            if core == state.core {
+                produce_local(state.clone(), items, durability).await
+            } else {
+                let slots: Vec<(usize, usize, i32)> = items
+                    .iter()
+                    .map(|i| (i.slot.0, i.slot.1, i.partition))
+                    .collect();
+                match state
+                    .shards
+                    .invoke_on(core, move |s| produce_local(s, items, durability))
+                    .await
+                {
+                    Ok(r) => r,
+                    Err(e) => slots
+                        .into_iter()
+                        .map(|(t, p, part)| {
+                            (
+                                (t, p),
+                                answer(part, codes::NOT_LEADER_OR_FOLLOWER, Some(e.to_string())),
+                            )
+                        })
+                        .collect(),
+                }
+            }
+        }
+    });
+    for results in engine::join::join_all(groups).await {
+        for ((t, p), r) in results {
+            responses[t].partition_responses[p] = r;
+        }
+    }
+    if acks == 0 {
+        return None;
+    }
+    let _ = version;
+    Some(ProduceResponse::default().with_responses(responses))
+}
+
+/// Appends the items on this (their owner) core, concurrently.
+async fn produce_local(
+    state: Rc<CoreState>,
+    items: Vec<Item>,
+    durability: Durability,
+) -> Vec<((usize, usize), PartitionProduceResponse)> {
+    let futs = items.into_iter().map(|item| {
+        let state = state.clone();
+        async move {
+            let slot = item.slot;
+            (slot, append_one(&state, item, durability).await)
+        }
+    });
+    engine::join::join_all(futs).await
+}
+
+async fn append_one(
+    state: &CoreState,
+    item: Item,
+    durability: Durability,
+) -> PartitionProduceResponse {
+    let index = item.partition;
+    let Some(part) = state.partition(&item.topic, index as u32) else {
+        return answer(
+            index,
+            codes::NOT_LEADER_OR_FOLLOWER,
+            Some(format!(
+                "{}/{index} is not open on core {}",
+                item.topic, state.core
+            )),
+        );
+    };
+    let Some(records) = item.records else {
+        return answer(index, codes::INVALID_RECORD, Some("null records".into()));
+    };
+    // Exactly one v2 batch per partition (Kafka refuses more from Produce v3 on).
+    let header = match engine::batch::validate(&records) {
+        Ok(h) => h,
+        Err(e) => {
+            let declared = engine::batch::declared_size(&records).unwrap_or(0);
+            let code = if declared > 0 && (declared as usize) < records.len() {
+                codes::INVALID_RECORD
+            } else {
+                codes::for_log_error(&engine::LogError::InvalidBatch {
+                    dir: String::new(),
+                    source: e.clone(),
+                })
+            };
+            return answer(index, code, Some(format!("{}/{index}: {e}", item.topic)));
+        }
+    };
+    let check = part.producers.borrow().check(&header);
+    match check {
+        SeqCheck::Append => {}
+        SeqCheck::Duplicate {
+            base_offset,
+            last_offset,
+        } => {
+            // A retry: acknowledge the original, once it is durable.
+            if let Err(e) = part.log.sync_to(last_offset + 1).await {
+                return answer(index, codes::for_log_error(&e), Some(e.to_string()));
+            }
+            return answer(index, codes::NONE, None)
+                .with_base_offset(base_offset as i64)
+                .with_log_start_offset(part.log.log_start_offset() as i64);
+        }
+        SeqCheck::OutOfOrder { expected, got } => {
+            return answer(
+                index,
+                codes::OUT_OF_ORDER_SEQUENCE_NUMBER,
+                Some(format!(
+                    "producer {} expected sequence {expected}, got {got}",
+                    header.producer_id
+                )),
+            )
+        }
+        SeqCheck::FencedEpoch { current, got } => {
+            return answer(
+                index,
+                codes::INVALID_PRODUCER_EPOCH,
+                Some(format!(
+                    "producer {} epoch {got} is older than {current}",
+                    header.producer_id
+                )),
+            )
+        }
+    }
+    // Record the sequence before the append awaits, so the next pipelined batch of this
+    // producer sees it.
+    part.producers
+        .borrow_mut()
+        .record(&header, part.log.log_end_offset());
+    match part.log.append(&records, durability).await {
+        Ok(info) => {
+            part.producers
+                .borrow_mut()
+                .set_offsets(&header, info.base_offset);
+            answer(index, codes::NONE, None)
+                .with_base_offset(info.base_offset as i64)
+                .with_log_append_time_ms(info.log_append_time_ms.unwrap_or(-1))
+                .with_log_start_offset(part.log.log_start_offset() as i64)
+        }
+        Err(e) => answer(index, codes::for_log_error(&e), Some(e.to_string())),
+    }
+}

@@ -1,0 +1,135 @@
+//! Starting and stopping a broker: data dir lock, metastore, one executor per core each with
+//! its listener (SO_REUSEPORT), partitions and loops; clean shutdown on request.
+
+use std::net::{SocketAddr, TcpListener as StdListener};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use engine::shard::{self, ShardConfig};
+use engine::DataDir;
+use meta::{MetaConfig, Metastore};
+
+use crate::config::BrokerConfig;
+use crate::core::{BrokerContext, CoreState};
+
+pub const CLUSTER_ID_FILE_NAME: &str = "cluster.id";
+/// The metastore's directory inside the data dir.
+pub const META_DIR_NAME: &str = "meta";
+
+/// Resolves the listen address: refuses a port another process already listens on (glommio
+/// sets SO_REUSEPORT, so a second broker would otherwise bind silently), and picks a free port
+/// for port 0.
+fn claim_listen_addr(addr: SocketAddr) -> Result<SocketAddr, String> {
+    let probe = StdListener::bind(addr).map_err(|e| {
+        format!(
+            "cannot listen on {addr}: {e} (another broker running? use --listen with a free port)"
+        )
+    })?;
+    probe.local_addr().map_err(|e| e.to_string())
+}
+
+fn cluster_id(data_dir: &DataDir) -> Result<String, String> {
+    let path = data_dir.root().join(CLUSTER_ID_FILE_NAME);
+    if let Some(b) = engine::io::read_small(&path).map_err(|e| e.to_string())? {
+        return Ok(String::from_utf8_lossy(&b).trim().to_string());
+    }
+    let id = format!(
+        "ringlog-{:016x}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0)
+            ^ (std::process::id() as u64).rotate_left(32)
+    );
+    engine::io::write_atomic(&path, id.as_bytes()).map_err(|e| e.to_string())?;
+    Ok(id)
+}
+
+/// Runs a broker until a message arrives on `shutdown` (one per core is consumed), then closes
+/// every partition cleanly. `on_ready` is called with the bound address once every core
+/// accepts connections.
+pub fn run(
+    mut config: BrokerConfig,
+    shutdown: flume::Receiver<()>,
+    on_ready: impl FnOnce(SocketAddr),
+) -> Result<(), String> {
+    let data_dir = Arc::new(DataDir::open(&config.data_dir).map_err(|e| e.to_string())?);
+    config.listen = claim_listen_addr(config.listen)?;
+    let cluster_id = cluster_id(&data_dir)?;
+    let mut meta_config = MetaConfig::single_node(data_dir.root().join(META_DIR_NAME));
+    meta_config.node_id = config.node_id;
+    let meta = Metastore::start(meta_config).map_err(|e| format!("starting the metastore: {e}"))?;
+    let listen = config.listen;
+    let cores = if config.cpus.is_empty() {
+        1
+    } else {
+        config.cpus.len()
+    };
+    let shard_config = ShardConfig {
+        cpus: config.cpus.clone(),
+        unpinned_cores: cores,
+        io_memory_bytes: config.io_memory_bytes,
+    };
+    let ctx = Arc::new(BrokerContext::new(
+        config,
+        meta.clone(),
+        data_dir,
+        cluster_id,
+        shutdown,
+    ));
+    let (ready_tx, ready_rx) = flume::unbounded::<Result<usize, String>>();
+    let init_ctx = ctx.clone();
+    let init = move |core: usize, shards| {
+        let ctx = init_ctx.clone();
+        let ready_tx = ready_tx.clone();
+        async move {
+            let started = async {
+                let state = CoreState::new(core, ctx.clone(), shards)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                state.start_meta_follower().await?;
+                let listener = glommio::net::TcpListener::bind(listen)
+                    .map_err(|e| format!("core {core}: cannot listen on {listen}: {e}"))?;
+                glommio::spawn_local(crate::conn::accept_loop(state.clone(), listener)).detach();
+                glommio::spawn_local(state.clone().retention_loop()).detach();
+                Ok::<Rc<CoreState>, String>(state)
+            }
+            .await;
+            match started {
+                Ok(state) => {
+                    let _ = ready_tx.send(Ok(core));
+                    Ok(state)
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e.clone()));
+                    Err(std::io::Error::other(e))
+                }
+            }
+        }
+    };
+    let run_core = |state: Rc<CoreState>| async move {
+        let _ = state.ctx.shutdown.recv_async().await;
+        tracing::info!(core = state.core, "core shutting down");
+        state.close_all().await;
+    };
+    let (_shards, join) = shard::start(&shard_config, init, run_core).map_err(|e| e.to_string())?;
+    let mut ready = 0;
+    while ready < cores {
+        match ready_rx.recv() {
+            Ok(Ok(_)) => ready += 1,
+            Ok(Err(e)) => {
+                let _ = meta.shutdown();
+                return Err(e);
+            }
+            Err(_) => break,
+        }
+    }
+    if ready == cores {
+        on_ready(listen);
+    }
+    let res = join.join().map_err(|e| e.to_string());
+    if let Err(e) = meta.shutdown() {
+        tracing::warn!(error = %e, "metastore shutdown");
+    }
+    res
+}

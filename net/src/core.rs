@@ -1,0 +1,360 @@
+//! One core's state: its copy of the metadata, the partitions it owns (their logs and producer
+//! state), and the loops that keep them in step with the metastore and apply retention.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::task::{Poll, Waker};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use engine::shard::Shards;
+use engine::{CoreStorage, DataDir, PartitionLog};
+use meta::{AppliedChange, MetaHandle, MetaState};
+
+use crate::config::BrokerConfig;
+use crate::idempotence::ProducerStates;
+use crate::topic_config;
+
+/// How far back (in offsets) a partition's producer state is rebuilt from its log on open.
+pub const PRODUCER_STATE_REBUILD_OFFSETS: u64 = 200_000;
+/// Bytes read per step while rebuilding producer state.
+const REBUILD_READ_BYTES: usize = 1 << 20;
+/// The file in a partition directory naming the topic incarnation its data belongs to.
+pub const INCARNATION_FILE_NAME: &str = "incarnation";
+
+/// What every core shares: settings, the metastore handle, the data dir.
+pub struct BrokerContext {
+    pub config: BrokerConfig,
+    pub meta: MetaHandle,
+    pub data_dir: Arc<DataDir>,
+    pub cluster_id: String,
+    next_producer_id: AtomicI64,
+    pub shutdown: flume::Receiver<()>,
+}
+
+impl BrokerContext {
+    pub fn new(
+        config: BrokerConfig,
+        meta: MetaHandle,
+        data_dir: Arc<DataDir>,
+        cluster_id: String,
+        shutdown: flume::Receiver<()>,
+    ) -> Self {
+        // Producer ids: boot time in ms, shifted, plus a counter: unique across restarts of
+        // this node without a metastore round trip.
+        let boot_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(1);
+        Self {
+            config,
+            meta,
+            data_dir,
+            cluster_id,
+            next_producer_id: AtomicI64::new(boot_ms << 20),
+            shutdown,
+        }
+    }
+
+    pub fn allocate_producer_id(&self) -> i64 {
+        self.next_producer_id.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+pub type PartitionKey = (String, u32);
+
+pub struct Partition {
+    pub topic: String,
+    pub index: u32,
+    pub incarnation: String,
+    pub log: Rc<PartitionLog>,
+    pub producers: RefCell<ProducerStates>,
+}
+
+pub struct CoreState {
+    pub core: usize,
+    pub ctx: Arc<BrokerContext>,
+    pub shards: Shards<CoreState>,
+    pub storage: Rc<CoreStorage>,
+    pub meta: RefCell<MetaState>,
+    applied_index: Cell<u64>,
+    applied_waiters: RefCell<Vec<Waker>>,
+    pub partitions: RefCell<HashMap<PartitionKey, Rc<Partition>>>,
+}
+
+impl CoreState {
+    pub async fn new(
+        core: usize,
+        ctx: Arc<BrokerContext>,
+        shards: Shards<CoreState>,
+    ) -> std::io::Result<Rc<Self>> {
+        let storage =
+            CoreStorage::new(ctx.data_dir.clone(), ctx.config.read_cache_segments).await?;
+        Ok(Rc::new(Self {
+            core,
+            ctx,
+            shards,
+            storage,
+            meta: RefCell::new(MetaState::default()),
+            applied_index: Cell::new(0),
+            applied_waiters: RefCell::new(Vec::new()),
+            partitions: RefCell::new(HashMap::new()),
+        }))
+    }
+
+    pub fn node_id(&self) -> u64 {
+        self.ctx.config.node_id
+    }
+
+    pub fn partition(&self, topic: &str, index: u32) -> Option<Rc<Partition>> {
+        self.partitions
+            .borrow()
+            .get(&(topic.to_string(), index))
+            .cloned()
+    }
+
+    /// The core that owns `topic`/`partition` on this node, per this core's metadata copy.
+    pub fn owner_core(&self, topic: &str, partition: u32) -> Option<usize> {
+        let m = self.meta.borrow();
+        let a = m.assignment(topic, partition)?;
+        (a.node_id == self.node_id()).then_some(a.core_index as usize)
+    }
+
+    pub fn applied_index(&self) -> u64 {
+        self.applied_index.get()
+    }
+
+    /// Waits until this core has applied metadata up to `index` (partitions opened or closed).
+    pub async fn wait_applied(&self, index: u64) {
+        std::future::poll_fn(|cx| {
+            if self.applied_index.get() >= index {
+                Poll::Ready(())
+            } else {
+                self.applied_waiters.borrow_mut().push(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+        .await
+    }
+
+    fn set_applied(&self, index: u64) {
+        self.applied_index.set(index);
+        for w in self.applied_waiters.borrow_mut().drain(..) {
+            w.wake();
+        }
+    }
+
+    /// Subscribes to the metastore, opens this core's partitions, then applies every change
+    /// as it arrives. Runs for the life of the core.
+    pub async fn start_meta_follower(self: &Rc<Self>) -> Result<(), String> {
+        let (index, state, changes) = self
+            .ctx
+            .meta
+            .subscribe()
+            .await
+            .map_err(|e| format!("subscribing to the metastore: {e}"))?;
+        *self.meta.borrow_mut() = state;
+        self.reconcile().await;
+        self.set_applied(index);
+        let me = self.clone();
+        glommio::spawn_local(async move {
+            while let Ok(AppliedChange { log_index, change }) = changes.recv_async().await {
+                me.meta.borrow_mut().apply_change(&change);
+                me.reconcile().await;
+                me.set_applied(log_index);
+            }
+        })
+        .detach();
+        Ok(())
+    }
+
+    /// Opens the partitions the metadata assigns to this core and closes the others; deletes
+    /// the files of partitions whose topic is gone.
+    async fn reconcile(&self) {
+        let (desired, configs) = {
+            let m = self.meta.borrow();
+            let mut desired: HashMap<PartitionKey, String> = HashMap::new();
+            let mut configs = HashMap::new();
+            for (name, assignments) in &m.assignments {
+                let Some(topic) = m.topic(name) else { continue };
+                for (p, a) in assignments.iter().enumerate() {
+                    if a.node_id == self.node_id() && a.core_index as usize == self.core {
+                        desired.insert((name.clone(), p as u32), topic.incarnation_id.clone());
+                    }
+                }
+                configs.insert(name.clone(), topic.configs.clone());
+            }
+            (desired, configs)
+        };
+        let stale: Vec<(PartitionKey, Rc<Partition>)> = self
+            .partitions
+            .borrow()
+            .iter()
+            .filter(|(k, p)| desired.get(*k) != Some(&p.incarnation))
+            .map(|(k, p)| (k.clone(), p.clone()))
+            .collect();
+        for (key, p) in stale {
+            self.partitions.borrow_mut().remove(&key);
+            if let Err(e) = p.log.close().await {
+                tracing::warn!(topic = %key.0, partition = key.1, error = %e, "closing partition");
+            }
+            let topic_alive = self
+                .meta
+                .borrow()
+                .topic(&key.0)
+                .is_some_and(|t| t.incarnation_id == p.incarnation);
+            if !topic_alive {
+                let dir = p.log.dir().to_path_buf();
+                if let Err(e) = std::fs::remove_dir_all(&dir) {
+                    tracing::warn!(dir = %dir.display(), error = %e, "removing deleted partition");
+                }
+                let _ = std::fs::remove_dir(dir.parent().unwrap_or(&dir));
+                tracing::info!(topic = %key.0, partition = key.1, core = self.core, "partition deleted");
+            }
+        }
+        let mut wanted: Vec<(PartitionKey, String)> = desired
+            .into_iter()
+            .filter(|(k, _)| !self.partitions.borrow().contains_key(k))
+            .collect();
+        wanted.sort();
+        for ((topic, index), incarnation) in wanted {
+            let cfg = configs.get(&topic).cloned().unwrap_or_default();
+            match self.open_partition(&topic, index, &incarnation, &cfg).await {
+                Ok(p) => {
+                    self.partitions
+                        .borrow_mut()
+                        .insert((topic, index), Rc::new(p));
+                }
+                Err(e) => {
+                    tracing::error!(%topic, partition = index, error = %e, "cannot open partition")
+                }
+            }
+        }
+        // Configs of open partitions follow the metadata.
+        for p in self.partitions.borrow().values() {
+            if let Some(cfg) = configs.get(&p.topic) {
+                if let Ok(lc) = topic_config::to_log_config(cfg, &self.ctx.config.log_defaults) {
+                    if let Err(e) = p.log.set_config(lc) {
+                        tracing::warn!(topic = %p.topic, error = %e, "applying topic config");
+                    }
+                }
+            }
+        }
+    }
+
+    fn partition_dir(&self, topic: &str, index: u32) -> PathBuf {
+        self.ctx.data_dir.partition_dir(topic, index)
+    }
+
+    async fn open_partition(
+        &self,
+        topic: &str,
+        index: u32,
+        incarnation: &str,
+        configs: &std::collections::BTreeMap<String, String>,
+    ) -> Result<Partition, String> {
+        let dir = self.partition_dir(topic, index);
+        let inc_path = dir.join(INCARNATION_FILE_NAME);
+        let on_disk = engine::io::read_small(&inc_path).map_err(|e| e.to_string())?;
+        match on_disk {
+            Some(b) if b == incarnation.as_bytes() => {}
+            other => {
+                if dir.exists() {
+                    tracing::warn!(dir = %dir.display(), found = ?other.map(|b| String::from_utf8_lossy(&b).into_owned()), "partition dir of another topic incarnation; removing it");
+                    std::fs::remove_dir_all(&dir)
+                        .map_err(|e| format!("removing {}: {e}", dir.display()))?;
+                }
+                engine::io::create_dir_all(&dir).map_err(|e| e.to_string())?;
+                engine::io::write_atomic(&inc_path, incarnation.as_bytes())
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        let log_config = topic_config::to_log_config(configs, &self.ctx.config.log_defaults)
+            .unwrap_or_else(|_| self.ctx.config.log_defaults.clone());
+        let (log, summary) = PartitionLog::open(&self.storage, dir, log_config)
+            .await
+            .map_err(|e| e.to_string())?;
+        let producers = rebuild_producer_state(&log)
+            .await
+            .map_err(|e| e.to_string())?;
+        tracing::info!(
+            core = self.core,
+            next_offset = summary.next_offset,
+            scanned = summary.segments_scanned,
+            truncated = summary.truncations.len(),
+            "partition {topic}/{index} opened on core {}",
+            self.core
+        );
+        Ok(Partition {
+            topic: topic.to_string(),
+            index,
+            incarnation: incarnation.to_string(),
+            log,
+            producers: RefCell::new(producers),
+        })
+    }
+
+    /// Applies retention to every partition of this core every `retention_check_interval_ms`.
+    pub async fn retention_loop(self: Rc<Self>) {
+        let interval = Duration::from_millis(self.ctx.config.retention_check_interval_ms.max(1));
+        loop {
+            glommio::timer::sleep(interval).await;
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_millis() as i64)
+                .unwrap_or(0);
+            let parts: Vec<Rc<Partition>> = self.partitions.borrow().values().cloned().collect();
+            for p in parts {
+                if let Err(e) = p.log.enforce_retention(now).await {
+                    tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "retention");
+                }
+            }
+        }
+    }
+
+    /// Closes every partition cleanly (flush, sync, clean-shutdown marker).
+    pub async fn close_all(&self) {
+        let parts: Vec<Rc<Partition>> = self
+            .partitions
+            .borrow_mut()
+            .drain()
+            .map(|(_, p)| p)
+            .collect();
+        for p in parts {
+            if let Err(e) = p.log.close().await {
+                tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "closing partition");
+            }
+        }
+    }
+}
+
+/// Rebuilds idempotent-producer state from the last `PRODUCER_STATE_REBUILD_OFFSETS` of a log.
+async fn rebuild_producer_state(log: &PartitionLog) -> Result<ProducerStates, engine::LogError> {
+    let mut states = ProducerStates::default();
+    let hwm = log.high_watermark();
+    let mut next = log
+        .log_start_offset()
+        .max(hwm.saturating_sub(PRODUCER_STATE_REBUILD_OFFSETS));
+    while next < hwm {
+        let bytes = log.read(next, REBUILD_READ_BYTES).await?;
+        if bytes.is_empty() {
+            break;
+        }
+        let mut rest: &[u8] = &bytes;
+        while let Some(size) = engine::batch::declared_size(rest) {
+            let size = size as usize;
+            if size > rest.len() {
+                break;
+            }
+            if let Ok(h) = engine::batch::parse_header(&rest[..size]) {
+                states.record(&h, h.base_offset as u64);
+                next = next.max(h.last_offset() as u64 + 1);
+            }
+            rest = &rest[size..];
+        }
+    }
+    Ok(states)
+}

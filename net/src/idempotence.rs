@@ -1,0 +1,219 @@
+//! Idempotent-producer state of one partition: per producer id, its epoch and the last few
+//! batches' sequence ranges (Kafka keeps 5), so a retried batch is acknowledged with its first
+//! offset instead of being appended twice, and a gap in sequences is refused.
+
+use std::collections::{HashMap, VecDeque};
+
+use engine::batch::BatchHeader;
+
+/// Batches remembered per producer (Kafka's `max.in.flight.requests.per.connection` limit for
+/// idempotence is 5).
+pub const PRODUCER_BATCHES_REMEMBERED: usize = 5;
+/// Producers remembered per partition before the least recently used is forgotten.
+pub const MAX_PRODUCERS_PER_PARTITION: usize = 10_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct BatchSeq {
+    first_seq: i32,
+    last_seq: i32,
+    base_offset: u64,
+    last_offset: u64,
+}
+
+#[derive(Debug, Default)]
+struct ProducerEntry {
+    epoch: i16,
+    batches: VecDeque<BatchSeq>,
+    last_used: u64,
+}
+
+/// What to do with an incoming batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeqCheck {
+    /// Not idempotent (no producer id) or the next sequence: append it.
+    Append,
+    /// A retry of a batch already in the log at these offsets.
+    Duplicate {
+        base_offset: u64,
+        last_offset: u64,
+    },
+    OutOfOrder {
+        expected: i32,
+        got: i32,
+    },
+    FencedEpoch {
+        current: i16,
+        got: i16,
+    },
+}
+
+#[derive(Debug, Default)]
+pub struct ProducerStates {
+    producers: HashMap<i64, ProducerEntry>,
+    tick: u64,
+}
+
+fn is_idempotent(h: &BatchHeader) -> bool {
+    h.producer_id >= 0 && h.base_sequence >= 0
+}
+
+fn last_seq(h: &BatchHeader) -> i32 {
+    // Sequences wrap at i32::MAX, as in Kafka.
+    ((h.base_sequence as i64 + h.last_offset_delta as i64) % (i32::MAX as i64 + 1)) as i32
+}
+
+impl ProducerStates {
+    pub fn check(&self, h: &BatchHeader) -> SeqCheck {
+        if !is_idempotent(h) {
+            return SeqCheck::Append;
+        }
+        let Some(p) = self.producers.get(&h.producer_id) else {
+            // First batch of this producer that this partition sees: accept from any sequence
+            // (the producer may have written to this partition before its state was trimmed).
+            return SeqCheck::Append;
+        };
+        if h.producer_epoch < p.epoch {
+            return SeqCheck::FencedEpoch {
+                current: p.epoch,
+                got: h.producer_epoch,
+            };
+        }
+        if h.producer_epoch > p.epoch {
+            // A bumped epoch restarts sequences at 0.
+            return if h.base_sequence == 0 {
+                SeqCheck::Append
+            } else {
+                SeqCheck::OutOfOrder {
+                    expected: 0,
+                    got: h.base_sequence,
+                }
+            };
+        }
+        if let Some(b) = p
+            .batches
+            .iter()
+            .find(|b| b.first_seq == h.base_sequence && b.last_seq == last_seq(h))
+        {
+            return SeqCheck::Duplicate {
+                base_offset: b.base_offset,
+                last_offset: b.last_offset,
+            };
+        }
+        let expected = p.batches.back().map_or(0, |b| {
+            if b.last_seq == i32::MAX {
+                0
+            } else {
+                b.last_seq + 1
+            }
+        });
+        if h.base_sequence == expected {
+            SeqCheck::Append
+        } else {
+            SeqCheck::OutOfOrder {
+                expected,
+                got: h.base_sequence,
+            }
+        }
+    }
+
+    /// Records an appended batch (or one found in the log on rebuild).
+    pub fn record(&mut self, h: &BatchHeader, base_offset: u64) {
+        if !is_idempotent(h) {
+            return;
+        }
+        self.tick += 1;
+        let tick = self.tick;
+        if !self.producers.contains_key(&h.producer_id)
+            && self.producers.len() >= MAX_PRODUCERS_PER_PARTITION
+        {
+            let oldest = self
+                .producers
+                .iter()
+                .min_by_key(|(_, p)| p.last_used)
+                .map(|(id, _)| *id)
+                .expect("not empty");
+            self.producers.remove(&oldest);
+        }
+        let p = self.producers.entry(h.producer_id).or_default();
+        if h.producer_epoch != p.epoch {
+            p.epoch = h.producer_epoch;
+            p.batches.clear();
+        }
+        p.last_used = tick;
+        p.batches.push_back(BatchSeq {
+            first_seq: h.base_sequence,
+            last_seq: last_seq(h),
+            base_offset,
+            last_offset: base_offset + h.last_offset_delta as u64,
+        });
+        while p.batches.len() > PRODUCER_BATCHES_REMEMBERED {
+            p.batches.pop_front();
+        }
+    }
+}
+
+impl ProducerStates {
+    /// Corrects the offsets recorded for `h` once its append has placed it (other appends may
+    /// have gone first while it waited).
+    pub fn set_offsets(&mut self, h: &BatchHeader, base_offset: u64) {
+        if let Some(p) = self.producers.get_mut(&h.producer_id) {
+            if let Some(b) = p
+                .batches
+                .iter_mut()
+                .find(|b| b.first_seq == h.base_sequence && b.last_seq == last_seq(h))
+            {
+                b.base_offset = base_offset;
+                b.last_offset = base_offset + h.last_offset_delta as u64;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(pid: i64, epoch: i16, seq: i32, n: i32) -> BatchHeader {
+        BatchHeader {
+            base_offset: 0,
+            size_bytes: 100,
+            attributes: 0,
+            last_offset_delta: n - 1,
+            base_timestamp: 0,
+            max_timestamp: 0,
+            producer_id: pid,
+            producer_epoch: epoch,
+            base_sequence: seq,
+            records_count: n,
+        }
+    }
+
+    #[test]
+    fn sequences_duplicates_gaps_and_epochs() {
+        let mut s = ProducerStates::default();
+        assert_eq!(s.check(&h(-1, -1, -1, 3)), SeqCheck::Append);
+        assert_eq!(s.check(&h(7, 0, 0, 3)), SeqCheck::Append);
+        s.record(&h(7, 0, 0, 3), 10);
+        assert_eq!(
+            s.check(&h(7, 0, 0, 3)),
+            SeqCheck::Duplicate {
+                base_offset: 10,
+                last_offset: 12
+            }
+        );
+        assert_eq!(s.check(&h(7, 0, 3, 2)), SeqCheck::Append);
+        assert_eq!(
+            s.check(&h(7, 0, 5, 1)),
+            SeqCheck::OutOfOrder {
+                expected: 3,
+                got: 5
+            }
+        );
+        assert_eq!(s.check(&h(7, 1, 0, 1)), SeqCheck::Append);
+        s.record(&h(7, 1, 0, 1), 20);
+        assert_eq!(
+            s.check(&h(7, 0, 3, 1)),
+            SeqCheck::FencedEpoch { current: 1, got: 0 }
+        );
+    }
+}

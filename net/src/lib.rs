@@ -1,0 +1,15 @@
+//! ringlog's network room: the Kafka protocol server. Per core: a listener (SO_REUSEPORT), the
+//! connections it accepted, request decoding with the `kafka-protocol` crate, and handlers that
+//! split each request by owner core and gather the answers through the engine's cross-core
+//! primitive. See ARCHITECTURE.md.
+
+pub mod api;
+pub mod broker;
+pub mod codes;
+pub mod config;
+pub mod conn;
+pub mod core;
+pub mod idempotence;
+pub mod topic_config;
+
+pub use config::BrokerConfig;

@@ -1,0 +1,157 @@
+//! Topic configs: which keys exist, how they are checked, and how they become a `LogConfig`.
+//! An unknown key or a bad value is refused with INVALID_CONFIG and a message naming it, as
+//! Kafka does.
+
+use std::collections::BTreeMap;
+
+use engine::{LogConfig, TimestampType};
+
+/// Kafka's DescribeConfigs `config_type` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigType {
+    String = 2,
+    Int = 3,
+    Long = 5,
+}
+
+/// Every topic config the broker knows, with its type.
+pub const TOPIC_CONFIGS: &[(&str, ConfigType)] = &[
+    ("cleanup.policy", ConfigType::String),
+    ("compression.type", ConfigType::String),
+    ("max.message.bytes", ConfigType::Int),
+    ("message.timestamp.type", ConfigType::String),
+    ("min.insync.replicas", ConfigType::Int),
+    ("retention.bytes", ConfigType::Long),
+    ("retention.ms", ConfigType::Long),
+    ("segment.bytes", ConfigType::Int),
+    ("segment.ms", ConfigType::Long),
+];
+
+fn parse_i64(key: &str, v: &str, min: i64, max: i64) -> Result<i64, String> {
+    let n: i64 = v
+        .trim()
+        .parse()
+        .map_err(|_| format!("{key}={v:?} is not an integer"))?;
+    if n < min || n > max {
+        return Err(format!("{key}={n} is out of range [{min}, {max}]"));
+    }
+    Ok(n)
+}
+
+/// Applies `configs` over `defaults`, checking every key and value.
+pub fn to_log_config(
+    configs: &BTreeMap<String, String>,
+    defaults: &LogConfig,
+) -> Result<LogConfig, String> {
+    let mut c = defaults.clone();
+    for (k, v) in configs {
+        match k.as_str() {
+            "retention.ms" => {
+                let n = parse_i64(k, v, -1, i64::MAX)?;
+                c.retention_ms = (n >= 0).then_some(n);
+            }
+            "retention.bytes" => {
+                let n = parse_i64(k, v, -1, i64::MAX)?;
+                c.retention_bytes = (n >= 0).then_some(n as u64);
+            }
+            "segment.bytes" => c.segment_bytes = parse_i64(k, v, 4096, i32::MAX as i64)? as u64,
+            "segment.ms" => c.segment_ms = parse_i64(k, v, 1, i64::MAX)?,
+            "max.message.bytes" => {
+                c.max_batch_bytes = parse_i64(k, v, 0, i32::MAX as i64)? as usize;
+            }
+            "message.timestamp.type" => {
+                c.timestamp_type = match v.as_str() {
+                    "CreateTime" => TimestampType::CreateTime,
+                    "LogAppendTime" => TimestampType::LogAppendTime,
+                    _ => return Err(format!("{k}={v:?}: use CreateTime or LogAppendTime")),
+                }
+            }
+            "cleanup.policy" => {
+                if v != "delete" {
+                    return Err(format!(
+                        "{k}={v:?}: only \"delete\" is supported (no compaction)"
+                    ));
+                }
+            }
+            "compression.type" => {
+                if v != "producer" {
+                    return Err(format!(
+                        "{k}={v:?}: only \"producer\" is supported (batches are stored as sent)"
+                    ));
+                }
+            }
+            "min.insync.replicas" => {
+                parse_i64(k, v, 1, 1)?;
+            }
+            _ => return Err(format!("unknown topic config {k:?}")),
+        }
+    }
+    c.max_unflushed_bytes = c.max_unflushed_bytes.max(c.max_batch_bytes as u64);
+    c.segment_bytes = c.segment_bytes.max(c.max_batch_bytes as u64);
+    c.validate()?;
+    Ok(c)
+}
+
+/// The effective value of every known config for DescribeConfigs: `(name, value, is_default)`.
+pub fn describe(
+    configs: &BTreeMap<String, String>,
+    defaults: &LogConfig,
+) -> Vec<(String, String, bool, ConfigType)> {
+    TOPIC_CONFIGS
+        .iter()
+        .map(|&(name, ty)| match configs.get(name) {
+            Some(v) => (name.to_string(), v.clone(), false, ty),
+            None => (name.to_string(), default_value(name, defaults), true, ty),
+        })
+        .collect()
+}
+
+fn default_value(name: &str, d: &LogConfig) -> String {
+    match name {
+        "cleanup.policy" => "delete".into(),
+        "compression.type" => "producer".into(),
+        "max.message.bytes" => d.max_batch_bytes.to_string(),
+        "message.timestamp.type" => match d.timestamp_type {
+            TimestampType::CreateTime => "CreateTime".into(),
+            TimestampType::LogAppendTime => "LogAppendTime".into(),
+        },
+        "min.insync.replicas" => "1".into(),
+        "retention.bytes" => d.retention_bytes.map_or(-1, |b| b as i64).to_string(),
+        "retention.ms" => d.retention_ms.unwrap_or(-1).to_string(),
+        "segment.bytes" => d.segment_bytes.to_string(),
+        "segment.ms" => d.segment_ms.to_string(),
+        _ => unreachable!("every TOPIC_CONFIGS key has a default"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn known_keys_apply_and_unknown_keys_are_refused() {
+        let d = LogConfig::default();
+        let c = to_log_config(
+            &cfg(&[("retention.ms", "1000"), ("segment.bytes", "1048576")]),
+            &d,
+        )
+        .unwrap();
+        assert_eq!(c.retention_ms, Some(1000));
+        assert_eq!(c.segment_bytes, 1 << 20);
+        let c = to_log_config(&cfg(&[("retention.ms", "-1")]), &d).unwrap();
+        assert_eq!(c.retention_ms, None);
+        let e = to_log_config(&cfg(&[("retention.msx", "1")]), &d).unwrap_err();
+        assert!(e.contains("unknown topic config \"retention.msx\""), "{e}");
+        let e = to_log_config(&cfg(&[("segment.ms", "zero")]), &d).unwrap_err();
+        assert!(e.contains("not an integer"), "{e}");
+        assert!(to_log_config(&cfg(&[("cleanup.policy", "compact")]), &d).is_err());
+        assert_eq!(describe(&BTreeMap::new(), &d).len(), TOPIC_CONFIGS.len());
+    }
+}

@@ -1,0 +1,205 @@
+//! `ringlog serve`: flags and config file, logging, signals, and the broker's lifetime.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Args;
+use net::BrokerConfig;
+use serde::Deserialize;
+
+#[derive(Args, Debug, Default)]
+pub struct ServeArgs {
+    /// Data directory (segments, metastore, lock file).
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Address to accept Kafka clients on (every core listens on it).
+    #[arg(long, value_name = "HOST:PORT")]
+    listen: Option<SocketAddr>,
+    /// Host and port announced to clients in Metadata (default: the listen address).
+    #[arg(long, value_name = "HOST:PORT")]
+    advertise: Option<String>,
+    /// Executors (one per core, pinned); default: every online CPU.
+    #[arg(long, value_name = "N")]
+    cores: Option<usize>,
+    /// TOML file with any of these settings (flags given on the command line win).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Log every decoded request and response (tracing target `ringlog::requests`).
+    #[arg(long)]
+    log_requests: bool,
+    /// Create unknown topics on Metadata or Produce (off by default, like Redpanda).
+    #[arg(long)]
+    auto_create_topics: bool,
+}
+
+/// The config file: every serve flag plus broker defaults. Unknown keys are errors.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct FileConfig {
+    data_dir: Option<PathBuf>,
+    listen: Option<SocketAddr>,
+    advertise: Option<String>,
+    cores: Option<usize>,
+    log_requests: Option<bool>,
+    auto_create_topics: Option<bool>,
+    /// Partitions of a topic created without a count (Kafka's `num.partitions`).
+    num_partitions: Option<u32>,
+    /// Largest request frame accepted (Kafka's `socket.request.max.bytes`).
+    max_request_bytes: Option<usize>,
+    log_segment_bytes: Option<u64>,
+    log_segment_ms: Option<i64>,
+    log_retention_ms: Option<i64>,
+    log_retention_bytes: Option<i64>,
+    log_retention_check_interval_ms: Option<u64>,
+    io_memory_bytes: Option<usize>,
+}
+
+pub const DEFAULT_DATA_DIR: &str = "./ringlog-data";
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9092";
+
+fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
+    let file: FileConfig = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
+            toml::from_str(&text).map_err(|e| format!("config file {}: {e}", path.display()))?
+        }
+        None => FileConfig::default(),
+    };
+    let data_dir = args
+        .data_dir
+        .or(file.data_dir)
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
+    let listen = args
+        .listen
+        .or(file.listen)
+        .unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("valid default"));
+    let online =
+        engine::shard::online_cpus().map_err(|e| format!("cannot list online CPUs: {e}"))?;
+    let cpus = match args.cores.or(file.cores) {
+        None => online,
+        Some(0) => return Err("--cores must be at least 1".into()),
+        Some(n) if n > online.len() => {
+            return Err(format!(
+                "--cores {n}: only {} CPUs are online ({online:?}); use --cores {} or fewer",
+                online.len(),
+                online.len()
+            ))
+        }
+        Some(n) => online[..n].to_vec(),
+    };
+    let mut c = BrokerConfig::new(data_dir, listen, cpus);
+    if let Some(a) = args.advertise.or(file.advertise) {
+        let (host, port) = a
+            .rsplit_once(':')
+            .and_then(|(h, p)| p.parse::<u16>().ok().map(|p| (h.to_string(), p)))
+            .ok_or_else(|| format!("--advertise {a:?}: expected HOST:PORT"))?;
+        c.advertised = Some((host, port));
+    }
+    c.log_requests = args.log_requests || file.log_requests.unwrap_or(false);
+    c.auto_create_topics = args.auto_create_topics || file.auto_create_topics.unwrap_or(false);
+    if let Some(n) = file.num_partitions {
+        if n == 0 {
+            return Err("num-partitions must be at least 1".into());
+        }
+        c.default_partitions = n;
+    }
+    if let Some(n) = file.max_request_bytes {
+        c.max_request_bytes = n;
+    }
+    if let Some(n) = file.log_segment_bytes {
+        c.log_defaults.segment_bytes = n;
+    }
+    if let Some(n) = file.log_segment_ms {
+        c.log_defaults.segment_ms = n;
+    }
+    if let Some(n) = file.log_retention_ms {
+        c.log_defaults.retention_ms = (n >= 0).then_some(n);
+    }
+    if let Some(n) = file.log_retention_bytes {
+        c.log_defaults.retention_bytes = (n >= 0).then_some(n as u64);
+    }
+    if let Some(n) = file.log_retention_check_interval_ms {
+        c.retention_check_interval_ms = n;
+    }
+    if let Some(n) = file.io_memory_bytes {
+        c.io_memory_bytes = n;
+    }
+    c.log_defaults
+        .validate()
+        .map_err(|e| format!("invalid log defaults: {e}"))?;
+    Ok(c)
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("RINGLOG_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+}
+
+/// Blocks SIGINT and SIGTERM in this thread (and so in every thread started after) and returns
+/// a thread that waits for either and then asks every core to shut down.
+fn shutdown_on_signal(cores: usize) -> flume::Receiver<()> {
+    let (tx, rx) = flume::bounded::<()>(cores);
+    // SAFETY: plain libc signal-set calls on a local, zero-initialised set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            // SAFETY: as above; sigwait only reads the set and writes the signal number.
+            let sig = unsafe {
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, libc::SIGINT);
+                libc::sigaddset(&mut set, libc::SIGTERM);
+                let mut sig: libc::c_int = 0;
+                libc::sigwait(&set, &mut sig);
+                sig
+            };
+            tracing::info!(
+                signal = sig,
+                "shutting down: flushing and closing partitions"
+            );
+            for _ in 0..cores {
+                let _ = tx.send(());
+            }
+        })
+        .expect("signal thread");
+    rx
+}
+
+pub fn run(args: ServeArgs) -> i32 {
+    init_logging();
+    let config = match build_config(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("ringlog serve: {e}");
+            return 2;
+        }
+    };
+    let cores = config.cpus.len().max(1);
+    tracing::info!(data_dir = %config.data_dir.display(), listen = %config.listen, cores, "starting ringlog");
+    let shutdown = shutdown_on_signal(cores);
+    match net::broker::run(config, shutdown, |addr| {
+        eprintln!("ringlog ready on {addr}")
+    }) {
+        Ok(()) => {
+            tracing::info!("ringlog stopped cleanly");
+            0
+        }
+        Err(e) => {
+            eprintln!("ringlog serve: {e}");
+            1
+        }
+    }
+}
