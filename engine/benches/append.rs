@@ -132,6 +132,61 @@ fn baseline(dir: &Path, batch_bytes: usize, batches: usize, preallocate: bool) -
     (batch_bytes * batches) as f64 / (1 << 20) as f64 / secs
 }
 
+/// The same writes and fdatasyncs as `baseline`, through glommio's DmaFile on one executor:
+/// the floor the engine's runtime puts under it.
+fn glommio_raw(dir: &Path, batch_bytes: usize, batches: usize) -> f64 {
+    let path = dir.join("glommio-raw.dat");
+    let _ = std::fs::remove_file(&path);
+    LocalExecutorBuilder::new(Placement::Unbound)
+        .io_memory(BENCH_IO_MEMORY_BYTES)
+        .spin_before_park(spin())
+        .spawn(move || async move {
+            let file = glommio::io::OpenOptions::new()
+                .write(true)
+                .read(true)
+                .create(true)
+                .truncate(true)
+                .custom_flags(if dsync() { libc::O_DSYNC } else { 0 })
+                .dma_open(&path)
+                .await
+                .expect("open");
+            let padded = batch_bytes.div_ceil(ALIGN_BYTES) * ALIGN_BYTES;
+            file.pre_allocate((padded * batches) as u64, true)
+                .await
+                .expect("fallocate");
+            let started = Instant::now();
+            for i in 0..batches {
+                let mut buf = file.alloc_dma_buffer(padded);
+                buf.as_bytes_mut().fill(i as u8);
+                file.write_at(buf, (i * padded) as u64)
+                    .await
+                    .expect("write");
+                file.fdatasync().await.expect("fdatasync");
+            }
+            let secs = started.elapsed().as_secs_f64();
+            file.close().await.expect("close");
+            let _ = std::fs::remove_file(&path);
+            (batch_bytes * batches) as f64 / (1 << 20) as f64 / secs
+        })
+        .expect("executor")
+        .join()
+        .expect("glommio run")
+}
+
+fn dsync() -> bool {
+    std::env::var("DSYNC").is_ok()
+}
+
+/// Busy-poll before parking the executor thread (`SPIN_US`, default 0).
+fn spin() -> std::time::Duration {
+    std::time::Duration::from_micros(
+        std::env::var("SPIN_US")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
+    )
+}
+
 struct EngineRun {
     mib_per_s: f64,
     appends: u64,
@@ -144,6 +199,7 @@ fn engine_run(dir: &Path, batch: Rc<Vec<u8>>, batches: usize, appenders: usize) 
     let batch = batch.to_vec();
     LocalExecutorBuilder::new(Placement::Unbound)
         .io_memory(BENCH_IO_MEMORY_BYTES)
+        .spin_before_park(spin())
         .spawn(move || async move {
             let dd = Arc::new(DataDir::open(&root).expect("data dir"));
             let core = CoreStorage::new(dd, 8).await.expect("core");
@@ -211,6 +267,8 @@ fn main() {
         let b = baseline(&args.dir, batch_bytes, batches, false);
         let e = engine_run(&args.dir, batch.clone(), batches, 1);
         let p = baseline(&args.dir, batch_bytes, batches, true);
+        let g = glommio_raw(&args.dir, batch_bytes, batches);
+        println!("round {round}: glommio raw (DmaFile write + fdatasync) {g:.2} MiB/s");
         println!(
             "round {round}/{}: baseline {b:.2} MiB/s, engine {:.2} MiB/s ({} appends, {} flushes), baseline+fallocate {p:.2} MiB/s",
             args.rounds, e.mib_per_s, e.appends, e.flushes

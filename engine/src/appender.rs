@@ -69,8 +69,9 @@ impl Appender {
     }
 
     fn push_chunk(&mut self) {
-        let mut c = self.file.alloc_buffer(self.chunk_bytes);
-        c.as_bytes_mut().fill(0);
+        // Not zeroed: only bytes below `last_fill` are ever read, and the padding of the last
+        // block is zeroed when a flush takes it.
+        let c = self.file.alloc_buffer(self.chunk_bytes);
         self.chunks.push(c);
         self.last_fill = 0;
     }
@@ -124,7 +125,9 @@ impl Appender {
             let used = if i + 1 == n { last_fill } else { c.len() };
             if i + 1 == n {
                 partial_copy.extend_from_slice(&c.as_bytes()[used - partial..used]);
-                c.trim_to_size(align_up(used as u64) as usize);
+                let padded = align_up(used as u64) as usize;
+                c.as_bytes_mut()[used..padded].fill(0);
+                c.trim_to_size(padded);
             }
             let len = c.len() as u64;
             if len > 0 {

@@ -16,6 +16,9 @@ pub const DEFAULT_WRITE_CHUNK_BYTES: usize = 1 << 20;
 pub const INDEX_WRITE_CHUNK_BYTES: usize = 64 << 10;
 /// Appends wait for the flush in flight once this much is buffered and not yet written.
 pub const DEFAULT_MAX_UNFLUSHED_BYTES: u64 = 16 << 20;
+/// Longest time the `.index` (batch commit times) goes without an fdatasync while appends
+/// arrive. The log itself is synced by every flush.
+pub const DEFAULT_INDEX_SYNC_INTERVAL_MS: u64 = 1000;
 /// Kafka's default `max.message.bytes` (1 MiB + a little).
 pub const DEFAULT_MAX_BATCH_BYTES: usize = 1_048_588;
 
@@ -46,6 +49,7 @@ pub struct LogConfig {
     pub max_unflushed_bytes: u64,
     pub max_batch_bytes: usize,
     pub timestamp_type: TimestampType,
+    pub index_sync_interval_ms: u64,
 }
 
 impl Default for LogConfig {
@@ -61,6 +65,7 @@ impl Default for LogConfig {
             max_unflushed_bytes: DEFAULT_MAX_UNFLUSHED_BYTES,
             max_batch_bytes: DEFAULT_MAX_BATCH_BYTES,
             timestamp_type: TimestampType::CreateTime,
+            index_sync_interval_ms: DEFAULT_INDEX_SYNC_INTERVAL_MS,
         }
     }
 }

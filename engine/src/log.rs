@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::task::{Poll, Waker};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use thiserror::Error;
 
@@ -209,6 +209,9 @@ struct State {
     io_busy: bool,
     rolling: bool,
     flush_scheduled: bool,
+    /// When the `.index` was last fdatasync'd, and whether it was written since.
+    index_synced_at: Instant,
+    index_dirty: bool,
     change_gen: u64,
     waiters: Vec<Waker>,
     stats: LogStats,
@@ -387,6 +390,8 @@ impl PartitionLog {
                 io_busy: false,
                 rolling: false,
                 flush_scheduled: false,
+                index_synced_at: Instant::now(),
+                index_dirty: false,
                 change_gen: 0,
                 waiters: Vec::new(),
                 stats: LogStats::default(),
@@ -556,23 +561,41 @@ impl PartitionLog {
     }
 
     /// Flushes everything appended so far and syncs it. Caller holds `io_busy`.
+    ///
+    /// Per flush: the `.log` and `.index` tails are written (concurrently) and the `.log` is
+    /// fdatasync'd. The `.index` (commit times) is fdatasync'd at most every
+    /// `index_sync_interval_ms` and when a segment is sealed: its O_DIRECT writes survive a
+    /// process crash, and after a power loss recovery rebuilds the unsynced tail (commit time =
+    /// recovery time: later, never earlier). The `.timeindex` is written when a chunk of it is
+    /// due and at seal; recovery rebuilds it from the log.
     async fn flush_once(&self) -> Result<(), LogError> {
-        let (jobs, end) = {
+        let sync_interval = Duration::from_millis(self.config.borrow().index_sync_interval_ms);
+        let (jobs, files, end, syncs_index) = {
             let mut st = self.st.borrow_mut();
             debug_assert!(st.io_busy);
             let end = st.next_offset;
+            let index_due = st.index_synced_at.elapsed() >= sync_interval;
             let Some(a) = st.active.as_mut() else {
                 return Ok(());
             };
-            let jobs: Vec<_> = [
-                a.log.take_flush(),
-                a.index.take_flush(),
-                a.time_index.take_flush(),
-            ]
-            .into_iter()
-            .flatten()
-            .collect();
-            (jobs, end)
+            let mut jobs = Vec::with_capacity(3);
+            let mut files = Vec::with_capacity(2);
+            if let Some(j) = a.log.take_flush() {
+                files.push(j.file().clone());
+                jobs.push(j);
+            }
+            if let Some(j) = a.index.take_flush() {
+                jobs.push(j);
+            }
+            if a.time_index.unflushed_bytes() >= crate::config::INDEX_WRITE_CHUNK_BYTES as u64 {
+                jobs.extend(a.time_index.take_flush());
+            }
+            let index_file = a.index.file().clone();
+            let syncs_index = index_due && st.index_dirty;
+            if syncs_index {
+                files.push(index_file);
+            }
+            (jobs, files, end, syncs_index)
         };
         if jobs.is_empty() {
             let mut st = self.st.borrow_mut();
@@ -580,7 +603,6 @@ impl PartitionLog {
             return Ok(());
         }
         let started = Instant::now();
-        let files: Vec<Rc<SegmentFile>> = jobs.iter().map(|j| j.file().clone()).collect();
         for r in crate::join::join_all(jobs.into_iter().map(|j| j.write())).await {
             if let Err(e) = r {
                 return Err(self.poison("write", e));
@@ -594,6 +616,12 @@ impl PartitionLog {
         let mut st = self.st.borrow_mut();
         assert!(end >= st.high_watermark, "high watermark never moves back");
         st.high_watermark = end;
+        if syncs_index {
+            st.index_synced_at = started;
+            st.index_dirty = false;
+        } else {
+            st.index_dirty = true;
+        }
         st.stats.flushes += 1;
         st.stats.flush_micros_total += started.elapsed().as_micros() as u64;
         Ok(())

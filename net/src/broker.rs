@@ -69,6 +69,7 @@ pub fn run(
         cpus: config.cpus.clone(),
         unpinned_cores: cores,
         io_memory_bytes: config.io_memory_bytes,
+        spin_before_park_us: config.spin_before_park_us,
     };
     let ctx = Arc::new(BrokerContext::new(
         config,

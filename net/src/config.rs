@@ -16,6 +16,8 @@ pub const DEFAULT_RETENTION_CHECK_INTERVAL_MS: u64 = 300_000;
 pub const MAX_FETCH_WAIT_MS: u64 = 30_000;
 /// Registered I/O memory per executor (3 rings each): 3 × this × cores must fit in memlock.
 pub const DEFAULT_IO_MEMORY_BYTES: usize = 1 << 20;
+/// How long an idle core busy-polls before parking (see `ShardConfig::spin_before_park_us`).
+pub const DEFAULT_SPIN_BEFORE_PARK_US: u64 = 0;
 /// Closed segments each core keeps open for reads.
 pub const DEFAULT_READ_CACHE_SEGMENTS: usize = engine::core_storage::DEFAULT_READ_CACHE_SEGMENTS;
 
@@ -39,6 +41,7 @@ pub struct BrokerConfig {
     pub retention_check_interval_ms: u64,
     pub io_memory_bytes: usize,
     pub read_cache_segments: usize,
+    pub spin_before_park_us: u64,
 }
 
 impl BrokerConfig {
@@ -58,6 +61,7 @@ impl BrokerConfig {
             retention_check_interval_ms: DEFAULT_RETENTION_CHECK_INTERVAL_MS,
             io_memory_bytes: DEFAULT_IO_MEMORY_BYTES,
             read_cache_segments: DEFAULT_READ_CACHE_SEGMENTS,
+            spin_before_park_us: DEFAULT_SPIN_BEFORE_PARK_US,
         }
     }
 

@@ -52,6 +52,8 @@ struct FileConfig {
     log_retention_bytes: Option<i64>,
     log_retention_check_interval_ms: Option<u64>,
     io_memory_bytes: Option<usize>,
+    /// Busy-poll of an idle core before it sleeps, in µs.
+    spin_before_park_us: Option<u64>,
 }
 
 pub const DEFAULT_DATA_DIR: &str = "./ringlog-data";
@@ -124,6 +126,9 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
     }
     if let Some(n) = file.io_memory_bytes {
         c.io_memory_bytes = n;
+    }
+    if let Some(n) = file.spin_before_park_us {
+        c.spin_before_park_us = n;
     }
     c.log_defaults
         .validate()
