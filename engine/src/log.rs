@@ -584,17 +584,23 @@ impl PartitionLog {
                 files.push(j.file().clone());
                 jobs.push(j);
             }
-            if let Some(j) = a.index.take_flush() {
-                jobs.push(j);
-            }
+            let wrote_index = match a.index.take_flush() {
+                Some(j) => {
+                    jobs.push(j);
+                    true
+                }
+                None => false,
+            };
             if a.time_index.unflushed_bytes() >= crate::config::INDEX_WRITE_CHUNK_BYTES as u64 {
                 jobs.extend(a.time_index.take_flush());
             }
             let index_file = a.index.file().clone();
-            let syncs_index = index_due && st.index_dirty;
+            let index_dirty = st.index_dirty || wrote_index;
+            let syncs_index = index_due && index_dirty;
             if syncs_index {
                 files.push(index_file);
             }
+            st.index_dirty = index_dirty;
             (jobs, files, end, syncs_index)
         };
         if jobs.is_empty() {
@@ -619,8 +625,6 @@ impl PartitionLog {
         if syncs_index {
             st.index_synced_at = started;
             st.index_dirty = false;
-        } else {
-            st.index_dirty = true;
         }
         st.stats.flushes += 1;
         st.stats.flush_micros_total += started.elapsed().as_micros() as u64;
