@@ -95,9 +95,10 @@ impl LogConfig {
                 self.preallocate_bytes
             ));
         }
-        if self.max_batch_bytes as u64 > self.segment_bytes {
+        if self.max_batch_bytes as u64 + self.segment_bytes > u32::MAX as u64 {
+            // A batch larger than a segment gets a segment of its own; positions stay 32-bit.
             return Err(format!(
-                "max_batch_bytes {} exceeds segment_bytes {}: raise segment_bytes",
+                "max_batch_bytes {} + segment_bytes {} exceed 4 GiB (32-bit positions): lower one",
                 self.max_batch_bytes, self.segment_bytes
             ));
         }

@@ -176,21 +176,34 @@ pub struct ShardJoin {
 }
 
 impl ShardJoin {
-    /// Joins every core; the first failure (init error or panic) is returned.
-    pub fn join(self) -> std::io::Result<()> {
-        let mut first_err = None;
+    /// Waits for every core. A core that fails (init error or panic) while others run is
+    /// fatal: the process exits with status 70, as a crash-only service does; the next start
+    /// recovers from disk. Returns once all cores stopped cleanly.
+    pub fn join_or_exit(self) -> std::io::Result<()> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let n = self.handles.len();
         for (core, h) in self.handles.into_iter().enumerate() {
-            let res = match h.join() {
-                Ok(r) => r,
-                Err(e) => Err(std::io::Error::other(format!(
-                    "core {core} panicked: {e:?}"
-                ))),
-            };
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let res = match h.join() {
+                    Ok(r) => r,
+                    Err(e) => Err(std::io::Error::other(format!(
+                        "core {core} panicked: {e:?}"
+                    ))),
+                };
+                let _ = tx.send((core, res));
+            });
+        }
+        for _ in 0..n {
+            let (core, res) = rx
+                .recv()
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
             if let Err(e) = res {
-                tracing::error!(core, error = %e, "core stopped with an error");
-                first_err.get_or_insert(e);
+                tracing::error!(core, error = %e, "core failed; exiting so that a restart recovers");
+                eprintln!("ringlog: core {core} failed: {e}");
+                std::process::exit(70);
             }
         }
-        first_err.map_or(Ok(()), Err)
+        Ok(())
     }
 }

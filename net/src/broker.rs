@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use engine::shard::{self, ShardConfig};
 use engine::DataDir;
-use meta::{MetaConfig, Metastore};
+use meta::{Assignment, Command, MetaConfig, MetaHandle, Metastore};
 
 use crate::config::BrokerConfig;
 use crate::core::{BrokerContext, CoreState};
@@ -45,6 +45,51 @@ fn cluster_id(data_dir: &DataDir) -> Result<String, String> {
     Ok(id)
 }
 
+/// Before the cores start: moves partitions placed on cores this run does not have (started
+/// earlier with more `--cores`) onto existing ones, and creates `__consumer_offsets` (one
+/// partition per core) on the first start.
+fn prepare_placement(meta: &MetaHandle, node_id: u64, cores: usize) -> Result<(), String> {
+    let (_, state) = meta
+        .read_blocking()
+        .map_err(|e| format!("reading metadata: {e}"))?;
+    for (name, assignments) in &state.assignments {
+        for (p, a) in assignments.iter().enumerate() {
+            if a.node_id == node_id && a.core_index as usize >= cores {
+                let to = (a.core_index as usize % cores) as u32;
+                tracing::info!(topic = %name, partition = p, from = a.core_index, to, "core not present in this run; partition moved");
+                meta.write_blocking(Command::SetAssignment {
+                    name: name.clone(),
+                    partition: p as u32,
+                    assignment: Assignment {
+                        node_id,
+                        core_index: to,
+                    },
+                })
+                .map_err(|e| format!("moving {name}/{p}: {e}"))?;
+            }
+        }
+    }
+    if state.topic(crate::group::OFFSETS_TOPIC).is_none() {
+        let assignments = (0..cores)
+            .map(|c| Assignment {
+                node_id,
+                core_index: c as u32,
+            })
+            .collect();
+        let configs = [("retention.ms".to_string(), "-1".to_string())]
+            .into_iter()
+            .collect();
+        meta.write_blocking(Command::create_topic(
+            crate::group::OFFSETS_TOPIC,
+            cores as u32,
+            configs,
+            assignments,
+        ))
+        .map_err(|e| format!("creating {}: {e}", crate::group::OFFSETS_TOPIC))?;
+    }
+    Ok(())
+}
+
 /// Runs a broker until a message arrives on `shutdown` (one per core is consumed), then closes
 /// every partition cleanly. `on_ready` is called with the bound address once every core
 /// accepts connections.
@@ -65,6 +110,10 @@ pub fn run(
     } else {
         config.cpus.len()
     };
+    if let Err(e) = prepare_placement(&meta, config.node_id, cores) {
+        let _ = meta.shutdown();
+        return Err(e);
+    }
     let shard_config = ShardConfig {
         cpus: config.cpus.clone(),
         unpinned_cores: cores,
@@ -93,6 +142,7 @@ pub fn run(
                     .map_err(|e| format!("core {core}: cannot listen on {listen}: {e}"))?;
                 glommio::spawn_local(crate::conn::accept_loop(state.clone(), listener)).detach();
                 glommio::spawn_local(state.clone().retention_loop()).detach();
+                glommio::spawn_local(state.clone().group_tick_loop()).detach();
                 Ok::<Rc<CoreState>, String>(state)
             }
             .await;
@@ -128,7 +178,7 @@ pub fn run(
     if ready == cores {
         on_ready(listen);
     }
-    let res = join.join().map_err(|e| e.to_string());
+    let res = join.join_or_exit().map_err(|e| e.to_string());
     if let Err(e) = meta.shutdown() {
         tracing::warn!(error = %e, "metastore shutdown");
     }

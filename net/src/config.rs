@@ -42,6 +42,9 @@ pub struct BrokerConfig {
     pub io_memory_bytes: usize,
     pub read_cache_segments: usize,
     pub spin_before_park_us: u64,
+    /// How long a new group waits for more members before its first rebalance completes
+    /// (Kafka's `group.initial.rebalance.delay.ms`).
+    pub group_initial_rebalance_delay_ms: u64,
 }
 
 impl BrokerConfig {
@@ -62,6 +65,7 @@ impl BrokerConfig {
             io_memory_bytes: DEFAULT_IO_MEMORY_BYTES,
             read_cache_segments: DEFAULT_READ_CACHE_SEGMENTS,
             spin_before_park_us: DEFAULT_SPIN_BEFORE_PARK_US,
+            group_initial_rebalance_delay_ms: crate::group::DEFAULT_INITIAL_REBALANCE_DELAY_MS,
         }
     }
 

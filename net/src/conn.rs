@@ -30,7 +30,7 @@ pub async fn accept_loop(state: Rc<CoreState>, listener: TcpListener) {
                         .peer_addr()
                         .map(|a| a.to_string())
                         .unwrap_or_default();
-                    if let Err(why) = serve(state, stream).await {
+                    if let Err(why) = serve(state, stream, peer.clone()).await {
                         tracing::debug!(%peer, %why, "connection closed");
                     }
                 })
@@ -49,9 +49,15 @@ pub struct Request {
     pub header: RequestHeader,
     pub api_key: ApiKey,
     pub body: RequestKind,
+    /// The client's address as Kafka shows it (`/host`).
+    pub peer: String,
 }
 
-async fn serve(state: Rc<CoreState>, stream: TcpStream) -> Result<(), String> {
+async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<(), String> {
+    let client_host = format!(
+        "/{}",
+        peer.rsplit_once(':').map_or(peer.as_str(), |(h, _)| h)
+    );
     let (mut reader, mut writer) = futures_lite::io::split(stream);
     let max_request_bytes = state.ctx.config.max_request_bytes;
     let (tx, rx) = local_channel::new_bounded::<glommio::task::JoinHandle<Option<Bytes>>>(
@@ -92,7 +98,7 @@ async fn serve(state: Rc<CoreState>, stream: TcpStream) -> Result<(), String> {
                 .read_exact(&mut body)
                 .await
                 .map_err(|e| format!("read: {e}"))?;
-            let frame = decode_request(&state, Bytes::from(body))?;
+            let frame = decode_request(&state, Bytes::from(body), &client_host)?;
             let handle = match frame {
                 Decoded::Request(req) => {
                     let req = *req;
@@ -118,7 +124,7 @@ enum Decoded {
     Immediate(Bytes),
 }
 
-fn decode_request(state: &CoreState, mut body: Bytes) -> Result<Decoded, String> {
+fn decode_request(state: &CoreState, mut body: Bytes, peer: &str) -> Result<Decoded, String> {
     let key = i16::from_be_bytes([body[0], body[1]]);
     let version = i16::from_be_bytes([body[2], body[3]]);
     let correlation_id = i32::from_be_bytes([body[4], body[5], body[6], body[7]]);
@@ -154,6 +160,7 @@ fn decode_request(state: &CoreState, mut body: Bytes) -> Result<Decoded, String>
         header,
         api_key,
         body: req,
+        peer: peer.to_string(),
     })))
 }
 
@@ -161,7 +168,24 @@ async fn handle(state: &Rc<CoreState>, req: Request) -> Option<Bytes> {
     let version = req.header.request_api_version;
     let correlation_id = req.header.correlation_id;
     let api_key = req.api_key;
-    let resp = api::dispatch(state, req).await?;
+    // A handler bug must not take the core (and every partition on it) down: the panic is
+    // logged and this request gets no answer; the connection's other requests go on.
+    let dispatched = futures_lite::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(
+        api::dispatch(state, req),
+    ))
+    .await;
+    let resp = match dispatched {
+        Ok(r) => r?,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("?");
+            tracing::error!(api = ?api_key, version, correlation_id, panic = what, "request handler panicked");
+            return None;
+        }
+    };
     if state.ctx.config.log_requests {
         tracing::info!(target: "ringlog::requests", core = state.core, api = ?api_key, version, correlation_id, response = ?resp, "response");
     }

@@ -15,6 +15,7 @@ use engine::{CoreStorage, DataDir, PartitionLog};
 use meta::{AppliedChange, MetaHandle, MetaState};
 
 use crate::config::BrokerConfig;
+use crate::group::{self, Groups, OFFSETS_TOPIC};
 use crate::idempotence::ProducerStates;
 use crate::topic_config;
 
@@ -83,6 +84,9 @@ pub struct CoreState {
     applied_index: Cell<u64>,
     applied_waiters: RefCell<Vec<Waker>>,
     pub partitions: RefCell<HashMap<PartitionKey, Rc<Partition>>>,
+    /// The consumer groups this core coordinates (those of its `__consumer_offsets`
+    /// partitions).
+    pub groups: RefCell<Groups>,
 }
 
 impl CoreState {
@@ -102,6 +106,7 @@ impl CoreState {
             applied_index: Cell::new(0),
             applied_waiters: RefCell::new(Vec::new()),
             partitions: RefCell::new(HashMap::new()),
+            groups: RefCell::new(Groups::new()),
         }))
     }
 
@@ -121,6 +126,17 @@ impl CoreState {
         let m = self.meta.borrow();
         let a = m.assignment(topic, partition)?;
         (a.node_id == self.node_id()).then_some(a.core_index as usize)
+    }
+
+    /// The `__consumer_offsets` partition of `group` and the core that coordinates it.
+    pub fn group_coordinator(&self, group: &str) -> Option<(u32, usize)> {
+        let partitions = self.meta.borrow().topic(OFFSETS_TOPIC)?.partitions;
+        let p = group::offsets_partition(group, partitions);
+        Some((p, self.owner_core(OFFSETS_TOPIC, p)?))
+    }
+
+    pub fn initial_rebalance_delay(&self) -> Duration {
+        Duration::from_millis(self.ctx.config.group_initial_rebalance_delay_ms)
     }
 
     pub fn applied_index(&self) -> u64 {
@@ -162,6 +178,9 @@ impl CoreState {
         let me = self.clone();
         glommio::spawn_local(async move {
             while let Ok(AppliedChange { log_index, change }) = changes.recv_async().await {
+                if let meta::Change::TopicDeleted { name, .. } = &change {
+                    crate::api::group::forget_topic(&me, name).await;
+                }
                 me.meta.borrow_mut().apply_change(&change);
                 me.reconcile().await;
                 me.set_applied(log_index);
@@ -198,6 +217,9 @@ impl CoreState {
             .collect();
         for (key, p) in stale {
             self.partitions.borrow_mut().remove(&key);
+            if key.0 == OFFSETS_TOPIC {
+                self.groups.borrow_mut().retain(|_, g| g.partition != key.1);
+            }
             if let Err(e) = p.log.close().await {
                 tracing::warn!(topic = %key.0, partition = key.1, error = %e, "closing partition");
             }
@@ -280,6 +302,11 @@ impl CoreState {
         let producers = rebuild_producer_state(&log)
             .await
             .map_err(|e| e.to_string())?;
+        if topic == OFFSETS_TOPIC {
+            self.replay_offsets(&log, index)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
         tracing::info!(
             core = self.core,
             next_offset = summary.next_offset,
@@ -295,6 +322,63 @@ impl CoreState {
             log,
             producers: RefCell::new(producers),
         })
+    }
+
+    /// Loads the committed offsets of the groups in one `__consumer_offsets` partition.
+    async fn replay_offsets(
+        &self,
+        log: &PartitionLog,
+        partition: u32,
+    ) -> Result<(), engine::LogError> {
+        let mut next = log.log_start_offset();
+        let hwm = log.high_watermark();
+        let mut records = 0;
+        while next < hwm {
+            let bytes = log.read(next, REBUILD_READ_BYTES).await?;
+            if bytes.is_empty() {
+                break;
+            }
+            let mut last = next;
+            let mut rest: &[u8] = &bytes;
+            while let Some(size) = engine::batch::declared_size(rest) {
+                let size = size as usize;
+                if size > rest.len() {
+                    break;
+                }
+                if let Ok(h) = engine::batch::parse_header(&rest[..size]) {
+                    last = last.max(h.last_offset() as u64 + 1);
+                }
+                rest = &rest[size..];
+            }
+            records += group::replay(
+                &mut self.groups.borrow_mut(),
+                &bytes,
+                partition,
+                self.initial_rebalance_delay(),
+            );
+            if last <= next {
+                break;
+            }
+            next = last;
+        }
+        tracing::info!(
+            partition,
+            records,
+            core = self.core,
+            "replayed committed offsets"
+        );
+        Ok(())
+    }
+
+    /// Drives the timers of this core's groups (session expiry, rebalance deadlines).
+    pub async fn group_tick_loop(self: Rc<Self>) {
+        loop {
+            glommio::timer::sleep(Duration::from_millis(group::GROUP_TICK_MS)).await;
+            let now = std::time::Instant::now();
+            for g in self.groups.borrow_mut().values_mut() {
+                g.group.tick(now);
+            }
+        }
     }
 
     /// Applies retention to every partition of this core every `retention_check_interval_ms`.
@@ -343,10 +427,11 @@ async fn rebuild_producer_state(log: &PartitionLog) -> Result<ProducerStates, en
         if bytes.is_empty() {
             break;
         }
+        let before = next;
         let mut rest: &[u8] = &bytes;
         while let Some(size) = engine::batch::declared_size(rest) {
             let size = size as usize;
-            if size > rest.len() {
+            if size > rest.len() || size == 0 {
                 break;
             }
             if let Ok(h) = engine::batch::parse_header(&rest[..size]) {
@@ -354,6 +439,9 @@ async fn rebuild_producer_state(log: &PartitionLog) -> Result<ProducerStates, en
                 next = next.max(h.last_offset() as u64 + 1);
             }
             rest = &rest[size..];
+        }
+        if next <= before {
+            break;
         }
     }
     Ok(states)

@@ -9,6 +9,7 @@ pub mod codes;
 pub mod config;
 pub mod conn;
 pub mod core;
+pub mod group;
 pub mod idempotence;
 pub mod topic_config;
 

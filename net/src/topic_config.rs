@@ -87,7 +87,6 @@ pub fn to_log_config(
         }
     }
     c.max_unflushed_bytes = c.max_unflushed_bytes.max(c.max_batch_bytes as u64);
-    c.segment_bytes = c.segment_bytes.max(c.max_batch_bytes as u64);
     c.validate()?;
     Ok(c)
 }

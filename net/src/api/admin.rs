@@ -235,6 +235,10 @@ pub async fn delete_topics(
                 codes::UNKNOWN_TOPIC_OR_PARTITION,
                 format!("unknown topic '{}'", name.clone().unwrap_or_default()),
             )),
+            Some((n, _)) if n == crate::group::OFFSETS_TOPIC => Err((
+                codes::INVALID_TOPIC_EXCEPTION,
+                format!("{n} is internal and cannot be deleted"),
+            )),
             Some((n, tid)) => {
                 r.name = Some(TopicName(str_bytes(n.clone())));
                 if version >= 6 {

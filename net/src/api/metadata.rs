@@ -68,6 +68,9 @@ pub async fn handle(state: &Rc<CoreState>, version: i16, req: MetadataRequest) -
         let mut topic = MetadataResponseTopic::default()
             .with_name(Some(TopicName(str_bytes(name))))
             .with_partitions(partitions);
+        if version >= 1 {
+            topic.is_internal = name == crate::group::OFFSETS_TOPIC;
+        }
         if version >= 10 {
             topic.topic_id = Uuid::from_bytes(t.topic_id);
         }

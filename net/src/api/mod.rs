@@ -2,6 +2,7 @@
 
 mod admin;
 mod fetch;
+pub mod group;
 mod metadata;
 mod offsets;
 mod produce;
@@ -30,6 +31,16 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeConfigs, 0, 4),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::FindCoordinator, 0, 4),
+    (ApiKey::JoinGroup, 0, 9),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::OffsetCommit, 0, 8),
+    (ApiKey::OffsetFetch, 0, 8),
+    (ApiKey::ListGroups, 0, 4),
+    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::DeleteGroups, 0, 2),
 ];
 
 pub fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
@@ -91,6 +102,40 @@ pub async fn dispatch(state: &Rc<CoreState>, req: Request) -> Option<ResponseKin
         }
         RequestKind::IncrementalAlterConfigs(r) => {
             ResponseKind::IncrementalAlterConfigs(admin::incremental_alter_configs(state, r).await)
+        }
+        RequestKind::FindCoordinator(r) => {
+            ResponseKind::FindCoordinator(group::find_coordinator(state, version, r).await)
+        }
+        RequestKind::JoinGroup(r) => {
+            let client_id = req
+                .header
+                .client_id
+                .as_ref()
+                .map(|c| c.to_string())
+                .unwrap_or_default();
+            ResponseKind::JoinGroup(group::join_group(state, version, r, client_id, req.peer).await)
+        }
+        RequestKind::SyncGroup(r) => {
+            ResponseKind::SyncGroup(group::sync_group(state, version, r).await)
+        }
+        RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(group::heartbeat(state, r).await),
+        RequestKind::LeaveGroup(r) => {
+            ResponseKind::LeaveGroup(group::leave_group(state, version, r).await)
+        }
+        RequestKind::OffsetCommit(r) => {
+            ResponseKind::OffsetCommit(group::offset_commit(state, version, r).await)
+        }
+        RequestKind::OffsetFetch(r) => {
+            ResponseKind::OffsetFetch(group::offset_fetch(state, version, r).await)
+        }
+        RequestKind::ListGroups(r) => {
+            ResponseKind::ListGroups(group::list_groups(state, version, r).await)
+        }
+        RequestKind::DescribeGroups(r) => {
+            ResponseKind::DescribeGroups(group::describe_groups(state, version, r).await)
+        }
+        RequestKind::DeleteGroups(r) => {
+            ResponseKind::DeleteGroups(group::delete_groups(state, r).await)
         }
         other => {
             // decode_request admits only keys in SUPPORTED_APIS.

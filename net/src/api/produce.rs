@@ -69,6 +69,12 @@ pub async fn handle(
             let mut resp = answer(data.index, codes::NONE, None);
             if let Some((code, msg)) = &refuse_all {
                 resp = answer(data.index, *code, Some(msg.clone()));
+            } else if name == crate::group::OFFSETS_TOPIC {
+                resp = answer(
+                    data.index,
+                    codes::INVALID_TOPIC_EXCEPTION,
+                    Some(format!("{name} is internal; clients cannot produce to it")),
+                );
             } else if data.index < 0 {
                 resp = answer(data.index, codes::UNKNOWN_TOPIC_OR_PARTITION, None);
             } else {

@@ -1,0 +1,801 @@
+//! Consumer-group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+//! OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups. Every group lives on
+//! one core (the owner of its `__consumer_offsets` partition); a request for it is routed
+//! there with the engine's cross-core primitive, like a partition request.
+
+use std::future::Future;
+use std::rc::Rc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use engine::join::join_all;
+use engine::Durability;
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
+use kafka_protocol::messages::leave_group_response::MemberResponse;
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{
+    BrokerId, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
+    DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse, GroupId,
+    HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
+    LeaveGroupResponse, ListGroupsRequest, ListGroupsResponse, OffsetCommitRequest,
+    OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest,
+    SyncGroupResponse, TopicName,
+};
+
+use super::str_bytes;
+use crate::codes;
+use crate::core::CoreState;
+use crate::group::state::{JoinArgs, JoinResult, Reply, SyncResult, COORDINATOR_NOT_AVAILABLE};
+use crate::group::{
+    self, Committed, GroupEntry, GroupState, MAX_OFFSET_METADATA_BYTES, OFFSETS_TOPIC,
+};
+
+pub const INVALID_GROUP_ID: i16 = 24;
+pub const OFFSET_METADATA_TOO_LARGE: i16 = 12;
+pub const NON_EMPTY_GROUP: i16 = 68;
+pub const GROUP_ID_NOT_FOUND: i16 = 69;
+const KEY_TYPE_GROUP: i8 = 0;
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Runs `f` on the core coordinating `group`; `Err(code)` when no coordinator is available.
+async fn on_coordinator<R, F, Fut>(state: &Rc<CoreState>, group: &str, f: F) -> Result<R, i16>
+where
+    R: Send + 'static,
+    F: FnOnce(Rc<CoreState>, u32) -> Fut + Send + 'static,
+    Fut: Future<Output = R> + 'static,
+{
+    if group.is_empty() {
+        return Err(INVALID_GROUP_ID);
+    }
+    let Some((partition, core)) = state.group_coordinator(group) else {
+        return Err(COORDINATOR_NOT_AVAILABLE);
+    };
+    if core == state.core {
+        return Ok(f(state.clone(), partition).await);
+    }
+    state
+        .shards
+        .invoke_on(core, move |s| f(s, partition))
+        .await
+        .map_err(|_| COORDINATOR_NOT_AVAILABLE)
+}
+
+fn with_group<R>(
+    state: &CoreState,
+    id: &str,
+    partition: u32,
+    f: impl FnOnce(&mut GroupEntry) -> R,
+) -> R {
+    let mut groups = state.groups.borrow_mut();
+    let entry = groups
+        .entry(id.to_string())
+        .or_insert_with(|| GroupEntry::new(id, partition, state.initial_rebalance_delay()));
+    f(entry)
+}
+
+pub async fn find_coordinator(
+    state: &Rc<CoreState>,
+    version: i16,
+    req: FindCoordinatorRequest,
+) -> FindCoordinatorResponse {
+    let (host, port) = state.ctx.config.advertised();
+    let node = state.node_id() as i32;
+    let available = state.meta.borrow().topic(OFFSETS_TOPIC).is_some();
+    let answer = |key: &str| -> (i16, Option<String>) {
+        if req.key_type != KEY_TYPE_GROUP {
+            (
+                COORDINATOR_NOT_AVAILABLE,
+                Some("transactions are not supported".into()),
+            )
+        } else if key.is_empty() {
+            (INVALID_GROUP_ID, Some("empty group id".into()))
+        } else if !available {
+            (
+                COORDINATOR_NOT_AVAILABLE,
+                Some(format!("{OFFSETS_TOPIC} is not created yet")),
+            )
+        } else {
+            (codes::NONE, None)
+        }
+    };
+    if version >= 4 {
+        let coordinators = req
+            .coordinator_keys
+            .iter()
+            .map(|k| {
+                let (code, msg) = answer(k);
+                Coordinator::default()
+                    .with_key(k.clone())
+                    .with_node_id(BrokerId(if code == 0 { node } else { -1 }))
+                    .with_host(str_bytes(if code == 0 {
+                        host.clone()
+                    } else {
+                        String::new()
+                    }))
+                    .with_port(if code == 0 { port as i32 } else { -1 })
+                    .with_error_code(code)
+                    .with_error_message(msg.map(str_bytes))
+            })
+            .collect();
+        return FindCoordinatorResponse::default().with_coordinators(coordinators);
+    }
+    let (code, msg) = answer(&req.key);
+    let mut r = FindCoordinatorResponse::default()
+        .with_error_code(code)
+        .with_node_id(BrokerId(if code == 0 { node } else { -1 }))
+        .with_host(str_bytes(if code == 0 { host } else { String::new() }))
+        .with_port(if code == 0 { port as i32 } else { -1 });
+    if version >= 1 {
+        r.error_message = msg.map(str_bytes);
+    }
+    r
+}
+
+pub async fn join_group(
+    state: &Rc<CoreState>,
+    version: i16,
+    req: JoinGroupRequest,
+    client_id: String,
+    client_host: String,
+) -> JoinGroupResponse {
+    let group_id = req.group_id.0.to_string();
+    let args = JoinArgs {
+        member_id: req.member_id.to_string(),
+        instance_id: req.group_instance_id.as_ref().map(|s| s.to_string()),
+        client_id,
+        client_host,
+        session_timeout_ms: req.session_timeout_ms,
+        rebalance_timeout_ms: if version >= 1 {
+            req.rebalance_timeout_ms
+        } else {
+            req.session_timeout_ms
+        },
+        protocol_type: req.protocol_type.to_string(),
+        protocols: req
+            .protocols
+            .iter()
+            .map(|p| (p.name.to_string(), p.metadata.clone()))
+            .collect(),
+        require_known_member_id: version >= 4,
+    };
+    let gid = group_id.clone();
+    let result = on_coordinator(state, &group_id, move |s, partition| async move {
+        let reply = with_group(&s, &gid, partition, |g| g.group.join(args, Instant::now()));
+        match reply {
+            Reply::Now(r) => r,
+            Reply::Later(rx) => rx.recv_async().await.unwrap_or(JoinResult {
+                error: codes::UNKNOWN_SERVER_ERROR,
+                generation: -1,
+                ..Default::default()
+            }),
+        }
+    })
+    .await
+    .unwrap_or_else(|code| JoinResult {
+        error: code,
+        generation: -1,
+        ..Default::default()
+    });
+    let mut r = JoinGroupResponse::default()
+        .with_error_code(result.error)
+        .with_generation_id(result.generation)
+        .with_leader(str_bytes(result.leader))
+        .with_member_id(str_bytes(result.member_id))
+        .with_members(
+            result
+                .members
+                .into_iter()
+                .map(|(id, instance, metadata)| {
+                    let mut m = JoinGroupResponseMember::default()
+                        .with_member_id(str_bytes(id))
+                        .with_metadata(metadata);
+                    if version >= 5 {
+                        m.group_instance_id = instance.map(str_bytes);
+                    }
+                    m
+                })
+                .collect(),
+        );
+    r.protocol_name = Some(str_bytes(result.protocol_name.unwrap_or_default()));
+    if version >= 7 {
+        r.protocol_type = result.protocol_type.map(str_bytes);
+    }
+    r
+}
+
+pub async fn sync_group(
+    state: &Rc<CoreState>,
+    version: i16,
+    req: SyncGroupRequest,
+) -> SyncGroupResponse {
+    let group_id = req.group_id.0.to_string();
+    let member = req.member_id.to_string();
+    let instance = req.group_instance_id.as_ref().map(|s| s.to_string());
+    let generation = req.generation_id;
+    let assignments: Vec<(String, Bytes)> = req
+        .assignments
+        .iter()
+        .map(|a| (a.member_id.to_string(), a.assignment.clone()))
+        .collect();
+    let gid = group_id.clone();
+    let result = on_coordinator(state, &group_id, move |s, partition| async move {
+        let reply = with_group(&s, &gid, partition, |g| {
+            g.group.sync(
+                &member,
+                instance.as_deref(),
+                generation,
+                assignments,
+                Instant::now(),
+            )
+        });
+        match reply {
+            Reply::Now(r) => r,
+            Reply::Later(rx) => rx.recv_async().await.unwrap_or(SyncResult {
+                error: codes::UNKNOWN_SERVER_ERROR,
+                ..Default::default()
+            }),
+        }
+    })
+    .await
+    .unwrap_or_else(|code| SyncResult {
+        error: code,
+        ..Default::default()
+    });
+    let mut r = SyncGroupResponse::default()
+        .with_error_code(result.error)
+        .with_assignment(result.assignment);
+    if version >= 5 {
+        r.protocol_type = result.protocol_type.map(str_bytes);
+        r.protocol_name = result.protocol_name.map(str_bytes);
+    }
+    r
+}
+
+pub async fn heartbeat(state: &Rc<CoreState>, req: HeartbeatRequest) -> HeartbeatResponse {
+    let group_id = req.group_id.0.to_string();
+    let member = req.member_id.to_string();
+    let instance = req.group_instance_id.as_ref().map(|s| s.to_string());
+    let generation = req.generation_id;
+    let gid = group_id.clone();
+    let code = on_coordinator(state, &group_id, move |s, partition| async move {
+        with_group(&s, &gid, partition, |g| {
+            g.group
+                .heartbeat(&member, instance.as_deref(), generation, Instant::now())
+        })
+    })
+    .await
+    .unwrap_or_else(|c| c);
+    HeartbeatResponse::default().with_error_code(code)
+}
+
+pub async fn leave_group(
+    state: &Rc<CoreState>,
+    version: i16,
+    req: LeaveGroupRequest,
+) -> LeaveGroupResponse {
+    let group_id = req.group_id.0.to_string();
+    let who: Vec<(String, Option<String>)> = if version >= 3 {
+        req.members
+            .iter()
+            .map(|m| {
+                (
+                    m.member_id.to_string(),
+                    m.group_instance_id.as_ref().map(|s| s.to_string()),
+                )
+            })
+            .collect()
+    } else {
+        vec![(req.member_id.to_string(), None)]
+    };
+    let gid = group_id.clone();
+    let who2 = who.clone();
+    let result = on_coordinator(state, &group_id, move |s, partition| async move {
+        with_group(&s, &gid, partition, |g| {
+            g.group.leave(&who2, Instant::now())
+        })
+    })
+    .await;
+    match result {
+        Err(code) => LeaveGroupResponse::default().with_error_code(code),
+        Ok(codes_per_member) if version >= 3 => LeaveGroupResponse::default().with_members(
+            who.into_iter()
+                .zip(codes_per_member)
+                .map(|((m, i), c)| {
+                    MemberResponse::default()
+                        .with_member_id(str_bytes(m))
+                        .with_group_instance_id(i.map(str_bytes))
+                        .with_error_code(c)
+                })
+                .collect(),
+        ),
+        Ok(codes_per_member) => LeaveGroupResponse::default()
+            .with_error_code(codes_per_member.first().copied().unwrap_or(0)),
+    }
+}
+
+/// The offsets of one commit, as (topic, partition, committed).
+type CommitItems = Vec<(String, i32, Committed)>;
+
+/// Appends the records to the group's `__consumer_offsets` partition on this core (durable
+/// before it returns) and applies them to the in-memory offsets.
+async fn persist_offsets(
+    s: &CoreState,
+    group_id: &str,
+    partition: u32,
+    items: &[(String, i32, Option<Committed>)],
+) -> Result<(), i16> {
+    if items.is_empty() {
+        return Ok(());
+    }
+    let Some(part) = s.partition(OFFSETS_TOPIC, partition) else {
+        return Err(COORDINATOR_NOT_AVAILABLE);
+    };
+    let records: Vec<(Bytes, Option<Bytes>)> = items
+        .iter()
+        .map(|(t, p, c)| {
+            (
+                group::encode_key(group_id, t, *p),
+                c.as_ref().map(group::encode_value),
+            )
+        })
+        .collect();
+    let batch = group::encode_batch(&records, now_ms());
+    part.log
+        .append(&batch, Durability::Sync)
+        .await
+        .map_err(|e| {
+            tracing::warn!(group = %group_id, error = %e, "persisting offsets failed");
+            codes::for_log_error(&e)
+        })?;
+    let mut groups = s.groups.borrow_mut();
+    if let Some(g) = groups.get_mut(group_id) {
+        for (t, p, c) in items {
+            match c {
+                Some(c) => {
+                    g.offsets.insert((t.clone(), *p), c.clone());
+                }
+                None => {
+                    g.offsets.remove(&(t.clone(), *p));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+pub async fn offset_commit(
+    state: &Rc<CoreState>,
+    version: i16,
+    req: OffsetCommitRequest,
+) -> OffsetCommitResponse {
+    let group_id = req.group_id.0.to_string();
+    let member = req.member_id.to_string();
+    let instance = req.group_instance_id.as_ref().map(|s| s.to_string());
+    let generation = if version >= 1 {
+        req.generation_id_or_member_epoch
+    } else {
+        -1
+    };
+    let now = now_ms();
+    // Per partition: Ok(committed) to store, or Err(code) refused up front.
+    let mut slots: Vec<(String, Vec<(i32, Result<Committed, i16>)>)> = Vec::new();
+    for t in &req.topics {
+        let name = t.name.0.to_string();
+        let known = state.meta.borrow().topic(&name).map(|m| m.partitions);
+        let parts = t
+            .partitions
+            .iter()
+            .map(|p| {
+                let r = match known {
+                    Some(n) if p.partition_index >= 0 && (p.partition_index as u32) < n => {
+                        if p.committed_metadata
+                            .as_ref()
+                            .is_some_and(|m| m.len() > MAX_OFFSET_METADATA_BYTES)
+                        {
+                            Err(OFFSET_METADATA_TOO_LARGE)
+                        } else {
+                            Ok(Committed {
+                                offset: p.committed_offset,
+                                leader_epoch: if version >= 6 {
+                                    p.committed_leader_epoch
+                                } else {
+                                    -1
+                                },
+                                metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+                                commit_ms: if version == 1 && p.commit_timestamp >= 0 {
+                                    p.commit_timestamp
+                                } else {
+                                    now
+                                },
+                            })
+                        }
+                    }
+                    _ => Err(codes::UNKNOWN_TOPIC_OR_PARTITION),
+                };
+                (p.partition_index, r)
+            })
+            .collect();
+        slots.push((name, parts));
+    }
+    let items: CommitItems = slots
+        .iter()
+        .flat_map(|(t, ps)| {
+            ps.iter()
+                .filter_map(move |(p, r)| r.as_ref().ok().map(|c| (t.clone(), *p, c.clone())))
+        })
+        .collect();
+    let gid = group_id.clone();
+    let outcome: Result<Result<(), i16>, i16> =
+        on_coordinator(state, &group_id, move |s, partition| async move {
+            let check = with_group(&s, &gid, partition, |g| {
+                g.group
+                    .check_commit(&member, instance.as_deref(), generation)
+            });
+            check?;
+            let items: Vec<(String, i32, Option<Committed>)> =
+                items.into_iter().map(|(t, p, c)| (t, p, Some(c))).collect();
+            persist_offsets(&s, &gid, partition, &items).await
+        })
+        .await;
+    let group_code = match outcome {
+        Ok(Ok(())) => codes::NONE,
+        Ok(Err(c)) | Err(c) => c,
+    };
+    let topics = slots
+        .into_iter()
+        .map(|(name, parts)| {
+            OffsetCommitResponseTopic::default()
+                .with_name(TopicName(str_bytes(name)))
+                .with_partitions(
+                    parts
+                        .into_iter()
+                        .map(|(p, r)| {
+                            OffsetCommitResponsePartition::default()
+                                .with_partition_index(p)
+                                .with_error_code(match r {
+                                    Ok(_) => group_code,
+                                    Err(c) => c,
+                                })
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    OffsetCommitResponse::default().with_topics(topics)
+}
+
+/// (topic, [partitions]) asked for; `None` = every committed offset of the group.
+type FetchWanted = Option<Vec<(String, Vec<i32>)>>;
+/// (topic, [(partition, committed or none)])
+type FetchAnswer = Vec<(String, Vec<(i32, Option<Committed>)>)>;
+
+async fn fetch_group(
+    state: &Rc<CoreState>,
+    group_id: String,
+    wanted: FetchWanted,
+) -> Result<FetchAnswer, i16> {
+    let gid = group_id.clone();
+    on_coordinator(state, &group_id, move |s, _partition| async move {
+        let groups = s.groups.borrow();
+        let offsets = groups.get(&gid).map(|g| &g.offsets);
+        match wanted {
+            Some(w) => w
+                .into_iter()
+                .map(|(t, ps)| {
+                    let got = ps
+                        .into_iter()
+                        .map(|p| (p, offsets.and_then(|o| o.get(&(t.clone(), p)).cloned())))
+                        .collect();
+                    (t, got)
+                })
+                .collect(),
+            None => {
+                let mut by_topic: std::collections::BTreeMap<
+                    String,
+                    Vec<(i32, Option<Committed>)>,
+                > = Default::default();
+                if let Some(o) = offsets {
+                    for ((t, p), c) in o {
+                        by_topic
+                            .entry(t.clone())
+                            .or_default()
+                            .push((*p, Some(c.clone())));
+                    }
+                }
+                by_topic.into_iter().collect()
+            }
+        }
+    })
+    .await
+}
+
+fn fetched_partition(p: i32, c: Option<Committed>) -> (i32, i64, i32, Option<String>) {
+    match c {
+        Some(c) => (p, c.offset, c.leader_epoch, c.metadata),
+        None => (p, -1, -1, Some(String::new())),
+    }
+}
+
+pub async fn offset_fetch(
+    state: &Rc<CoreState>,
+    version: i16,
+    req: OffsetFetchRequest,
+) -> OffsetFetchResponse {
+    if version >= 8 {
+        let futs = req.groups.into_iter().map(|g| {
+            let state = state.clone();
+            async move {
+                let gid = g.group_id.0.to_string();
+                let wanted = g.topics.map(|ts| {
+                    ts.into_iter()
+                        .map(|t| (t.name.0.to_string(), t.partition_indexes))
+                        .collect()
+                });
+                let mut out = OffsetFetchResponseGroup::default()
+                    .with_group_id(GroupId(str_bytes(gid.clone())));
+                match fetch_group(&state, gid, wanted).await {
+                    Ok(answer) => {
+                        out.topics = answer
+                            .into_iter()
+                            .map(|(t, ps)| {
+                                OffsetFetchResponseTopics::default()
+                                    .with_name(TopicName(str_bytes(t)))
+                                    .with_partitions(
+                                        ps.into_iter()
+                                            .map(|(p, c)| {
+                                                let (p, o, e, m) = fetched_partition(p, c);
+                                                OffsetFetchResponsePartitions::default()
+                                                    .with_partition_index(p)
+                                                    .with_committed_offset(o)
+                                                    .with_committed_leader_epoch(e)
+                                                    .with_metadata(m.map(str_bytes))
+                                            })
+                                            .collect(),
+                                    )
+                            })
+                            .collect()
+                    }
+                    Err(code) => out.error_code = code,
+                }
+                out
+            }
+        });
+        return OffsetFetchResponse::default().with_groups(join_all(futs).await);
+    }
+    let gid = req.group_id.0.to_string();
+    let wanted = req.topics.map(|ts| {
+        ts.into_iter()
+            .map(|t| (t.name.0.to_string(), t.partition_indexes))
+            .collect()
+    });
+    let mut r = OffsetFetchResponse::default();
+    match fetch_group(state, gid, wanted).await {
+        Ok(answer) => {
+            r.topics = answer
+                .into_iter()
+                .map(|(t, ps)| {
+                    OffsetFetchResponseTopic::default()
+                        .with_name(TopicName(str_bytes(t)))
+                        .with_partitions(
+                            ps.into_iter()
+                                .map(|(p, c)| {
+                                    let (p, o, e, m) = fetched_partition(p, c);
+                                    let mut x = OffsetFetchResponsePartition::default()
+                                        .with_partition_index(p)
+                                        .with_committed_offset(o)
+                                        .with_metadata(m.map(str_bytes));
+                                    if version >= 5 {
+                                        x.committed_leader_epoch = e;
+                                    }
+                                    x
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+        }
+        Err(code) if version >= 2 => r.error_code = code,
+        Err(_) => {}
+    }
+    r
+}
+
+pub async fn list_groups(
+    state: &Rc<CoreState>,
+    version: i16,
+    req: ListGroupsRequest,
+) -> ListGroupsResponse {
+    let filter: Vec<String> = if version >= 4 {
+        req.states_filter
+            .iter()
+            .map(|s| s.to_string().to_lowercase())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let per_core = (0..state.shards.cores()).map(|core| {
+        let state = state.clone();
+        async move {
+            let list = |s: Rc<CoreState>| async move {
+                s.groups
+                    .borrow()
+                    .values()
+                    .map(|g| {
+                        (
+                            g.group.id.clone(),
+                            g.group.protocol_type.clone().unwrap_or_default(),
+                            g.group.state.name().to_string(),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            };
+            if core == state.core {
+                list(state.clone()).await
+            } else {
+                state.shards.invoke_on(core, list).await.unwrap_or_default()
+            }
+        }
+    });
+    let mut groups: Vec<ListedGroup> = join_all(per_core)
+        .await
+        .into_iter()
+        .flatten()
+        .filter(|(_, _, st)| filter.is_empty() || filter.contains(&st.to_lowercase()))
+        .map(|(id, pt, st)| {
+            let mut g = ListedGroup::default()
+                .with_group_id(GroupId(str_bytes(id)))
+                .with_protocol_type(str_bytes(pt));
+            if version >= 4 {
+                g.group_state = str_bytes(st);
+            }
+            if version >= 5 {
+                g.group_type = str_bytes("classic");
+            }
+            g
+        })
+        .collect();
+    groups.sort_by(|a, b| a.group_id.0.cmp(&b.group_id.0));
+    ListGroupsResponse::default().with_groups(groups)
+}
+
+pub async fn describe_groups(
+    state: &Rc<CoreState>,
+    version: i16,
+    req: DescribeGroupsRequest,
+) -> DescribeGroupsResponse {
+    let futs = req.groups.into_iter().map(|gid| {
+        let state = state.clone();
+        async move {
+            let id = gid.0.to_string();
+            let id2 = id.clone();
+            let described = on_coordinator(&state, &id, move |s, _partition| async move {
+                let groups = s.groups.borrow();
+                let Some(g) = groups.get(&id2) else {
+                    return DescribedGroup::default()
+                        .with_group_state(str_bytes(GroupState::Dead.name()));
+                };
+                let g = &g.group;
+                let protocol = g.protocol.clone().unwrap_or_default();
+                let members = g
+                    .members
+                    .values()
+                    .map(|m| {
+                        let mut d = DescribedGroupMember::default()
+                            .with_member_id(str_bytes(m.id.clone()))
+                            .with_client_id(str_bytes(m.client_id.clone()))
+                            .with_client_host(str_bytes(m.client_host.clone()))
+                            .with_member_metadata(m.metadata(&protocol))
+                            .with_member_assignment(m.assignment.clone());
+                        if version >= 4 {
+                            d.group_instance_id = m.instance_id.clone().map(str_bytes);
+                        }
+                        d
+                    })
+                    .collect();
+                DescribedGroup::default()
+                    .with_group_state(str_bytes(g.state.name()))
+                    .with_protocol_type(str_bytes(g.protocol_type.clone().unwrap_or_default()))
+                    .with_protocol_data(str_bytes(protocol))
+                    .with_members(members)
+            })
+            .await;
+            match described {
+                Ok(d) => d.with_group_id(GroupId(str_bytes(id))),
+                Err(code) => DescribedGroup::default()
+                    .with_group_id(GroupId(str_bytes(id)))
+                    .with_error_code(code),
+            }
+        }
+    });
+    DescribeGroupsResponse::default().with_groups(join_all(futs).await)
+}
+
+pub async fn delete_groups(
+    state: &Rc<CoreState>,
+    req: DeleteGroupsRequest,
+) -> DeleteGroupsResponse {
+    let futs = req.groups_names.into_iter().map(|gid| {
+        let state = state.clone();
+        async move {
+            let id = gid.0.to_string();
+            let id2 = id.clone();
+            let code = on_coordinator(&state, &id, move |s, partition| async move {
+                let tombstones: Vec<(String, i32, Option<Committed>)> = {
+                    let groups = s.groups.borrow();
+                    let Some(g) = groups.get(&id2) else {
+                        return GROUP_ID_NOT_FOUND;
+                    };
+                    if !g.group.members.is_empty() {
+                        return NON_EMPTY_GROUP;
+                    }
+                    g.offsets
+                        .keys()
+                        .map(|(t, p)| (t.clone(), *p, None))
+                        .collect()
+                };
+                match persist_offsets(&s, &id2, partition, &tombstones).await {
+                    Ok(()) => {
+                        let removable = s
+                            .groups
+                            .borrow()
+                            .get(&id2)
+                            .is_some_and(|g| g.group.members.is_empty());
+                        if removable {
+                            s.groups.borrow_mut().remove(&id2);
+                            tracing::info!(group = %id2, "group deleted");
+                            codes::NONE
+                        } else {
+                            NON_EMPTY_GROUP
+                        }
+                    }
+                    Err(c) => c,
+                }
+            })
+            .await
+            .unwrap_or_else(|c| c);
+            DeletableGroupResult::default()
+                .with_group_id(GroupId(str_bytes(id)))
+                .with_error_code(code)
+        }
+    });
+    DeleteGroupsResponse::default().with_results(join_all(futs).await)
+}
+
+/// Forgets (with tombstones) every committed offset of a deleted topic in this core's groups.
+pub async fn forget_topic(state: &Rc<CoreState>, topic: &str) {
+    let doomed: Vec<(String, u32, Vec<(String, i32, Option<Committed>)>)> = state
+        .groups
+        .borrow()
+        .values()
+        .filter_map(|g| {
+            let items: Vec<_> = g
+                .offsets
+                .keys()
+                .filter(|(t, _)| t == topic)
+                .map(|(t, p)| (t.clone(), *p, None))
+                .collect();
+            (!items.is_empty()).then(|| (g.group.id.clone(), g.partition, items))
+        })
+        .collect();
+    for (group_id, partition, items) in doomed {
+        if let Err(code) = persist_offsets(state, &group_id, partition, &items).await {
+            tracing::warn!(group = %group_id, %topic, code, "could not forget offsets of a deleted topic");
+        }
+    }
+}
