@@ -54,6 +54,9 @@ struct FileConfig {
     io_memory_bytes: Option<usize>,
     /// Busy-poll of an idle core before it sleeps, in µs.
     spin_before_park_us: Option<u64>,
+    /// How long a new consumer group waits for more members before its first rebalance
+    /// completes (Kafka's `group.initial.rebalance.delay.ms`).
+    group_initial_rebalance_delay_ms: Option<u64>,
 }
 
 pub const DEFAULT_DATA_DIR: &str = "./ringlog-data";
@@ -129,6 +132,9 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
     }
     if let Some(n) = file.spin_before_park_us {
         c.spin_before_park_us = n;
+    }
+    if let Some(n) = file.group_initial_rebalance_delay_ms {
+        c.group_initial_rebalance_delay_ms = n;
     }
     c.log_defaults
         .validate()
