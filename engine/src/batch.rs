@@ -216,24 +216,31 @@ fn read_varlong(b: &[u8], pos: &mut usize) -> Option<i64> {
     None
 }
 
-/// The offset and timestamp of the first record of an uncompressed batch whose timestamp is
-/// ≥ `target_ms`.
-/// `None` when the batch is compressed (records unreadable without decompression) or no record
-/// qualifies. For LogAppendTime batches every record carries the batch's max timestamp.
+/// The offset and timestamp of the first record of a batch whose timestamp is ≥ `target_ms`.
+/// Compressed batches are decompressed (this is not an append path). `None` when no record
+/// qualifies or the records cannot be read. For LogAppendTime batches every record carries the
+/// batch's max timestamp.
 pub fn first_offset_at_or_after(b: &[u8], h: &BatchHeader, target_ms: i64) -> Option<(i64, i64)> {
     if h.is_log_append_time() {
         return (h.max_timestamp >= target_ms).then_some((h.base_offset, h.max_timestamp));
     }
-    if h.compression() != 0 {
-        return None;
-    }
-    let mut pos = HEADER_BYTES;
+    let records: std::borrow::Cow<[u8]> = match h.compression() {
+        0 => std::borrow::Cow::Borrowed(b.get(HEADER_BYTES..)?),
+        codec => match crate::compression::decompress(codec, b.get(HEADER_BYTES..)?) {
+            Ok(v) => std::borrow::Cow::Owned(v),
+            Err(e) => {
+                tracing::warn!(codec, error = %e, "cannot decompress batch for a timestamp lookup");
+                return None;
+            }
+        },
+    };
+    let mut pos = 0;
     for _ in 0..h.records_count {
-        let len = read_varlong(b, &mut pos)?;
+        let len = read_varlong(&records, &mut pos)?;
         let start = pos;
         pos += 1; // attributes
-        let ts_delta = read_varlong(b, &mut pos)?;
-        let offset_delta = read_varlong(b, &mut pos)?;
+        let ts_delta = read_varlong(&records, &mut pos)?;
+        let offset_delta = read_varlong(&records, &mut pos)?;
         if h.base_timestamp + ts_delta >= target_ms {
             return Some((h.base_offset + offset_delta, h.base_timestamp + ts_delta));
         }

@@ -853,8 +853,8 @@ impl PartitionLog {
     }
 
     /// The first offset whose record timestamp is ≥ `target_ms` (Kafka ListOffsets by
-    /// timestamp), found through the time index. For a compressed batch the batch's base offset
-    /// stands in for the exact record. `None` if no record is that new.
+    /// timestamp), found through the time index; compressed batches are decompressed to find
+    /// the exact record. `None` if no record is that new.
     pub async fn offset_for_timestamp(
         &self,
         target_ms: i64,

@@ -1,9 +1,10 @@
 //! Starting and stopping a broker: data dir lock, metastore, one executor per core each with
 //! its listener (SO_REUSEPORT), partitions and loops; clean shutdown on request.
 
-use std::net::{SocketAddr, TcpListener as StdListener};
+use std::net::{SocketAddr, TcpListener as StdListener, TcpStream};
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::Duration;
 
 use engine::shard::{self, ShardConfig};
 use engine::DataDir;
@@ -16,16 +17,29 @@ pub const CLUSTER_ID_FILE_NAME: &str = "cluster.id";
 /// The metastore's directory inside the data dir.
 pub const META_DIR_NAME: &str = "meta";
 
-/// Resolves the listen address: refuses a port another process already listens on (glommio
+/// How long the start-up check waits for an answer from a process already on the port.
+const LISTEN_PROBE_TIMEOUT_MS: u64 = 300;
+
+/// Resolves the listen address: refuses a port another process already accepts on (glommio
 /// sets SO_REUSEPORT, so a second broker would otherwise bind silently), and picks a free port
-/// for port 0.
+/// for port 0. The check connects rather than binds, so the TIME_WAIT sockets a previous run
+/// left behind do not block a restart.
 fn claim_listen_addr(addr: SocketAddr) -> Result<SocketAddr, String> {
-    let probe = StdListener::bind(addr).map_err(|e| {
-        format!(
-            "cannot listen on {addr}: {e} (another broker running? use --listen with a free port)"
-        )
-    })?;
-    probe.local_addr().map_err(|e| e.to_string())
+    if addr.port() == 0 {
+        let probe = StdListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        return probe.local_addr().map_err(|e| e.to_string());
+    }
+    let target = if addr.ip().is_unspecified() {
+        SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), addr.port())
+    } else {
+        addr
+    };
+    match TcpStream::connect_timeout(&target, Duration::from_millis(LISTEN_PROBE_TIMEOUT_MS)) {
+        Ok(_) => Err(format!(
+            "another process already accepts connections on {addr} (a second broker?); stop it or use --listen with a free port"
+        )),
+        Err(_) => Ok(addr),
+    }
 }
 
 fn cluster_id(data_dir: &DataDir) -> Result<String, String> {

@@ -93,6 +93,9 @@ pub async fn list_offsets(
     });
     for results in join_all(groups).await {
         for ((t, p), mut r) in results {
+            if version < 4 {
+                r.leader_epoch = -1;
+            }
             if version == 0 && r.error_code == codes::NONE {
                 r.old_style_offsets = vec![r.offset];
                 r.offset = -1;

@@ -1,0 +1,419 @@
+//! Bad input from the wire (issue #4, DESIGN §5 "Errors"): malformed frames close only their
+//! own connection, ApiVersions with an unknown version answers UNSUPPORTED_VERSION in a v0
+//! response, produce to an unknown topic gets UNKNOWN_TOPIC_OR_PARTITION, a batch with a bad CRC
+//! gets CORRUPT_MESSAGE, and the broker stays up through all of it.
+
+mod support;
+
+use bytes::{Buf, Bytes, BytesMut};
+use kafka_protocol::indexmap::IndexMap;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse, ProduceRequest,
+    ProduceResponse, RequestHeader, ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use support::*;
+
+const API_PRODUCE: i16 = 0;
+const API_METADATA: i16 = 3;
+const API_VERSIONS: i16 = 18;
+
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const CORRUPT_MESSAGE: i16 = 2;
+const UNSUPPORTED_VERSION: i16 = 35;
+
+fn connect(broker: &Broker) -> TcpStream {
+    let s = TcpStream::connect(broker.addr()).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.set_nodelay(true).unwrap();
+    s
+}
+
+/// Encodes `header + body` as one size-prefixed frame.
+fn frame<R: Encodable + HeaderVersion>(api_key: i16, version: i16, corr: i32, req: &R) -> Vec<u8> {
+    let header = RequestHeader::default()
+        .with_request_api_key(api_key)
+        .with_request_api_version(version)
+        .with_correlation_id(corr)
+        .with_client_id(Some(StrBytes::from_static_str("ringlog-e2e")));
+    let mut buf = BytesMut::new();
+    header
+        .encode(&mut buf, R::header_version(version))
+        .expect("encode header");
+    req.encode(&mut buf, version).expect("encode request");
+    let mut out = (buf.len() as i32).to_be_bytes().to_vec();
+    out.extend_from_slice(&buf);
+    out
+}
+
+/// Reads one response frame (size-prefixed). Panics on close or time-out.
+fn read_frame(s: &mut TcpStream, what: &str) -> Bytes {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len)
+        .unwrap_or_else(|e| panic!("{what}: reading the response size: {e}"));
+    let len = i32::from_be_bytes(len);
+    assert!((0..64 << 20).contains(&len), "{what}: response size {len}");
+    let mut body = vec![0u8; len as usize];
+    s.read_exact(&mut body)
+        .unwrap_or_else(|e| panic!("{what}: reading a {len}-byte response: {e}"));
+    Bytes::from(body)
+}
+
+/// Sends a request and decodes its response (header version from the response type).
+fn call<Req, Resp>(s: &mut TcpStream, api_key: i16, version: i16, corr: i32, req: &Req) -> Resp
+where
+    Req: Encodable + HeaderVersion,
+    Resp: Decodable + HeaderVersion,
+{
+    s.write_all(&frame(api_key, version, corr, req)).unwrap();
+    let what = format!("api {api_key} v{version}");
+    let mut body = read_frame(s, &what);
+    let h = ResponseHeader::decode(&mut body, Resp::header_version(version))
+        .unwrap_or_else(|e| panic!("{what}: response header: {e}"));
+    assert_eq!(h.correlation_id, corr, "{what}: correlation id");
+    let resp = Resp::decode(&mut body, version)
+        .unwrap_or_else(|e| panic!("{what}: decoding the response: {e}"));
+    assert_eq!(
+        body.remaining(),
+        0,
+        "{what}: {} trailing bytes in response",
+        body.remaining()
+    );
+    resp
+}
+
+/// Asserts that the peer closed the connection (EOF or reset) within the 10 s read timeout;
+/// panics if it answered or kept the connection open.
+fn assert_closed(s: &mut TcpStream, what: &str) {
+    let t0 = Instant::now();
+    let mut buf = [0u8; 256];
+    match s.read(&mut buf) {
+        Ok(0) => {}
+        Ok(n) => panic!(
+            "{what}: broker answered {n} bytes instead of closing: {:?}",
+            &buf[..n]
+        ),
+        Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) => {}
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+            panic!("{what}: connection still open {:?} later", t0.elapsed())
+        }
+        Err(e) => panic!("{what}: read error {e}"),
+    }
+}
+
+/// A healthy ApiVersions v0 round trip on `s`.
+fn api_versions_ok(s: &mut TcpStream, corr: i32) -> ApiVersionsResponse {
+    let r: ApiVersionsResponse = call(s, API_VERSIONS, 0, corr, &ApiVersionsRequest::default());
+    assert_eq!(r.error_code, 0, "ApiVersions v0 error {}", r.error_code);
+    r
+}
+
+fn kcat_metadata_ok(broker: &Broker) {
+    let mut c = Command::new(kcat());
+    c.args(["-b", &broker.bootstrap(), "-L"]);
+    let out = run_ok(c, None, Duration::from_secs(30));
+    assert!(
+        out.contains("broker 1 at"),
+        "kcat -L after bad input:\n{out}"
+    );
+}
+
+fn batch(values: &[&str], corrupt: bool) -> Bytes {
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Record {
+            transactional: false,
+            control: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            // offset - sequence must be constant, or the encoder starts a new batch.
+            sequence: i as i32,
+            timestamp: 1_700_000_000_000 + i as i64,
+            key: Some(Bytes::from(format!("key-{i}"))),
+            value: Some(Bytes::copy_from_slice(v.as_bytes())),
+            headers: IndexMap::new(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .expect("encode batch");
+    if corrupt {
+        // Flip a bit in the last record's value: covered by the CRC-32C, length fields intact.
+        let n = buf.len();
+        buf[n - 2] ^= 0x01;
+    }
+    buf.freeze()
+}
+
+fn produce_req(topic: &str, partition: i32, records: Bytes) -> ProduceRequest {
+    ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(10_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(records))])])
+}
+
+fn only_partition(r: &ProduceResponse) -> (i16, i64) {
+    assert_eq!(r.responses.len(), 1, "produce response topics: {r:?}");
+    let t = &r.responses[0];
+    assert_eq!(
+        t.partition_responses.len(),
+        1,
+        "produce response partitions: {r:?}"
+    );
+    let p = &t.partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+#[test]
+fn oversized_frame_closes_only_that_connection() {
+    let mut broker = Broker::start(1);
+    let mut healthy = connect(&broker);
+    api_versions_ok(&mut healthy, 1);
+
+    // Size field far above any request limit (2 GiB - 1).
+    let mut bad = connect(&broker);
+    bad.write_all(&[0x7f, 0xff, 0xff, 0xff, 0, 18, 0, 0])
+        .unwrap();
+    assert_closed(&mut bad, "frame size 0x7fffffff");
+
+    // Negative size.
+    let mut bad = connect(&broker);
+    bad.write_all(&(-5i32).to_be_bytes()).unwrap();
+    bad.write_all(&[1, 2, 3, 4, 5]).unwrap();
+    assert_closed(&mut bad, "frame size -5");
+
+    // The connection opened before still works, and so do new ones.
+    api_versions_ok(&mut healthy, 2);
+    kcat_metadata_ok(&broker);
+    broker.assert_alive();
+}
+
+#[test]
+fn garbage_frames_close_only_that_connection() {
+    let mut broker = Broker::start(1);
+    let mut healthy = connect(&broker);
+    api_versions_ok(&mut healthy, 1);
+
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        // Frame shorter than a request header.
+        ("3-byte frame", vec![0, 0, 0, 3, 1, 2, 3]),
+        // Random bytes: api key 0x5a5a (unknown), nonsense after.
+        ("garbage frame", {
+            let body: Vec<u8> = (0..64u32)
+                .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8 | 0x40)
+                .collect();
+            let mut f = (body.len() as i32).to_be_bytes().to_vec();
+            f.extend(&body);
+            f[4] = 0x5a;
+            f[5] = 0x5a;
+            f
+        }),
+        // A Metadata v9 header whose body is cut short (a topic array claiming 1000 entries).
+        ("truncated Metadata v9 body", {
+            let mut f = frame(
+                API_METADATA,
+                9,
+                7,
+                &MetadataRequest::default().with_topics(Some(vec![])),
+            );
+            // Replace the body's compact array length (1 = empty) with 1001 entries and cut.
+            let header_len = 4 + 2 + 2 + 4 + 2 + "ringlog-e2e".len() + 1;
+            f.truncate(header_len);
+            f.extend_from_slice(&[0xe9, 0x07]); // varint 1001
+            let n = (f.len() - 4) as i32;
+            f[..4].copy_from_slice(&n.to_be_bytes());
+            f
+        }),
+    ];
+    for (what, bytes) in cases {
+        let mut bad = connect(&broker);
+        bad.write_all(&bytes).unwrap();
+        assert_closed(&mut bad, what);
+        api_versions_ok(&mut healthy, 3);
+    }
+    // Metadata v9 (flexible) still answers on the healthy connection.
+    let _: MetadataResponse = call(
+        &mut healthy,
+        API_METADATA,
+        9,
+        9,
+        &MetadataRequest::default().with_topics(None),
+    );
+    kcat_metadata_ok(&broker);
+    broker.assert_alive();
+}
+
+#[test]
+fn api_versions_unknown_version_answers_v0_unsupported_version() {
+    let mut broker = Broker::start(1);
+    let mut s = connect(&broker);
+    // ApiVersions v99 with a v2 (flexible) header and a v3-shaped body, as a newer client sends.
+    let req = ApiVersionsRequest::default()
+        .with_client_software_name(StrBytes::from_static_str("ringlog-e2e"))
+        .with_client_software_version(StrBytes::from_static_str("1.0"));
+    let mut buf = BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(API_VERSIONS)
+        .with_request_api_version(99)
+        .with_correlation_id(42)
+        .with_client_id(Some(StrBytes::from_static_str("ringlog-e2e")))
+        .encode(&mut buf, 2)
+        .unwrap();
+    req.encode(&mut buf, 3).unwrap();
+    let mut f = (buf.len() as i32).to_be_bytes().to_vec();
+    f.extend_from_slice(&buf);
+    s.write_all(&f).unwrap();
+
+    let mut body = read_frame(&mut s, "ApiVersions v99");
+    let h = ResponseHeader::decode(&mut body, 0).unwrap();
+    assert_eq!(h.correlation_id, 42);
+    let raw = body.clone();
+    let r = ApiVersionsResponse::decode(&mut body, 0)
+        .unwrap_or_else(|e| panic!("ApiVersions v99: not a v0 response ({e}): {raw:?}"));
+    assert_eq!(
+        r.error_code, UNSUPPORTED_VERSION,
+        "ApiVersions v99: error code {} (want 35 UNSUPPORTED_VERSION)",
+        r.error_code
+    );
+    assert_eq!(
+        body.remaining(),
+        0,
+        "ApiVersions v99: trailing bytes after the v0 response"
+    );
+    let av = r.api_keys.iter().find(|k| k.api_key == API_VERSIONS);
+    assert!(
+        av.is_some_and(|k| k.max_version >= 3),
+        "ApiVersions v99 response should list ApiVersions up to v3+: {:?}",
+        r.api_keys
+    );
+
+    // The connection stays usable (Kafka keeps it open) — or at least the broker does.
+    let mut s = connect(&broker);
+    let r: ApiVersionsResponse = call(&mut s, API_VERSIONS, 3, 43, &req);
+    assert_eq!(r.error_code, 0);
+    let key = |k: i16| r.api_keys.iter().find(|a| a.api_key == k);
+    // DESIGN §5: advertise Produce from v0 (old librdkafka turns compression off otherwise),
+    // and always advertise Fetch.
+    let produce = key(API_PRODUCE).expect("Produce not advertised");
+    assert_eq!(
+        produce.min_version, 0,
+        "Produce min version (want 0): {produce:?}"
+    );
+    assert!(produce.max_version >= 9, "Produce max version: {produce:?}");
+    assert!(key(1).is_some(), "Fetch not advertised");
+    broker.assert_alive();
+}
+
+#[test]
+fn produce_to_unknown_topic_is_refused() {
+    let mut broker = Broker::start(1);
+    let mut s = connect(&broker);
+    let r: ProduceResponse = call(
+        &mut s,
+        API_PRODUCE,
+        7,
+        1,
+        &produce_req("no-such-topic", 0, batch(&["a"], false)),
+    );
+    let (err, _) = only_partition(&r);
+    assert_eq!(
+        err, UNKNOWN_TOPIC_OR_PARTITION,
+        "raw Produce v7 to a missing topic: error {err}"
+    );
+    // Unknown partition of an existing topic too.
+    create_topic(&broker, "one-part", 1, &[]);
+    let r: ProduceResponse = call(
+        &mut s,
+        API_PRODUCE,
+        7,
+        2,
+        &produce_req("one-part", 5, batch(&["a"], false)),
+    );
+    let (err, _) = only_partition(&r);
+    assert_eq!(
+        err, UNKNOWN_TOPIC_OR_PARTITION,
+        "raw Produce v7 to partition 5 of a 1-partition topic: error {err}"
+    );
+    // And from a real client (confluent-kafka).
+    run_python(
+        "admin.py",
+        &["produce-unknown", &broker.bootstrap(), "no-such-topic-2"],
+        &[],
+        Duration::from_secs(60),
+    );
+    broker.assert_alive();
+}
+
+#[test]
+fn batch_with_bad_crc_is_refused_and_not_stored() {
+    let mut broker = Broker::start(1);
+    create_topic(&broker, "crc", 1, &[]);
+    let mut s = connect(&broker);
+    let r: ProduceResponse = call(
+        &mut s,
+        API_PRODUCE,
+        8,
+        1,
+        &produce_req("crc", 0, batch(&["one", "two", "three"], true)),
+    );
+    let (err, _) = only_partition(&r);
+    assert_eq!(
+        err, CORRUPT_MESSAGE,
+        "Produce v8 with a bad CRC: error {err} (want 2 CORRUPT_MESSAGE): {:?}",
+        r.responses[0].partition_responses[0].error_message
+    );
+
+    // Same connection, a good batch: accepted at offset 0 (nothing of the bad one was stored).
+    let r: ProduceResponse = call(
+        &mut s,
+        API_PRODUCE,
+        9,
+        2,
+        &produce_req("crc", 0, batch(&["one", "two", "three"], false)),
+    );
+    assert_eq!(
+        only_partition(&r),
+        (0, 0),
+        "good batch after a corrupt one: {r:?}"
+    );
+
+    // kcat reads exactly the good batch.
+    let mut c = Command::new(kcat());
+    c.args([
+        "-b",
+        &broker.bootstrap(),
+        "-C",
+        "-e",
+        "-t",
+        "crc",
+        "-o",
+        "0",
+    ])
+    .args(["-f", "%o:%s\n"]);
+    let out = run_ok(c, None, Duration::from_secs(30));
+    assert_eq!(out, "0:one\n1:two\n2:three\n", "kcat read back");
+    broker.assert_alive();
+}

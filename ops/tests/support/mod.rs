@@ -1,0 +1,531 @@
+//! Shared helpers for the real-client end-to-end tests (issue #4): start and crash the
+//! `ringlog` binary, find kcat, build the Python venv with the Kafka clients, and run client
+//! processes with a time limit.
+//!
+//! Every child process is bounded in time and killed on drop; a broker never outlives its test.
+
+#![allow(dead_code)]
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Pinned client versions (newest that install from PyPI as wheels on this machine).
+/// kafka-python needs python-snappy, lz4 and zstandard for those codecs (gzip is built in).
+pub const PIP_PACKAGES: &[&str] = &[
+    "confluent-kafka==2.16.1",
+    "kafka-python==3.0.12",
+    "python-snappy==0.7.3",
+    "cramjam==2.14.0",
+    "lz4==4.4.5",
+    "zstandard==0.25.0",
+];
+
+/// How long the broker may take to print its ready line.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The ringlog binary built by cargo for these tests.
+pub fn ringlog_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_ringlog"))
+}
+
+/// `<workspace>/target` (derived from the binary's path, so `CARGO_TARGET_DIR` is honoured).
+pub fn target_dir() -> PathBuf {
+    // .../target/<profile>/ringlog
+    let bin = ringlog_bin();
+    bin.parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"))
+}
+
+/// `ops/tests/clients/`.
+pub fn clients_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("clients")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tools
+// ---------------------------------------------------------------------------------------------
+
+fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// Path of kcat (or its old name kafkacat). Panics with the install hint when missing.
+pub fn kcat() -> PathBuf {
+    which("kcat")
+        .or_else(|| which("kafkacat"))
+        .expect("install kcat (apt-get install kcat)")
+}
+
+/// Creates `target/test-venv` once (guarded by `flock` on `target/test-venv.lock`, so parallel
+/// nextest processes wait for one another) with the pinned Kafka clients, and returns the venv's
+/// python. `RINGLOG_TEST_PYTHON` overrides the interpreter used to create the venv.
+pub fn python_venv() -> PathBuf {
+    static VENV: OnceLock<PathBuf> = OnceLock::new();
+    VENV.get_or_init(create_venv).clone()
+}
+
+fn create_venv() -> PathBuf {
+    let target = target_dir();
+    fs::create_dir_all(&target).unwrap();
+    let venv = target.join("test-venv");
+    let python = venv.join("bin").join("python");
+    let marker = venv.join(".ringlog-ready");
+    let wanted = PIP_PACKAGES.join("\n");
+
+    let lock = File::create(target.join("test-venv.lock")).expect("create venv lock file");
+    // SAFETY: flock on a valid fd we own; released when `lock` is dropped.
+    let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
+    assert_eq!(
+        rc,
+        0,
+        "flock test-venv.lock: {}",
+        std::io::Error::last_os_error()
+    );
+
+    if fs::read_to_string(&marker).ok().as_deref() == Some(wanted.as_str()) && python.exists() {
+        return python;
+    }
+    let _ = fs::remove_dir_all(&venv);
+    let base = std::env::var("RINGLOG_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let out = Command::new(&base)
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .output()
+        .unwrap_or_else(|e| panic!("run `{base} -m venv`: {e} (install python3 and python3-venv)"));
+    assert!(
+        out.status.success(),
+        "`{base} -m venv {}` failed (apt-get install python3-venv?):\n{}{}",
+        venv.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(&python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
+        .args(PIP_PACKAGES)
+        .output()
+        .expect("run pip");
+    assert!(
+        out.status.success(),
+        "pip install {:?} failed:\n{}{}",
+        PIP_PACKAGES,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    fs::write(&marker, &wanted).unwrap();
+    python
+}
+
+// ---------------------------------------------------------------------------------------------
+// Processes with a time limit
+// ---------------------------------------------------------------------------------------------
+
+/// Output of a finished client process.
+pub struct Output {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `cmd` with stdin from `stdin` (bytes, may be empty), stdout/stderr captured to temp
+/// files (no pipe deadlocks), killing it after `timeout`. Panics on time-out, never on exit code.
+pub fn run_with_timeout(mut cmd: Command, stdin: Option<&[u8]>, timeout: Duration) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let out_path = dir.path().join("stdout");
+    let err_path = dir.path().join("stderr");
+    let in_path = dir.path().join("stdin");
+    fs::write(&in_path, stdin.unwrap_or(&[])).unwrap();
+    cmd.stdin(File::open(&in_path).unwrap())
+        .stdout(File::create(&out_path).unwrap())
+        .stderr(File::create(&err_path).unwrap());
+    let desc = format!("{cmd:?}");
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {desc}: {e}"));
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "timed out after {timeout:?}: {desc}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+                tail(&fs::read_to_string(&out_path).unwrap_or_default(), 20_000),
+                tail(&fs::read_to_string(&err_path).unwrap_or_default(), 20_000),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: String::from_utf8_lossy(&fs::read(&out_path).unwrap()).into_owned(),
+        stderr: String::from_utf8_lossy(&fs::read(&err_path).unwrap()).into_owned(),
+    }
+}
+
+/// Like [`run_with_timeout`] but panics (with both outputs) unless the process exits 0.
+pub fn run_ok(cmd: Command, stdin: Option<&[u8]>, timeout: Duration) -> String {
+    let desc = format!("{cmd:?}");
+    let out = run_with_timeout(cmd, stdin, timeout);
+    if !out.status.success() {
+        panic!(
+            "{desc} failed ({})\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            out.status,
+            tail(&out.stdout, 20_000),
+            tail(&out.stderr, 20_000)
+        );
+    }
+    out.stdout
+}
+
+/// Last `max` bytes of `s` (on a char boundary).
+pub fn tail(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut i = s.len() - max;
+    while !s.is_char_boundary(i) {
+        i += 1;
+    }
+    &s[i..]
+}
+
+/// A `Command` for `ops/tests/clients/<script>` under the venv's python.
+pub fn python_cmd(script: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(python_venv());
+    cmd.arg("-u").arg(clients_dir().join(script)).args(args);
+    cmd.env("PYTHONDONTWRITEBYTECODE", "1");
+    cmd
+}
+
+/// Runs a client script; returns its stdout; panics with stdout+stderr if it fails or hangs.
+pub fn run_python(script: &str, args: &[&str], env: &[(&str, &str)], timeout: Duration) -> String {
+    let mut cmd = python_cmd(script, args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    run_ok(cmd, None, timeout)
+}
+
+/// Creates a topic through the Kafka admin API (confluent-kafka), waiting until metadata shows it.
+pub fn create_topic(broker: &Broker, topic: &str, partitions: u32, configs: &[(&str, &str)]) {
+    let mut args = vec![
+        "create".to_string(),
+        broker.addr().to_string(),
+        topic.to_string(),
+        partitions.to_string(),
+    ];
+    args.extend(configs.iter().map(|(k, v)| format!("{k}={v}")));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run_python("admin.py", &args, &[], Duration::from_secs(60));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The broker under test
+// ---------------------------------------------------------------------------------------------
+
+/// A `ringlog serve` process on a temporary data dir and a free port. Killed on drop.
+pub struct Broker {
+    child: Option<Child>,
+    dir: tempfile::TempDir,
+    data_dir: PathBuf,
+    stderr_path: PathBuf,
+    addr: SocketAddr,
+    cores: usize,
+    extra_args: Vec<String>,
+}
+
+fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    l.local_addr().unwrap().port()
+}
+
+impl Broker {
+    /// Starts a broker with `--cores cores` and waits for its ready line.
+    pub fn start(cores: usize) -> Broker {
+        Broker::start_with(cores, &[])
+    }
+
+    /// Like [`Broker::start`] with extra command-line arguments (e.g. `--log-requests`).
+    pub fn start_with(cores: usize, extra_args: &[&str]) -> Broker {
+        let dir = tempfile::Builder::new()
+            .prefix("ringlog-e2e-")
+            .tempdir()
+            .expect("temp dir");
+        let data_dir = dir.path().join("data");
+        fs::create_dir_all(&data_dir).unwrap();
+        let stderr_path = dir.path().join("broker.stderr");
+        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let mut b = Broker {
+            child: None,
+            dir,
+            data_dir,
+            stderr_path,
+            addr,
+            cores,
+            extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+        };
+        b.spawn_and_wait(1);
+        b
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `127.0.0.1:PORT` as a string, for client bootstrap lists.
+    pub fn bootstrap(&self) -> String {
+        self.addr.to_string()
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Everything the broker wrote to stderr so far (all runs of this broker, appended).
+    pub fn stderr_text(&self) -> String {
+        String::from_utf8_lossy(&fs::read(&self.stderr_path).unwrap_or_default()).into_owned()
+    }
+
+    fn spawn_and_wait(&mut self, attempts: usize) {
+        let mut last_err = String::new();
+        for attempt in 0..attempts {
+            if attempt > 0 {
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            match self.spawn_once() {
+                Ok(()) => return,
+                Err(e) => last_err = e,
+            }
+        }
+        panic!("{last_err}");
+    }
+
+    /// Spawns the process (stderr appended to the log file) and waits for the ready line that
+    /// this run prints. On an early exit returns Err (so a restart can retry a busy port).
+    fn spawn_once(&mut self) -> Result<(), String> {
+        assert!(self.child.is_none(), "broker already running");
+        let mut log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.stderr_path)
+            .unwrap();
+        let start_len = log.metadata().unwrap().len() as usize;
+        writeln!(log, "=== test harness: starting ringlog serve ===").unwrap();
+        let mut cmd = Command::new(ringlog_bin());
+        cmd.arg("serve")
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            .arg("--listen")
+            .arg(self.addr.to_string())
+            .arg("--cores")
+            .arg(self.cores.to_string())
+            .args(&self.extra_args)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", ringlog_bin().display()));
+        let ready = format!("ringlog ready on {}", self.addr);
+        let t0 = Instant::now();
+        loop {
+            let text = self.stderr_text();
+            if text.get(start_len..).is_some_and(|t| t.contains(&ready)) {
+                self.child = Some(child);
+                return Ok(());
+            }
+            if let Some(st) = child.try_wait().unwrap() {
+                return Err(format!(
+                    "ringlog serve exited ({st}) before printing {ready:?}\n--- stderr ---\n{}",
+                    tail(text.get(start_len..).unwrap_or(""), 20_000)
+                ));
+            }
+            if t0.elapsed() > READY_TIMEOUT {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "ringlog serve did not print {ready:?} within {READY_TIMEOUT:?}\n--- stderr ---\n{}",
+                    tail(text.get(start_len..).unwrap_or(""), 20_000)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// SIGKILL (a crash) and reap.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: plain kill(2) on our own child's pid, not yet reaped.
+            unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts again on the same data dir and port (after [`kill`] or [`terminate`]).
+    pub fn restart(&mut self) {
+        if self.child.is_some() {
+            self.kill();
+        }
+        // The port can be briefly unavailable after a crash: retry a few times.
+        self.spawn_and_wait(10);
+    }
+
+    /// SIGTERM, wait (at most 30 s), and assert a clean exit 0.
+    pub fn terminate(&mut self) {
+        let mut c = self.child.take().expect("broker not running");
+        // SAFETY: kill(2) on our own child's pid, not yet reaped.
+        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        let t0 = Instant::now();
+        let st = loop {
+            if let Some(st) = c.try_wait().unwrap() {
+                break st;
+            }
+            if t0.elapsed() > Duration::from_secs(30) {
+                let _ = c.kill();
+                let _ = c.wait();
+                panic!(
+                    "ringlog serve did not exit within 30 s of SIGTERM\n--- stderr ---\n{}",
+                    tail(&self.stderr_text(), 20_000)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(
+            st.success(),
+            "ringlog serve exited with {st} after SIGTERM (want 0)\n--- stderr ---\n{}",
+            tail(&self.stderr_text(), 20_000)
+        );
+    }
+
+    /// Asserts that the broker process is still alive (it did not panic or exit).
+    pub fn assert_alive(&mut self) {
+        let c = self.child.as_mut().expect("broker not running");
+        if let Some(st) = c.try_wait().unwrap() {
+            self.child = None;
+            panic!(
+                "ringlog serve died ({st})\n--- stderr ---\n{}",
+                tail(&self.stderr_text(), 20_000)
+            );
+        }
+    }
+
+    /// The temp dir holding data and logs (kept alive as long as the broker).
+    pub fn temp_dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!(
+                "--- ringlog stderr (tail) ---\n{}",
+                tail(&self.stderr_text(), 8_000)
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small deterministic PRNG (no extra dependency) and Kafka's murmur2 partitioner
+// ---------------------------------------------------------------------------------------------
+
+/// SplitMix64: seeded, reproducible.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+    /// Seed from `RINGLOG_TEST_SEED` if set, else from the clock; prints it for reproduction.
+    pub fn from_env_or_time(what: &str) -> Rng {
+        let seed = std::env::var("RINGLOG_TEST_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos() as u64
+            });
+        eprintln!("{what}: RINGLOG_TEST_SEED={seed}");
+        Rng(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `lo..hi`.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next_u64() % (hi - lo)
+    }
+}
+
+/// Kafka's murmur2 (as in `org.apache.kafka.common.utils.Utils.murmur2` and librdkafka).
+pub fn murmur2(data: &[u8]) -> i32 {
+    let seed: u32 = 0x9747_b28c;
+    let m: u32 = 0x5bd1_e995;
+    let r = 24;
+    let len = data.len();
+    let mut h: u32 = seed ^ (len as u32);
+    let chunks = len / 4;
+    for i in 0..chunks {
+        let mut k = u32::from_le_bytes(data[i * 4..i * 4 + 4].try_into().unwrap());
+        k = k.wrapping_mul(m);
+        k ^= k >> r;
+        k = k.wrapping_mul(m);
+        h = h.wrapping_mul(m);
+        h ^= k;
+    }
+    let rest = &data[chunks * 4..];
+    if rest.len() >= 3 {
+        h ^= (rest[2] as u32) << 16;
+    }
+    if rest.len() >= 2 {
+        h ^= (rest[1] as u32) << 8;
+    }
+    if !rest.is_empty() {
+        h ^= rest[0] as u32;
+        h = h.wrapping_mul(m);
+    }
+    h ^= h >> 13;
+    h = h.wrapping_mul(m);
+    h ^= h >> 15;
+    h as i32
+}
+
+/// Kafka's default partition for a keyed record: `toPositive(murmur2(key)) % n`.
+pub fn kafka_partition(key: &[u8], partitions: u32) -> u32 {
+    ((murmur2(key) & 0x7fff_ffff) as u32) % partitions
+}
