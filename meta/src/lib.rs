@@ -18,15 +18,16 @@ pub use client::MetaClient;
 pub use error::{MetaError, Result};
 pub use node::{MetaConfig, MetaHandle, Metastore};
 pub use state::{
-    AppliedChange, ApplyOutcome, Assignment, Change, Command, MetaState, Refusal, TopicMeta,
+    AppliedChange, ApplyOutcome, Assignment, Change, Command, MetaState, Proposal, Refusal,
+    TopicMeta,
 };
 pub use wire::NodeStatus;
 
 openraft::declare_raft_types!(
     /// openraft type configuration of the metastore.
     pub TypeConfig:
-        D = state::Command,
-        R = state::ApplyOutcome,
+        D = state::Proposal,
+        R = Vec<state::ApplyOutcome>,
         NodeId = u64,
         Node = openraft::BasicNode,
         Entry = openraft::Entry<TypeConfig>,

@@ -9,9 +9,9 @@
 //!   mismatch, undecodable payload, index gap) is cut off on open.
 //! - `hardstate`: vote, committed log id and last purged log id, one checked file (see
 //!   [`crate::wire`]) replaced atomically (temp file, fsync, rename, fsync of the directory),
-//!   also by the writer thread, after the appends queued before it. `save_vote` waits for it;
-//!   `save_committed` does not (the committed index is a restart hint; a lost one is re-derived,
-//!   and on open it is lowered to the surviving log).
+//!   also by the writer thread, after the appends queued before it; `save_vote` and
+//!   `save_committed` both return only once it is on disk (on open, a committed index past the
+//!   surviving log is lowered to it).
 //!
 //! Purge writes the new `last_purged` to `hardstate` first, then rewrites `log` without the
 //! purged entries (temp file + rename), so a crash in between only leaves dead entries that the
@@ -471,6 +471,19 @@ impl LogStore {
             .map_err(|context| MetaError::Corrupt { context })
     }
 
+    /// Queues `hard` for the writer thread (after every append queued before it) and waits
+    /// until it is on disk.
+    async fn save_hard_and_wait(&self, hard: HardState) -> Result<(), String> {
+        let (tx, rx) = flume::bounded(1);
+        let gone = || "raft log writer thread is gone".to_string();
+        self.writer
+            .send(Job::HardState(hard, Some(tx)))
+            .map_err(|_| gone())?;
+        // Awaited, not blocking: the rest of the meta thread (state machine worker, proposer,
+        // client replies) keeps running meanwhile.
+        rx.recv_async().await.map_err(|_| gone())?
+    }
+
     fn lock(&self) -> MutexGuard<'_, LogInner> {
         // A poisoned lock means a panic while holding it; the data is still consistent
         // enough to read, and the panic itself is already reported.
@@ -518,22 +531,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError<u64>> {
         // The vote must be on disk before this returns.
-        let (tx, rx) = flume::bounded(1);
         let hard = {
             let mut g = self.lock();
             g.hard.vote = Some(vote.into());
             g.hard.clone()
         };
-        let res = self
-            .writer
-            .send(Job::HardState(hard, Some(tx)))
-            .map_err(|_| "raft log writer thread is gone".to_string())
-            .and_then(|_| {
-                rx.recv()
-                    .map_err(|_| "raft log writer thread is gone".to_string())
-            })
-            .and_then(|r| r);
-        res.map_err(|context| {
+        self.save_hard_and_wait(hard).await.map_err(|context| {
             let e = MetaError::Raft { context };
             StorageIOError::write_vote(AnyError::new(&e)).into()
         })
@@ -547,8 +550,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         &mut self,
         committed: Option<LogId<u64>>,
     ) -> Result<(), StorageError<u64>> {
-        // The committed index is a restart hint (openraft re-derives it), so it is persisted
-        // by the writer thread after the log appends queued before it, without waiting.
+        // Durable before this returns, like the vote (same file, same atomic replace). openraft
+        // calls this once per commit step, not per client write: with group commit (see
+        // `node::propose_loop`) one hard-state write covers a whole proposal, and hard-state jobs
+        // that queue up meanwhile coalesce in the writer thread.
         let hard = {
             let mut g = self.lock();
             let w = wire::to_wlog(&committed);
@@ -558,11 +563,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             g.hard.committed = w;
             g.hard.clone()
         };
-        self.writer.send(Job::HardState(hard, None)).map_err(|_| {
-            write_err(MetaError::Raft {
-                context: "raft log writer thread is gone".into(),
-            })
-        })
+        self.save_hard_and_wait(hard)
+            .await
+            .map_err(|context| write_err(MetaError::Raft { context }))
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId<u64>>, StorageError<u64>> {
@@ -627,8 +630,10 @@ mod tests {
     fn entry(i: u64) -> Entry {
         Entry {
             log_id: LogId::new(CommittedLeaderId::new(1, 1), i),
-            payload: EntryPayload::Normal(crate::state::Command::DeleteTopic {
-                name: format!("t{i}"),
+            payload: EntryPayload::Normal(crate::state::Proposal {
+                commands: vec![crate::state::Command::DeleteTopic {
+                    name: format!("t{i}"),
+                }],
             }),
         }
     }
@@ -653,6 +658,43 @@ mod tests {
             vec![4, 5, 6, 7, 8]
         );
         assert_eq!(g.hard.last_purged.unwrap().index, 3);
+    }
+
+    /// `save_vote` and `save_committed` return only once the hard state is on disk: a crash
+    /// right after them (here: reading the file while the store is still open) finds both.
+    #[test]
+    fn vote_and_committed_are_on_disk_when_saved() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let (mut s, _) = LogStore::open(dir.path()).unwrap();
+        s.lock().append_sync((0..5).map(entry).collect()).unwrap();
+        let on_disk = || {
+            let payload = wire::read_checked_file(
+                &dir.path().join(HARD_STATE_FILE),
+                HARD_STATE_MAGIC,
+                HARD_STATE_VERSION,
+            )
+            .unwrap()
+            .unwrap();
+            wire::decode::<HardState>(&payload, "hard state").unwrap()
+        };
+        let vote = Vote::new_committed(1, 1);
+        rt.block_on(s.save_vote(&vote)).unwrap();
+        assert_eq!(on_disk().vote.as_ref().map(Vote::from), Some(vote));
+        for i in [2, 4] {
+            let c = LogId::new(CommittedLeaderId::new(1, 1), i);
+            rt.block_on(s.save_committed(Some(c))).unwrap();
+            let h = on_disk();
+            assert_eq!(wire::from_wlog(&h.committed), Some(c));
+            assert_eq!(h.vote.as_ref().map(Vote::from), Some(vote));
+        }
+        drop(s);
+        let (mut s, rec) = LogStore::open(dir.path()).unwrap();
+        assert!(!rec.committed_lowered);
+        let c = rt.block_on(s.read_committed()).unwrap();
+        assert_eq!(c.map(|c| c.index), Some(4));
     }
 
     #[test]

@@ -17,7 +17,7 @@ use crate::error::{MetaError, Result};
 use crate::log_store::LogStore;
 use crate::network::{self, NetworkFactory};
 use crate::sm::StateMachineStore;
-use crate::state::{AppliedChange, ApplyOutcome, Command, MetaState};
+use crate::state::{AppliedChange, ApplyOutcome, Command, MetaState, Proposal};
 use crate::wire::{
     self, ClientRequest, ClientResponse, NodeStatus, RaftErrorKind, Request, Response, WireError,
 };
@@ -44,6 +44,13 @@ pub const JOIN_RETRY_INTERVAL_MS: u64 = 500;
 /// On the first start, initial members other than the lowest id initialise the cluster
 /// themselves only if it is still uninitialised after this long.
 pub const BOOTSTRAP_FALLBACK_MS: u64 = 5_000;
+/// Most client writes proposed together as one raft log entry (group commit).
+pub const MAX_COMMANDS_PER_PROPOSAL: usize = 1_024;
+/// Soft cap on the estimated encoded bytes of one proposal ([`Command::approx_bytes`]), far
+/// under [`crate::log_store::MAX_LOG_ENTRY_BYTES`]; a larger single command goes alone.
+pub const MAX_PROPOSAL_BYTES: usize = 1024 * 1024;
+/// Group-commit proposals handed to openraft at once.
+pub const MAX_PROPOSALS_IN_FLIGHT: usize = 2;
 /// Commands queued to the meta thread before senders wait.
 pub const COMMAND_QUEUE_CAPACITY: usize = 4_096;
 pub const ACCEPT_ERROR_BACKOFF_MS: u64 = 100;
@@ -326,6 +333,102 @@ struct Node {
     id: u64,
     raft: Raft,
     sm: StateMachineStore,
+    /// Writes to propose, taken in groups by [`propose_loop`].
+    proposer: flume::Sender<PendingWrite>,
+}
+
+/// A write waiting to be proposed.
+struct PendingWrite {
+    cmd: Command,
+    reply: tokio::sync::oneshot::Sender<std::result::Result<ApplyOutcome, ProposeError>>,
+}
+
+enum ProposeError {
+    /// Not the leader; the command comes back for forwarding.
+    Forward(ForwardToLeader<u64, BasicNode>, Command),
+    Failed(String),
+}
+
+/// Group commit of client writes.
+///
+/// openraft 0.9 appends each `client_write` as its own log entry, and its core awaits the
+/// flush of every append (`append_to_log` waits on the `LogFlushed` callback) before it takes
+/// the next request: concurrent `client_write`s are serialised at one fdatasync each, so the log
+/// writer's own group commit never sees more than one append. Instead, writes queue here and
+/// every proposal is one raft entry carrying all the writes that queued up meanwhile (at most
+/// [`MAX_COMMANDS_PER_PROPOSAL`] and about [`MAX_PROPOSAL_BYTES`]); at most
+/// [`MAX_PROPOSALS_IN_FLIGHT`] proposals are in openraft at once, so that while one is being
+/// made durable the next one collects writers.
+async fn propose_loop(raft: Raft, rx: flume::Receiver<PendingWrite>) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_PROPOSALS_IN_FLIGHT));
+    let mut carry: Option<PendingWrite> = None;
+    loop {
+        let Ok(permit) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let first = match carry.take() {
+            Some(w) => w,
+            None => match rx.recv_async().await {
+                Ok(w) => w,
+                Err(_) => return,
+            },
+        };
+        let mut bytes = first.cmd.approx_bytes();
+        let mut batch = vec![first];
+        while batch.len() < MAX_COMMANDS_PER_PROPOSAL {
+            let Ok(w) = rx.try_recv() else { break };
+            let b = w.cmd.approx_bytes();
+            if bytes + b > MAX_PROPOSAL_BYTES {
+                carry = Some(w);
+                break;
+            }
+            bytes += b;
+            batch.push(w);
+        }
+        let raft = raft.clone();
+        tokio::spawn(async move {
+            propose(&raft, batch).await;
+            drop(permit);
+        });
+    }
+}
+
+/// Proposes `batch` as one raft entry and answers every write in it.
+async fn propose(raft: &Raft, batch: Vec<PendingWrite>) {
+    let (commands, replies): (Vec<Command>, Vec<_>) =
+        batch.into_iter().map(|w| (w.cmd, w.reply)).unzip();
+    let n = commands.len();
+    // Kept for forwarding if this node turns out not to be the leader (openraft drops the
+    // proposal then).
+    let proposal = Proposal {
+        commands: commands.clone(),
+    };
+    match raft.client_write(proposal).await {
+        Ok(resp) if resp.data.len() == n => {
+            for (reply, outcome) in replies.into_iter().zip(resp.data) {
+                let _ = reply.send(Ok(outcome));
+            }
+        }
+        Ok(resp) => {
+            let why = format!("{n} commands applied with {} outcomes", resp.data.len());
+            tracing::error!("{why}");
+            for reply in replies {
+                let _ = reply.send(Err(ProposeError::Failed(why.clone())));
+            }
+        }
+        Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+            // Nothing was appended: hand every command back for forwarding.
+            for (reply, cmd) in replies.into_iter().zip(commands) {
+                let _ = reply.send(Err(ProposeError::Forward(f.clone(), cmd)));
+            }
+        }
+        Err(e) => {
+            let why = format!("client_write: {e}");
+            for reply in replies {
+                let _ = reply.send(Err(ProposeError::Failed(why.clone())));
+            }
+        }
+    }
 }
 
 fn not_controller(f: &ForwardToLeader<u64, BasicNode>) -> MetaError {
@@ -366,23 +469,25 @@ impl Node {
         }
     }
 
+    /// Proposes `cmd` through the group-commit proposer (see [`propose_loop`]); on a follower,
+    /// forwards it to the leader unless it was forwarded already.
     async fn write(&self, cmd: Command, forwarded: bool) -> Result<AppliedChange> {
-        let res = tokio::time::timeout(
-            Duration::from_millis(WRITE_TIMEOUT_MS),
-            self.raft.client_write(cmd.clone()),
-        )
-        .await
-        .map_err(|_| MetaError::Timeout {
-            what: "raft write (outcome unknown)".into(),
-            timeout_ms: WRITE_TIMEOUT_MS,
-        })?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.proposer
+            .send(PendingWrite { cmd, reply: tx })
+            .map_err(|_| MetaError::Stopped)?;
+        let res = tokio::time::timeout(Duration::from_millis(WRITE_TIMEOUT_MS), rx)
+            .await
+            .map_err(|_| MetaError::Timeout {
+                what: "raft write (outcome unknown)".into(),
+                timeout_ms: WRITE_TIMEOUT_MS,
+            })?
+            .map_err(|_| MetaError::Stopped)?;
         match res {
-            Ok(resp) => match resp.data {
-                ApplyOutcome::Applied(c) => Ok(c),
-                ApplyOutcome::Refused(r) => Err(MetaError::Refused(r)),
-                ApplyOutcome::NoOp => Err(MetaError::raft("normal entry applied as no-op")),
-            },
-            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+            Ok(ApplyOutcome::Applied(c)) => Ok(c),
+            Ok(ApplyOutcome::Refused(r)) => Err(MetaError::Refused(r)),
+            Ok(ApplyOutcome::NoOp) => Err(MetaError::raft("normal entry applied as no-op")),
+            Err(ProposeError::Forward(f, cmd)) => {
                 if forwarded {
                     return Err(not_controller(&f));
                 }
@@ -403,7 +508,7 @@ impl Node {
                     }),
                 }
             }
-            Err(e) => Err(MetaError::raft(format!("client_write: {e}"))),
+            Err(ProposeError::Failed(context)) => Err(MetaError::Raft { context }),
         }
     }
 
@@ -819,11 +924,14 @@ async fn setup(config: &MetaConfig) -> Result<Started> {
             });
         }
     }
+    let (proposer, proposals) = flume::unbounded();
+    tokio::spawn(propose_loop(raft.clone(), proposals));
     Ok(Started {
         node: Arc::new(Node {
             id: config.node_id,
             raft,
             sm,
+            proposer,
         }),
         listener,
         listen_addr,

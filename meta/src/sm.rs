@@ -180,7 +180,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         Ok((g.last_applied, g.last_membership.clone()))
     }
 
-    async fn apply<I>(&mut self, entries: I) -> Result<Vec<ApplyOutcome>, StorageError<u64>>
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Vec<ApplyOutcome>>, StorageError<u64>>
     where
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
@@ -197,28 +197,43 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                 );
             }
             g.last_applied = Some(e.log_id);
-            let outcome = match e.payload {
-                EntryPayload::Blank => ApplyOutcome::NoOp,
+            let outcomes = match e.payload {
+                EntryPayload::Blank => vec![ApplyOutcome::NoOp],
                 EntryPayload::Membership(m) => {
                     g.last_membership = StoredMembership::new(Some(e.log_id), m);
-                    ApplyOutcome::NoOp
+                    vec![ApplyOutcome::NoOp]
                 }
-                EntryPayload::Normal(cmd) => match g.state.apply(&cmd) {
-                    Ok(change) => {
-                        let applied = AppliedChange {
-                            log_index: e.log_id.index,
-                            change,
-                        };
-                        g.notify(applied.clone());
-                        ApplyOutcome::Applied(applied)
+                EntryPayload::Normal(p) => {
+                    let log_index = e.log_id.index;
+                    let mut changes = Vec::new();
+                    let outcomes = p
+                        .commands
+                        .iter()
+                        .map(|cmd| match g.state.apply(cmd) {
+                            Ok(change) => {
+                                changes.push(change.clone());
+                                ApplyOutcome::Applied(AppliedChange { log_index, change })
+                            }
+                            Err(r) => {
+                                tracing::debug!(log_index, refusal = %r, "command refused");
+                                ApplyOutcome::Refused(r)
+                            }
+                        })
+                        .collect();
+                    // One notification per log entry, so that subscribers see strictly
+                    // increasing indexes and "applied up to N" means all of entry N.
+                    let change = match changes.len() {
+                        0 => None,
+                        1 => changes.pop(),
+                        _ => Some(Change::Batch(changes)),
+                    };
+                    if let Some(change) = change {
+                        g.notify(AppliedChange { log_index, change });
                     }
-                    Err(r) => {
-                        tracing::debug!(log_index = e.log_id.index, refusal = %r, "command refused");
-                        ApplyOutcome::Refused(r)
-                    }
-                },
+                    outcomes
+                }
             };
-            out.push(outcome);
+            out.push(outcomes);
         }
         Ok(out)
     }

@@ -128,6 +128,44 @@ pub enum Command {
 }
 
 impl Command {
+    /// A cheap upper-bound-ish estimate of the encoded size, to keep group-commit proposals well
+    /// under [`crate::log_store::MAX_LOG_ENTRY_BYTES`].
+    pub fn approx_bytes(&self) -> usize {
+        const OVERHEAD: usize = 64;
+        const PER_ASSIGNMENT: usize = 8;
+        const PER_STRING: usize = 16;
+        let map = |m: &BTreeMap<String, String>| {
+            m.iter()
+                .map(|(k, v)| k.len() + v.len() + 2 * PER_STRING)
+                .sum::<usize>()
+        };
+        OVERHEAD
+            + match self {
+                Command::CreateTopic {
+                    name,
+                    configs,
+                    assignments,
+                    incarnation_id,
+                    ..
+                } => {
+                    name.len()
+                        + map(configs)
+                        + assignments.len() * PER_ASSIGNMENT
+                        + incarnation_id.len()
+                }
+                Command::DeleteTopic { name } => name.len(),
+                Command::AddPartitions {
+                    name, assignments, ..
+                } => name.len() + assignments.len() * PER_ASSIGNMENT,
+                Command::AlterConfigs { name, set, remove } => {
+                    name.len()
+                        + map(set)
+                        + remove.iter().map(|k| k.len() + PER_STRING).sum::<usize>()
+                }
+                Command::SetAssignment { name, .. } => name.len(),
+            }
+    }
+
     /// A create-topic command with a fresh random incarnation id and topic UUID.
     pub fn create_topic(
         name: impl Into<String>,
@@ -155,6 +193,16 @@ impl Command {
 
 /// A change that was applied, as sent to subscribers (the per-core copies).
 #[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+// `Batch` makes the type recursive; rkyv needs the bounds spelled out.
+#[rkyv(serialize_bounds(
+    __S: rkyv::ser::Writer + rkyv::ser::Allocator,
+    __S::Error: rkyv::rancor::Source,
+))]
+#[rkyv(deserialize_bounds(__D::Error: rkyv::rancor::Source))]
+#[rkyv(bytecheck(bounds(
+    __C: rkyv::validation::ArchiveContext,
+    __C::Error: rkyv::rancor::Source,
+)))]
 pub enum Change {
     TopicCreated {
         topic: TopicMeta,
@@ -182,6 +230,12 @@ pub enum Change {
     },
     /// The node installed a snapshot from the leader: replace the whole copy.
     SnapshotInstalled { state: Box<MetaState> },
+    /// Several commands were proposed together (group commit) as one raft log entry and
+    /// applied in this order; the changes of the commands that were not refused. Only sent to
+    /// subscribers when an entry applied more than one change (a single change is sent as is),
+    /// so that every [`AppliedChange`] still has its own `log_index`. Never nested, never holds
+    /// `SnapshotInstalled`.
+    Batch(#[rkyv(omit_bounds)] Vec<Change>),
 }
 
 /// One applied change, with the raft log index it was applied at. Subscribers receive these in
@@ -192,7 +246,16 @@ pub struct AppliedChange {
     pub change: Change,
 }
 
-/// The result of applying one raft entry.
+/// The payload of one normal raft log entry: the commands proposed together (group commit: the
+/// writes that queued up while the previous proposal was being made durable). They are applied
+/// in order, each on its own (a refused one leaves the state untouched and does not affect the
+/// others); the entry's response has one [`ApplyOutcome`] per command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Proposal {
+    pub commands: Vec<Command>,
+}
+
+/// The result of applying one command.
 #[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub enum ApplyOutcome {
     Applied(AppliedChange),
@@ -536,6 +599,8 @@ impl MetaState {
                 *self = (**state).clone();
                 true
             }
+            // Stops at the first change that does not fit: the copy is stale either way.
+            Change::Batch(changes) => changes.iter().all(|c| self.apply_change(c)),
         }
     }
 }

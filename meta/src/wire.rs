@@ -21,7 +21,7 @@ use rkyv::util::AlignedVec;
 use rkyv::{Archive, Deserialize, Serialize};
 
 use crate::error::MetaError;
-use crate::state::{ApplyOutcome, Command, MetaState, Refusal};
+use crate::state::{ApplyOutcome, Command, MetaState, Proposal, Refusal};
 use crate::TypeConfig;
 
 /// Largest frame payload accepted on the wire.
@@ -169,8 +169,13 @@ impl From<&WStoredMembership> for StoredMembership<u64, BasicNode> {
 #[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub enum WPayload {
     Blank,
+    /// A proposal of exactly one command (the only form before group commit; kept so that logs
+    /// and RPCs of either form decode).
     Normal(Command),
     Membership(WMembership),
+    /// A proposal of several commands (group commit). Appended last: the tags of the other
+    /// variants are unchanged.
+    Batch(Vec<Command>),
 }
 
 #[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
@@ -184,7 +189,10 @@ impl From<&Entry> for WEntry {
             log_id: (&e.log_id).into(),
             payload: match &e.payload {
                 EntryPayload::Blank => WPayload::Blank,
-                EntryPayload::Normal(c) => WPayload::Normal(c.clone()),
+                EntryPayload::Normal(p) => match p.commands.as_slice() {
+                    [one] => WPayload::Normal(one.clone()),
+                    many => WPayload::Batch(many.to_vec()),
+                },
                 EntryPayload::Membership(m) => WPayload::Membership(m.into()),
             },
         }
@@ -196,7 +204,8 @@ impl From<WEntry> for Entry {
             log_id: (&w.log_id).into(),
             payload: match w.payload {
                 WPayload::Blank => EntryPayload::Blank,
-                WPayload::Normal(c) => EntryPayload::Normal(c),
+                WPayload::Normal(c) => EntryPayload::Normal(Proposal { commands: vec![c] }),
+                WPayload::Batch(commands) => EntryPayload::Normal(Proposal { commands }),
                 WPayload::Membership(m) => EntryPayload::Membership((&m).into()),
             },
         }
@@ -587,6 +596,56 @@ pub fn read_checked_file(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `WPayload` before `Batch` was added, to check that log records written then still decode.
+    #[derive(Archive, Serialize, Deserialize)]
+    enum WPayloadV0 {
+        #[allow(dead_code)]
+        Blank,
+        Normal(Command),
+        #[allow(dead_code)]
+        Membership(WMembership),
+    }
+    #[derive(Archive, Serialize, Deserialize)]
+    struct WEntryV0 {
+        log_id: WLogId,
+        payload: WPayloadV0,
+    }
+
+    #[test]
+    fn log_entries_of_one_and_many_commands_roundtrip_and_old_records_decode() {
+        let cmd = |i: u32| Command::DeleteTopic {
+            name: format!("t{i}"),
+        };
+        let log_id = WLogId {
+            term: 2,
+            node_id: 1,
+            index: 7,
+        };
+        let old = encode(&WEntryV0 {
+            log_id,
+            payload: WPayloadV0::Normal(cmd(0)),
+        })
+        .unwrap();
+        let got = Entry::from(decode::<WEntry>(&old, "old entry").unwrap());
+        assert_eq!(got.log_id.index, 7);
+        match got.payload {
+            EntryPayload::Normal(p) => assert_eq!(p.commands, vec![cmd(0)]),
+            other => panic!("decoded as {other:?}"),
+        }
+        for n in [1, 2, 50] {
+            let e = Entry {
+                log_id: (&log_id).into(),
+                payload: EntryPayload::Normal(Proposal {
+                    commands: (0..n).map(cmd).collect(),
+                }),
+            };
+            let w = WEntry::from(&e);
+            assert_eq!(matches!(w.payload, WPayload::Normal(_)), n == 1);
+            let back = Entry::from(decode::<WEntry>(&encode(&w).unwrap(), "entry").unwrap());
+            assert_eq!(back, e);
+        }
+    }
 
     #[test]
     fn frame_roundtrip_and_corruption() {

@@ -189,7 +189,17 @@ fn subscribers_get_every_change_in_order() {
         last = c.log_index;
         assert!(!matches!(c.change, Change::SnapshotInstalled { .. }));
         assert!(copy.apply_change(&c.change));
-        seen += 1;
+        // Concurrent writes are proposed together: one log entry, one `Change::Batch`.
+        seen += match &c.change {
+            Change::Batch(changes) => {
+                assert!(changes.len() > 1, "a batch of one is sent unwrapped");
+                assert!(changes
+                    .iter()
+                    .all(|c| !matches!(c, Change::Batch(_) | Change::SnapshotInstalled { .. })));
+                changes.len()
+            }
+            _ => 1,
+        };
     }
     let (_, s) = h.read_blocking().unwrap();
     assert_eq!(copy, s);
@@ -219,4 +229,55 @@ fn data_dir_is_locked_and_bad_input_is_typed() {
     }
     assert!(MetaConfig::parse_peers("1=127.0.0.1:1,x=2").is_err());
     assert!(MetaConfig::parse_peers("1=127.0.0.1:1,1=127.0.0.1:2").is_err());
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dst = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), &dst).unwrap();
+        }
+    }
+}
+
+/// Concurrent writes share log entries (group commit), and the committed index is on disk when
+/// they are acknowledged: the data dir as it is right after the last acknowledgement (copied
+/// while the node still runs, as a crash would leave it) restarts with every acknowledged
+/// write already applied, before any new election or commit.
+#[test]
+fn acknowledged_concurrent_writes_survive_a_crash_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = Metastore::start(config(dir.path())).unwrap();
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let h = h.clone();
+            std::thread::spawn(move || {
+                (0..20)
+                    .map(|i| create(&h, &format!("c{t}-{i}"), 1).unwrap().log_index)
+                    .max()
+                    .unwrap()
+            })
+        })
+        .collect();
+    let last = threads
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .max()
+        .unwrap();
+    let (applied, before) = h.read_blocking().unwrap();
+    assert_eq!(before.topics.len(), 160);
+    assert!(applied >= last);
+    let image = tempfile::tempdir().unwrap();
+    copy_dir(dir.path(), image.path());
+    h.shutdown().unwrap();
+
+    let h = Metastore::start(config(image.path())).unwrap();
+    let (applied_after, after) = h.read_blocking().unwrap();
+    assert!(applied_after >= last, "{applied_after} < {last}");
+    assert_eq!(after, before);
+    h.shutdown().unwrap();
 }

@@ -178,8 +178,8 @@ impl CoreState {
         let me = self.clone();
         glommio::spawn_local(async move {
             while let Ok(AppliedChange { log_index, change }) = changes.recv_async().await {
-                if let meta::Change::TopicDeleted { name, .. } = &change {
-                    crate::api::group::forget_topic(&me, name).await;
+                for name in deleted_topics(&change) {
+                    crate::api::group::forget_topic(&me, &name).await;
                 }
                 me.meta.borrow_mut().apply_change(&change);
                 me.reconcile().await;
@@ -412,6 +412,15 @@ impl CoreState {
                 tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "closing partition");
             }
         }
+    }
+}
+
+/// Topics a metastore change deletes (a batch may hold several changes).
+fn deleted_topics(change: &meta::Change) -> Vec<String> {
+    match change {
+        meta::Change::TopicDeleted { name, .. } => vec![name.clone()],
+        meta::Change::Batch(changes) => changes.iter().flat_map(deleted_topics).collect(),
+        _ => Vec::new(),
     }
 }
 
