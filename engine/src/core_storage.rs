@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use crate::data_dir::DataDir;
 use crate::io::FaultInjector;
+use crate::latency::LatencyHistogram;
 use crate::segment::{ClosedReader, ClosedSegment};
 
 /// Default number of closed segments a core keeps open for reads.
@@ -18,6 +19,8 @@ pub const DEFAULT_READ_CACHE_SEGMENTS: usize = 64;
 
 pub struct CoreStorage {
     data_dir: Arc<DataDir>,
+    /// Duration of every flush round (writes + fdatasync) of this core's logs.
+    flush_latency: RefCell<LatencyHistogram>,
     cache: RefCell<ReadCache>,
     next_log_id: Cell<u64>,
     faults: Option<Rc<FaultInjector>>,
@@ -30,6 +33,7 @@ impl CoreStorage {
         data_dir.probe_device().await?;
         Ok(Rc::new(Self {
             data_dir,
+            flush_latency: RefCell::default(),
             cache: RefCell::new(ReadCache::new(read_cache_segments)),
             next_log_id: Cell::new(1),
             faults: None,
@@ -45,6 +49,7 @@ impl CoreStorage {
         data_dir.probe_device().await?;
         Ok(Rc::new(Self {
             data_dir,
+            flush_latency: RefCell::default(),
             cache: RefCell::new(ReadCache::new(read_cache_segments)),
             next_log_id: Cell::new(1),
             faults: Some(faults),
@@ -53,6 +58,15 @@ impl CoreStorage {
 
     pub fn data_dir(&self) -> &Arc<DataDir> {
         &self.data_dir
+    }
+
+    pub(crate) fn record_flush(&self, d: std::time::Duration) {
+        self.flush_latency.borrow_mut().record(d);
+    }
+
+    /// Flush (write + fdatasync) latencies of this core's logs so far.
+    pub fn flush_latency(&self) -> LatencyHistogram {
+        self.flush_latency.borrow().clone()
     }
 
     pub(crate) fn faults(&self) -> Option<Rc<FaultInjector>> {

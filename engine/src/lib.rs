@@ -15,6 +15,7 @@ pub mod data_dir;
 pub mod index;
 pub mod io;
 pub mod join;
+pub mod latency;
 pub mod log;
 pub mod recovery_marker;
 pub mod segment;

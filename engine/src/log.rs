@@ -628,6 +628,7 @@ impl PartitionLog {
         }
         st.stats.flushes += 1;
         st.stats.flush_micros_total += started.elapsed().as_micros() as u64;
+        self.core.record_flush(started.elapsed());
         Ok(())
     }
 

@@ -19,10 +19,12 @@ pub const CORE_INBOX_CAPACITY: usize = 1024;
 type LocalFuture = Pin<Box<dyn Future<Output = ()>>>;
 type Job<S> = Box<dyn FnOnce(Rc<S>) -> LocalFuture + Send>;
 
-/// Counters of cross-core traffic, shared by every core (relaxed atomics; metrics only).
+/// Counters of cross-core traffic (relaxed atomics; metrics only).
 #[derive(Debug, Default)]
 pub struct CrossCoreStats {
     pub messages_sent: AtomicU64,
+    /// Jobs each core has taken from its inbox, indexed by core.
+    pub received: Vec<AtomicU64>,
 }
 
 /// Handle to every core's inbox. Cheap to clone, `Send + Sync`.
@@ -54,6 +56,16 @@ impl<S: 'static> Shards<S> {
 
     pub fn stats(&self) -> &CrossCoreStats {
         &self.stats
+    }
+
+    /// Jobs waiting in `core`'s inbox.
+    pub fn inbox_len(&self, core: usize) -> usize {
+        self.inboxes[core].len()
+    }
+
+    /// Jobs `core` has taken from its inbox so far.
+    pub fn received(&self, core: usize) -> u64 {
+        self.stats.received[core].load(Ordering::Relaxed)
     }
 
     /// Runs `f` with the state of `core` on that core's executor and returns its result. The
@@ -135,7 +147,10 @@ where
     }
     let shards = Shards {
         inboxes: Arc::new(senders),
-        stats: Arc::new(CrossCoreStats::default()),
+        stats: Arc::new(CrossCoreStats {
+            messages_sent: AtomicU64::new(0),
+            received: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        }),
     };
     let mut handles = Vec::with_capacity(n);
     for (core, inbox) in receivers.into_iter().enumerate() {
@@ -144,6 +159,7 @@ where
             None => Placement::Unbound,
         };
         let (init, run, shards) = (init.clone(), run.clone(), shards.clone());
+        let shards_for_inbox = shards.clone();
         let handle = LocalExecutorBuilder::new(placement)
             .name(&format!("core-{core}"))
             .io_memory(config.io_memory_bytes)
@@ -154,8 +170,10 @@ where
                     Err(e) => return Err(e),
                 };
                 let inbox_state = state.clone();
+                let stats = shards_for_inbox.stats.clone();
                 let inbox_task = glommio::spawn_local(async move {
                     while let Ok(job) = inbox.recv_async().await {
+                        stats.received[core].fetch_add(1, Ordering::Relaxed);
                         glommio::spawn_local(job(inbox_state.clone())).detach();
                     }
                 })

@@ -45,6 +45,8 @@ pub struct BrokerConfig {
     /// How long a new group waits for more members before its first rebalance completes
     /// (Kafka's `group.initial.rebalance.delay.ms`).
     pub group_initial_rebalance_delay_ms: u64,
+    /// Admin HTTP listener (`/metrics`, `/v1/shard-move`), served by core 0; off when `None`.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 impl BrokerConfig {
@@ -66,6 +68,7 @@ impl BrokerConfig {
             read_cache_segments: DEFAULT_READ_CACHE_SEGMENTS,
             spin_before_park_us: DEFAULT_SPIN_BEFORE_PARK_US,
             group_initial_rebalance_delay_ms: crate::group::DEFAULT_INITIAL_REBALANCE_DELAY_MS,
+            metrics_listen: None,
         }
     }
 

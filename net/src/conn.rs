@@ -25,14 +25,19 @@ pub async fn accept_loop(state: Rc<CoreState>, listener: TcpListener) {
             Ok(stream) => {
                 let _ = stream.set_nodelay(true);
                 let state = state.clone();
+                let m = &state.metrics;
+                m.connections_open.set(m.connections_open.get() + 1);
+                crate::metrics::CoreMetrics::add(&m.connections_total, 1);
                 glommio::spawn_local(async move {
                     let peer = stream
                         .peer_addr()
                         .map(|a| a.to_string())
                         .unwrap_or_default();
-                    if let Err(why) = serve(state, stream, peer.clone()).await {
+                    if let Err(why) = serve(state.clone(), stream, peer.clone()).await {
                         tracing::debug!(%peer, %why, "connection closed");
                     }
+                    let m = &state.metrics;
+                    m.connections_open.set(m.connections_open.get() - 1);
                 })
                 .detach();
             }
@@ -93,6 +98,7 @@ async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<
                     "frame size {size} outside 8..={max_request_bytes} (socket.request.max.bytes); closing"
                 ));
             }
+            crate::metrics::CoreMetrics::add(&state.metrics.request_bytes, size as u64 + 4);
             let mut body = vec![0u8; size as usize];
             reader
                 .read_exact(&mut body)
@@ -165,6 +171,51 @@ fn decode_request(state: &CoreState, mut body: Bytes, peer: &str) -> Result<Deco
 }
 
 async fn handle(state: &Rc<CoreState>, req: Request) -> Option<Bytes> {
+    let m = &state.metrics;
+    m.requests_in_flight.set(m.requests_in_flight.get() + 1);
+    let started = std::time::Instant::now();
+    let api_name = api_name(req.api_key);
+    let out = handle_inner(state, req).await;
+    let m = &state.metrics;
+    m.requests_in_flight.set(m.requests_in_flight.get() - 1);
+    if let Some((bytes, code)) = &out {
+        crate::metrics::CoreMetrics::add(&m.response_bytes, bytes.len() as u64);
+        m.count_request(api_name, *code, started.elapsed());
+    } else {
+        m.count_request(api_name, 0, started.elapsed());
+    }
+    out.map(|(b, _)| b)
+}
+
+/// The API's name as Kafka spells it, for logs and metrics.
+pub fn api_name(key: ApiKey) -> &'static str {
+    match key {
+        ApiKey::Produce => "Produce",
+        ApiKey::Fetch => "Fetch",
+        ApiKey::ListOffsets => "ListOffsets",
+        ApiKey::Metadata => "Metadata",
+        ApiKey::OffsetCommit => "OffsetCommit",
+        ApiKey::OffsetFetch => "OffsetFetch",
+        ApiKey::FindCoordinator => "FindCoordinator",
+        ApiKey::JoinGroup => "JoinGroup",
+        ApiKey::Heartbeat => "Heartbeat",
+        ApiKey::LeaveGroup => "LeaveGroup",
+        ApiKey::SyncGroup => "SyncGroup",
+        ApiKey::DescribeGroups => "DescribeGroups",
+        ApiKey::ListGroups => "ListGroups",
+        ApiKey::ApiVersions => "ApiVersions",
+        ApiKey::CreateTopics => "CreateTopics",
+        ApiKey::DeleteTopics => "DeleteTopics",
+        ApiKey::InitProducerId => "InitProducerId",
+        ApiKey::DescribeConfigs => "DescribeConfigs",
+        ApiKey::CreatePartitions => "CreatePartitions",
+        ApiKey::DeleteGroups => "DeleteGroups",
+        ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
+        _ => "Other",
+    }
+}
+
+async fn handle_inner(state: &Rc<CoreState>, req: Request) -> Option<(Bytes, i16)> {
     let version = req.header.request_api_version;
     let correlation_id = req.header.correlation_id;
     let api_key = req.api_key;
@@ -189,8 +240,9 @@ async fn handle(state: &Rc<CoreState>, req: Request) -> Option<Bytes> {
     if state.ctx.config.log_requests {
         tracing::info!(target: "ringlog::requests", core = state.core, api = ?api_key, version, correlation_id, response = ?resp, "response");
     }
+    let code = api::first_error(&resp);
     match encode_response(api_key, version, correlation_id, &resp) {
-        Ok(b) => Some(b),
+        Ok(b) => Some((b, code)),
         Err(e) => {
             // A response the codec refuses is a broker bug; the client sees the connection
             // close rather than a garbled frame.

@@ -87,6 +87,10 @@ pub struct CoreState {
     /// The consumer groups this core coordinates (those of its `__consumer_offsets`
     /// partitions).
     pub groups: RefCell<Groups>,
+    pub metrics: crate::metrics::CoreMetrics,
+    /// Partitions being handed to another core (`shard move`): closed here and not reopened
+    /// until the metastore says where they live.
+    pub moving: RefCell<std::collections::HashSet<PartitionKey>>,
 }
 
 impl CoreState {
@@ -107,6 +111,8 @@ impl CoreState {
             applied_waiters: RefCell::new(Vec::new()),
             partitions: RefCell::new(HashMap::new()),
             groups: RefCell::new(Groups::new()),
+            metrics: Default::default(),
+            moving: RefCell::default(),
         }))
     }
 
@@ -208,6 +214,14 @@ impl CoreState {
             }
             (desired, configs)
         };
+        let desired: HashMap<PartitionKey, String> = {
+            let mut moving = self.moving.borrow_mut();
+            moving.retain(|k| desired.contains_key(k));
+            desired
+                .into_iter()
+                .filter(|(k, _)| !moving.contains(k))
+                .collect()
+        };
         let stale: Vec<(PartitionKey, Rc<Partition>)> = self
             .partitions
             .borrow()
@@ -307,6 +321,15 @@ impl CoreState {
                 .await
                 .map_err(|e| e.to_string())?;
         }
+        crate::metrics::CoreMetrics::add(&self.metrics.recovered_partitions, 1);
+        crate::metrics::CoreMetrics::add(
+            &self.metrics.recovery_segments_scanned,
+            summary.segments_scanned as u64,
+        );
+        crate::metrics::CoreMetrics::add(
+            &self.metrics.recovery_truncations,
+            summary.truncations.len() as u64,
+        );
         tracing::info!(
             core = self.core,
             next_offset = summary.next_offset,
@@ -397,6 +420,65 @@ impl CoreState {
                 }
             }
         }
+    }
+
+    /// This core's figures for a metrics scrape.
+    pub fn snapshot(&self) -> crate::metrics::Snapshot {
+        let mut s = crate::metrics::Snapshot {
+            core: self.core,
+            fsync_latency: self.storage.flush_latency(),
+            cross_core_received: self.shards.received(self.core),
+            inbox_depth: self.shards.inbox_len(self.core) as u64,
+            busy_seconds: {
+                // glommio hands out (and resets) the runtime since the last call: accumulate.
+                let m = &self.metrics.busy_seconds;
+                m.set(
+                    m.get()
+                        + glommio::executor()
+                            .executor_stats()
+                            .executor_runtime()
+                            .as_secs_f64(),
+                );
+                m.get()
+            },
+            groups: self.groups.borrow().len() as u64,
+            ..Default::default()
+        };
+        self.metrics.snapshot_into(&mut s);
+        let mut parts: Vec<crate::metrics::PartitionFigures> = self
+            .partitions
+            .borrow()
+            .values()
+            .map(|p| crate::metrics::PartitionFigures {
+                topic: p.topic.clone(),
+                partition: p.index,
+                log_bytes: p.log.size_bytes(),
+                high_watermark: p.log.high_watermark(),
+                log_start_offset: p.log.log_start_offset(),
+                segments: p.log.segment_count(),
+            })
+            .collect();
+        parts.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+        s.partitions = parts;
+        s
+    }
+
+    /// First step of a partition move: stop serving `topic`/`index` here and close it cleanly
+    /// (flush, sync, seal), so its new owner core opens it without recovery.
+    pub async fn release_partition(&self, topic: &str, index: u32) -> Result<(), String> {
+        let key = (topic.to_string(), index);
+        self.moving.borrow_mut().insert(key.clone());
+        let part = self.partitions.borrow_mut().remove(&key);
+        match part {
+            Some(p) => p.log.close().await.map_err(|e| e.to_string()),
+            None => Ok(()),
+        }
+    }
+
+    /// Undoes `release_partition` when the move could not be recorded.
+    pub async fn resume_partition(&self, topic: &str, index: u32) {
+        self.moving.borrow_mut().remove(&(topic.to_string(), index));
+        self.reconcile().await;
     }
 
     /// Closes every partition cleanly (flush, sync, clean-shutdown marker).

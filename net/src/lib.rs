@@ -3,6 +3,7 @@
 //! split each request by owner core and gather the answers through the engine's cross-core
 //! primitive. See ARCHITECTURE.md.
 
+pub mod admin_http;
 pub mod api;
 pub mod broker;
 pub mod codes;
@@ -11,6 +12,7 @@ pub mod conn;
 pub mod core;
 pub mod group;
 pub mod idempotence;
+pub mod metrics;
 pub mod topic_config;
 
 pub use config::BrokerConfig;

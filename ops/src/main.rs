@@ -1,9 +1,15 @@
 //! `ringlog`: the broker binary (`serve`) and, with later issues, the admin and debug tools.
 
 mod client;
+mod cluster_cmd;
+mod data_cmd;
+mod dump_segment;
 mod group_cmd;
 mod output;
+mod proxy;
 mod serve;
+mod shards_cmd;
+mod topic_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -24,6 +30,22 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Consumer groups: list, describe, reset offsets.
     Group(group_cmd::GroupArgs),
+    /// Topics: create, list, describe, alter-config, add-partitions, delete.
+    Topic(topic_cmd::TopicArgs),
+    /// Produce lines from stdin to a topic (like `kcat -P`).
+    Produce(data_cmd::ProduceArgs),
+    /// Print messages of a topic (like `kcat -C`).
+    Consume(data_cmd::ConsumeArgs),
+    /// Cluster id, controller, brokers and supported API versions.
+    Cluster(cluster_cmd::ClusterArgs),
+    /// A TCP proxy that logs every Kafka request and response passing through.
+    Proxy(proxy::ProxyArgs),
+    /// Decode a segment's .log, .index or .timeindex file and find where it is damaged.
+    DumpSegment(dump_segment::DumpArgs),
+    /// Per-core view: partitions, rates, fsync p99, queues, busy fraction.
+    Shards(shards_cmd::ShardsArgs),
+    /// Per-core tuning: move a partition to another core.
+    Shard(shards_cmd::ShardArgs),
 }
 
 /// Prints a command's error and turns it into the exit status.
@@ -50,6 +72,14 @@ fn main() {
     let code = match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Group(args) => report(group_cmd::run(args)),
+        Command::Topic(args) => report(topic_cmd::run(args)),
+        Command::Produce(args) => report(data_cmd::produce(args)),
+        Command::Consume(args) => report(data_cmd::consume(args)),
+        Command::Cluster(args) => report(cluster_cmd::run(args)),
+        Command::Proxy(args) => report(proxy::run(args)),
+        Command::DumpSegment(args) => report(dump_segment::run(args)),
+        Command::Shards(args) => report(shards_cmd::run_shards(args)),
+        Command::Shard(args) => report(shards_cmd::run_shard(args)),
     };
     std::process::exit(code);
 }

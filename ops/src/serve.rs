@@ -30,6 +30,9 @@ pub struct ServeArgs {
     /// Create unknown topics on Metadata or Produce (off by default, like Redpanda).
     #[arg(long)]
     auto_create_topics: bool,
+    /// Admin HTTP listener: Prometheus `GET /metrics` and `POST /v1/shard-move`.
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics_listen: Option<SocketAddr>,
 }
 
 /// The config file: every serve flag plus broker defaults. Unknown keys are errors.
@@ -38,6 +41,7 @@ pub struct ServeArgs {
 struct FileConfig {
     data_dir: Option<PathBuf>,
     listen: Option<SocketAddr>,
+    metrics_listen: Option<SocketAddr>,
     advertise: Option<String>,
     cores: Option<usize>,
     log_requests: Option<bool>,
@@ -101,6 +105,7 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
             .ok_or_else(|| format!("--advertise {a:?}: expected HOST:PORT"))?;
         c.advertised = Some((host, port));
     }
+    c.metrics_listen = args.metrics_listen.or(file.metrics_listen);
     c.log_requests = args.log_requests || file.log_requests.unwrap_or(false);
     c.auto_create_topics = args.auto_create_topics || file.auto_create_topics.unwrap_or(false);
     if let Some(n) = file.num_partitions {

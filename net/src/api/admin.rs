@@ -40,7 +40,7 @@ const OP_DELETE: i8 = 1;
 type Refusal = (i16, String);
 
 /// Waits until every core has applied the metastore change at `log_index`.
-async fn wait_all_cores(state: &Rc<CoreState>, log_index: u64) {
+pub async fn wait_all_cores(state: &Rc<CoreState>, log_index: u64) {
     let waits = (0..state.shards.cores()).map(|core| {
         let state = state.clone();
         async move {

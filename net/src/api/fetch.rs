@@ -197,7 +197,12 @@ async fn read_local(
                 return (item.slot, base.with_error_code(codes::OFFSET_OUT_OF_RANGE));
             }
             match log.read(item.offset as u64, item.max_bytes.max(1)).await {
-                Ok(bytes) => (item.slot, base.with_records(Some(Bytes::from(bytes)))),
+                Ok(bytes) => {
+                    let m = &state.metrics;
+                    crate::metrics::CoreMetrics::add(&m.records_out, count_records(&bytes));
+                    crate::metrics::CoreMetrics::add(&m.record_bytes_out, bytes.len() as u64);
+                    (item.slot, base.with_records(Some(Bytes::from(bytes))))
+                }
                 Err(e @ LogError::OffsetOutOfRange { .. }) => {
                     tracing::debug!(error = %e, "fetch out of range");
                     (item.slot, base.with_error_code(codes::OFFSET_OUT_OF_RANGE))
@@ -210,6 +215,22 @@ async fn read_local(
         }
     });
     join_all(futs).await
+}
+
+/// Records in stored batches (walking their headers).
+fn count_records(mut b: &[u8]) -> u64 {
+    let mut n = 0;
+    while let Some(size) = engine::batch::declared_size(b) {
+        let size = size as usize;
+        if size > b.len() || size == 0 {
+            break;
+        }
+        if let Ok(h) = engine::batch::parse_header(&b[..size]) {
+            n += h.records_count.max(0) as u64;
+        }
+        b = &b[size..];
+    }
+    n
 }
 
 /// Returns when any of the partitions (on this core) has data past its fetch offset, or at

@@ -1,6 +1,6 @@
 //! Kafka API handlers and the table of supported versions (what ApiVersions advertises).
 
-mod admin;
+pub mod admin;
 mod fetch;
 pub mod group;
 mod metadata;
@@ -66,6 +66,59 @@ pub fn api_versions_response(error_code: i16) -> ApiVersionsResponse {
                 })
                 .collect(),
         )
+}
+
+/// The first non-zero error code of a response (top level or per partition), for metrics.
+pub fn first_error(resp: &ResponseKind) -> i16 {
+    fn first(it: &mut dyn Iterator<Item = i16>) -> i16 {
+        for c in it {
+            if c != 0 {
+                return c;
+            }
+        }
+        0
+    }
+    match resp {
+        ResponseKind::Produce(r) => first(
+            &mut r
+                .responses
+                .iter()
+                .flat_map(|t| t.partition_responses.iter().map(|p| p.error_code)),
+        ),
+        ResponseKind::Fetch(r) => first(
+            &mut std::iter::once(r.error_code).chain(
+                r.responses
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+            ),
+        ),
+        ResponseKind::ListOffsets(r) => first(
+            &mut r
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+        ),
+        ResponseKind::Metadata(r) => first(&mut r.topics.iter().map(|t| t.error_code)),
+        ResponseKind::CreateTopics(r) => first(&mut r.topics.iter().map(|t| t.error_code)),
+        ResponseKind::DeleteTopics(r) => first(&mut r.responses.iter().map(|t| t.error_code)),
+        ResponseKind::CreatePartitions(r) => first(&mut r.results.iter().map(|t| t.error_code)),
+        ResponseKind::OffsetCommit(r) => first(
+            &mut r
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+        ),
+        ResponseKind::JoinGroup(r) => r.error_code,
+        ResponseKind::SyncGroup(r) => r.error_code,
+        ResponseKind::Heartbeat(r) => r.error_code,
+        ResponseKind::LeaveGroup(r) => r.error_code,
+        ResponseKind::FindCoordinator(r) => first(
+            &mut std::iter::once(r.error_code).chain(r.coordinators.iter().map(|c| c.error_code)),
+        ),
+        ResponseKind::InitProducerId(r) => r.error_code,
+        ResponseKind::ApiVersions(r) => r.error_code,
+        _ => 0,
+    }
 }
 
 pub fn str_bytes(s: impl Into<String>) -> StrBytes {

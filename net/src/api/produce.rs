@@ -245,6 +245,9 @@ async fn append_one(
             part.producers
                 .borrow_mut()
                 .set_offsets(&header, info.base_offset);
+            let m = &state.metrics;
+            crate::metrics::CoreMetrics::add(&m.records_in, header.records_count.max(0) as u64);
+            crate::metrics::CoreMetrics::add(&m.record_bytes_in, records.len() as u64);
             answer(index, codes::NONE, None)
                 .with_base_offset(info.base_offset as i64)
                 .with_log_append_time_ms(info.log_append_time_ms.unwrap_or(-1))

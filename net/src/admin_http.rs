@@ -1,0 +1,240 @@
+//! The admin HTTP listener (`serve --metrics-listen`), served by core 0, like Redpanda's admin
+//! API:
+//! - `GET /metrics`: Prometheus text exposition of every core's metrics (`core` label).
+//! - `POST /v1/shard-move?topic=T&partition=P&core=N`: moves a partition to another core of
+//!   this node on a live broker (the SRE tuning lever); answers JSON.
+//!
+//! Requests are small and rare: one task per connection, `Connection: close`.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use engine::join::join_all;
+use futures_lite::io::{AsyncReadExt, AsyncWriteExt};
+use glommio::net::{TcpListener, TcpStream};
+use meta::{Assignment, Command};
+
+use crate::core::CoreState;
+use crate::metrics::{self, Snapshot};
+
+/// Largest HTTP request head accepted.
+const MAX_REQUEST_HEAD_BYTES: usize = 8 * 1024;
+
+pub async fn serve(state: Rc<CoreState>, listener: TcpListener) {
+    loop {
+        match listener.accept().await {
+            Ok(stream) => {
+                let state = state.clone();
+                glommio::spawn_local(async move {
+                    if let Err(e) = handle(&state, stream).await {
+                        tracing::debug!(error = %e, "admin http connection");
+                    }
+                })
+                .detach();
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "admin accept failed");
+                glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+async fn handle(state: &Rc<CoreState>, mut stream: TcpStream) -> Result<(), String> {
+    let mut head = Vec::with_capacity(512);
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = stream.read(&mut buf).await.map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Ok(());
+        }
+        head.extend_from_slice(&buf[..n]);
+        if head.len() > MAX_REQUEST_HEAD_BYTES {
+            return respond(&mut stream, 431, "text/plain", "request head too large\n").await;
+        }
+    }
+    let text = String::from_utf8_lossy(&head);
+    let mut first = text.lines().next().unwrap_or("").split_whitespace();
+    let (method, target) = (first.next().unwrap_or(""), first.next().unwrap_or(""));
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let params: HashMap<&str, &str> = query
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .collect();
+    match (method, path) {
+        ("GET", "/metrics") => {
+            let body = metrics::render(&gather(state).await);
+            respond(&mut stream, 200, "text/plain; version=0.0.4", &body).await
+        }
+        ("POST", "/v1/shard-move") => {
+            let parsed = (|| {
+                let topic = params.get("topic").ok_or("missing topic=")?.to_string();
+                let partition: u32 = params
+                    .get("partition")
+                    .ok_or("missing partition=")?
+                    .parse()
+                    .map_err(|_| "partition= is not a number")?;
+                let core: usize = params
+                    .get("core")
+                    .ok_or("missing core=")?
+                    .parse()
+                    .map_err(|_| "core= is not a number")?;
+                Ok::<_, &str>((topic, partition, core))
+            })();
+            let (topic, partition, core) = match parsed {
+                Ok(p) => p,
+                Err(e) => {
+                    return respond(&mut stream, 400, "application/json", &json_error(e)).await
+                }
+            };
+            match move_partition(state, &topic, partition, core).await {
+                Ok(from) => {
+                    let body = format!(
+                        "{{\"topic\":\"{}\",\"partition\":{partition},\"from_core\":{from},\"to_core\":{core}}}\n",
+                        json_escape(&topic)
+                    );
+                    respond(&mut stream, 200, "application/json", &body).await
+                }
+                Err((status, e)) => {
+                    respond(&mut stream, status, "application/json", &json_error(&e)).await
+                }
+            }
+        }
+        _ => {
+            respond(
+                &mut stream,
+                404,
+                "text/plain",
+                "not found: GET /metrics, POST /v1/shard-move\n",
+            )
+            .await
+        }
+    }
+}
+
+fn json_escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+fn json_error(e: &str) -> String {
+    format!("{{\"error\":\"{}\"}}\n", json_escape(e))
+}
+
+async fn respond(
+    stream: &mut TcpStream,
+    status: u16,
+    content_type: &str,
+    body: &str,
+) -> Result<(), String> {
+    let reason = match status {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        409 => "Conflict",
+        431 => "Request Header Fields Too Large",
+        _ => "Error",
+    };
+    let msg = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream
+        .write_all(msg.as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
+    stream.close().await.map_err(|e| e.to_string())
+}
+
+/// Every core's snapshot, in core order.
+pub async fn gather(state: &Rc<CoreState>) -> Vec<Snapshot> {
+    let futs = (0..state.shards.cores()).map(|core| {
+        let state = state.clone();
+        async move {
+            if core == state.core {
+                state.snapshot()
+            } else {
+                state
+                    .shards
+                    .invoke_on(core, |s| async move { s.snapshot() })
+                    .await
+                    .unwrap_or_else(|_| Snapshot {
+                        core,
+                        ..Default::default()
+                    })
+            }
+        }
+    });
+    join_all(futs).await
+}
+
+/// Moves `topic`/`partition` to `to` core of this node: the old owner stops serving and closes
+/// it cleanly (producers get NOT_LEADER_OR_FOLLOWER, a retriable error, meanwhile), the new
+/// assignment is written to the metastore, and every core applies it (the new owner opens the
+/// partition). Acknowledged records were fdatasync'd before the close, and nothing is appended
+/// twice: no append is in two logs. Returns the old core.
+pub async fn move_partition(
+    state: &Rc<CoreState>,
+    topic: &str,
+    partition: u32,
+    to: usize,
+) -> Result<usize, (u16, String)> {
+    if to >= state.shards.cores() {
+        return Err((
+            400,
+            format!(
+                "core {to} does not exist: this broker runs {} cores",
+                state.shards.cores()
+            ),
+        ));
+    }
+    let from = state.owner_core(topic, partition).ok_or((
+        400,
+        format!("unknown partition {topic}/{partition} on this node"),
+    ))?;
+    if from == to {
+        return Ok(from);
+    }
+    let (t, p) = (topic.to_string(), partition);
+    let release = move |s: Rc<CoreState>| async move { s.release_partition(&t, p).await };
+    let released = if from == state.core {
+        release(state.clone()).await
+    } else {
+        state
+            .shards
+            .invoke_on(from, release)
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r)
+    };
+    released.map_err(|e| {
+        (
+            409,
+            format!("closing {topic}/{partition} on core {from}: {e}"),
+        )
+    })?;
+    let cmd = Command::SetAssignment {
+        name: topic.to_string(),
+        partition,
+        assignment: Assignment {
+            node_id: state.node_id(),
+            core_index: to as u32,
+        },
+    };
+    match state.ctx.meta.write(cmd).await {
+        Ok(applied) => {
+            crate::api::admin::wait_all_cores(state, applied.log_index).await;
+            tracing::info!(%topic, partition, from, to, "partition moved");
+            Ok(from)
+        }
+        Err(e) => {
+            let (t, p) = (topic.to_string(), partition);
+            let resume = move |s: Rc<CoreState>| async move { s.resume_partition(&t, p).await };
+            if from == state.core {
+                resume(state.clone()).await;
+            } else {
+                let _ = state.shards.invoke_on(from, resume).await;
+            }
+            Err((409, format!("recording the move: {e}")))
+        }
+    }
+}

@@ -1,0 +1,365 @@
+//! Per-core counters and histograms, and their Prometheus text rendering. Each core records
+//! into its own `CoreMetrics` (plain cells, no atomics); a scrape gathers a `Snapshot` from every
+//! core with `invoke_on` and renders them with a `core` label.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::time::Duration;
+
+use engine::latency::{LatencyHistogram, LATENCY_BUCKETS_US};
+
+#[derive(Default)]
+pub struct CoreMetrics {
+    pub connections_open: Cell<i64>,
+    pub connections_total: Cell<u64>,
+    pub requests_in_flight: Cell<i64>,
+    pub request_bytes: Cell<u64>,
+    pub response_bytes: Cell<u64>,
+    pub records_in: Cell<u64>,
+    pub record_bytes_in: Cell<u64>,
+    pub records_out: Cell<u64>,
+    pub record_bytes_out: Cell<u64>,
+    /// (API name, error code) → requests answered.
+    requests: RefCell<BTreeMap<(&'static str, i16), u64>>,
+    produce_latency: RefCell<LatencyHistogram>,
+    fetch_latency: RefCell<LatencyHistogram>,
+    pub recovered_partitions: Cell<u64>,
+    pub recovery_segments_scanned: Cell<u64>,
+    pub recovery_truncations: Cell<u64>,
+    /// Executor run time accumulated over scrapes (glommio resets its counter when read).
+    pub busy_seconds: Cell<f64>,
+}
+
+impl CoreMetrics {
+    pub fn count_request(&self, api: &'static str, error_code: i16, latency: Duration) {
+        *self
+            .requests
+            .borrow_mut()
+            .entry((api, error_code))
+            .or_default() += 1;
+        match api {
+            "Produce" => self.produce_latency.borrow_mut().record(latency),
+            "Fetch" => self.fetch_latency.borrow_mut().record(latency),
+            _ => {}
+        }
+    }
+
+    pub fn add(cell: &Cell<u64>, n: u64) {
+        cell.set(cell.get() + n);
+    }
+}
+
+/// One partition's figures in a snapshot.
+#[derive(Debug, Clone)]
+pub struct PartitionFigures {
+    pub topic: String,
+    pub partition: u32,
+    pub log_bytes: u64,
+    pub high_watermark: u64,
+    pub log_start_offset: u64,
+    pub segments: usize,
+}
+
+/// Everything a scrape reads from one core (crosses threads).
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    pub core: usize,
+    pub connections_open: i64,
+    pub connections_total: u64,
+    pub requests_in_flight: i64,
+    pub request_bytes: u64,
+    pub response_bytes: u64,
+    pub records_in: u64,
+    pub record_bytes_in: u64,
+    pub records_out: u64,
+    pub record_bytes_out: u64,
+    pub requests: Vec<(String, i16, u64)>,
+    pub produce_latency: LatencyHistogram,
+    pub fetch_latency: LatencyHistogram,
+    pub fsync_latency: LatencyHistogram,
+    pub cross_core_received: u64,
+    pub inbox_depth: u64,
+    pub busy_seconds: f64,
+    pub groups: u64,
+    pub recovered_partitions: u64,
+    pub recovery_segments_scanned: u64,
+    pub recovery_truncations: u64,
+    pub partitions: Vec<PartitionFigures>,
+}
+
+impl CoreMetrics {
+    pub fn snapshot_into(&self, s: &mut Snapshot) {
+        s.connections_open = self.connections_open.get();
+        s.connections_total = self.connections_total.get();
+        s.requests_in_flight = self.requests_in_flight.get();
+        s.request_bytes = self.request_bytes.get();
+        s.response_bytes = self.response_bytes.get();
+        s.records_in = self.records_in.get();
+        s.record_bytes_in = self.record_bytes_in.get();
+        s.records_out = self.records_out.get();
+        s.record_bytes_out = self.record_bytes_out.get();
+        s.requests = self
+            .requests
+            .borrow()
+            .iter()
+            .map(|((api, code), n)| (api.to_string(), *code, *n))
+            .collect();
+        s.produce_latency = self.produce_latency.borrow().clone();
+        s.fetch_latency = self.fetch_latency.borrow().clone();
+        s.recovered_partitions = self.recovered_partitions.get();
+        s.recovery_segments_scanned = self.recovery_segments_scanned.get();
+        s.recovery_truncations = self.recovery_truncations.get();
+    }
+}
+
+fn label_escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+struct Family<'a> {
+    out: &'a mut String,
+}
+
+impl Family<'_> {
+    fn head(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.out, "# HELP {name} {help}");
+        let _ = writeln!(self.out, "# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, String)], value: impl std::fmt::Display) {
+        let l: Vec<String> = labels
+            .iter()
+            .map(|(k, v)| format!("{k}=\"{}\"", label_escape(v)))
+            .collect();
+        let _ = writeln!(self.out, "{name}{{{}}} {value}", l.join(","));
+    }
+
+    fn histogram(&mut self, name: &str, core: usize, h: &LatencyHistogram) {
+        let mut cumulative = 0;
+        for (i, c) in h.counts.iter().enumerate() {
+            cumulative += c;
+            let le = match LATENCY_BUCKETS_US.get(i) {
+                Some(us) => format!("{}", *us as f64 / 1e6),
+                None => "+Inf".to_string(),
+            };
+            self.sample(
+                &format!("{name}_bucket"),
+                &[("core", core.to_string()), ("le", le)],
+                cumulative,
+            );
+        }
+        self.sample(
+            &format!("{name}_sum"),
+            &[("core", core.to_string())],
+            h.sum_us as f64 / 1e6,
+        );
+        self.sample(
+            &format!("{name}_count"),
+            &[("core", core.to_string())],
+            h.count,
+        );
+    }
+}
+
+/// Renders snapshots of every core in the Prometheus text exposition format (0.0.4).
+pub fn render(snaps: &[Snapshot]) -> String {
+    let mut out = String::new();
+    let mut f = Family { out: &mut out };
+    type Get = fn(&Snapshot) -> f64;
+    let simple: &[(&str, &str, &str, Get)] = &[
+        (
+            "ringlog_connections",
+            "gauge",
+            "Open client connections.",
+            |s| s.connections_open as f64,
+        ),
+        (
+            "ringlog_connections_accepted_total",
+            "counter",
+            "Client connections accepted.",
+            |s| s.connections_total as f64,
+        ),
+        (
+            "ringlog_requests_in_flight",
+            "gauge",
+            "Requests read and not yet answered.",
+            |s| s.requests_in_flight as f64,
+        ),
+        (
+            "ringlog_request_bytes_total",
+            "counter",
+            "Bytes of request frames read.",
+            |s| s.request_bytes as f64,
+        ),
+        (
+            "ringlog_response_bytes_total",
+            "counter",
+            "Bytes of response frames written.",
+            |s| s.response_bytes as f64,
+        ),
+        (
+            "ringlog_records_in_total",
+            "counter",
+            "Records appended by Produce.",
+            |s| s.records_in as f64,
+        ),
+        (
+            "ringlog_record_bytes_in_total",
+            "counter",
+            "Record batch bytes appended by Produce.",
+            |s| s.record_bytes_in as f64,
+        ),
+        (
+            "ringlog_records_out_total",
+            "counter",
+            "Records returned by Fetch.",
+            |s| s.records_out as f64,
+        ),
+        (
+            "ringlog_record_bytes_out_total",
+            "counter",
+            "Record batch bytes returned by Fetch.",
+            |s| s.record_bytes_out as f64,
+        ),
+        (
+            "ringlog_cross_core_messages_total",
+            "counter",
+            "Cross-core jobs this core received.",
+            |s| s.cross_core_received as f64,
+        ),
+        (
+            "ringlog_cross_core_queue_depth",
+            "gauge",
+            "Jobs waiting in this core's inbox.",
+            |s| s.inbox_depth as f64,
+        ),
+        (
+            "ringlog_core_busy_seconds_total",
+            "counter",
+            "Time the core's executor spent running tasks.",
+            |s| s.busy_seconds,
+        ),
+        (
+            "ringlog_partitions",
+            "gauge",
+            "Partitions owned by the core.",
+            |s| s.partitions.len() as f64,
+        ),
+        (
+            "ringlog_log_bytes",
+            "gauge",
+            "Bytes of log data of the core's partitions.",
+            |s| s.partitions.iter().map(|p| p.log_bytes).sum::<u64>() as f64,
+        ),
+        (
+            "ringlog_consumer_groups",
+            "gauge",
+            "Consumer groups coordinated by the core.",
+            |s| s.groups as f64,
+        ),
+        (
+            "ringlog_recovery_partitions_total",
+            "counter",
+            "Partitions opened (recovered) by the core.",
+            |s| s.recovered_partitions as f64,
+        ),
+        (
+            "ringlog_recovery_segments_scanned_total",
+            "counter",
+            "Segments scanned by crash recovery.",
+            |s| s.recovery_segments_scanned as f64,
+        ),
+        (
+            "ringlog_recovery_truncations_total",
+            "counter",
+            "Truncations made by crash recovery.",
+            |s| s.recovery_truncations as f64,
+        ),
+    ];
+    for (name, kind, help, get) in simple {
+        f.head(name, kind, help);
+        for s in snaps {
+            f.sample(name, &[("core", s.core.to_string())], get(s));
+        }
+    }
+    f.head(
+        "ringlog_requests_total",
+        "counter",
+        "Requests answered, by API and Kafka error code.",
+    );
+    for s in snaps {
+        for (api, code, n) in &s.requests {
+            f.sample(
+                "ringlog_requests_total",
+                &[
+                    ("core", s.core.to_string()),
+                    ("api", api.clone()),
+                    ("error_code", code.to_string()),
+                ],
+                n,
+            );
+        }
+    }
+    for (name, help, get) in [
+        (
+            "ringlog_produce_latency_seconds",
+            "Produce request latency (includes the fdatasync for acks 1/all).",
+            (|s: &Snapshot| &s.produce_latency) as fn(&Snapshot) -> &LatencyHistogram,
+        ),
+        (
+            "ringlog_fetch_latency_seconds",
+            "Fetch request latency (includes long-poll waits).",
+            |s: &Snapshot| &s.fetch_latency,
+        ),
+        (
+            "ringlog_fdatasync_latency_seconds",
+            "Flush rounds: block writes plus fdatasync.",
+            |s: &Snapshot| &s.fsync_latency,
+        ),
+    ] {
+        f.head(name, "histogram", help);
+        for s in snaps {
+            f.histogram(name, s.core, get(s));
+        }
+    }
+    f.head(
+        "ringlog_partition_log_bytes",
+        "gauge",
+        "Bytes of log data of one partition.",
+    );
+    for s in snaps {
+        for p in &s.partitions {
+            f.sample(
+                "ringlog_partition_log_bytes",
+                &[
+                    ("core", s.core.to_string()),
+                    ("topic", p.topic.clone()),
+                    ("partition", p.partition.to_string()),
+                ],
+                p.log_bytes,
+            );
+        }
+    }
+    f.head(
+        "ringlog_partition_high_watermark",
+        "gauge",
+        "High watermark (next durable offset) of one partition.",
+    );
+    for s in snaps {
+        for p in &s.partitions {
+            f.sample(
+                "ringlog_partition_high_watermark",
+                &[
+                    ("core", s.core.to_string()),
+                    ("topic", p.topic.clone()),
+                    ("partition", p.partition.to_string()),
+                ],
+                p.high_watermark,
+            );
+        }
+    }
+    out
+}
