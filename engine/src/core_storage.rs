@@ -30,14 +30,7 @@ impl CoreStorage {
     /// Prepares this executor for direct I/O on the data dir (the device probe) and sets up the
     /// per-core cache holding at most `read_cache_segments` closed segments open.
     pub async fn new(data_dir: Arc<DataDir>, read_cache_segments: usize) -> io::Result<Rc<Self>> {
-        data_dir.probe_device().await?;
-        Ok(Rc::new(Self {
-            data_dir,
-            flush_latency: RefCell::default(),
-            cache: RefCell::new(ReadCache::new(read_cache_segments)),
-            next_log_id: Cell::new(1),
-            faults: None,
-        }))
+        Self::build(data_dir, read_cache_segments, None).await
     }
 
     /// As `new`, with every write and fdatasync of the logs opened here going through `faults`.
@@ -46,13 +39,21 @@ impl CoreStorage {
         read_cache_segments: usize,
         faults: Rc<FaultInjector>,
     ) -> io::Result<Rc<Self>> {
+        Self::build(data_dir, read_cache_segments, Some(faults)).await
+    }
+
+    async fn build(
+        data_dir: Arc<DataDir>,
+        read_cache_segments: usize,
+        faults: Option<Rc<FaultInjector>>,
+    ) -> io::Result<Rc<Self>> {
         data_dir.probe_device().await?;
         Ok(Rc::new(Self {
             data_dir,
             flush_latency: RefCell::default(),
             cache: RefCell::new(ReadCache::new(read_cache_segments)),
             next_log_id: Cell::new(1),
-            faults: Some(faults),
+            faults,
         }))
     }
 

@@ -703,7 +703,7 @@ impl PartitionLog {
             );
             (old, new_base)
         };
-        if let Err(e) = self.seal(old).await {
+        if let Err(e) = seal_segment(old).await {
             return Err(self.poison("segment roll", e));
         }
         // Every older segment is now sealed: recovery after a crash starts at the new one.
@@ -727,40 +727,6 @@ impl PartitionLog {
             }
             Err(e) => Err(self.poison("segment create", e)),
         }
-    }
-
-    /// Writes the final time entry, trims the three files to their logical size, syncs and
-    /// closes them. Afterwards the segment is immutable and holds no fd.
-    async fn seal(&self, mut seg: ActiveSegment) -> std::io::Result<()> {
-        seg.seal_time_index();
-        let jobs: Vec<_> = [
-            seg.log.take_flush(),
-            seg.index.take_flush(),
-            seg.time_index.take_flush(),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
-        for r in crate::join::join_all(jobs.into_iter().map(|j| j.write())).await {
-            r?;
-        }
-        let apps = [&seg.log, &seg.index, &seg.time_index];
-        for r in crate::join::join_all(apps.iter().map(|a| a.trim_to_len())).await {
-            r?;
-        }
-        for r in crate::join::join_all(apps.iter().map(|a| a.file().sync())).await {
-            r?;
-        }
-        let ActiveSegment {
-            log,
-            index,
-            time_index,
-            ..
-        } = seg;
-        for a in [log, index, time_index] {
-            a.close().await?;
-        }
-        Ok(())
     }
 
     /// Reads whole stored batches starting with the one that holds `from`, up to `max_bytes`
@@ -1077,7 +1043,7 @@ impl PartitionLog {
             if poisoned {
                 return Ok(());
             }
-            self.seal(active).await.map_err(|e| self.io_err(e))?;
+            seal_segment(active).await.map_err(|e| self.io_err(e))?;
             RecoveryMarker {
                 clean: true,
                 recovery_base: base,
@@ -1327,7 +1293,7 @@ async fn recover(core: &CoreStorage, dir: &Path, config: &LogConfig) -> std::io:
             size_bytes: seg_files.log.len(),
             max_timestamp_ms: seg_files.max_timestamp_ms,
         };
-        seal_recovered(seg_files).await?;
+        seal_segment(seg_files).await?;
         expected_next = Some(next);
         closed.insert(base, closed_seg);
         i += 1;
@@ -1409,15 +1375,27 @@ async fn load_clean_active(
     Ok(Some((content, next, commit)))
 }
 
-/// Seals a segment that recovery scanned and found whole (it has a successor).
-async fn seal_recovered(mut seg: ActiveSegment) -> std::io::Result<()> {
+/// Writes the final time entry, trims the three files to their logical size, syncs and
+/// closes them. Afterwards the segment is immutable and holds no fd.
+async fn seal_segment(mut seg: ActiveSegment) -> std::io::Result<()> {
     seg.seal_time_index();
-    for app in [&mut seg.log, &mut seg.index, &mut seg.time_index] {
-        if let Some(job) = app.take_flush() {
-            job.write().await?;
-        }
-        app.trim_to_len().await?;
-        app.file().sync().await?;
+    let jobs: Vec<_> = [
+        seg.log.take_flush(),
+        seg.index.take_flush(),
+        seg.time_index.take_flush(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    for r in crate::join::join_all(jobs.into_iter().map(|j| j.write())).await {
+        r?;
+    }
+    let apps = [&seg.log, &seg.index, &seg.time_index];
+    for r in crate::join::join_all(apps.iter().map(|a| a.trim_to_len())).await {
+        r?;
+    }
+    for r in crate::join::join_all(apps.iter().map(|a| a.file().sync())).await {
+        r?;
     }
     let ActiveSegment {
         log,
