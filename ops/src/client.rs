@@ -105,3 +105,98 @@ pub fn error_name(code: i16) -> String {
     };
     format!("{name} ({code})")
 }
+
+/// The API version ranges a broker advertises (ApiVersions), for picking request versions.
+pub struct BrokerVersions {
+    /// api key → (min, max).
+    pub ranges: std::collections::BTreeMap<i16, (i16, i16)>,
+}
+
+impl BrokerVersions {
+    /// The highest version of `key` that both this tool (`ours_max`, at least `ours_min`) and
+    /// the broker speak, or an error naming the API and both ranges.
+    pub fn pick(
+        &self,
+        key: kafka_protocol::messages::ApiKey,
+        ours_min: i16,
+        ours_max: i16,
+    ) -> Result<i16, String> {
+        let Some(&(min, max)) = self.ranges.get(&(key as i16)) else {
+            return Err(format!("the broker does not support the {key:?} API"));
+        };
+        let v = max.min(ours_max);
+        if v < min.max(ours_min) {
+            return Err(format!(
+                "no common version of {key:?}: broker {min}..={max}, ringlog {ours_min}..={ours_max}"
+            ));
+        }
+        Ok(v)
+    }
+}
+
+impl KafkaClient {
+    /// Asks the broker which API versions it supports (ApiVersions v3, falling back to v0 when
+    /// the broker answers UNSUPPORTED_VERSION).
+    pub fn api_versions(&mut self) -> Result<BrokerVersions, String> {
+        use kafka_protocol::messages::ApiVersionsRequest;
+        let req = ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str("ringlog-cli"))
+            .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
+        let mut r = self.call(&req, 3)?;
+        if r.error_code == 35 {
+            r = self.call(&ApiVersionsRequest::default(), 0)?;
+        }
+        if r.error_code != 0 {
+            return Err(format!("ApiVersions failed: {}", kafka_error(r.error_code)));
+        }
+        Ok(BrokerVersions {
+            ranges: r
+                .api_keys
+                .iter()
+                .map(|k| (k.api_key, (k.min_version, k.max_version)))
+                .collect(),
+        })
+    }
+
+    /// Sends `req` at `version` without waiting for an answer (Produce with acks=0).
+    pub fn send_only<R: Request>(&mut self, req: &R, version: i16) -> Result<(), String> {
+        self.correlation_id += 1;
+        let header = RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(self.correlation_id)
+            .with_client_id(Some(StrBytes::from_static_str("ringlog-cli")));
+        let mut buf = BytesMut::new();
+        buf.extend_from_slice(&[0u8; 4]);
+        header
+            .encode(&mut buf, R::header_version(version))
+            .and_then(|_| req.encode(&mut buf, version))
+            .map_err(|e| format!("encoding request: {e}"))?;
+        let size = (buf.len() - 4) as i32;
+        buf[..4].copy_from_slice(&size.to_be_bytes());
+        self.stream
+            .write_all(&buf)
+            .map_err(|e| format!("sending to {}: {e}", self.addr))
+    }
+}
+
+/// Kafka's name for any error code, with the code: `TOPIC_ALREADY_EXISTS (36)`.
+pub fn kafka_error(code: i16) -> String {
+    match kafka_protocol::error::ResponseError::try_from_code(code) {
+        None => "NONE (0)".to_string(),
+        Some(kafka_protocol::error::ResponseError::Unknown(c)) => format!("error code {c}"),
+        Some(e) => format!("{} ({code})", screaming(&format!("{e:?}"))),
+    }
+}
+
+/// `TopicAlreadyExists` → `TOPIC_ALREADY_EXISTS`.
+fn screaming(camel: &str) -> String {
+    let mut out = String::new();
+    for (i, ch) in camel.chars().enumerate() {
+        if ch.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(ch.to_ascii_uppercase());
+    }
+    out
+}
