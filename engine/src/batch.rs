@@ -168,6 +168,32 @@ pub fn validate(b: &[u8]) -> Result<BatchHeader, BatchError> {
     Ok(h)
 }
 
+/// A batch that passed [`validate`]: its bytes and parsed header travel together, so a caller
+/// that had to look at the header (the broker's idempotence check) does not make the log
+/// compute the CRC a second time.
+#[derive(Debug, Clone, Copy)]
+pub struct ValidBatch<'a> {
+    bytes: &'a [u8],
+    header: BatchHeader,
+}
+
+impl<'a> ValidBatch<'a> {
+    pub fn new(bytes: &'a [u8]) -> Result<Self, BatchError> {
+        Ok(Self {
+            header: validate(bytes)?,
+            bytes,
+        })
+    }
+
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    pub fn header(&self) -> &BatchHeader {
+        &self.header
+    }
+}
+
 fn check_counts(h: &BatchHeader) -> Result<(), BatchError> {
     if h.last_offset_delta < 0 || h.records_count != h.last_offset_delta.saturating_add(1) {
         return Err(BatchError::RecordCountMismatch {

@@ -408,17 +408,30 @@ impl PartitionLog {
         batch: &[u8],
         durability: Durability,
     ) -> Result<AppendInfo, LogError> {
-        let invalid = |source| LogError::InvalidBatch {
+        let valid = batch::ValidBatch::new(batch).map_err(|source| LogError::InvalidBatch {
             dir: self.dir_name(),
             source,
-        };
-        if batch.len() > self.config.borrow().max_batch_bytes {
-            return Err(invalid(BatchError::TooLarge {
-                len: batch.len(),
-                max_bytes: self.config.borrow().max_batch_bytes,
-            }));
+        })?;
+        self.append_valid(valid, durability).await
+    }
+
+    /// `append` for a batch the caller already validated.
+    pub async fn append_valid(
+        self: &Rc<Self>,
+        valid: batch::ValidBatch<'_>,
+        durability: Durability,
+    ) -> Result<AppendInfo, LogError> {
+        let (batch, h) = (valid.bytes(), *valid.header());
+        let max_bytes = self.config.borrow().max_batch_bytes;
+        if batch.len() > max_bytes {
+            return Err(LogError::InvalidBatch {
+                dir: self.dir_name(),
+                source: BatchError::TooLarge {
+                    len: batch.len(),
+                    max_bytes,
+                },
+            });
         }
-        let h = batch::validate(batch).map_err(invalid)?;
         loop {
             let step = self.append_step(&h)?;
             match step {

@@ -189,7 +189,7 @@ pub fn run_shards(args: ShardsArgs) -> Result<(), String> {
     let queue = per_core(&after, "ringlog_cross_core_queue_depth");
     let in_flight = per_core(&after, "ringlog_requests_in_flight");
     let mut names: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for ((n, l), _) in &after {
+    for (n, l) in after.keys() {
         if n == "ringlog_partition_log_bytes" {
             if let (Some(c), Some(t), Some(p)) = (l.get("core"), l.get("topic"), l.get("partition"))
             {

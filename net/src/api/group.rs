@@ -331,6 +331,10 @@ pub async fn leave_group(
 
 /// The offsets of one commit, as (topic, partition, committed).
 type CommitItems = Vec<(String, i32, Committed)>;
+/// Records to persist for one group: (topic, partition, committed offset or tombstone).
+type OffsetRecords = Vec<(String, i32, Option<Committed>)>;
+/// Per topic of an OffsetCommit: each partition's offset to store, or the code refusing it.
+type CommitSlots = Vec<(String, Vec<(i32, Result<Committed, i16>)>)>;
 
 /// Appends the records to the group's `__consumer_offsets` partition on this core (durable
 /// before it returns) and applies them to the in-memory offsets.
@@ -394,7 +398,7 @@ pub async fn offset_commit(
     };
     let now = now_ms();
     // Per partition: Ok(committed) to store, or Err(code) refused up front.
-    let mut slots: Vec<(String, Vec<(i32, Result<Committed, i16>)>)> = Vec::new();
+    let mut slots: CommitSlots = Vec::new();
     for t in &req.topics {
         let name = t.name.0.to_string();
         let known = state.meta.borrow().topic(&name).map(|m| m.partitions);
@@ -779,7 +783,7 @@ pub async fn delete_groups(
 
 /// Forgets (with tombstones) every committed offset of a deleted topic in this core's groups.
 pub async fn forget_topic(state: &Rc<CoreState>, topic: &str) {
-    let doomed: Vec<(String, u32, Vec<(String, i32, Option<Committed>)>)> = state
+    let doomed: Vec<(String, u32, OffsetRecords)> = state
         .groups
         .borrow()
         .values()

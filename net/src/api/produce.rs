@@ -184,8 +184,8 @@ async fn append_one(
         return answer(index, codes::INVALID_RECORD, Some("null records".into()));
     };
     // Exactly one v2 batch per partition (Kafka refuses more from Produce v3 on).
-    let header = match engine::batch::validate(&records) {
-        Ok(h) => h,
+    let valid = match engine::batch::ValidBatch::new(&records) {
+        Ok(v) => v,
         Err(e) => {
             let declared = engine::batch::declared_size(&records).unwrap_or(0);
             let code = if declared > 0 && (declared as usize) < records.len() {
@@ -199,6 +199,7 @@ async fn append_one(
             return answer(index, code, Some(format!("{}/{index}: {e}", item.topic)));
         }
     };
+    let header = *valid.header();
     let check = part.producers.borrow().check(&header);
     match check {
         SeqCheck::Append => {}
@@ -240,7 +241,7 @@ async fn append_one(
     part.producers
         .borrow_mut()
         .record(&header, part.log.log_end_offset());
-    match part.log.append(&records, durability).await {
+    match part.log.append_valid(valid, durability).await {
         Ok(info) => {
             part.producers
                 .borrow_mut()
