@@ -13,6 +13,7 @@ pub mod core;
 pub mod group;
 pub mod idempotence;
 pub mod metrics;
+pub mod records;
 pub mod topic_config;
 
 pub use config::BrokerConfig;

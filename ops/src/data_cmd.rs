@@ -4,16 +4,13 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use clap::{Args, ValueEnum};
-use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, ProduceRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::{Compression, Record, RecordBatchDecoder};
 use serde_json::json;
 
 use crate::client::{kafka_error, BrokerVersions, KafkaClient};
@@ -138,38 +135,11 @@ fn now_ms() -> i64 {
 
 /// One v2 batch of `msgs` (key, value), uncompressed, no producer id.
 fn encode_batch(msgs: &[(Option<Bytes>, Bytes)]) -> Result<Bytes, String> {
-    let ts = now_ms();
-    let records: Vec<Record> = msgs
+    let records: Vec<(Option<Bytes>, Option<Bytes>)> = msgs
         .iter()
-        .enumerate()
-        .map(|(i, (k, v))| Record {
-            transactional: false,
-            control: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // The encoder keeps records in one batch while offset - sequence is constant, and
-            // writes base sequence = first sequence: -1 (none) for a non-idempotent producer.
-            sequence: i as i32 - 1,
-            timestamp: ts,
-            key: k.clone(),
-            value: Some(v.clone()),
-            headers: IndexMap::new(),
-        })
+        .map(|(k, v)| (k.clone(), Some(v.clone())))
         .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        records.iter(),
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .map_err(|e| format!("encoding record batch: {e}"))?;
-    Ok(buf.freeze())
+    Ok(Bytes::from(net::records::encode_batch(&records, now_ms())))
 }
 
 struct ProduceState {
@@ -565,6 +535,8 @@ mod tests {
 
     #[test]
     fn format_placeholders() {
+        use kafka_protocol::indexmap::IndexMap;
+        use kafka_protocol::records::TimestampType;
         let r = Record {
             transactional: false,
             control: false,

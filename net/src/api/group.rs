@@ -350,16 +350,16 @@ async fn persist_offsets(
     let Some(part) = s.partition(OFFSETS_TOPIC, partition) else {
         return Err(COORDINATOR_NOT_AVAILABLE);
     };
-    let records: Vec<(Bytes, Option<Bytes>)> = items
+    let records: Vec<(Option<Bytes>, Option<Bytes>)> = items
         .iter()
         .map(|(t, p, c)| {
             (
-                group::encode_key(group_id, t, *p),
+                Some(group::encode_key(group_id, t, *p)),
                 c.as_ref().map(group::encode_value),
             )
         })
         .collect();
-    let batch = group::encode_batch(&records, now_ms());
+    let batch = crate::records::encode_batch(&records, now_ms());
     part.log
         .append(&batch, Durability::Sync)
         .await

@@ -15,9 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::RecordBatchDecoder;
 
 pub use state::{Group, GroupState};
 
@@ -135,39 +133,6 @@ pub fn decode_value(mut b: Bytes) -> Option<Committed> {
     })
 }
 
-/// One v2 batch holding the given (key, value-or-tombstone) records.
-pub fn encode_batch(records: &[(Bytes, Option<Bytes>)], timestamp_ms: i64) -> Vec<u8> {
-    let recs: Vec<Record> = records
-        .iter()
-        .enumerate()
-        .map(|(i, (k, v))| Record {
-            transactional: false,
-            control: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: i as i32 - 1,
-            timestamp: timestamp_ms,
-            key: Some(k.clone()),
-            value: v.clone(),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        recs.iter(),
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .expect("encoding an uncompressed batch of valid records cannot fail");
-    buf.to_vec()
-}
-
 /// Applies the records of stored batches (as read from the log) to `groups`.
 pub fn replay(
     groups: &mut Groups,
@@ -222,11 +187,11 @@ mod tests {
             metadata: Some("m".into()),
             commit_ms: 7,
         };
-        let batch = encode_batch(
+        let batch = crate::records::encode_batch(
             &[
-                (encode_key("g", "t", 1), Some(encode_value(&c))),
-                (encode_key("g", "t", 2), Some(encode_value(&c))),
-                (encode_key("g", "t", 2), None),
+                (Some(encode_key("g", "t", 1)), Some(encode_value(&c))),
+                (Some(encode_key("g", "t", 2)), Some(encode_value(&c))),
+                (Some(encode_key("g", "t", 2)), None),
             ],
             1,
         );
