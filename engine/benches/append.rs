@@ -146,7 +146,6 @@ fn glommio_raw(dir: &Path, batch_bytes: usize, batches: usize) -> f64 {
                 .read(true)
                 .create(true)
                 .truncate(true)
-                .custom_flags(if dsync() { libc::O_DSYNC } else { 0 })
                 .dma_open(&path)
                 .await
                 .expect("open");
@@ -171,10 +170,6 @@ fn glommio_raw(dir: &Path, batch_bytes: usize, batches: usize) -> f64 {
         .expect("executor")
         .join()
         .expect("glommio run")
-}
-
-fn dsync() -> bool {
-    std::env::var("DSYNC").is_ok()
 }
 
 /// Busy-poll before parking the executor thread (`SPIN_US`, default 0).
