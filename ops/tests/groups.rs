@@ -15,10 +15,11 @@ use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
-    GroupId, HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest, RequestHeader,
-    ResponseHeader, SyncGroupRequest, TopicName,
+    DeleteTopicsRequest, GroupId, HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest,
+    OffsetFetchRequest, RequestHeader, ResponseHeader, SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use support::*;
@@ -389,4 +390,30 @@ fn commits_from_unknown_members_and_old_generations_are_refused() {
     assert_eq!(raw.call(&hb("nobody", generation), 3).error_code, 25);
     assert_eq!(raw.call(&hb(&member, generation + 7), 3).error_code, 22);
     assert_eq!(raw.call(&hb(&member, generation), 3).error_code, 0);
+
+    // Offsets of a deleted topic go away.
+    let fetch = |raw: &mut Raw| {
+        let r = raw.call(
+            &OffsetFetchRequest::default()
+                .with_group_id(GroupId(s("raw-group")))
+                .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+                    .with_name(TopicName(s("t")))
+                    .with_partition_indexes(vec![0])])),
+            5,
+        );
+        r.topics[0].partitions[0].committed_offset
+    };
+    assert_eq!(fetch(&mut raw), 5, "committed");
+    let del = raw.call(
+        &DeleteTopicsRequest::default()
+            .with_topic_names(vec![TopicName(s("t"))])
+            .with_timeout_ms(30_000),
+        4,
+    );
+    assert_eq!(del.responses[0].error_code, 0);
+    assert_eq!(
+        fetch(&mut raw),
+        -1,
+        "a deleted topic's offsets are forgotten"
+    );
 }

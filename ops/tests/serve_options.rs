@@ -1,0 +1,131 @@
+//! `ringlog serve` options (issue #8): `--log-requests` dumps decoded requests and responses,
+//! `--config FILE` takes every serve flag and broker default, an unknown key is an error that
+//! names it, and a second broker on the same port is refused.
+
+mod support;
+
+use std::net::TcpListener;
+use std::process::Command;
+use std::time::Duration;
+
+use support::*;
+
+#[test]
+fn log_requests_dumps_decoded_requests_and_responses() {
+    let broker = Broker::start_with(1, &["--log-requests"]);
+    let mut l = Command::new(kcat());
+    l.args(["-b", &broker.bootstrap(), "-L"]);
+    run_ok(l, None, Duration::from_secs(30));
+    let log = broker.stderr_text();
+    for needle in [
+        "ringlog::requests: request",
+        "ringlog::requests: response",
+        "api=ApiVersions",
+        "api=Metadata",
+    ] {
+        assert!(
+            log.contains(needle),
+            "log has {needle}:\n{}",
+            tail(&log, 3000)
+        );
+    }
+}
+
+fn serve_with_config(toml: &str) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("ringlog.toml");
+    std::fs::write(&cfg, toml).unwrap();
+    let mut cmd = Command::new(ringlog_bin());
+    cmd.args(["serve", "--config", cfg.to_str().unwrap()]);
+    run_with_timeout(cmd, None, Duration::from_secs(30))
+}
+
+#[test]
+fn config_file_unknown_key_is_named() {
+    let out = serve_with_config("listen = \"127.0.0.1:1\"\nretention-msx = 5\n");
+    assert_eq!(out.status.code(), Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("retention-msx"),
+        "names the key: {}",
+        out.stderr
+    );
+    let out = serve_with_config("cores = \"two\"\n");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stderr.contains("cores"), "{}", out.stderr);
+}
+
+#[test]
+fn config_file_settings_apply_and_second_broker_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let metrics = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let cfg = dir.path().join("ringlog.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "data-dir = \"{}\"\nlisten = \"127.0.0.1:{port}\"\ncores = 1\nnum-partitions = 3\nauto-create-topics = true\n\
+             metrics-listen = \"127.0.0.1:{metrics}\"\nlog-segment-bytes = 1048576\nlog-retention-ms = 3600000\n\
+             group-initial-rebalance-delay-ms = 100\nmax-request-bytes = 1048576\n",
+            dir.path().join("data").display()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(ringlog_bin())
+        .args(["serve", "--config", cfg.to_str().unwrap(), "--log-requests"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr = format!("127.0.0.1:{port}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(std::time::Instant::now() < deadline, "broker did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // auto-create with num-partitions = 3, and the segment default shows in describe.
+    let mut p = Command::new(kcat());
+    p.args(["-b", &addr, "-P", "-t", "auto"]);
+    run_ok(p, Some(b"x\n"), Duration::from_secs(30));
+    let mut d = Command::new(ringlog_bin());
+    d.args(["topic", "describe", "auto", "--brokers", &addr, "--json"]);
+    let v: serde_json::Value =
+        serde_json::from_str(&run_ok(d, None, Duration::from_secs(30))).unwrap();
+    let text = v.to_string();
+    assert_eq!(
+        v["partitions"].as_array().map(|a| a.len()),
+        Some(3),
+        "{text}"
+    );
+    assert!(
+        text.contains("1048576"),
+        "log-segment-bytes is the segment.bytes default: {text}"
+    );
+    // The admin listener from the file is up.
+    assert!(std::net::TcpStream::connect(format!("127.0.0.1:{metrics}")).is_ok());
+    // A second broker on the same port is refused with a message saying why.
+    let mut second = Command::new(ringlog_bin());
+    second.args([
+        "serve",
+        "--data-dir",
+        dir.path().join("other").to_str().unwrap(),
+        "--listen",
+        &addr,
+    ]);
+    let o = run_with_timeout(second, None, Duration::from_secs(30));
+    assert!(!o.status.success(), "second broker must not start");
+    assert!(
+        o.stderr.contains("already accepts connections"),
+        "{}",
+        o.stderr
+    );
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success(), "clean exit on SIGTERM");
+}
