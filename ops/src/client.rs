@@ -42,23 +42,7 @@ impl KafkaClient {
 
     /// Sends `req` at `version` and returns the decoded response.
     pub fn call<R: Request>(&mut self, req: &R, version: i16) -> Result<R::Response, String> {
-        self.correlation_id += 1;
-        let header = RequestHeader::default()
-            .with_request_api_key(R::KEY)
-            .with_request_api_version(version)
-            .with_correlation_id(self.correlation_id)
-            .with_client_id(Some(StrBytes::from_static_str("ringlog-cli")));
-        let mut buf = BytesMut::new();
-        buf.extend_from_slice(&[0u8; 4]);
-        header
-            .encode(&mut buf, R::header_version(version))
-            .and_then(|_| req.encode(&mut buf, version))
-            .map_err(|e| format!("encoding request: {e}"))?;
-        let size = (buf.len() - 4) as i32;
-        buf[..4].copy_from_slice(&size.to_be_bytes());
-        self.stream
-            .write_all(&buf)
-            .map_err(|e| format!("sending to {}: {e}", self.addr))?;
+        self.send_only(req, version)?;
         let mut size = [0u8; 4];
         self.stream
             .read_exact(&mut size)
@@ -82,28 +66,6 @@ impl KafkaClient {
         }
         R::Response::decode(&mut body, version).map_err(|e| format!("decoding response: {e}"))
     }
-}
-
-/// Kafka's name for an error code, for messages.
-pub fn error_name(code: i16) -> String {
-    let name = match code {
-        0 => "NONE",
-        1 => "OFFSET_OUT_OF_RANGE",
-        3 => "UNKNOWN_TOPIC_OR_PARTITION",
-        15 => "COORDINATOR_NOT_AVAILABLE",
-        16 => "NOT_COORDINATOR",
-        22 => "ILLEGAL_GENERATION",
-        24 => "INVALID_GROUP_ID",
-        25 => "UNKNOWN_MEMBER_ID",
-        27 => "REBALANCE_IN_PROGRESS",
-        36 => "TOPIC_ALREADY_EXISTS",
-        37 => "INVALID_PARTITIONS",
-        40 => "INVALID_CONFIG",
-        68 => "NON_EMPTY_GROUP",
-        69 => "GROUP_ID_NOT_FOUND",
-        _ => return format!("error code {code}"),
-    };
-    format!("{name} ({code})")
 }
 
 /// The API version ranges a broker advertises (ApiVersions), for picking request versions.

@@ -16,7 +16,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use serde_json::json;
 
-use crate::client::{error_name, KafkaClient};
+use crate::client::{kafka_error, KafkaClient};
 use crate::output;
 
 #[derive(Args, Debug)]
@@ -82,7 +82,7 @@ pub fn run(args: GroupArgs) -> Result<(), String> {
 fn list(c: &mut KafkaClient, as_json: bool) -> Result<(), String> {
     let r = c.call(&ListGroupsRequest::default(), 4)?;
     if r.error_code != 0 {
-        return Err(format!("ListGroups failed: {}", error_name(r.error_code)));
+        return Err(format!("ListGroups failed: {}", kafka_error(r.error_code)));
     }
     let rows: Vec<Vec<String>> = r
         .groups
@@ -145,7 +145,7 @@ fn list_offsets(
                     "ListOffsets {}/{}: {}",
                     t.name.0,
                     p.partition_index,
-                    error_name(p.error_code)
+                    kafka_error(p.error_code)
                 ));
             }
             out.insert((t.name.0.to_string(), p.partition_index), p.offset);
@@ -167,7 +167,7 @@ fn describe(c: &mut KafkaClient, group: &str, as_json: bool) -> Result<(), Strin
     if g.error_code != 0 {
         return Err(format!(
             "DescribeGroups {group}: {}",
-            error_name(g.error_code)
+            kafka_error(g.error_code)
         ));
     }
     // Which member owns which partition, from the consumer protocol assignments.
@@ -200,7 +200,10 @@ fn describe(c: &mut KafkaClient, group: &str, as_json: bool) -> Result<(), Strin
         7,
     )?;
     if f.error_code != 0 {
-        return Err(format!("OffsetFetch {group}: {}", error_name(f.error_code)));
+        return Err(format!(
+            "OffsetFetch {group}: {}",
+            kafka_error(f.error_code)
+        ));
     }
     let mut committed: BTreeMap<(String, i32), i64> = BTreeMap::new();
     for t in f.topics {
@@ -326,7 +329,7 @@ fn reset(
     )?;
     let t = m.topics.first().ok_or("Metadata returned no topic")?;
     if t.error_code != 0 {
-        return Err(format!("topic {topic}: {}", error_name(t.error_code)));
+        return Err(format!("topic {topic}: {}", kafka_error(t.error_code)));
     }
     let parts: Vec<(String, i32)> = t
         .partitions
@@ -369,7 +372,7 @@ fn reset(
                     "committing {}/{}: {}",
                     t.name.0,
                     p.partition_index,
-                    error_name(p.error_code)
+                    kafka_error(p.error_code)
                 ));
             }
         }
