@@ -132,6 +132,87 @@ fn confluent_group_survives_close_and_sigkill_cooperative_sticky() {
     rebalance_scenario("cooperative-sticky");
 }
 
+fn describe_group(broker: &Broker, group: &str) -> serde_json::Value {
+    serde_json::from_str(&ringlog(&[
+        "group",
+        "describe",
+        group,
+        "--brokers",
+        &broker.bootstrap(),
+        "--json",
+    ]))
+    .unwrap()
+}
+
+fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+#[test]
+fn static_member_restart_within_session_timeout_causes_no_rebalance() {
+    let broker = group_broker(2);
+    create_topic(&broker, "st", 4, &[]);
+    let bs = broker.bootstrap();
+    let dir = broker.temp_dir().to_path_buf();
+    let out = |n: &str| dir.join(format!("{n}.txt")).to_str().unwrap().to_string();
+    let (oa, ob) = (out("a"), out("b"));
+    let _a = spawn_python(
+        "group_consumer.py",
+        &[&bs, "static-group", "st", "range", &oa, "instance-a"],
+    );
+    wait_for("the first member", || {
+        describe_group(&broker, "static-group")["members"]
+            .as_array()
+            .is_some_and(|m| m.len() == 1)
+    });
+    let b = spawn_python(
+        "group_consumer.py",
+        &[&bs, "static-group", "st", "range", &ob, "instance-b"],
+    );
+    wait_for("a stable group of two", || {
+        let d = describe_group(&broker, "static-group");
+        d["state"] == "Stable" && d["members"].as_array().is_some_and(|m| m.len() == 2)
+    });
+    let rebalances = || {
+        broker
+            .stderr_text()
+            .matches("rebalance: join complete")
+            .count()
+    };
+    let before = rebalances();
+    assert!(before >= 2, "the group formed through rebalances");
+    drop(b); // SIGKILL instance-b, then restart it well within its 6 s session timeout
+    let _b2 = spawn_python(
+        "group_consumer.py",
+        &[&bs, "static-group", "st", "range", &ob, "instance-b"],
+    );
+    wait_for("instance-b back", || {
+        let d = describe_group(&broker, "static-group");
+        d["state"] == "Stable"
+            && d["members"].as_array().is_some_and(|m| {
+                m.len() == 2
+                    && m.iter()
+                        .filter(|x| x["instance_id"] == "instance-b")
+                        .count()
+                        == 1
+            })
+    });
+    // Longer than a session timeout: the old instance-b session must not expire into a rebalance.
+    std::thread::sleep(Duration::from_secs(8));
+    let d = describe_group(&broker, "static-group");
+    assert_eq!(d["state"], "Stable", "{d}");
+    assert_eq!(
+        rebalances(),
+        before,
+        "the static member's restart caused no rebalance:\n{}",
+        tail(&broker.stderr_text(), 3000)
+    );
+}
+
 fn ringlog(args: &[&str]) -> String {
     let mut cmd = Command::new(ringlog_bin());
     cmd.args(args);
