@@ -74,6 +74,16 @@ pub struct AppendInfo {
     pub log_append_time_ms: Option<i64>,
 }
 
+/// What `read_due` returns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DueRead {
+    /// Whole stored batches, all due.
+    pub bytes: Vec<u8>,
+    /// Commit time of the next batch, which is not due yet (`None`: nothing undue follows in
+    /// this read's segment below the high watermark).
+    pub first_undue_commit_ms: Option<i64>,
+}
+
 /// The offset a timestamp search found, and the record timestamp there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TimestampOffset {
@@ -746,8 +756,21 @@ impl PartitionLog {
     /// (at least one batch, even a larger one, as Kafka does), from a single segment and below
     /// the high watermark. Empty at the high watermark.
     pub async fn read(&self, from: u64, max_bytes: usize) -> Result<Vec<u8>, LogError> {
+        Ok(self.read_due(from, max_bytes, i64::MAX).await?.bytes)
+    }
+
+    /// `read` for seed 000's delay gate: only batches whose commit time is at most
+    /// `due_by_commit_ms`. Commit times never decrease, so the first batch that is not due proves
+    /// that none after it is: the read stops there and reports its commit time, and a delay
+    /// cursor can sleep until then whatever the number of pending batches.
+    pub async fn read_due(
+        &self,
+        from: u64,
+        max_bytes: usize,
+        due_by_commit_ms: i64,
+    ) -> Result<DueRead, LogError> {
         enum Plan {
-            Read(Rc<SegmentFile>, u64, u64),
+            Read(Rc<SegmentFile>, u64, u64, Option<i64>),
             Closed(ClosedSegment),
         }
         let (plan, hwm) = {
@@ -766,20 +789,29 @@ impl PartitionLog {
                 });
             }
             if from == st.high_watermark {
-                return Ok(Vec::new());
+                return Ok(DueRead::default());
             }
             let plan = match &st.active {
                 Some(a) if from >= a.base_offset => {
-                    match batch_range(
+                    let r = batch_range(
                         &a.entries,
                         a.log.len(),
                         a.base_offset,
                         from,
                         st.high_watermark,
                         max_bytes,
-                    ) {
-                        Some((pos, len)) => Plan::Read(a.log.file().clone(), pos, len),
-                        None => return Ok(Vec::new()),
+                        due_by_commit_ms,
+                    );
+                    match r.range {
+                        Some((pos, len)) => {
+                            Plan::Read(a.log.file().clone(), pos, len, r.first_undue_commit_ms)
+                        }
+                        None => {
+                            return Ok(DueRead {
+                                bytes: Vec::new(),
+                                first_undue_commit_ms: r.first_undue_commit_ms,
+                            })
+                        }
                     }
                 }
                 _ => {
@@ -794,24 +826,31 @@ impl PartitionLog {
             };
             (plan, st.high_watermark)
         };
-        let (file, pos, len) = match plan {
-            Plan::Read(f, p, l) => (f, p, l),
+        let (file, pos, len, first_undue_commit_ms) = match plan {
+            Plan::Read(f, p, l, u) => (f, p, l, u),
             Plan::Closed(seg) => {
                 let reader = self
                     .core
                     .closed_reader(self.id, &self.dir, &seg)
                     .await
                     .map_err(|e| self.io_err(e))?;
-                match batch_range(
+                let r = batch_range(
                     &reader.entries,
                     reader.size_bytes,
                     seg.base_offset,
                     from,
                     hwm,
                     max_bytes,
-                ) {
-                    Some((p, l)) => (reader.file.clone(), p, l),
-                    None => return Ok(Vec::new()),
+                    due_by_commit_ms,
+                );
+                match r.range {
+                    Some((p, l)) => (reader.file.clone(), p, l, r.first_undue_commit_ms),
+                    None => {
+                        return Ok(DueRead {
+                            bytes: Vec::new(),
+                            first_undue_commit_ms: r.first_undue_commit_ms,
+                        })
+                    }
                 }
             }
         };
@@ -819,7 +858,10 @@ impl PartitionLog {
             .read(pos, len as usize)
             .await
             .map_err(|e| self.io_err(e))?;
-        self.check_read(r.to_vec(), pos, len)
+        Ok(DueRead {
+            bytes: self.check_read(r.to_vec(), pos, len)?,
+            first_undue_commit_ms,
+        })
     }
 
     fn check_read(&self, bytes: Vec<u8>, pos: u64, len: u64) -> Result<Vec<u8>, LogError> {
@@ -1070,9 +1112,16 @@ impl PartitionLog {
     }
 }
 
+/// What `batch_range` chose: the bytes to read, and the commit time of the first batch left
+/// out because it is not due yet.
+struct BatchRange {
+    range: Option<(u64, u64)>,
+    first_undue_commit_ms: Option<i64>,
+}
+
 /// The byte range `(position, len)` to read for a fetch from `from`: whole batches, starting
-/// with the one holding `from`, only batches below `limit_offset`, at most `max_bytes` unless
-/// the first batch alone is larger.
+/// with the one holding `from`, only batches below `limit_offset` and committed at or before
+/// `due_by_commit_ms`, at most `max_bytes` unless the first batch alone is larger.
 fn batch_range(
     entries: &[OffsetEntry],
     seg_end: u64,
@@ -1080,22 +1129,44 @@ fn batch_range(
     from: u64,
     limit_offset: u64,
     max_bytes: usize,
-) -> Option<(u64, u64)> {
-    let first = index::find_batch(entries, (from - seg_base) as u32)?;
+    due_by_commit_ms: i64,
+) -> BatchRange {
+    let none = BatchRange {
+        range: None,
+        first_undue_commit_ms: None,
+    };
+    let Some(first) = index::find_batch(entries, (from - seg_base) as u32) else {
+        return none;
+    };
     let base_of = |i: usize| seg_base + entries[i].relative_offset as u64;
     let end_of = |i: usize| entries.get(i + 1).map_or(seg_end, |e| e.position as u64);
+    let due = |i: usize| entries[i].commit_time_ms <= due_by_commit_ms;
     if base_of(first) >= limit_offset {
-        return None;
+        return none;
+    }
+    if !due(first) {
+        return BatchRange {
+            range: None,
+            first_undue_commit_ms: Some(entries[first].commit_time_ms),
+        };
     }
     let start = entries[first].position as u64;
     let mut last = first;
     while last + 1 < entries.len()
         && base_of(last + 1) < limit_offset
+        && due(last + 1)
         && end_of(last + 1) - start <= max_bytes as u64
     {
         last += 1;
     }
-    Some((start, end_of(last) - start))
+    let next = last + 1;
+    let first_undue_commit_ms =
+        (next < entries.len() && base_of(next) < limit_offset && !due(next))
+            .then(|| entries[next].commit_time_ms);
+    BatchRange {
+        range: Some((start, end_of(last) - start)),
+        first_undue_commit_ms,
+    }
 }
 
 /// Creates the three empty files of a new segment at `base`.

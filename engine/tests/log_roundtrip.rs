@@ -594,3 +594,61 @@ proptest! {
         });
     }
 }
+
+#[test]
+fn read_due_stops_at_the_first_batch_not_yet_due() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    run(move || async move {
+        let core = core(&root, 4).await;
+        let (log, _) = open(&core, &root, small_config(8 << 10)).await;
+        let mut commits = Vec::new();
+        for i in 0..12 {
+            let info = log
+                .append(&batch(i, 2, 1500, 1), Durability::Sync)
+                .await
+                .unwrap();
+            commits.push((info.base_offset, info.commit_time_ms));
+            glommio::timer::sleep(std::time::Duration::from_millis(3)).await;
+        }
+        assert!(log.segment_count() > 2, "the gate works across segments");
+        // Everything due: same as read.
+        let all = log.read_due(0, 1 << 20, i64::MAX).await.unwrap();
+        assert_eq!(all.bytes, log.read(0, 1 << 20).await.unwrap());
+        // Due up to batch 5's commit time: batches of that segment up to it, then a stop.
+        let (cut_offset, cut_commit) = commits[5];
+        let mut next = 0;
+        let mut got = Vec::new();
+        let undue = loop {
+            let r = log.read_due(next, 1 << 20, cut_commit).await.unwrap();
+            for b in split_batches(&r.bytes) {
+                let h = engine::batch::parse_header(&b).unwrap();
+                next = h.last_offset() as u64 + 1;
+                got.push(h.base_offset as u64);
+            }
+            if r.bytes.is_empty() {
+                break r.first_undue_commit_ms;
+            }
+        };
+        let due: Vec<u64> = commits
+            .iter()
+            .filter(|(_, c)| *c <= cut_commit)
+            .map(|(o, _)| *o)
+            .collect();
+        assert_eq!(got, due, "exactly the due batches, in order");
+        assert!(got.contains(&cut_offset));
+        let first_undue = commits
+            .iter()
+            .find(|(_, c)| *c > cut_commit)
+            .map(|(_, c)| *c);
+        assert_eq!(
+            undue, first_undue,
+            "the read reports when the next batch becomes due"
+        );
+        // Nothing due yet.
+        let r = log.read_due(0, 1 << 20, commits[0].1 - 1).await.unwrap();
+        assert!(r.bytes.is_empty());
+        assert_eq!(r.first_undue_commit_ms, Some(commits[0].1));
+        log.close().await.unwrap();
+    });
+}
