@@ -2,9 +2,12 @@
 //!
 //! Appends 1 KiB records in batches of 16 KiB with durable group commit on one core, and in the
 //! same run measures a baseline: plain O_DIRECT sequential writes of the same bytes with the same
-//! fdatasync cadence (one per batch), done with std and libc, no glommio. Rounds alternate
-//! baseline / engine so that both see the same machine noise; the medians and their ratio are
-//! reported. Then 64 concurrent durable appenders show appends per fdatasync (group commit).
+//! fdatasync cadence, done with std and libc, no glommio. Two shapes, rounds alternating engine
+//! and baseline so both see the same machine noise, medians and ratios reported:
+//! - one appender (one batch per fdatasync; also glommio's own write+fdatasync as the floor);
+//! - 8 concurrent durable appenders (group commit), the baseline syncing after as many batches
+//!   as the engine put under one fdatasync in that round.
+//! Then 64 concurrent durable appenders show appends per fdatasync.
 //!
 //! Run: `cargo bench -p ringlog-engine --bench append [-- --mib 32 --rounds 3 --dir PATH]`
 
@@ -26,6 +29,8 @@ use kafka_protocol::records::{
 const RECORD_BYTES: usize = 1024;
 const RECORDS_PER_BATCH: usize = 16;
 const CONCURRENT_APPENDERS: usize = 64;
+/// Appenders of the group-commit comparison.
+const GROUP_COMMIT_APPENDERS: usize = 8;
 const ALIGN_BYTES: usize = 4096;
 const BENCH_IO_MEMORY_BYTES: usize = 2 << 20;
 
@@ -87,10 +92,17 @@ fn make_batch(seed: usize) -> Vec<u8> {
     buf.to_vec()
 }
 
-/// Plain O_DIRECT writes of `batch_bytes` each (padded to the block), fdatasync after each.
-/// With `preallocate`, the file's space is reserved first (fallocate, keep size), as the
-/// engine does in 32 MiB steps.
-fn baseline(dir: &Path, batch_bytes: usize, batches: usize, preallocate: bool) -> f64 {
+/// Plain O_DIRECT writes of `batch_bytes` each (padded to the block), an fdatasync after every
+/// `batches_per_sync` of them (and after the last). With `preallocate`, the file's space is
+/// reserved first (fallocate, keep size), as the engine does in 32 MiB steps.
+fn baseline(
+    dir: &Path,
+    batch_bytes: usize,
+    batches: usize,
+    preallocate: bool,
+    batches_per_sync: usize,
+) -> f64 {
+    assert!(batches_per_sync >= 1);
     let path = dir.join("baseline.dat");
     let _ = std::fs::remove_file(&path);
     let file = std::fs::OpenOptions::new()
@@ -120,8 +132,10 @@ fn baseline(dir: &Path, batch_bytes: usize, batches: usize, preallocate: bool) -
         // SAFETY: fd is open, buf is aligned and valid for `padded` bytes.
         let n = unsafe { libc::pwrite(fd, buf as *const libc::c_void, padded, pos) };
         assert_eq!(n, padded as isize, "baseline pwrite");
-        // SAFETY: plain syscall on an open fd.
-        assert_eq!(unsafe { libc::fdatasync(fd) }, 0, "baseline fdatasync");
+        if (i + 1) % batches_per_sync == 0 || i + 1 == batches {
+            // SAFETY: plain syscall on an open fd.
+            assert_eq!(unsafe { libc::fdatasync(fd) }, 0, "baseline fdatasync");
+        }
         pos += padded as i64;
     }
     let secs = started.elapsed().as_secs_f64();
@@ -259,9 +273,9 @@ fn main() {
     let mut base_pre = Vec::new();
     let mut eng = Vec::new();
     for round in 1..=args.rounds {
-        let b = baseline(&args.dir, batch_bytes, batches, false);
+        let b = baseline(&args.dir, batch_bytes, batches, false, 1);
         let e = engine_run(&args.dir, batch.clone(), batches, 1);
-        let p = baseline(&args.dir, batch_bytes, batches, true);
+        let p = baseline(&args.dir, batch_bytes, batches, true, 1);
         let g = glommio_raw(&args.dir, batch_bytes, batches);
         println!("round {round}: glommio raw (DmaFile write + fdatasync) {g:.2} MiB/s");
         println!(
@@ -277,6 +291,30 @@ fn main() {
         "RESULT single appender (medians): baseline {b:.2} MiB/s, engine {e:.2} MiB/s, ratio {:.3}; baseline+fallocate {p:.2} MiB/s, ratio {:.3}",
         e / b,
         e / p
+    );
+    // Group commit: concurrent durable appenders share each fdatasync. The baseline writes the
+    // same bytes with the same cadence: an fdatasync after as many batches as the engine put
+    // under one fdatasync in the same round.
+    let (mut gb, mut ge, mut cadences) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 1..=args.rounds {
+        let e = engine_run(&args.dir, batch.clone(), batches, GROUP_COMMIT_APPENDERS);
+        let cadence = (e.appends as f64 / e.flushes.max(1) as f64)
+            .round()
+            .max(1.0) as usize;
+        let b = baseline(&args.dir, batch_bytes, batches, false, cadence);
+        println!(
+            "round {round}/{}: {GROUP_COMMIT_APPENDERS} appenders: engine {:.2} MiB/s ({} appends / {} fdatasyncs), baseline with an fdatasync every {cadence} batches {b:.2} MiB/s",
+            args.rounds, e.mib_per_s, e.appends, e.flushes
+        );
+        ge.push(e.mib_per_s);
+        gb.push(b);
+        cadences.push(cadence as f64);
+    }
+    let (b, e) = (median(gb), median(ge));
+    println!(
+        "RESULT group commit, {GROUP_COMMIT_APPENDERS} durable appenders (medians): baseline at the same fdatasync cadence ({:.0} batches per fdatasync) {b:.2} MiB/s, engine {e:.2} MiB/s, ratio {:.3}",
+        median(cadences),
+        e / b
     );
     let g = engine_run(&args.dir, batch.clone(), batches, CONCURRENT_APPENDERS);
     println!(
