@@ -164,10 +164,11 @@ fn static_member_restart_within_session_timeout_causes_no_rebalance() {
         "group_consumer.py",
         &[&bs, "static-group", "st", "range", &oa, "instance-a"],
     );
-    wait_for("the first member", || {
-        describe_group(&broker, "static-group")["members"]
-            .as_array()
-            .is_some_and(|m| m.len() == 1)
+    // The first member's own rebalance completes before the second starts (instance-a is the
+    // leader; a restarting leader would rebalance, as in Kafka).
+    wait_for("the first member, stable", || {
+        let d = describe_group(&broker, "static-group");
+        d["state"] == "Stable" && d["members"].as_array().is_some_and(|m| m.len() == 1)
     });
     let b = spawn_python(
         "group_consumer.py",
