@@ -219,6 +219,11 @@ struct State {
     io_busy: bool,
     rolling: bool,
     flush_scheduled: bool,
+    /// Admission of appends in arrival order: the ticket the next `append` call gets, the
+    /// ticket whose batch goes into the log next, and tickets given up without appending.
+    next_ticket: u64,
+    admit_ticket: u64,
+    abandoned_tickets: std::collections::BTreeSet<u64>,
     /// When the `.index` was last fdatasync'd, and whether it was written since.
     index_synced_at: Instant,
     index_dirty: bool,
@@ -228,6 +233,14 @@ struct State {
 }
 
 impl State {
+    /// Lets the next append in arrival order in, skipping tickets given up.
+    fn advance_admission(&mut self) {
+        self.admit_ticket += 1;
+        while self.abandoned_tickets.remove(&self.admit_ticket) {
+            self.admit_ticket += 1;
+        }
+    }
+
     fn notify(&mut self) {
         self.change_gen += 1;
         for w in self.waiters.drain(..) {
@@ -249,6 +262,31 @@ fn now_ms() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+/// An append's place in the arrival order of its partition. Batches go into the log in the
+/// order `append` was called (a connection's pipelined produce requests keep their order),
+/// whatever waits (a roll, backpressure) some of them meet on the way. A ticket dropped
+/// without appending (an error, a cancelled caller) lets the next one in.
+struct Ticket<'a> {
+    log: &'a PartitionLog,
+    n: u64,
+    used: bool,
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        if self.used {
+            return;
+        }
+        let mut st = self.log.st.borrow_mut();
+        if st.admit_ticket == self.n {
+            st.advance_admission();
+        } else {
+            st.abandoned_tickets.insert(self.n);
+        }
+        st.notify();
+    }
 }
 
 enum AppendStep {
@@ -400,6 +438,9 @@ impl PartitionLog {
                 io_busy: false,
                 rolling: false,
                 flush_scheduled: false,
+                next_ticket: 0,
+                admit_ticket: 0,
+                abandoned_tickets: Default::default(),
                 index_synced_at: Instant::now(),
                 index_dirty: false,
                 change_gen: 0,
@@ -442,8 +483,17 @@ impl PartitionLog {
                 },
             });
         }
+        let mut ticket = {
+            let mut st = self.st.borrow_mut();
+            st.next_ticket += 1;
+            Ticket {
+                log: self,
+                n: st.next_ticket - 1,
+                used: false,
+            }
+        };
         loop {
-            let step = self.append_step(&h)?;
+            let step = self.append_step(&h, ticket.n)?;
             match step {
                 AppendStep::Wait(gen) => self.wait_change(gen).await,
                 AppendStep::Roll => self.roll().await?,
@@ -452,6 +502,7 @@ impl PartitionLog {
             }
         }
         let info = self.append_now(batch, &h);
+        ticket.used = true;
         match durability {
             Durability::Sync => self.sync_to(info.last_offset + 1).await?,
             Durability::Buffered => self.schedule_flush(),
@@ -459,10 +510,10 @@ impl PartitionLog {
         Ok(info)
     }
 
-    fn append_step(&self, h: &BatchHeader) -> Result<AppendStep, LogError> {
+    fn append_step(&self, h: &BatchHeader, ticket: u64) -> Result<AppendStep, LogError> {
         let st = self.st.borrow();
         self.check_usable(&st)?;
-        if st.rolling || st.active.is_none() {
+        if st.rolling || st.active.is_none() || st.admit_ticket != ticket {
             return Ok(AppendStep::Wait(st.change_gen));
         }
         let a = st.active.as_ref().expect("checked above");
@@ -526,6 +577,11 @@ impl PartitionLog {
             self.config.borrow().index_interval_bytes,
         );
         st.next_offset = base + h.offset_count();
+        st.advance_admission();
+        if st.next_ticket > st.admit_ticket {
+            // Appends queued behind this one (they met a roll or backpressure) go next.
+            st.notify();
+        }
         st.stats.appends += 1;
         st.stats.bytes_appended += batch.len() as u64;
         AppendInfo {

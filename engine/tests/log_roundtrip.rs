@@ -652,3 +652,59 @@ fn read_due_stops_at_the_first_batch_not_yet_due() {
         log.close().await.unwrap();
     });
 }
+
+#[test]
+fn concurrent_appends_keep_arrival_order_across_rolls() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    run(move || async move {
+        let core = core(&root, 4).await;
+        let (log, _) = open(&core, &root, small_config(8 << 10)).await;
+        // Tasks start in spawn order; many meet a roll (8 KiB segments) while others arrive.
+        let tasks: Vec<_> = (0..300u64)
+            .map(|i| {
+                let log = log.clone();
+                glommio::spawn_local(async move {
+                    log.append(&batch(i, 1, 700, 1), Durability::Sync)
+                        .await
+                        .unwrap()
+                        .base_offset
+                })
+            })
+            .collect();
+        let mut offsets = Vec::new();
+        for t in tasks {
+            offsets.push(t.await);
+        }
+        assert!(
+            log.stats().rolls > 10,
+            "rolls happened while appends queued"
+        );
+        assert!(
+            offsets.windows(2).all(|w| w[0] < w[1]),
+            "offsets follow arrival order"
+        );
+        let keys: Vec<u64> = read_all(&log, 0)
+            .await
+            .iter()
+            .map(|b| {
+                let mut bytes = bytes::Bytes::from(b.clone());
+                let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut bytes).unwrap();
+                let k = set.records[0].key.clone().unwrap();
+                String::from_utf8_lossy(&k)
+                    .trim_start_matches('k')
+                    .split('-')
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(
+            keys,
+            (0..300).collect::<Vec<_>>(),
+            "the log holds the batches in arrival order"
+        );
+        log.close().await.unwrap();
+    });
+}

@@ -56,14 +56,22 @@ fn retention_bytes_deletes_old_segments() {
         .args(["-X", "linger.ms=1", "-X", "batch.num.messages=20"]);
     run_ok(c, Some(input.as_bytes()), Duration::from_secs(60));
 
-    // Retention runs every 200 ms, also while kcat was still writing: wait for a pass that
-    // ran after the last write (at most a handful of segments left), 30 s at most.
+    // Retention runs every 200 ms, also while kcat was still writing: wait until two samples
+    // more than a retention pass apart agree (a pass after the last write has run and the
+    // next one finds nothing to delete), 30 s at most.
     let t0 = Instant::now();
-    let (mut lo, mut hi) = watermarks(&broker);
-    while (lo == 0 || log_files(&broker).len() > 5) && t0.elapsed() < Duration::from_secs(30) {
-        std::thread::sleep(Duration::from_millis(300));
-        (lo, hi) = watermarks(&broker);
+    let sample = |b: &Broker| (watermarks(b), log_files(b));
+    let mut last = sample(&broker);
+    loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = sample(&broker);
+        let settled = now == last && (now.0).0 > 0 && now.1.len() <= 5;
+        last = now;
+        if settled || t0.elapsed() > Duration::from_secs(30) {
+            break;
+        }
     }
+    let ((lo, hi), _) = last;
     assert_eq!(hi, MESSAGES as i64, "high watermark");
     assert!(
         lo > 0,
