@@ -24,12 +24,69 @@ use crate::TypeConfig;
 
 pub const SNAPSHOT_FILE: &str = "snapshot";
 pub const SNAPSHOT_MAGIC: &[u8; 8] = b"RLMSNAP1";
-pub const SNAPSHOT_VERSION: u32 = 1;
+/// 2: the state's fan-out section holds links (`STATE_VERSION` 2). Version 1 is still read.
+pub const SNAPSHOT_VERSION: u32 = 2;
 
 #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
 struct SnapshotBody {
     meta: WSnapshotMeta,
     state: MetaState,
+}
+
+/// The layouts of snapshot version 1 (state version 1: an empty fan-out section), kept to read
+/// (and migrate) snapshots written before fan-out links existed.
+mod v1 {
+    use std::collections::BTreeMap;
+
+    use rkyv::{Archive, Deserialize, Serialize};
+
+    use crate::state::{Assignment, BarrierGroups, TopicMeta};
+    use crate::wire::WSnapshotMeta;
+
+    #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
+    pub(super) struct FanoutLinks {
+        pub(super) section_version: u32,
+    }
+
+    #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
+    pub(super) struct MetaState {
+        pub(super) version: u32,
+        pub(super) topics: BTreeMap<String, TopicMeta>,
+        pub(super) assignments: BTreeMap<String, Vec<Assignment>>,
+        pub(super) fanout_links: FanoutLinks,
+        pub(super) barrier_groups: BarrierGroups,
+    }
+
+    #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
+    pub(super) struct SnapshotBody {
+        pub(super) meta: WSnapshotMeta,
+        pub(super) state: MetaState,
+    }
+}
+
+/// Reads a version-1 snapshot body and migrates it (no fan-out links existed then).
+fn decode_snapshot_v1(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> {
+    let payload = wire::checked_file_payload(bytes, SNAPSHOT_MAGIC, 1, what)?;
+    let old = wire::decode::<v1::SnapshotBody>(payload, what)?;
+    if old.state.version != 1 {
+        return Err(MetaError::Corrupt {
+            context: format!(
+                "{what}: state version {} in a v1 snapshot",
+                old.state.version
+            ),
+        });
+    }
+    let mut state = MetaState {
+        topics: old.state.topics,
+        assignments: old.state.assignments,
+        barrier_groups: old.state.barrier_groups,
+        ..MetaState::default()
+    };
+    state.version = crate::state::STATE_VERSION;
+    Ok(SnapshotBody {
+        meta: old.meta,
+        state,
+    })
 }
 
 pub(crate) struct SmInner {
@@ -49,6 +106,15 @@ pub struct StateMachineStore {
 }
 
 fn decode_snapshot(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> {
+    if bytes.len() >= 12 && bytes[8..12] == 1u32.to_le_bytes() {
+        let body = decode_snapshot_v1(bytes, what)?;
+        body.state
+            .check_invariants()
+            .map_err(|e| MetaError::Corrupt {
+                context: format!("{what}: {e}"),
+            })?;
+        return Ok(body);
+    }
     let payload = wire::checked_file_payload(bytes, SNAPSHOT_MAGIC, SNAPSHOT_VERSION, what)?;
     let body = wire::decode::<SnapshotBody>(payload, what)?;
     if body.state.version != crate::state::STATE_VERSION {
@@ -293,5 +359,63 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             meta: meta.clone(),
             snapshot: Box::new(Cursor::new(bytes.clone())),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::state::{Assignment, Command};
+
+    /// A snapshot written before fan-out links existed (snapshot and state version 1) is read
+    /// and migrated to an empty link set.
+    #[test]
+    fn v1_snapshot_is_migrated() {
+        let mut now = MetaState::default();
+        now.apply(&Command::create_topic(
+            "orders",
+            2,
+            BTreeMap::new(),
+            vec![
+                Assignment {
+                    node_id: 1,
+                    core_index: 0
+                };
+                2
+            ],
+        ))
+        .unwrap();
+        let meta = WSnapshotMeta {
+            last_log_id: None,
+            last_membership: (&StoredMembership::<u64, BasicNode>::default()).into(),
+            snapshot_id: "old".into(),
+        };
+        let old = v1::SnapshotBody {
+            meta: meta.clone(),
+            state: v1::MetaState {
+                version: 1,
+                topics: now.topics.clone(),
+                assignments: now.assignments.clone(),
+                fanout_links: v1::FanoutLinks { section_version: 1 },
+                barrier_groups: now.barrier_groups.clone(),
+            },
+        };
+        let img = wire::checked_file_bytes(SNAPSHOT_MAGIC, 1, &wire::encode(&old).unwrap());
+        let body = decode_snapshot(&img, "test").unwrap();
+        assert_eq!(body.state, now);
+        assert_eq!(body.meta.snapshot_id, "old");
+        // The current version round-trips.
+        let cur = SnapshotBody {
+            meta,
+            state: now.clone(),
+        };
+        let img = wire::checked_file_bytes(
+            SNAPSHOT_MAGIC,
+            SNAPSHOT_VERSION,
+            &wire::encode(&cur).unwrap(),
+        );
+        assert_eq!(decode_snapshot(&img, "test").unwrap().state, now);
     }
 }

@@ -6,10 +6,11 @@ use std::collections::BTreeMap;
 
 use rkyv::{Archive, Deserialize, Serialize};
 
-/// Version of the [`MetaState`] layout (stored in snapshots).
-pub const STATE_VERSION: u32 = 1;
-/// Version of the fan-out links section (filled in by the fan-out issue).
-pub const FANOUT_SECTION_VERSION: u32 = 1;
+/// Version of the [`MetaState`] layout (stored in snapshots). 2: the fan-out section holds links.
+/// A version-1 snapshot is still read (see `sm::decode_snapshot`) and migrated.
+pub const STATE_VERSION: u32 = 2;
+/// Version of the fan-out links section. 1: empty; 2: [`FanoutLinks::links`].
+pub const FANOUT_SECTION_VERSION: u32 = 2;
 /// Version of the barrier groups section (filled in by the barrier issue).
 pub const BARRIER_SECTION_VERSION: u32 = 1;
 /// Kafka's topic name limit.
@@ -22,6 +23,16 @@ pub const MAX_CONFIG_ENTRIES_PER_TOPIC: usize = 1_024;
 pub const MAX_CONFIG_ENTRY_BYTES: usize = 64 * 1024;
 /// Length of an incarnation id in hex characters.
 pub const INCARNATION_ID_HEX_CHARS: usize = 16;
+/// Length of a fan-out attach epoch in hex characters (8 random bytes).
+pub const FANOUT_EPOCH_HEX_CHARS: usize = 16;
+/// At most this many children per parent topic (seed 000).
+pub const MAX_FANOUT_CHILDREN_PER_PARENT: usize = 108;
+/// Longest fan-out delay: one year, in milliseconds.
+pub const MAX_FANOUT_DELAY_MS: u64 = 365 * 24 * 3_600 * 1_000;
+/// A delay child's parent keeps its records at least `delay + this` (one hour), in milliseconds.
+pub const FANOUT_RETENTION_MARGIN_MS: u64 = 3_600 * 1_000;
+/// The topic config holding a partition log's time retention.
+pub const RETENTION_MS_CONFIG: &str = "retention.ms";
 
 /// Kafka error codes used by refusals.
 pub mod kafka_codes {
@@ -54,10 +65,82 @@ pub struct TopicMeta {
     pub configs: BTreeMap<String, String>,
 }
 
-/// Fan-out links (seed 000). Versioned and empty until the fan-out issue fills it in.
+/// One fan-out attachment: every record committed to `parent` at or after `attach_offsets[p]`
+/// in partition `p` is copied into `child` (seed 000).
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct FanoutLink {
+    pub parent: String,
+    pub child: String,
+    /// 0 for a normal child; otherwise records are copied once `commit time + delay_ms` passed.
+    /// Immutable for the life of the attachment.
+    pub delay_ms: u64,
+    /// [`FANOUT_EPOCH_HEX_CHARS`] lowercase hex characters, new on every attach; a cursor offset
+    /// file from another epoch is never resumed.
+    pub epoch: String,
+    /// The parent's high watermark of each partition when the link was made (index = parent
+    /// partition); partitions added to the parent later start at 0. No backfill below these.
+    pub attach_offsets: Vec<u64>,
+}
+
+/// Fan-out links (seed 000), keyed by child topic (one parent per child).
 #[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct FanoutLinks {
     pub section_version: u32,
+    pub links: BTreeMap<String, FanoutLink>,
+}
+
+impl FanoutLinks {
+    /// The link whose child is `child`.
+    pub fn of_child(&self, child: &str) -> Option<&FanoutLink> {
+        self.links.get(child)
+    }
+
+    /// The links whose parent is `parent`, ordered by child name.
+    pub fn children_of<'a>(&'a self, parent: &'a str) -> impl Iterator<Item = &'a FanoutLink> {
+        self.links.values().filter(move |l| l.parent == parent)
+    }
+
+    /// Whether `topic` is the parent of some link.
+    pub fn is_parent(&self, topic: &str) -> bool {
+        self.links.values().any(|l| l.parent == topic)
+    }
+
+    /// The longest delay among `parent`'s children (0 when none has a delay).
+    pub fn max_child_delay_ms(&self, parent: &str) -> u64 {
+        self.children_of(parent)
+            .map(|l| l.delay_ms)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Removes every link `topic` takes part in (as parent or child), as on topic deletion.
+    fn forget_topic(&mut self, topic: &str) {
+        self.links
+            .retain(|child, l| child != topic && l.parent != topic);
+    }
+
+    /// New parent partitions start copying at offset 0 (they are empty when created).
+    fn parent_grew(&mut self, parent: &str, new_total: u32) {
+        for l in self.links.values_mut().filter(|l| l.parent == parent) {
+            l.attach_offsets.resize(new_total as usize, 0);
+        }
+    }
+}
+
+/// The retention floor of a parent with a child delayed by `delay_ms`: `delay + 1 h`. `None` for
+/// a child without delay (no floor).
+pub fn fanout_retention_floor_ms(delay_ms: u64) -> Option<u64> {
+    (delay_ms > 0).then(|| delay_ms.saturating_add(FANOUT_RETENTION_MARGIN_MS))
+}
+
+/// Whether an explicit `retention.ms` value keeps records at least `floor_ms` (`-1` = forever).
+/// A value that does not parse is left to the config validation (treated as satisfying).
+pub fn retention_satisfies(retention_ms: &str, floor_ms: u64) -> bool {
+    match retention_ms.trim().parse::<i64>() {
+        Ok(v) if v < 0 => true,
+        Ok(v) => v as u64 >= floor_ms,
+        Err(_) => true,
+    }
 }
 
 /// Barrier groups (seed 003). Versioned and empty until the barrier issue fills it in.
@@ -85,6 +168,7 @@ impl Default for MetaState {
             assignments: BTreeMap::new(),
             fanout_links: FanoutLinks {
                 section_version: FANOUT_SECTION_VERSION,
+                links: BTreeMap::new(),
             },
             barrier_groups: BarrierGroups {
                 section_version: BARRIER_SECTION_VERSION,
@@ -125,6 +209,21 @@ pub enum Command {
         partition: u32,
         assignment: Assignment,
     },
+    /// Attach `child` to `parent` (seed 000). `attach_offsets` holds the parent's high
+    /// watermarks read by the proposer, one per parent partition.
+    AttachChild {
+        parent: String,
+        child: String,
+        delay_ms: u64,
+        /// Chosen by the proposer (random), so that apply stays deterministic.
+        epoch: String,
+        attach_offsets: Vec<u64>,
+    },
+    /// Detach `child` from `parent`; the child keeps its data.
+    DetachChild {
+        parent: String,
+        child: String,
+    },
 }
 
 impl Command {
@@ -163,7 +262,31 @@ impl Command {
                         + remove.iter().map(|k| k.len() + PER_STRING).sum::<usize>()
                 }
                 Command::SetAssignment { name, .. } => name.len(),
+                Command::AttachChild {
+                    parent,
+                    child,
+                    epoch,
+                    attach_offsets,
+                    ..
+                } => parent.len() + child.len() + epoch.len() + attach_offsets.len() * 8,
+                Command::DetachChild { parent, child } => parent.len() + child.len(),
             }
+    }
+
+    /// An attach command with a fresh random epoch (8 random bytes in hex).
+    pub fn attach_child(
+        parent: impl Into<String>,
+        child: impl Into<String>,
+        delay_ms: u64,
+        attach_offsets: Vec<u64>,
+    ) -> Command {
+        Command::AttachChild {
+            parent: parent.into(),
+            child: child.into(),
+            delay_ms,
+            epoch: format!("{:016x}", random_u64()),
+            attach_offsets,
+        }
     }
 
     /// A create-topic command with a fresh random incarnation id and topic UUID.
@@ -228,8 +351,18 @@ pub enum Change {
         partition: u32,
         assignment: Assignment,
     },
+    ChildAttached {
+        link: FanoutLink,
+    },
+    ChildDetached {
+        parent: String,
+        child: String,
+        epoch: String,
+    },
     /// The node installed a snapshot from the leader: replace the whole copy.
-    SnapshotInstalled { state: Box<MetaState> },
+    SnapshotInstalled {
+        state: Box<MetaState>,
+    },
     /// Several commands were proposed together (group commit) as one raft log entry and
     /// applied in this order; the changes of the commands that were not refused. Only sent to
     /// subscribers when an entry applied more than one change (a single change is sent as is),
@@ -282,6 +415,8 @@ pub enum Refusal {
     InvalidTopic { name: String, reason: String },
     #[error("invalid assignment for '{name}': {reason}")]
     InvalidAssignment { name: String, reason: String },
+    #[error("fan-out refused for child '{child}': {reason}")]
+    InvalidFanout { child: String, reason: String },
 }
 
 impl Refusal {
@@ -294,6 +429,7 @@ impl Refusal {
             Refusal::InvalidConfig { .. } => INVALID_CONFIG,
             Refusal::InvalidTopic { .. } => INVALID_TOPIC_EXCEPTION,
             Refusal::InvalidAssignment { .. } => INVALID_REPLICA_ASSIGNMENT,
+            Refusal::InvalidFanout { .. } => INVALID_CONFIG,
         }
     }
 }
@@ -383,6 +519,28 @@ impl MetaState {
                 return Err(format!("'{name}': bad incarnation id"));
             }
         }
+        for (child, l) in &self.fanout_links.links {
+            if child != &l.child {
+                return Err(format!("fan-out key '{child}' != child '{}'", l.child));
+            }
+            let parent = self
+                .topics
+                .get(&l.parent)
+                .ok_or_else(|| format!("fan-out '{child}': unknown parent '{}'", l.parent))?;
+            if !self.topics.contains_key(child) {
+                return Err(format!("fan-out '{child}': unknown child"));
+            }
+            if l.attach_offsets.len() != parent.partitions as usize {
+                return Err(format!(
+                    "fan-out '{child}': {} attach offsets for {} parent partitions",
+                    l.attach_offsets.len(),
+                    parent.partitions
+                ));
+            }
+            if l.epoch.len() != FANOUT_EPOCH_HEX_CHARS {
+                return Err(format!("fan-out '{child}': bad epoch"));
+            }
+        }
         Ok(())
     }
 
@@ -456,6 +614,7 @@ impl MetaState {
                             partition: None,
                         })?;
                 self.assignments.remove(name);
+                self.fanout_links.forget_topic(name);
                 Ok(Change::TopicDeleted {
                     name: name.clone(),
                     incarnation_id: t.incarnation_id,
@@ -498,6 +657,7 @@ impl MetaState {
                     .get_mut(name)
                     .expect("invariant: every topic has an assignments entry");
                 a.extend_from_slice(assignments);
+                self.fanout_links.parent_grew(name, *new_total);
                 Ok(Change::PartitionsAdded {
                     name: name.clone(),
                     new_total: *new_total,
@@ -520,6 +680,22 @@ impl MetaState {
                     configs.insert(k.clone(), v.clone());
                 }
                 validate_configs(name, configs.len(), set.iter())?;
+                let floor = fanout_retention_floor_ms(self.fanout_links.max_child_delay_ms(name));
+                if let (Some(floor), Some(r)) = (floor, configs.get(RETENTION_MS_CONFIG)) {
+                    if !retention_satisfies(r, floor) {
+                        return Err(Refusal::InvalidConfig {
+                            name: name.clone(),
+                            reason: format!(
+                                "{RETENTION_MS_CONFIG}={r} is below {floor} ms, the retention \
+                                 floor (delay + 1 h) of its delayed fan-out children"
+                            ),
+                        });
+                    }
+                }
+                let t = self
+                    .topics
+                    .get_mut(name)
+                    .expect("checked above: the topic exists");
                 t.configs = configs.clone();
                 Ok(Change::ConfigsAltered {
                     name: name.clone(),
@@ -544,7 +720,131 @@ impl MetaState {
                     assignment: *assignment,
                 })
             }
+            Command::AttachChild {
+                parent,
+                child,
+                delay_ms,
+                epoch,
+                attach_offsets,
+            } => {
+                self.check_attach(parent, child, *delay_ms, epoch, attach_offsets)?;
+                let link = FanoutLink {
+                    parent: parent.clone(),
+                    child: child.clone(),
+                    delay_ms: *delay_ms,
+                    epoch: epoch.clone(),
+                    attach_offsets: attach_offsets.clone(),
+                };
+                self.fanout_links.links.insert(child.clone(), link.clone());
+                Ok(Change::ChildAttached { link })
+            }
+            Command::DetachChild { parent, child } => {
+                match self.fanout_links.links.get(child) {
+                    Some(l) if &l.parent == parent => {}
+                    _ => {
+                        return Err(Refusal::InvalidFanout {
+                            child: child.clone(),
+                            reason: format!("'{child}' is not attached to '{parent}'"),
+                        })
+                    }
+                }
+                let l = self
+                    .fanout_links
+                    .links
+                    .remove(child)
+                    .expect("checked above: the link exists");
+                Ok(Change::ChildDetached {
+                    parent: l.parent,
+                    child: l.child,
+                    epoch: l.epoch,
+                })
+            }
         }
+    }
+
+    /// The attach rules of seed 000: both topics exist and differ, one parent per child, no
+    /// chains either way, at most [`MAX_FANOUT_CHILDREN_PER_PARENT`], delay at most
+    /// [`MAX_FANOUT_DELAY_MS`], an explicit parent `retention.ms` at least `delay + 1 h`, one
+    /// attach offset per parent partition.
+    fn check_attach(
+        &self,
+        parent: &str,
+        child: &str,
+        delay_ms: u64,
+        epoch: &str,
+        attach_offsets: &[u64],
+    ) -> Result<(), Refusal> {
+        let refuse = |reason: String| {
+            Err(Refusal::InvalidFanout {
+                child: child.to_string(),
+                reason,
+            })
+        };
+        let p = self
+            .topics
+            .get(parent)
+            .ok_or_else(|| Refusal::UnknownTopicOrPartition {
+                name: parent.to_string(),
+                partition: None,
+            })?;
+        if !self.topics.contains_key(child) {
+            return Err(Refusal::UnknownTopicOrPartition {
+                name: child.to_string(),
+                partition: None,
+            });
+        }
+        if parent == child {
+            return refuse("a topic cannot be its own child".into());
+        }
+        if let Some(l) = self.fanout_links.of_child(child) {
+            return refuse(format!(
+                "'{child}' already has parent '{}' (one parent per child)",
+                l.parent
+            ));
+        }
+        if self.fanout_links.is_parent(child) {
+            return refuse(format!("'{child}' is a parent itself (no chains)"));
+        }
+        if let Some(l) = self.fanout_links.of_child(parent) {
+            return refuse(format!(
+                "'{parent}' is a child of '{}' (no chains)",
+                l.parent
+            ));
+        }
+        let children = self.fanout_links.children_of(parent).count();
+        if children >= MAX_FANOUT_CHILDREN_PER_PARENT {
+            return refuse(format!(
+                "'{parent}' already has {children} children (at most {MAX_FANOUT_CHILDREN_PER_PARENT})"
+            ));
+        }
+        if delay_ms > MAX_FANOUT_DELAY_MS {
+            return refuse(format!(
+                "delay {delay_ms} ms is over one year ({MAX_FANOUT_DELAY_MS} ms)"
+            ));
+        }
+        if let (Some(floor), Some(r)) = (
+            fanout_retention_floor_ms(delay_ms),
+            p.configs.get(RETENTION_MS_CONFIG),
+        ) {
+            if !retention_satisfies(r, floor) {
+                return refuse(format!(
+                    "parent '{parent}' {RETENTION_MS_CONFIG}={r} is below delay + 1 h ({floor} ms)"
+                ));
+            }
+        }
+        if epoch.len() != FANOUT_EPOCH_HEX_CHARS || !epoch.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return refuse(format!(
+                "epoch '{epoch}' is not {FANOUT_EPOCH_HEX_CHARS} hex chars"
+            ));
+        }
+        if attach_offsets.len() != p.partitions as usize {
+            return refuse(format!(
+                "{} attach offsets for {} parent partitions",
+                attach_offsets.len(),
+                p.partitions
+            ));
+        }
+        Ok(())
     }
 
     /// Applies a change received by a subscriber to its own copy. Returns false if the change
@@ -559,6 +859,7 @@ impl MetaState {
             }
             Change::TopicDeleted { name, .. } => {
                 self.assignments.remove(name);
+                self.fanout_links.forget_topic(name);
                 self.topics.remove(name).is_some()
             }
             Change::PartitionsAdded {
@@ -569,6 +870,7 @@ impl MetaState {
                 (Some(t), Some(a)) => {
                     t.partitions = *new_total;
                     a.extend_from_slice(assignments);
+                    self.fanout_links.parent_grew(name, *new_total);
                     a.len() == *new_total as usize
                 }
                 _ => false,
@@ -595,6 +897,15 @@ impl MetaState {
                 }
                 None => false,
             },
+            Change::ChildAttached { link } => {
+                let known =
+                    self.topics.contains_key(&link.parent) && self.topics.contains_key(&link.child);
+                self.fanout_links
+                    .links
+                    .insert(link.child.clone(), link.clone());
+                known
+            }
+            Change::ChildDetached { child, .. } => self.fanout_links.links.remove(child).is_some(),
             Change::SnapshotInstalled { state } => {
                 *self = (**state).clone();
                 true
@@ -745,5 +1056,220 @@ mod tests {
             assert!(copy.apply_change(&ch));
         }
         assert_eq!(s, copy);
+    }
+
+    fn topics(s: &mut MetaState, names: &[(&str, usize)]) {
+        for (n, p) in names {
+            s.apply(&Command::create_topic(
+                *n,
+                *p as u32,
+                BTreeMap::new(),
+                a(*p),
+            ))
+            .unwrap();
+        }
+    }
+
+    fn fanout_reason(e: Refusal) -> String {
+        assert_eq!(e.kafka_error_code(), kafka_codes::INVALID_CONFIG, "{e}");
+        e.to_string()
+    }
+
+    #[test]
+    fn fanout_attach_detach_and_rules() {
+        let mut s = MetaState::default();
+        topics(
+            &mut s,
+            &[("orders", 2), ("audit", 4), ("retry", 2), ("x", 1)],
+        );
+        let ch = s
+            .apply(&Command::attach_child("orders", "audit", 0, vec![5, 7]))
+            .unwrap();
+        let Change::ChildAttached { link } = ch else {
+            panic!("{ch:?}")
+        };
+        assert_eq!(link.epoch.len(), FANOUT_EPOCH_HEX_CHARS);
+        assert_eq!(link.attach_offsets, vec![5, 7]);
+        assert_eq!(s.fanout_links.of_child("audit").unwrap().parent, "orders");
+        // Unknown topics.
+        let e = s
+            .apply(&Command::attach_child("nope", "retry", 0, vec![0]))
+            .unwrap_err();
+        assert_eq!(
+            e.kafka_error_code(),
+            kafka_codes::UNKNOWN_TOPIC_OR_PARTITION
+        );
+        // Self, second parent, chains both ways, bad offsets, delay over a year.
+        let r = fanout_reason(
+            s.apply(&Command::attach_child("retry", "retry", 0, vec![0, 0]))
+                .unwrap_err(),
+        );
+        assert!(r.contains("own child"), "{r}");
+        let r = fanout_reason(
+            s.apply(&Command::attach_child("retry", "audit", 0, vec![0, 0]))
+                .unwrap_err(),
+        );
+        assert!(r.contains("one parent per child"), "{r}");
+        let r = fanout_reason(
+            s.apply(&Command::attach_child("audit", "x", 0, vec![0; 4]))
+                .unwrap_err(),
+        );
+        assert!(r.contains("no chains"), "{r}");
+        let r = fanout_reason(
+            s.apply(&Command::attach_child("x", "orders", 0, vec![0]))
+                .unwrap_err(),
+        );
+        assert!(r.contains("no chains"), "{r}");
+        let r = fanout_reason(
+            s.apply(&Command::attach_child("orders", "retry", 0, vec![0]))
+                .unwrap_err(),
+        );
+        assert!(r.contains("attach offsets"), "{r}");
+        let r = fanout_reason(
+            s.apply(&Command::attach_child(
+                "orders",
+                "retry",
+                MAX_FANOUT_DELAY_MS + 1,
+                vec![0, 0],
+            ))
+            .unwrap_err(),
+        );
+        assert!(r.contains("one year"), "{r}");
+        let bad_epoch = Command::AttachChild {
+            parent: "orders".into(),
+            child: "retry".into(),
+            delay_ms: 0,
+            epoch: "xyz".into(),
+            attach_offsets: vec![0, 0],
+        };
+        assert!(fanout_reason(s.apply(&bad_epoch).unwrap_err()).contains("epoch"));
+        s.apply(&Command::attach_child(
+            "orders",
+            "retry",
+            MAX_FANOUT_DELAY_MS,
+            vec![0, 0],
+        ))
+        .unwrap();
+        // Detach: wrong parent refused, right parent removes only that link.
+        let r = fanout_reason(
+            s.apply(&Command::DetachChild {
+                parent: "x".into(),
+                child: "audit".into(),
+            })
+            .unwrap_err(),
+        );
+        assert!(r.contains("not attached"), "{r}");
+        let ch = s
+            .apply(&Command::DetachChild {
+                parent: "orders".into(),
+                child: "audit".into(),
+            })
+            .unwrap();
+        assert!(matches!(ch, Change::ChildDetached { .. }));
+        assert!(s.fanout_links.of_child("audit").is_none());
+        assert!(s.fanout_links.of_child("retry").is_some());
+        // Re-attach is a fresh epoch.
+        let e1 = link.epoch;
+        let Change::ChildAttached { link } = s
+            .apply(&Command::attach_child("orders", "audit", 0, vec![9, 9]))
+            .unwrap()
+        else {
+            panic!()
+        };
+        assert_ne!(link.epoch, e1);
+        assert_eq!(s.check_invariants(), Ok(()));
+    }
+
+    #[test]
+    fn fanout_children_cap() {
+        let mut s = MetaState::default();
+        topics(&mut s, &[("p", 1)]);
+        for i in 0..=MAX_FANOUT_CHILDREN_PER_PARENT {
+            let c = format!("c{i}");
+            topics(&mut s, &[(c.as_str(), 1)]);
+            let r = s.apply(&Command::attach_child("p", c, 0, vec![0]));
+            if i < MAX_FANOUT_CHILDREN_PER_PARENT {
+                r.unwrap();
+            } else {
+                assert!(fanout_reason(r.unwrap_err()).contains("at most 108"));
+            }
+        }
+    }
+
+    #[test]
+    fn fanout_retention_floor() {
+        let hour = FANOUT_RETENTION_MARGIN_MS;
+        let mut s = MetaState::default();
+        topics(&mut s, &[("p", 1), ("d", 1), ("n", 1)]);
+        let set = |v: &str| Command::AlterConfigs {
+            name: "p".into(),
+            set: [(RETENTION_MS_CONFIG.to_string(), v.to_string())].into(),
+            remove: vec![],
+        };
+        s.apply(&set(&(2 * hour).to_string())).unwrap();
+        // A 2 h delay needs 3 h of parent retention.
+        let r = fanout_reason(
+            s.apply(&Command::attach_child("p", "d", 2 * hour, vec![0]))
+                .unwrap_err(),
+        );
+        assert!(r.contains("delay + 1 h"), "{r}");
+        s.apply(&Command::attach_child("p", "d", hour, vec![0]))
+            .unwrap();
+        // A child without delay sets no floor.
+        s.apply(&Command::attach_child("p", "n", 0, vec![0]))
+            .unwrap();
+        // Lowering retention below the floor is refused; -1 (forever) and equal pass.
+        let e = s.apply(&set(&(2 * hour - 1).to_string())).unwrap_err();
+        assert_eq!(e.kafka_error_code(), kafka_codes::INVALID_CONFIG);
+        assert_eq!(
+            s.topic("p").unwrap().configs[RETENTION_MS_CONFIG],
+            (2 * hour).to_string()
+        );
+        s.apply(&set("-1")).unwrap();
+        s.apply(&set(&(2 * hour).to_string())).unwrap();
+    }
+
+    #[test]
+    fn fanout_follows_delete_and_add_partitions() {
+        let mut s = MetaState::default();
+        let mut copy = MetaState::default();
+        let mut run = |s: &mut MetaState, cmd: Command| {
+            let ch = s.apply(&cmd).unwrap();
+            assert!(copy.apply_change(&ch), "{ch:?}");
+        };
+        for (n, p) in [("p", 2), ("c1", 1), ("c2", 3)] {
+            run(
+                &mut s,
+                Command::create_topic(n, p, BTreeMap::new(), a(p as usize)),
+            );
+        }
+        run(&mut s, Command::attach_child("p", "c1", 0, vec![3, 4]));
+        run(&mut s, Command::attach_child("p", "c2", 10, vec![3, 4]));
+        run(
+            &mut s,
+            Command::AddPartitions {
+                name: "p".into(),
+                new_total: 4,
+                assignments: a(2),
+            },
+        );
+        assert_eq!(
+            s.fanout_links.of_child("c1").unwrap().attach_offsets,
+            vec![3, 4, 0, 0]
+        );
+        run(&mut s, Command::DeleteTopic { name: "c1".into() });
+        assert!(s.fanout_links.of_child("c1").is_none());
+        assert!(s.fanout_links.of_child("c2").is_some());
+        run(&mut s, Command::DeleteTopic { name: "p".into() });
+        assert!(s.fanout_links.links.is_empty());
+        assert_eq!(s, copy);
+        assert_eq!(s.check_invariants(), Ok(()));
+    }
+
+    /// Raft log entries written before fan-out existed must still decode: the new command
+    /// variants may not grow the archived `Command`.
+    #[test]
+    fn archived_command_size_unchanged() {
+        assert_eq!(std::mem::size_of::<ArchivedCommand>(), 56);
     }
 }

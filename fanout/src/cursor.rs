@@ -1,0 +1,799 @@
+//! One cursor: (parent partition × child). The loop: read a fill-or-linger slab of committed
+//! (and, for a delay child, due) parent records, re-key it, commit every child-partition batch
+//! durably, and only then advance the offset file (commit-before-advance). Any failure backs
+//! off [`FAILURE_BACKOFF`] and re-reads from the unadvanced offset: duplicates are possible
+//! after a crash or a failed commit, gaps are not.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::Poll;
+use std::time::Duration;
+
+use engine::log::DueRead;
+use kafka_protocol::records::Record;
+
+use crate::offset_file::{self, CursorFile};
+use crate::rekey;
+use crate::{
+    DUE_WAKE_CAP, FAILURE_BACKOFF, SLAB_LINGER, SLAB_LONG_POLL, SLAB_MAX_BYTES, SLAB_MAX_RECORDS,
+};
+
+/// A parent read that failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadError {
+    /// The offset is below the log start (aged out by retention): drop-behind.
+    OutOfRange {
+        log_start: u64,
+    },
+    Other(String),
+}
+
+/// The parent partition, read locally on its owner core (`PartitionLog` in the broker).
+// The broker's executors are single-threaded (glommio): these futures are not Send by design.
+#[allow(async_fn_in_trait)]
+pub trait ParentLog {
+    fn high_watermark(&self) -> u64;
+    /// `PartitionLog::read_due`: whole batches from the one holding `from`, all committed at or
+    /// before `due_by_commit_ms`.
+    async fn read_due(
+        &self,
+        from: u64,
+        max_bytes: usize,
+        due_by_commit_ms: i64,
+    ) -> Result<DueRead, ReadError>;
+    /// Waits until the high watermark passes `offset` or `timeout` ends; true if data arrived.
+    async fn wait_for_data_after(&self, offset: u64, timeout: Duration) -> bool;
+    /// Commit time of the batch holding `offset`, if it is in the log.
+    async fn commit_time_of(&self, offset: u64) -> Option<i64>;
+}
+
+/// The child topic: appends one batch to one child partition durably (fsync on the owner core,
+/// like a produce with acks=all), wherever that partition lives.
+#[allow(async_fn_in_trait)]
+pub trait ChildSink {
+    /// The child's current partition count.
+    fn partitions(&self) -> Result<u32, String>;
+    async fn commit(&self, partition: u32, batch: Vec<u8>) -> Result<(), String>;
+}
+
+/// Wall clock and sleeping (the broker's is glommio's timer; tests use a fake one).
+#[allow(async_fn_in_trait)]
+pub trait Clock {
+    fn now_ms(&self) -> i64;
+    async fn sleep(&self, d: Duration);
+}
+
+/// A cursor's counters and gauges, shared with whoever exports metrics.
+#[derive(Debug, Default)]
+pub struct CursorStats {
+    /// Parent records committed to the child (`fanout_committed_total`).
+    pub committed_total: Cell<u64>,
+    /// Parent offsets skipped because retention removed them first
+    /// (`fanout_child_dropped_messages`).
+    pub dropped_total: Cell<u64>,
+    /// Parent high watermark minus the cursor (`fanout_lag_messages`).
+    pub lag_messages: Cell<u64>,
+    /// How far the cursor is behind the due frontier, in ms (`fanout_due_lag_seconds`).
+    pub due_lag_ms: Cell<u64>,
+    /// The cursor's next offset (what the offset file holds once durable).
+    pub next_offset: Cell<u64>,
+    /// Consecutive failed steps (0 when healthy).
+    pub failures: Cell<u64>,
+}
+
+/// One fill-or-linger slab.
+#[derive(Debug, Default)]
+pub struct Slab {
+    pub records: Vec<Record>,
+    /// The offset after the slab (where the cursor continues once it is committed).
+    pub end: u64,
+    /// Offsets skipped by drop-behind while reading it.
+    pub dropped: u64,
+    /// Commit time of the first parent batch that was not due (delay children).
+    pub first_undue_commit_ms: Option<i64>,
+}
+
+/// What one step did (for tests and tracing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Committed this many records and advanced the offset file.
+    Committed(usize),
+    /// Nothing to copy (long-poll ended, or only undue records: slept until due).
+    Idle,
+    /// A read, commit or offset write failed; backed off.
+    Failed(String),
+}
+
+pub struct Cursor<P, C, K> {
+    parent: P,
+    child: C,
+    clock: K,
+    partition_dir: PathBuf,
+    child_name: String,
+    epoch: String,
+    delay_ms: u64,
+    next: u64,
+    round_robin: u32,
+    stats: Rc<CursorStats>,
+}
+
+/// The offset just past the last batch in `bytes` (stored v2 batches: base offset at byte 0,
+/// batch length at 8, last offset delta at 23).
+fn end_of_batches(bytes: &[u8]) -> Option<u64> {
+    let mut pos = 0usize;
+    let mut end = None;
+    while pos + 27 <= bytes.len() {
+        let base = i64::from_be_bytes(bytes[pos..pos + 8].try_into().ok()?);
+        let len = i32::from_be_bytes(bytes[pos + 8..pos + 12].try_into().ok()?);
+        let delta = i32::from_be_bytes(bytes[pos + 23..pos + 27].try_into().ok()?);
+        if base < 0 || len < 0 || delta < 0 {
+            return None;
+        }
+        end = Some(base as u64 + delta as u64 + 1);
+        pos += 12 + len as usize;
+    }
+    end
+}
+
+type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+
+/// Polls every future to completion, concurrently on this task; results in input order.
+async fn join_all<T>(futs: Vec<LocalFuture<'_, T>>) -> Vec<T> {
+    let mut futs: Vec<_> = futs.into_iter().map(Some).collect();
+    let mut out: Vec<Option<T>> = futs.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (f, o) in futs.iter_mut().zip(out.iter_mut()) {
+            if let Some(fut) = f {
+                match fut.as_mut().poll(cx) {
+                    Poll::Ready(v) => {
+                        *o = Some(v);
+                        *f = None;
+                    }
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    out.into_iter()
+        .map(|o| o.expect("every future completed"))
+        .collect()
+}
+
+impl<P: ParentLog, C: ChildSink, K: Clock> Cursor<P, C, K> {
+    /// A cursor that starts at `next_offset` (from `offset_file::decide_start`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        parent: P,
+        child: C,
+        clock: K,
+        partition_dir: PathBuf,
+        child_name: String,
+        epoch: String,
+        delay_ms: u64,
+        next_offset: u64,
+    ) -> Self {
+        let stats = Rc::new(CursorStats::default());
+        stats.next_offset.set(next_offset);
+        Cursor {
+            parent,
+            child,
+            clock,
+            partition_dir,
+            child_name,
+            epoch,
+            delay_ms,
+            next: next_offset,
+            round_robin: 0,
+            stats,
+        }
+    }
+
+    pub fn stats(&self) -> Rc<CursorStats> {
+        self.stats.clone()
+    }
+
+    pub fn next_offset(&self) -> u64 {
+        self.next
+    }
+
+    fn due_by(&self) -> i64 {
+        if self.delay_ms == 0 {
+            i64::MAX
+        } else {
+            self.clock.now_ms().saturating_sub(self.delay_ms as i64)
+        }
+    }
+
+    /// Reads one slab from `self.next`: long-poll up to [`SLAB_LONG_POLL`] for the first data,
+    /// then top up until [`SLAB_MAX_RECORDS`], [`SLAB_MAX_BYTES`] or [`SLAB_LINGER`], whichever
+    /// comes first. A delay child only reads due batches and stops at the first undue one.
+    pub async fn read_slab(&self) -> Result<Slab, ReadError> {
+        let mut slab = Slab {
+            end: self.next,
+            ..Slab::default()
+        };
+        if self.parent.high_watermark() <= slab.end {
+            self.parent
+                .wait_for_data_after(slab.end, SLAB_LONG_POLL)
+                .await;
+        }
+        let mut bytes = 0usize;
+        let mut linger_end: Option<i64> = None;
+        loop {
+            let r = match self
+                .parent
+                .read_due(slab.end, SLAB_MAX_BYTES - bytes, self.due_by())
+                .await
+            {
+                Err(ReadError::OutOfRange { log_start }) if slab.end < log_start => {
+                    slab.dropped += log_start - slab.end;
+                    slab.end = log_start;
+                    continue;
+                }
+                r => r?,
+            };
+            if r.bytes.is_empty() {
+                if let Some(t) = r.first_undue_commit_ms {
+                    slab.first_undue_commit_ms = Some(t);
+                    break;
+                }
+                let Some(end) = linger_end else { break };
+                let left = end - self.clock.now_ms();
+                if left <= 0
+                    || !self
+                        .parent
+                        .wait_for_data_after(slab.end, Duration::from_millis(left as u64))
+                        .await
+                {
+                    break;
+                }
+                continue;
+            }
+            bytes += r.bytes.len();
+            let batches_end = end_of_batches(&r.bytes)
+                .ok_or_else(|| ReadError::Other("unparsable parent batch header".into()))?;
+            let recs = rekey::decode_parent(&r.bytes, slab.end).map_err(ReadError::Other)?;
+            let mut full = false;
+            for rec in recs {
+                if slab.records.len() == SLAB_MAX_RECORDS {
+                    slab.end = rec.offset as u64;
+                    full = true;
+                    break;
+                }
+                slab.records.push(rec);
+            }
+            if !full {
+                slab.end = batches_end.max(slab.end);
+            }
+            if slab.records.len() >= SLAB_MAX_RECORDS || bytes >= SLAB_MAX_BYTES {
+                break;
+            }
+            if r.first_undue_commit_ms.is_some() {
+                slab.first_undue_commit_ms = r.first_undue_commit_ms;
+                break;
+            }
+            if linger_end.is_none() && !slab.records.is_empty() {
+                linger_end = Some(self.clock.now_ms() + SLAB_LINGER.as_millis() as i64);
+            }
+        }
+        Ok(slab)
+    }
+
+    /// Commits the slab's records to the child (every child partition concurrently) and then,
+    /// only if all of them are durable, advances the offset file.
+    async fn commit_slab(&self, slab: &Slab, round_robin: &mut u32) -> Result<(), String> {
+        let partitions = self.child.partitions()?;
+        if partitions == 0 {
+            return Err("the child has no partitions".into());
+        }
+        let batches = rekey::rekey(&slab.records, partitions, round_robin);
+        let futs: Vec<LocalFuture<'_, Result<(), String>>> = batches
+            .into_iter()
+            .map(|(p, b)| {
+                Box::pin(async move {
+                    self.child
+                        .commit(p, b)
+                        .await
+                        .map_err(|e| format!("child partition {p}: {e}"))
+                }) as LocalFuture<'_, _>
+            })
+            .collect();
+        for r in join_all(futs).await {
+            r?;
+        }
+        self.persist(slab.end)
+    }
+
+    fn persist(&self, next_offset: u64) -> Result<(), String> {
+        offset_file::store(
+            &self.partition_dir,
+            &self.child_name,
+            &CursorFile {
+                epoch: self.epoch.clone(),
+                next_offset,
+            },
+        )
+        .map_err(|e| format!("writing the offset file: {e}"))
+    }
+
+    /// One iteration of the cursor loop.
+    pub async fn step(&mut self) -> Step {
+        let outcome = match self.read_slab().await {
+            Err(ReadError::OutOfRange { log_start }) => Err(format!(
+                "parent offset {} out of range (log start {log_start})",
+                self.next
+            )),
+            Err(ReadError::Other(e)) => Err(e),
+            Ok(slab) => {
+                let n = slab.records.len();
+                let mut rr = self.round_robin;
+                let r = if n > 0 || slab.dropped > 0 {
+                    self.commit_slab(&slab, &mut rr).await
+                } else {
+                    Ok(())
+                };
+                match r {
+                    Ok(()) => {
+                        self.round_robin = rr;
+                        self.next = slab.end;
+                        let s = &self.stats;
+                        s.next_offset.set(self.next);
+                        s.committed_total.set(s.committed_total.get() + n as u64);
+                        s.dropped_total.set(s.dropped_total.get() + slab.dropped);
+                        if slab.dropped > 0 {
+                            tracing::warn!(
+                                child = %self.child_name,
+                                dropped = slab.dropped,
+                                "fan-out cursor fell behind parent retention; offsets skipped"
+                            );
+                        }
+                        self.update_gauges(slab.first_undue_commit_ms).await;
+                        if n == 0 {
+                            if let Some(t) = slab.first_undue_commit_ms {
+                                let due_in = t + self.delay_ms as i64 - self.clock.now_ms();
+                                let d =
+                                    Duration::from_millis(due_in.max(1) as u64).min(DUE_WAKE_CAP);
+                                self.clock.sleep(d).await;
+                            }
+                        }
+                        Ok(n)
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        match outcome {
+            Ok(0) => {
+                self.stats.failures.set(0);
+                Step::Idle
+            }
+            Ok(n) => {
+                self.stats.failures.set(0);
+                Step::Committed(n)
+            }
+            Err(e) => {
+                self.stats.failures.set(self.stats.failures.get() + 1);
+                tracing::warn!(child = %self.child_name, error = %e, "fan-out cursor step failed; backing off");
+                self.clock.sleep(FAILURE_BACKOFF).await;
+                Step::Failed(e)
+            }
+        }
+    }
+
+    async fn update_gauges(&self, first_undue: Option<i64>) {
+        let hwm = self.parent.high_watermark();
+        self.stats.lag_messages.set(hwm.saturating_sub(self.next));
+        // Behind the due frontier: the next record's commit time is already due by this much.
+        let due_lag = if self.next >= hwm {
+            0
+        } else if let Some(t) = self.parent.commit_time_of(self.next).await {
+            let due_by = self.due_by().min(self.clock.now_ms());
+            if first_undue.is_some_and(|u| u <= t) {
+                0
+            } else {
+                (due_by - t).max(0) as u64
+            }
+        } else {
+            0
+        };
+        self.stats.due_lag_ms.set(due_lag);
+    }
+
+    /// Runs the cursor until the task is dropped (the reconciler stops it that way).
+    pub async fn run(mut self) {
+        loop {
+            self.step().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use bytes::{Bytes, BytesMut};
+    use futures_lite::future::block_on;
+    use kafka_protocol::records::{
+        Compression, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+
+    use super::*;
+
+    /// Parent batches with their commit times; reads follow `PartitionLog::read_due`'s rules.
+    #[derive(Default)]
+    struct FakeParent {
+        /// (base offset, commit time, stored bytes)
+        batches: RefCell<Vec<(u64, i64, Vec<u8>)>>,
+        log_start: Cell<u64>,
+        hwm: Cell<u64>,
+    }
+
+    impl FakeParent {
+        fn produce(&self, keys: &[Option<&str>], commit_ms: i64) {
+            let base = self.hwm.get();
+            let recs: Vec<Record> = keys
+                .iter()
+                .enumerate()
+                .map(|(i, k)| Record {
+                    transactional: false,
+                    control: false,
+                    partition_leader_epoch: -1,
+                    producer_id: -1,
+                    producer_epoch: -1,
+                    timestamp_type: TimestampType::Creation,
+                    offset: (base + i as u64) as i64,
+                    sequence: i as i32 - 1,
+                    timestamp: commit_ms,
+                    key: k.map(|k| Bytes::from(k.to_string())),
+                    value: Some(Bytes::from(format!("{}", base + i as u64))),
+                    headers: Default::default(),
+                })
+                .collect();
+            let mut buf = BytesMut::new();
+            RecordBatchEncoder::encode(
+                &mut buf,
+                recs.iter(),
+                &RecordEncodeOptions {
+                    version: 2,
+                    compression: Compression::None,
+                },
+            )
+            .unwrap();
+            self.batches
+                .borrow_mut()
+                .push((base, commit_ms, buf.to_vec()));
+            self.hwm.set(base + keys.len() as u64);
+        }
+    }
+
+    impl ParentLog for &FakeParent {
+        fn high_watermark(&self) -> u64 {
+            self.hwm.get()
+        }
+        async fn read_due(&self, from: u64, max: usize, due_by: i64) -> Result<DueRead, ReadError> {
+            if from < self.log_start.get() {
+                return Err(ReadError::OutOfRange {
+                    log_start: self.log_start.get(),
+                });
+            }
+            let mut out = DueRead::default();
+            for (i, (base, ct, b)) in self.batches.borrow().iter().enumerate() {
+                let next_base = self
+                    .batches
+                    .borrow()
+                    .get(i + 1)
+                    .map(|x| x.0)
+                    .unwrap_or(self.hwm.get());
+                if next_base <= from {
+                    continue;
+                }
+                let _ = base;
+                if *ct > due_by {
+                    out.first_undue_commit_ms = Some(*ct);
+                    break;
+                }
+                if !out.bytes.is_empty() && out.bytes.len() + b.len() > max {
+                    break;
+                }
+                out.bytes.extend_from_slice(b);
+            }
+            Ok(out)
+        }
+        async fn wait_for_data_after(&self, offset: u64, _t: Duration) -> bool {
+            self.hwm.get() > offset
+        }
+        async fn commit_time_of(&self, offset: u64) -> Option<i64> {
+            self.batches
+                .borrow()
+                .iter()
+                .rev()
+                .find(|b| b.0 <= offset)
+                .map(|b| b.1)
+        }
+    }
+
+    /// (child partition, key, value)
+    type Copied = (u32, Option<Bytes>, Option<Bytes>);
+
+    #[derive(Default)]
+    struct FakeChild {
+        parts: u32,
+        /// (partition, decoded (key, value))
+        got: RefCell<Vec<Copied>>,
+        fail: Cell<bool>,
+    }
+
+    impl ChildSink for &FakeChild {
+        fn partitions(&self) -> Result<u32, String> {
+            Ok(self.parts)
+        }
+        async fn commit(&self, p: u32, batch: Vec<u8>) -> Result<(), String> {
+            if self.fail.get() {
+                return Err("owner down".into());
+            }
+            let mut b = Bytes::from(batch);
+            let sets = RecordBatchDecoder::decode_all(&mut b).unwrap();
+            assert_eq!(sets.len(), 1);
+            for r in &sets[0].records {
+                self.got
+                    .borrow_mut()
+                    .push((p, r.key.clone(), r.value.clone()));
+            }
+            Ok(())
+        }
+    }
+
+    #[derive(Default)]
+    struct FakeClock {
+        now: Cell<i64>,
+        slept: RefCell<Vec<Duration>>,
+    }
+
+    impl Clock for &FakeClock {
+        fn now_ms(&self) -> i64 {
+            self.now.get()
+        }
+        async fn sleep(&self, d: Duration) {
+            self.slept.borrow_mut().push(d);
+            self.now.set(self.now.get() + d.as_millis() as i64);
+        }
+    }
+
+    fn values(c: &FakeChild) -> Vec<u64> {
+        let mut v: Vec<u64> = c
+            .got
+            .borrow()
+            .iter()
+            .map(|(_, _, v)| {
+                std::str::from_utf8(v.as_ref().unwrap())
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn file(dir: &std::path::Path) -> Option<CursorFile> {
+        offset_file::load(dir, "child").unwrap()
+    }
+
+    #[test]
+    fn copies_from_attach_offset_then_advances_file() {
+        let d = tempfile::tempdir().unwrap();
+        let (p, c, k) = (
+            FakeParent::default(),
+            FakeChild {
+                parts: 3,
+                ..Default::default()
+            },
+            FakeClock::default(),
+        );
+        p.produce(&[Some("a"), Some("b")], 0); // before attach: never copied
+        let attach = p.hwm.get();
+        p.produce(&[Some("a"), None, Some("c")], 1);
+        p.produce(&[Some("a"), Some("b")], 2);
+        let mut cur = Cursor::new(
+            &p,
+            &c,
+            &k,
+            d.path().into(),
+            "child".into(),
+            "e1".into(),
+            0,
+            attach,
+        );
+        assert_eq!(block_on(cur.step()), Step::Committed(5));
+        assert_eq!(values(&c), vec![2, 3, 4, 5, 6]);
+        assert_eq!(
+            file(d.path()),
+            Some(CursorFile {
+                epoch: "e1".into(),
+                next_offset: 7
+            })
+        );
+        // Same key, same child partition, parent order.
+        let a: Vec<_> = c
+            .got
+            .borrow()
+            .iter()
+            .filter(|g| g.1.as_deref() == Some(&b"a"[..]))
+            .map(|g| (g.0, g.2.clone()))
+            .collect();
+        assert!(a.iter().all(|x| x.0 == a[0].0));
+        let a_values: Vec<Bytes> = a.iter().map(|x| x.1.clone().unwrap()).collect();
+        assert_eq!(a_values, vec![Bytes::from("2"), Bytes::from("5")]);
+        assert_eq!(block_on(cur.step()), Step::Idle);
+        assert_eq!(cur.stats().committed_total.get(), 5);
+        assert_eq!(cur.stats().lag_messages.get(), 0);
+    }
+
+    #[test]
+    fn failed_commit_does_not_advance_and_retry_has_no_gap() {
+        let d = tempfile::tempdir().unwrap();
+        let (p, c, k) = (
+            FakeParent::default(),
+            FakeChild {
+                parts: 2,
+                ..Default::default()
+            },
+            FakeClock::default(),
+        );
+        p.produce(&[Some("x"); 3], 0);
+        let mut cur = Cursor::new(
+            &p,
+            &c,
+            &k,
+            d.path().into(),
+            "child".into(),
+            "e1".into(),
+            0,
+            0,
+        );
+        c.fail.set(true);
+        assert!(matches!(block_on(cur.step()), Step::Failed(_)));
+        assert_eq!(file(d.path()), None);
+        assert_eq!(cur.next_offset(), 0);
+        assert_eq!(k.slept.borrow().last(), Some(&FAILURE_BACKOFF));
+        c.fail.set(false);
+        assert_eq!(block_on(cur.step()), Step::Committed(3));
+        assert_eq!(values(&c), vec![0, 1, 2]);
+        assert_eq!(file(d.path()).unwrap().next_offset, 3);
+    }
+
+    #[test]
+    fn delay_gate_never_early_and_sleeps_until_due() {
+        let d = tempfile::tempdir().unwrap();
+        let (p, c, k) = (
+            FakeParent::default(),
+            FakeChild {
+                parts: 1,
+                ..Default::default()
+            },
+            FakeClock::default(),
+        );
+        k.now.set(10_000);
+        p.produce(&[Some("a")], 10_000);
+        p.produce(&[Some("b")], 10_500);
+        let delay = 2_000;
+        let mut cur = Cursor::new(
+            &p,
+            &c,
+            &k,
+            d.path().into(),
+            "child".into(),
+            "e".into(),
+            delay,
+            0,
+        );
+        // Nothing due: no copy, sleeps exactly until the first record is due.
+        assert_eq!(block_on(cur.step()), Step::Idle);
+        assert!(c.got.borrow().is_empty());
+        assert_eq!(k.slept.borrow().last(), Some(&Duration::from_millis(2_000)));
+        assert_eq!(k.now.get(), 12_000);
+        // Now the first is due (commit + delay == now), the second is not.
+        assert_eq!(block_on(cur.step()), Step::Committed(1));
+        assert_eq!(values(&c), vec![0]);
+        assert_eq!(block_on(cur.step()), Step::Idle);
+        assert_eq!(k.slept.borrow().last(), Some(&Duration::from_millis(500)));
+        assert_eq!(block_on(cur.step()), Step::Committed(1));
+        // A far-future record: the sleep is capped.
+        p.produce(&[Some("c")], 10_000_000);
+        assert_eq!(block_on(cur.step()), Step::Idle);
+        assert_eq!(k.slept.borrow().last(), Some(&DUE_WAKE_CAP));
+        assert_eq!(values(&c), vec![0, 1]);
+    }
+
+    #[test]
+    fn drop_behind_is_skipped_and_counted() {
+        let d = tempfile::tempdir().unwrap();
+        let (p, c, k) = (
+            FakeParent::default(),
+            FakeChild {
+                parts: 1,
+                ..Default::default()
+            },
+            FakeClock::default(),
+        );
+        p.produce(&[Some("a"); 4], 0);
+        p.produce(&[Some("b"); 2], 0);
+        p.batches.borrow_mut().remove(0);
+        p.log_start.set(4);
+        let mut cur = Cursor::new(
+            &p,
+            &c,
+            &k,
+            d.path().into(),
+            "child".into(),
+            "e".into(),
+            0,
+            1,
+        );
+        assert_eq!(block_on(cur.step()), Step::Committed(2));
+        assert_eq!(cur.stats().dropped_total.get(), 3);
+        assert_eq!(values(&c), vec![4, 5]);
+        assert_eq!(file(d.path()).unwrap().next_offset, 6);
+    }
+
+    #[test]
+    fn slab_is_capped_at_max_records_mid_batch() {
+        let d = tempfile::tempdir().unwrap();
+        let (p, c, k) = (
+            FakeParent::default(),
+            FakeChild {
+                parts: 4,
+                ..Default::default()
+            },
+            FakeClock::default(),
+        );
+        let keys: Vec<Option<&str>> = vec![None; 3_000];
+        p.produce(&keys, 0);
+        p.produce(&keys, 0);
+        let mut cur = Cursor::new(
+            &p,
+            &c,
+            &k,
+            d.path().into(),
+            "child".into(),
+            "e".into(),
+            0,
+            0,
+        );
+        assert_eq!(block_on(cur.step()), Step::Committed(SLAB_MAX_RECORDS));
+        assert_eq!(file(d.path()).unwrap().next_offset, SLAB_MAX_RECORDS as u64);
+        assert_eq!(
+            block_on(cur.step()),
+            Step::Committed(6_000 - SLAB_MAX_RECORDS)
+        );
+        assert_eq!(values(&c), (0..6_000).collect::<Vec<u64>>());
+        // Null keys spread evenly.
+        let on0 = c.got.borrow().iter().filter(|g| g.0 == 0).count();
+        assert_eq!(on0, 1_500);
+    }
+
+    #[test]
+    fn batch_end_parsing() {
+        let p = FakeParent::default();
+        p.produce(&[None; 3], 0);
+        p.produce(&[None; 2], 0);
+        let all: Vec<u8> = p
+            .batches
+            .borrow()
+            .iter()
+            .flat_map(|b| b.2.clone())
+            .collect();
+        assert_eq!(end_of_batches(&all), Some(5));
+        assert_eq!(end_of_batches(&[]), None);
+    }
+}
