@@ -157,6 +157,7 @@ pub fn run(
                 glommio::spawn_local(crate::conn::accept_loop(state.clone(), listener)).detach();
                 glommio::spawn_local(state.clone().retention_loop()).detach();
                 glommio::spawn_local(state.clone().group_tick_loop()).detach();
+                glommio::spawn_local(crate::fanout_runtime::reconcile_loop(state.clone())).detach();
                 if let (0, Some(addr)) = (core, ctx.config.metrics_listen) {
                     let admin = glommio::net::TcpListener::bind(addr)
                         .map_err(|e| format!("cannot listen for metrics on {addr}: {e}"))?;

@@ -91,6 +91,8 @@ pub struct CoreState {
     /// Partitions being handed to another core (`shard move`): closed here and not reopened
     /// until the metastore says where they live.
     pub moving: RefCell<std::collections::HashSet<PartitionKey>>,
+    /// Fan-out cursors running on this core (parent partitions it owns).
+    pub cursors: RefCell<crate::fanout_runtime::Cursors>,
 }
 
 impl CoreState {
@@ -113,6 +115,7 @@ impl CoreState {
             groups: RefCell::new(Groups::new()),
             metrics: Default::default(),
             moving: RefCell::default(),
+            cursors: RefCell::default(),
         }))
     }
 
@@ -460,6 +463,23 @@ impl CoreState {
             .collect();
         parts.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
         s.partitions = parts;
+        s.cursors = self
+            .cursors
+            .borrow()
+            .stats()
+            .into_iter()
+            .map(
+                |(parent, partition, child, _delay, st)| crate::metrics::CursorFigures {
+                    parent,
+                    partition,
+                    child,
+                    lag_messages: st.lag_messages.get(),
+                    due_lag_ms: st.due_lag_ms.get(),
+                    committed: st.committed_total.get(),
+                    dropped: st.dropped_total.get(),
+                },
+            )
+            .collect();
         s
     }
 

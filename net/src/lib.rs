@@ -10,6 +10,7 @@ pub mod codes;
 pub mod config;
 pub mod conn;
 pub mod core;
+pub mod fanout_runtime;
 pub mod group;
 pub mod idempotence;
 pub mod metrics;

@@ -61,6 +61,18 @@ pub struct PartitionFigures {
     pub segments: usize,
 }
 
+/// One fan-out cursor's figures in a snapshot.
+#[derive(Debug, Clone)]
+pub struct CursorFigures {
+    pub parent: String,
+    pub partition: u32,
+    pub child: String,
+    pub lag_messages: u64,
+    pub due_lag_ms: u64,
+    pub committed: u64,
+    pub dropped: u64,
+}
+
 /// Everything a scrape reads from one core (crosses threads).
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
@@ -86,6 +98,7 @@ pub struct Snapshot {
     pub recovery_segments_scanned: u64,
     pub recovery_truncations: u64,
     pub partitions: Vec<PartitionFigures>,
+    pub cursors: Vec<CursorFigures>,
 }
 
 impl CoreMetrics {
@@ -323,6 +336,50 @@ pub fn render(snaps: &[Snapshot]) -> String {
         f.head(name, "histogram", help);
         for s in snaps {
             f.histogram(name, s.core, get(s));
+        }
+    }
+    type CursorGet = fn(&CursorFigures) -> f64;
+    let fanout: &[(&str, &str, &str, CursorGet)] = &[
+        (
+            "fanout_lag_messages",
+            "gauge",
+            "Parent high watermark minus the fan-out cursor.",
+            |c| c.lag_messages as f64,
+        ),
+        (
+            "fanout_due_lag_seconds",
+            "gauge",
+            "How far a delay cursor is behind its due frontier.",
+            |c| c.due_lag_ms as f64 / 1e3,
+        ),
+        (
+            "fanout_committed_total",
+            "counter",
+            "Parent records committed to the child.",
+            |c| c.committed as f64,
+        ),
+        (
+            "fanout_child_dropped_messages",
+            "counter",
+            "Parent records aged out before the cursor copied them.",
+            |c| c.dropped as f64,
+        ),
+    ];
+    for (name, kind, help, get) in fanout {
+        f.head(name, kind, help);
+        for s in snaps {
+            for c in &s.cursors {
+                f.sample(
+                    name,
+                    &[
+                        ("core", s.core.to_string()),
+                        ("parent", c.parent.clone()),
+                        ("child", c.child.clone()),
+                        ("partition", c.partition.to_string()),
+                    ],
+                    get(c),
+                );
+            }
         }
     }
     f.head(

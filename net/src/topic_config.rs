@@ -17,6 +17,8 @@ pub enum ConfigType {
 /// Every topic config the broker knows, with its type.
 pub const TOPIC_CONFIGS: &[(&str, ConfigType)] = &[
     ("cleanup.policy", ConfigType::String),
+    ("fanout.delay.ms", ConfigType::Long),
+    ("fanout.parent", ConfigType::String),
     ("compression.type", ConfigType::String),
     ("max.message.bytes", ConfigType::Int),
     ("message.timestamp.type", ConfigType::String),
@@ -37,6 +39,9 @@ fn parse_i64(key: &str, v: &str, min: i64, max: i64) -> Result<i64, String> {
     }
     Ok(n)
 }
+
+/// Longest fan-out delay (seed 000: 1 year).
+pub const MAX_FANOUT_DELAY_MS: i64 = meta::state::MAX_FANOUT_DELAY_MS as i64;
 
 /// Applies `configs` over `defaults`, checking every key and value.
 pub fn to_log_config(
@@ -83,6 +88,18 @@ pub fn to_log_config(
             "min.insync.replicas" => {
                 parse_i64(k, v, 1, 1)?;
             }
+            // Fan-out links (seed 000); the link itself lives in the metastore.
+            "fanout.parent" => {
+                if v.is_empty() {
+                    return Err(format!("{k} is empty: name the parent topic"));
+                }
+            }
+            "fanout.delay.ms" => {
+                parse_i64(k, v, 0, MAX_FANOUT_DELAY_MS)?;
+                if !configs.contains_key("fanout.parent") {
+                    return Err(format!("{k} needs fanout.parent"));
+                }
+            }
             _ => return Err(format!("unknown topic config {k:?}")),
         }
     }
@@ -108,6 +125,8 @@ pub fn describe(
 fn default_value(name: &str, d: &LogConfig) -> String {
     match name {
         "cleanup.policy" => "delete".into(),
+        "fanout.delay.ms" => "0".into(),
+        "fanout.parent" => String::new(),
         "compression.type" => "producer".into(),
         "max.message.bytes" => d.max_batch_bytes.to_string(),
         "message.timestamp.type" => match d.timestamp_type {

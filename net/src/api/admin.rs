@@ -105,14 +105,124 @@ pub async fn create_topic(
             "partition count must be at least 1".into(),
         ));
     }
+    let link = fanout_request(&configs)?;
+    if let Some((parent, delay_ms)) = &link {
+        check_fanout_parent(state, parent, *delay_ms)?;
+    }
     let cmd = Command::create_topic(name, partitions, configs, place(state, partitions));
     write(state, cmd).await?;
+    if let Some((parent, delay_ms)) = link {
+        if let Err(refused) = attach(state, &parent, name, delay_ms).await {
+            // A child that cannot be attached is not left behind half made.
+            let _ = write(
+                state,
+                Command::DeleteTopic {
+                    name: name.to_string(),
+                },
+            )
+            .await;
+            return Err(refused);
+        }
+    }
     let id = state.meta.borrow().topic(name).map(|t| t.topic_id).ok_or((
         codes::UNKNOWN_SERVER_ERROR,
         "topic vanished after create".to_string(),
     ))?;
     Ok(id)
 }
+
+/// The fan-out link a topic's configs ask for: `fanout.parent` and `fanout.delay.ms`.
+fn fanout_request(configs: &BTreeMap<String, String>) -> Result<Option<(String, u64)>, Refusal> {
+    let Some(parent) = configs.get(FANOUT_PARENT) else {
+        return Ok(None);
+    };
+    let delay_ms = match configs.get(FANOUT_DELAY_MS) {
+        None => 0,
+        Some(v) => v.trim().parse::<u64>().map_err(|_| {
+            (
+                codes::INVALID_CONFIG,
+                format!("{FANOUT_DELAY_MS}={v:?} is not a number of ms"),
+            )
+        })?,
+    };
+    Ok(Some((parent.clone(), delay_ms)))
+}
+
+/// The parent must exist, and for a delay child keep records at least delay + 1 h (its own
+/// `retention.ms`, or the broker default).
+fn check_fanout_parent(state: &CoreState, parent: &str, delay_ms: u64) -> Result<(), Refusal> {
+    let m = state.meta.borrow();
+    let Some(p) = m.topic(parent) else {
+        return Err((
+            codes::UNKNOWN_TOPIC_OR_PARTITION,
+            format!("fan-out parent '{parent}' does not exist"),
+        ));
+    };
+    if let Some(floor) = meta::state::fanout_retention_floor_ms(delay_ms) {
+        let retention = p
+            .configs
+            .get("retention.ms")
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .or(state.ctx.config.log_defaults.retention_ms)
+            .filter(|r| *r >= 0);
+        if let Some(r) = retention {
+            if (r as u64) < floor {
+                return Err((
+                    codes::INVALID_CONFIG,
+                    format!("parent '{parent}' keeps records {r} ms; a child delayed {delay_ms} ms needs retention.ms >= {floor} (delay + 1 h)"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Links `child` to `parent`: the attach offsets are the parent's current high watermarks (no
+/// backfill), read from each partition's owner core.
+pub async fn attach(
+    state: &Rc<CoreState>,
+    parent: &str,
+    child: &str,
+    delay_ms: u64,
+) -> Result<(), Refusal> {
+    check_fanout_parent(state, parent, delay_ms)?;
+    let partitions = state
+        .meta
+        .borrow()
+        .topic(parent)
+        .map(|t| t.partitions)
+        .unwrap_or(0);
+    let reads = (0..partitions).map(|p| {
+        let state = state.clone();
+        let parent = parent.to_string();
+        async move {
+            let core = state.owner_core(&parent, p)?;
+            let hwm = move |s: Rc<CoreState>| async move {
+                s.partition(&parent, p).map(|x| x.log.high_watermark())
+            };
+            if core == state.core {
+                hwm(state.clone()).await
+            } else {
+                state.shards.invoke_on(core, hwm).await.ok().flatten()
+            }
+        }
+    });
+    let offsets: Option<Vec<u64>> = join_all(reads).await.into_iter().collect();
+    let offsets = offsets.ok_or((
+        codes::NOT_LEADER_OR_FOLLOWER,
+        format!("a partition of '{parent}' is not open; retry"),
+    ))?;
+    write(
+        state,
+        Command::attach_child(parent, child, delay_ms, offsets),
+    )
+    .await?;
+    tracing::info!(%parent, %child, delay_ms, "fan-out child attached");
+    Ok(())
+}
+
+const FANOUT_PARENT: &str = "fanout.parent";
+const FANOUT_DELAY_MS: &str = "fanout.delay.ms";
 
 pub async fn create_topics(
     state: &Rc<CoreState>,
@@ -122,17 +232,21 @@ pub async fn create_topics(
     let mut results = Vec::with_capacity(req.topics.len());
     for t in req.topics {
         let name = t.name.0.to_string();
-        let partitions = if t.num_partitions == -1 {
-            state.ctx.config.default_partitions as i32
-        } else {
-            t.num_partitions
-        };
         let mut configs = BTreeMap::new();
         for c in &t.configs {
             if let Some(v) = &c.value {
                 configs.insert(c.name.to_string(), v.to_string());
             }
         }
+        // A fan-out child takes its parent's partition count unless given one.
+        let parent_partitions = configs
+            .get(FANOUT_PARENT)
+            .and_then(|p| state.meta.borrow().topic(p).map(|t| t.partitions as i32));
+        let partitions = match (t.num_partitions, parent_partitions) {
+            (-1, Some(n)) => n,
+            (-1, None) => state.ctx.config.default_partitions as i32,
+            (n, _) => n,
+        };
         let outcome: Result<[u8; 16], Refusal> = if !t.assignments.is_empty() {
             Err((
                 codes::INVALID_REPLICA_ASSIGNMENT,
@@ -424,8 +538,33 @@ pub async fn incremental_alter_configs(
                 }
             }
             topic_config::to_log_config(&next, &state.ctx.config.log_defaults).map_err(|e| (codes::INVALID_CONFIG, e))?;
+            let (was, will) = (fanout_request(&current)?, fanout_request(&next)?);
+            let attached = state.meta.borrow().fanout_links.of_child(&name).cloned();
+            if let (Some(link), Some((parent, delay))) = (&attached, &will) {
+                if link.delay_ms != *delay || parent != &link.parent || was.is_none() {
+                    return Err((
+                        codes::INVALID_CONFIG,
+                        format!(
+                            "'{name}' is attached to '{}' with delay {} ms; the link and its delay are immutable: detach (delete fanout.parent) and attach again",
+                            link.parent, link.delay_ms
+                        ),
+                    ));
+                }
+            }
             if req.validate_only {
                 return Ok(());
+            }
+            match (&attached, &will) {
+                (None, Some((parent, delay))) => attach(state, parent, &name, *delay).await?,
+                (Some(link), None) => {
+                    let detach = Command::DetachChild {
+                        parent: link.parent.clone(),
+                        child: name.clone(),
+                    };
+                    write(state, detach).await?;
+                    tracing::info!(parent = %link.parent, child = %name, "fan-out child detached");
+                }
+                _ => {}
             }
             write(state, Command::AlterConfigs { name: name.clone(), set, remove }).await
         }

@@ -75,6 +75,19 @@ pub async fn handle(
                     codes::INVALID_TOPIC_EXCEPTION,
                     Some(format!("{name} is internal; clients cannot produce to it")),
                 );
+            } else if let Some(parent) = state
+                .meta
+                .borrow()
+                .fanout_links
+                .of_child(&name)
+                .filter(|l| l.delay_ms > 0)
+                .map(|l| l.parent.clone())
+            {
+                resp = answer(
+                    data.index,
+                    codes::POLICY_VIOLATION,
+                    Some(format!("{name} is a delay child of {parent}: its records arrive only through fan-out")),
+                );
             } else if data.index < 0 {
                 resp = answer(data.index, codes::UNKNOWN_TOPIC_OR_PARTITION, None);
             } else {
