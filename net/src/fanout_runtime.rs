@@ -236,7 +236,7 @@ async fn reconcile(state: &Rc<CoreState>, pass: u64) {
             .running
             .insert(key, (task, stats, delay_ms));
     }
-    if pass % fanout::ORPHAN_SWEEP_EVERY_PASSES == 0 {
+    if pass.is_multiple_of(fanout::ORPHAN_SWEEP_EVERY_PASSES) {
         sweep_orphans(state).await;
     }
 }

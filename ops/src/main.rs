@@ -4,6 +4,7 @@ mod client;
 mod cluster_cmd;
 mod data_cmd;
 mod dump_segment;
+mod fanout_cmd;
 mod group_cmd;
 mod output;
 mod proxy;
@@ -42,6 +43,8 @@ enum Command {
     Proxy(proxy::ProxyArgs),
     /// Decode a segment's .log, .index or .timeindex file and find where it is damaged.
     DumpSegment(dump_segment::DumpArgs),
+    /// Fan-out children: attach, detach, list.
+    Fanout(fanout_cmd::FanoutArgs),
     /// Per-core view: partitions, rates, fsync p99, queues, busy fraction.
     Shards(shards_cmd::ShardsArgs),
     /// Per-core tuning: move a partition to another core.
@@ -79,6 +82,7 @@ fn main() {
         Command::Proxy(args) => report(proxy::run(args)),
         Command::DumpSegment(args) => report(dump_segment::run(args)),
         Command::Shards(args) => report(shards_cmd::run_shards(args)),
+        Command::Fanout(args) => report(fanout_cmd::run(args)),
         Command::Shard(args) => report(shards_cmd::run_shard(args)),
     };
     std::process::exit(code);

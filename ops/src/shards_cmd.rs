@@ -50,7 +50,7 @@ enum ShardCommand {
 }
 
 /// Sends one HTTP/1.1 request and returns (status, body).
-fn http(addr: &str, method: &str, path: &str) -> Result<(u16, String), String> {
+pub(crate) fn http(addr: &str, method: &str, path: &str) -> Result<(u16, String), String> {
     let mut s = TcpStream::connect(addr).map_err(|e| {
         format!("cannot reach the admin listener at {addr}: {e} (start the broker with --metrics-listen {addr}, or pass --admin HOST:PORT)")
     })?;

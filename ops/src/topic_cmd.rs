@@ -396,7 +396,7 @@ fn describe(
     Ok(())
 }
 
-fn alter_config(
+pub(crate) fn alter_config(
     c: &mut KafkaClient,
     v: &BrokerVersions,
     name: &str,

@@ -58,3 +58,190 @@ fn children_receive_every_record_delay_is_never_early_and_refusals_hold() {
         "the delay child's cursors committed every record: {committed}"
     );
 }
+
+/// SIGKILLs the broker at random moments while a producer writes to the parent; after the
+/// restarts the child holds every acknowledged parent record (duplicates allowed, no gaps).
+#[test]
+fn child_holds_every_acknowledged_parent_record_across_sigkills() {
+    use std::io::BufRead;
+    let trials: usize = std::env::var("RINGLOG_CRASH_TRIALS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
+    let mut rng = Rng::from_env_or_time("fan-out crash test");
+    let mut broker = Broker::start(2);
+    create_topic(&broker, "fo", 3, &[]);
+    create_topic(&broker, "fo-copy", 2, &[("fanout.parent", "fo")]);
+    let mut acked: Vec<String> = Vec::new();
+    for trial in 0..trials {
+        let mut cmd = python_cmd(
+            "crash_producer.py",
+            &[&broker.bootstrap(), "fo", &format!("t{trial}"), "2.0"],
+        );
+        cmd.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null());
+        let child = cmd.spawn().expect("producer");
+        std::thread::sleep(Duration::from_millis(300 + rng.range(0, 1500)));
+        broker.kill();
+        broker.restart();
+        let out = child.wait_with_output().expect("producer ends");
+        for line in out.stdout.lines() {
+            let line = line.unwrap();
+            if let Some(rest) = line.strip_prefix("ACK ") {
+                acked.push(rest.splitn(3, ' ').nth(2).unwrap().to_string());
+            }
+        }
+    }
+    assert!(!acked.is_empty(), "the producer got acknowledgements");
+    // The cursors resume from their offset files after each restart: wait for the child.
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    let missing = loop {
+        let mut seen = std::collections::HashSet::new();
+        for p in 0..2 {
+            let mut c = std::process::Command::new(kcat());
+            c.args([
+                "-b",
+                &broker.bootstrap(),
+                "-C",
+                "-t",
+                "fo-copy",
+                "-p",
+                &p.to_string(),
+                "-o",
+                "beginning",
+                "-e",
+                "-q",
+                "-f",
+                "%s\n",
+            ]);
+            for l in run_ok(c, None, Duration::from_secs(60)).lines() {
+                seen.insert(l.to_string());
+            }
+        }
+        let missing: Vec<&String> = acked.iter().filter(|v| !seen.contains(*v)).collect();
+        if missing.is_empty() || std::time::Instant::now() > deadline {
+            break missing.len();
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert_eq!(
+        missing,
+        0,
+        "{missing} of {} acknowledged parent records missing from the child",
+        acked.len()
+    );
+}
+
+fn ringlog(args: &[&str]) -> Output {
+    let mut c = std::process::Command::new(ringlog_bin());
+    c.args(args);
+    run_with_timeout(c, None, Duration::from_secs(60))
+}
+
+#[test]
+fn fanout_cli_attaches_lists_and_detaches() {
+    let admin = format!(
+        "127.0.0.1:{}",
+        TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    );
+    let broker = Broker::start_with(2, &["--metrics-listen", &admin]);
+    let bs = broker.bootstrap();
+    create_topic(&broker, "src", 2, &[]);
+    create_topic(&broker, "dst", 3, &[]);
+    let o = ringlog(&[
+        "fanout",
+        "attach",
+        "src",
+        "dst",
+        "--delay",
+        "1s",
+        "--brokers",
+        &bs,
+    ]);
+    assert!(o.status.success(), "{}", o.stderr);
+    let o = ringlog(&[
+        "fanout",
+        "list",
+        "src",
+        "--brokers",
+        &bs,
+        "--admin",
+        &admin,
+        "--json",
+    ]);
+    let v: serde_json::Value =
+        serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", o.stdout));
+    assert_eq!(v[0]["child"], "dst");
+    assert_eq!(v[0]["delay_ms"], 1000);
+    let mut p = std::process::Command::new(kcat());
+    p.args(["-b", &bs, "-P", "-t", "src", "-K:"]);
+    run_ok(p, Some(b"a:1\nb:2\nc:3\n"), Duration::from_secs(30));
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let count = |b: &str| -> usize {
+        (0..3)
+            .map(|p| {
+                let mut c = std::process::Command::new(kcat());
+                c.args([
+                    "-b",
+                    b,
+                    "-C",
+                    "-t",
+                    "dst",
+                    "-p",
+                    &p.to_string(),
+                    "-o",
+                    "beginning",
+                    "-e",
+                    "-q",
+                ]);
+                run_ok(c, None, Duration::from_secs(30)).lines().count()
+            })
+            .sum()
+    };
+    while count(&bs) < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "dst received the records"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let table = ringlog(&["fanout", "list", "src", "--brokers", &bs, "--admin", &admin]);
+    assert!(
+        table.stdout.starts_with("CHILD") && table.stdout.contains("dst"),
+        "{}",
+        table.stdout
+    );
+    let o = ringlog(&["fanout", "detach", "src", "dst", "--brokers", &bs]);
+    assert!(o.status.success(), "{}", o.stderr);
+    let o = ringlog(&["fanout", "list", "src", "--brokers", &bs, "--json"]);
+    assert_eq!(o.stdout.trim(), "[]", "detached");
+    // Refusals name the problem.
+    let o = ringlog(&["fanout", "attach", "nope", "dst", "--brokers", &bs]);
+    assert!(
+        !o.status.success() && o.stderr.contains("does not exist"),
+        "{}",
+        o.stderr
+    );
+    let o = ringlog(&[
+        "fanout",
+        "attach",
+        "src",
+        "dst",
+        "--delay",
+        "soon",
+        "--brokers",
+        &bs,
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", o.stderr);
+    assert!(o.stderr.contains("expected a duration"), "{}", o.stderr);
+    let o = ringlog(&["fanout", "detach", "src", "dst", "--brokers", &bs]);
+    assert!(
+        !o.status.success() && o.stderr.contains("not attached"),
+        "{}",
+        o.stderr
+    );
+}
