@@ -538,6 +538,23 @@ pub async fn incremental_alter_configs(
                 }
             }
             topic_config::to_log_config(&next, &state.ctx.config.log_defaults).map_err(|e| (codes::INVALID_CONFIG, e))?;
+            // A parent keeps records at least as long as its longest-delayed child needs
+            // (delay + 1 h), whether its retention.ms is lowered or removed (the broker
+            // default then applies).
+            let longest_delay = state.meta.borrow().fanout_links.max_child_delay_ms(&name);
+            if let Some(floor) = meta::state::fanout_retention_floor_ms(longest_delay) {
+                let effective = next
+                    .get("retention.ms")
+                    .and_then(|v| v.trim().parse::<i64>().ok())
+                    .or(state.ctx.config.log_defaults.retention_ms)
+                    .filter(|r| *r >= 0);
+                if let Some(r) = effective.filter(|r| (*r as u64) < floor) {
+                    return Err((
+                        codes::INVALID_CONFIG,
+                        format!("'{name}' has a child delayed {} ms: retention.ms {r} is below delay + 1 h = {floor}", longest_delay),
+                    ));
+                }
+            }
             let (was, will) = (fanout_request(&current)?, fanout_request(&next)?);
             let attached = state.meta.borrow().fanout_links.of_child(&name).cloned();
             if let (Some(link), Some((parent, delay))) = (&attached, &will) {

@@ -92,6 +92,12 @@ refused("chain", 1, {"fanout.parent": "orders-copy"}, "INVALID_CONFIG")
 refused("too-late", 1, {"fanout.parent": "orders", "fanout.delay.ms": str(400 * 24 * 3600 * 1000)}, "INVALID_CONFIG")
 create("short", 1, {"retention.ms": "3600000"})
 refused("short-late", 1, {"fanout.parent": "short", "fanout.delay.ms": "60000"}, "INVALID_CONFIG")
+# Lowering a parent's retention below delay + 1 h is refused.
+try:
+    alter("orders", [("retention.ms", "60000", AlterConfigOpType.SET)])
+    raise AssertionError("lowering the parent's retention below the floor was accepted")
+except KafkaException as e:
+    assert e.args[0].name() == "INVALID_CONFIG", e
 
 # Detach, produce, re-attach, produce: nothing from the detached window, nothing replayed.
 alter("orders-copy", [("fanout.parent", None, AlterConfigOpType.DELETE)])
