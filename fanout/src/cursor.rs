@@ -9,7 +9,6 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::Poll;
 use std::time::Duration;
 
 use engine::log::DueRead;
@@ -139,35 +138,6 @@ fn end_of_batches(bytes: &[u8]) -> Option<u64> {
 }
 
 type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
-
-/// Polls every future to completion, concurrently on this task; results in input order.
-async fn join_all<T>(futs: Vec<LocalFuture<'_, T>>) -> Vec<T> {
-    let mut futs: Vec<_> = futs.into_iter().map(Some).collect();
-    let mut out: Vec<Option<T>> = futs.iter().map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for (f, o) in futs.iter_mut().zip(out.iter_mut()) {
-            if let Some(fut) = f {
-                match fut.as_mut().poll(cx) {
-                    Poll::Ready(v) => {
-                        *o = Some(v);
-                        *f = None;
-                    }
-                    Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            Poll::Pending
-        } else {
-            Poll::Ready(())
-        }
-    })
-    .await;
-    out.into_iter()
-        .map(|o| o.expect("every future completed"))
-        .collect()
-}
 
 impl<P: ParentLog, C: ChildSink, K: Clock> Cursor<P, C, K> {
     /// A cursor that starts at `next_offset` (from `offset_file::decide_start`).
@@ -308,7 +278,7 @@ impl<P: ParentLog, C: ChildSink, K: Clock> Cursor<P, C, K> {
                 }) as LocalFuture<'_, _>
             })
             .collect();
-        for r in join_all(futs).await {
+        for r in engine::join::join_all(futs.into_iter()).await {
             r?;
         }
         self.persist(slab.end)
