@@ -267,14 +267,18 @@ impl<P: ParentLog, C: ChildSink, K: Clock> Cursor<P, C, K> {
             return Err("the child has no partitions".into());
         }
         let batches = rekey::rekey(&slab.records, partitions, round_robin);
+        // Child partitions concurrently; the batches of one partition in order.
         let futs: Vec<LocalFuture<'_, Result<(), String>>> = batches
             .into_iter()
-            .map(|(p, b)| {
+            .map(|(p, bs)| {
                 Box::pin(async move {
-                    self.child
-                        .commit(p, b)
-                        .await
-                        .map_err(|e| format!("child partition {p}: {e}"))
+                    for b in bs {
+                        self.child
+                            .commit(p, b)
+                            .await
+                            .map_err(|e| format!("child partition {p}: {e}"))?;
+                    }
+                    Ok(())
                 }) as LocalFuture<'_, _>
             })
             .collect();

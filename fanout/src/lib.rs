@@ -20,6 +20,9 @@ pub const SLAB_LONG_POLL: Duration = Duration::from_secs(1);
 pub const SLAB_MAX_RECORDS: usize = 4_096;
 /// ...or this many bytes of parent batches read...
 pub const SLAB_MAX_BYTES: usize = 4 * 1024 * 1024;
+/// A child batch holds at most this many bytes of records (a slab can hold 4 MiB for one child
+/// partition; a child topic's `max.message.bytes` defaults to 1 MiB).
+pub const MAX_CHILD_BATCH_BYTES: usize = 512 * 1024;
 /// ...or when this linger (from its first record) ends, whichever comes first.
 pub const SLAB_LINGER: Duration = Duration::from_millis(25);
 /// After a failed read, child commit or offset write the cursor waits this long and re-reads

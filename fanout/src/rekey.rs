@@ -123,11 +123,25 @@ pub fn encode_child_batch(records: &[&Record]) -> Vec<u8> {
 /// Splits decoded parent records by child partition: `(child partition, batch)` for every child
 /// partition that gets records, ascending by partition; each batch keeps parent order (so
 /// per-key order holds).
+/// Upper estimate of a record's encoded size (varint headers included).
+fn approx_record_bytes(r: &Record) -> usize {
+    const RECORD_OVERHEAD_BYTES: usize = 32;
+    r.key.as_ref().map_or(0, |k| k.len())
+        + r.value.as_ref().map_or(0, |v| v.len())
+        + r.headers
+            .iter()
+            .map(|(k, v)| k.len() + v.as_ref().map_or(0, |v| v.len()) + 8)
+            .sum::<usize>()
+        + RECORD_OVERHEAD_BYTES
+}
+
+/// The slab's records grouped by child partition, each group cut into batches of at most
+/// `crate::MAX_CHILD_BATCH_BYTES` (a single larger record goes alone), in parent order.
 pub fn rekey(
     records: &[Record],
     child_partitions: u32,
     round_robin: &mut u32,
-) -> Vec<(u32, Vec<u8>)> {
+) -> Vec<(u32, Vec<Vec<u8>>)> {
     let mut by_part: std::collections::BTreeMap<u32, Vec<&Record>> = Default::default();
     for r in records {
         let p = child_partition(r.key.as_deref(), child_partitions, round_robin);
@@ -135,7 +149,22 @@ pub fn rekey(
     }
     by_part
         .into_iter()
-        .map(|(p, rs)| (p, encode_child_batch(&rs)))
+        .map(|(p, rs)| {
+            let mut batches = Vec::new();
+            let mut start = 0;
+            let mut bytes = 0;
+            for (i, r) in rs.iter().enumerate() {
+                let n = approx_record_bytes(r);
+                if i > start && bytes + n > crate::MAX_CHILD_BATCH_BYTES {
+                    batches.push(encode_child_batch(&rs[start..i]));
+                    start = i;
+                    bytes = 0;
+                }
+                bytes += n;
+            }
+            batches.push(encode_child_batch(&rs[start..]));
+            (p, batches)
+        })
         .collect()
 }
 
@@ -246,8 +275,13 @@ mod tests {
         let mut rr = 0;
         let batches = rekey(&got, 3, &mut rr);
         let mut total = 0;
-        for (p, b) in &batches {
-            let mut buf = Bytes::from(b.clone());
+        for (p, bs) in &batches {
+            assert_eq!(
+                bs.len(),
+                1,
+                "small slabs make one batch per child partition"
+            );
+            let mut buf = Bytes::from(bs[0].clone());
             let sets = RecordBatchDecoder::decode_all(&mut buf).unwrap();
             assert_eq!(sets.len(), 1, "one batch per child partition");
             let mut last_value_per_key = std::collections::HashMap::new();
@@ -277,5 +311,37 @@ mod tests {
         assert_eq!(total, 17);
         // Three null keys (offsets 105, 110, 115) went round-robin.
         assert_eq!(rr, 3);
+    }
+
+    #[test]
+    fn large_slabs_are_cut_into_bounded_batches_in_order() {
+        let big = "x".repeat(100 * 1024);
+        let recs: Vec<Record> = (0..20)
+            .map(|i| rec(Some("same-key"), &format!("{i:02}{big}"), 1000 + i))
+            .collect();
+        let mut rr = 0;
+        let batches = rekey(&recs, 4, &mut rr);
+        assert_eq!(batches.len(), 1, "one key, one child partition");
+        let (_, bs) = &batches[0];
+        assert!(
+            bs.len() >= 4,
+            "20 × 100 KiB cut into ≤ 512 KiB batches: {}",
+            bs.len()
+        );
+        let mut seen = Vec::new();
+        for b in bs {
+            assert!(
+                b.len() <= crate::MAX_CHILD_BATCH_BYTES + 4096,
+                "batch of {} bytes",
+                b.len()
+            );
+            engine::batch::validate(b).expect("valid v2 batch");
+            let mut buf = Bytes::from(b.clone());
+            for r in &RecordBatchDecoder::decode_all(&mut buf).unwrap()[0].records {
+                seen.push(String::from_utf8_lossy(&r.value.as_ref().unwrap()[..2]).into_owned());
+            }
+        }
+        let want: Vec<String> = (0..20).map(|i| format!("{i:02}")).collect();
+        assert_eq!(seen, want, "parent order kept across the batches");
     }
 }
