@@ -88,42 +88,9 @@ fn s(v: impl Into<String>) -> StrBytes {
     StrBytes::from_string(v.into())
 }
 
-/// Kafka's murmur2 (`org.apache.kafka.common.utils.Utils.murmur2`).
-pub fn murmur2(data: &[u8]) -> i32 {
-    let seed: u32 = 0x9747_b28c;
-    let m: u32 = 0x5bd1_e995;
-    let r = 24;
-    let len = data.len();
-    let mut h: u32 = seed ^ len as u32;
-    let mut chunks = data.chunks_exact(4);
-    for c in &mut chunks {
-        let mut k = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-        k = k.wrapping_mul(m);
-        k ^= k >> r;
-        k = k.wrapping_mul(m);
-        h = h.wrapping_mul(m);
-        h ^= k;
-    }
-    let rest = chunks.remainder();
-    if rest.len() >= 3 {
-        h ^= (rest[2] as u32) << 16;
-    }
-    if rest.len() >= 2 {
-        h ^= (rest[1] as u32) << 8;
-    }
-    if !rest.is_empty() {
-        h ^= rest[0] as u32;
-        h = h.wrapping_mul(m);
-    }
-    h ^= h >> 13;
-    h = h.wrapping_mul(m);
-    h ^= h >> 15;
-    h as i32
-}
-
 /// The partition Kafka's default partitioner picks for a keyed message.
 pub fn partition_for_key(key: &[u8], partitions: i32) -> i32 {
-    (murmur2(key) & 0x7fff_ffff) % partitions
+    (fanout::rekey::murmur2(key) & 0x7fff_ffff) % partitions
 }
 
 fn now_ms() -> i64 {
@@ -520,19 +487,6 @@ mod tests {
     use super::*;
 
     /// Kafka's own test vectors (UtilsTest.testMurmur2).
-    #[test]
-    fn murmur2_matches_kafka() {
-        assert_eq!(murmur2(b"21"), -973932308);
-        assert_eq!(murmur2(b"foobar"), -790332482);
-        assert_eq!(murmur2(b"a-little-bit-long-string"), -985981536);
-        assert_eq!(murmur2(b"a-little-bit-longer-string"), -1486304829);
-        assert_eq!(
-            murmur2(b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8"),
-            -58897971
-        );
-        assert_eq!(murmur2(b"abc"), 479470107);
-    }
-
     #[test]
     fn format_placeholders() {
         use kafka_protocol::indexmap::IndexMap;
