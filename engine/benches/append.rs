@@ -7,6 +7,7 @@
 //! - one appender (one batch per fdatasync; also glommio's own write+fdatasync as the floor);
 //! - 8 concurrent durable appenders (group commit), the baseline syncing after as many batches
 //!   as the engine put under one fdatasync in that round.
+//!
 //! Then 64 concurrent durable appenders show appends per fdatasync.
 //!
 //! Run: `cargo bench -p ringlog-engine --bench append [-- --mib 32 --rounds 3 --dir PATH]`
@@ -19,12 +20,10 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
+use engine::batch_encode::{encode_uncompressed, NewRecord};
 use engine::{CoreStorage, DataDir, Durability, LogConfig, PartitionLog};
 use glommio::{LocalExecutorBuilder, Placement};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 
 const RECORD_BYTES: usize = 1024;
 const RECORDS_PER_BATCH: usize = 16;
@@ -63,33 +62,11 @@ fn parse_args() -> Args {
 }
 
 fn make_batch(seed: usize) -> Vec<u8> {
-    let records: Vec<Record> = (0..RECORDS_PER_BATCH)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: i as i32 - 1,
-            timestamp: 1_700_000_000_000 + seed as i64,
-            key: None,
-            value: Some(Bytes::from(vec![(seed + i) as u8; RECORD_BYTES])),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        records.iter(),
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .expect("encode");
-    buf.to_vec()
+    encode_uncompressed((0..RECORDS_PER_BATCH).map(|i| NewRecord {
+        value: Some(Bytes::from(vec![(seed + i) as u8; RECORD_BYTES])),
+        timestamp_ms: 1_700_000_000_000 + seed as i64,
+        ..Default::default()
+    }))
 }
 
 /// Plain O_DIRECT writes of `batch_bytes` each (padded to the block), an fdatasync after every

@@ -8,6 +8,7 @@
 
 pub mod appender;
 pub mod batch;
+pub mod batch_encode;
 pub mod compression;
 pub mod config;
 pub mod core_storage;

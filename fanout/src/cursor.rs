@@ -395,11 +395,9 @@ impl<P: ParentLog, C: ChildSink, K: Clock> Cursor<P, C, K> {
 mod tests {
     use std::cell::RefCell;
 
-    use bytes::{Bytes, BytesMut};
+    use bytes::Bytes;
     use futures_lite::future::block_on;
-    use kafka_protocol::records::{
-        Compression, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
+    use kafka_protocol::records::RecordBatchDecoder;
 
     use super::*;
 
@@ -415,37 +413,17 @@ mod tests {
     impl FakeParent {
         fn produce(&self, keys: &[Option<&str>], commit_ms: i64) {
             let base = self.hwm.get();
-            let recs: Vec<Record> = keys
-                .iter()
-                .enumerate()
-                .map(|(i, k)| Record {
-                    transactional: false,
-                    control: false,
-                    partition_leader_epoch: -1,
-                    producer_id: -1,
-                    producer_epoch: -1,
-                    timestamp_type: TimestampType::Creation,
-                    offset: (base + i as u64) as i64,
-                    sequence: i as i32 - 1,
-                    timestamp: commit_ms,
-                    key: k.map(|k| Bytes::from(k.to_string())),
-                    value: Some(Bytes::from(format!("{}", base + i as u64))),
-                    headers: Default::default(),
-                })
-                .collect();
-            let mut buf = BytesMut::new();
-            RecordBatchEncoder::encode(
-                &mut buf,
-                recs.iter(),
-                &RecordEncodeOptions {
-                    version: 2,
-                    compression: Compression::None,
-                },
-            )
-            .unwrap();
-            self.batches
-                .borrow_mut()
-                .push((base, commit_ms, buf.to_vec()));
+            let mut stored =
+                engine::batch_encode::encode_uncompressed(keys.iter().enumerate().map(|(i, k)| {
+                    engine::batch_encode::NewRecord {
+                        key: k.map(|k| Bytes::from(k.to_string())),
+                        value: Some(Bytes::from(format!("{}", base + i as u64))),
+                        timestamp_ms: commit_ms,
+                        ..Default::default()
+                    }
+                }));
+            engine::batch::set_base_offset(&mut stored, base as i64);
+            self.batches.borrow_mut().push((base, commit_ms, stored));
             self.hwm.set(base + keys.len() as u64);
         }
     }

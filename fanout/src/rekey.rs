@@ -4,10 +4,8 @@
 //! gets one uncompressed v2 batch holding its records in parent order. Keys, values, headers and
 //! record timestamps are preserved.
 
-use bytes::{Buf, Bytes, BytesMut};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use bytes::{Buf, Bytes};
+use kafka_protocol::records::{Compression, Record, RecordBatchDecoder};
 
 /// Kafka's murmur2 (`org.apache.kafka.common.utils.Utils.murmur2`).
 pub fn murmur2(data: &[u8]) -> i32 {
@@ -88,36 +86,14 @@ pub fn decode_parent(bytes: &[u8], from: u64) -> Result<Vec<Record>, String> {
 /// producer fields reset (the child log assigns offsets), timestamps, keys, values and headers
 /// kept.
 pub fn encode_child_batch(records: &[&Record]) -> Vec<u8> {
-    let recs: Vec<Record> = records
-        .iter()
-        .enumerate()
-        .map(|(i, r)| Record {
-            transactional: false,
-            control: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // Offset - sequence constant keeps the encoder on one batch; base sequence -1.
-            sequence: i as i32 - 1,
-            timestamp: r.timestamp,
+    engine::batch_encode::encode_uncompressed(records.iter().map(|r| {
+        engine::batch_encode::NewRecord {
             key: r.key.clone(),
             value: r.value.clone(),
             headers: r.headers.clone(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        recs.iter(),
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .expect("encoding an uncompressed batch of valid records cannot fail");
-    buf.to_vec()
+            timestamp_ms: r.timestamp,
+        }
+    }))
 }
 
 /// Splits decoded parent records by child partition: `(child partition, batch)` for every child
@@ -171,7 +147,9 @@ pub fn rekey(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::BytesMut;
     use kafka_protocol::protocol::StrBytes;
+    use kafka_protocol::records::{RecordBatchEncoder, RecordEncodeOptions, TimestampType};
 
     #[test]
     fn murmur2_matches_kafka() {

@@ -14,7 +14,6 @@ pub mod fanout_runtime;
 pub mod group;
 pub mod idempotence;
 pub mod metrics;
-pub mod records;
 pub mod topic_config;
 
 pub use config::BrokerConfig;

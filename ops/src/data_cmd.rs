@@ -102,11 +102,15 @@ fn now_ms() -> i64 {
 
 /// One v2 batch of `msgs` (key, value), uncompressed, no producer id.
 fn encode_batch(msgs: &[(Option<Bytes>, Bytes)]) -> Result<Bytes, String> {
-    let records: Vec<(Option<Bytes>, Option<Bytes>)> = msgs
-        .iter()
-        .map(|(k, v)| (k.clone(), Some(v.clone())))
-        .collect();
-    Ok(Bytes::from(net::records::encode_batch(&records, now_ms())))
+    let ts = now_ms();
+    Ok(Bytes::from(engine::batch_encode::encode_uncompressed(
+        msgs.iter().map(|(k, v)| engine::batch_encode::NewRecord {
+            key: k.clone(),
+            value: Some(v.clone()),
+            headers: Default::default(),
+            timestamp_ms: ts,
+        }),
+    )))
 }
 
 struct ProduceState {

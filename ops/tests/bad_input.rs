@@ -6,16 +6,12 @@
 mod support;
 
 use bytes::{Buf, Bytes, BytesMut};
-use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse, ProduceRequest,
     ProduceResponse, RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::process::Command;
@@ -127,41 +123,21 @@ fn kcat_metadata_ok(broker: &Broker) {
 }
 
 fn batch(values: &[&str], corrupt: bool) -> Bytes {
-    let records: Vec<Record> = values
-        .iter()
-        .enumerate()
-        .map(|(i, v)| Record {
-            transactional: false,
-            control: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // offset - sequence must be constant, or the encoder starts a new batch.
-            sequence: i as i32,
-            timestamp: 1_700_000_000_000 + i as i64,
-            key: Some(Bytes::from(format!("key-{i}"))),
-            value: Some(Bytes::copy_from_slice(v.as_bytes())),
-            headers: IndexMap::new(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .expect("encode batch");
+    let mut buf =
+        engine::batch_encode::encode_uncompressed(values.iter().enumerate().map(|(i, v)| {
+            engine::batch_encode::NewRecord {
+                key: Some(Bytes::from(format!("key-{i}"))),
+                value: Some(Bytes::copy_from_slice(v.as_bytes())),
+                timestamp_ms: 1_700_000_000_000 + i as i64,
+                ..Default::default()
+            }
+        }));
     if corrupt {
         // Flip a bit in the last record's value: covered by the CRC-32C, length fields intact.
         let n = buf.len();
         buf[n - 2] ^= 0x01;
     }
-    buf.freeze()
+    Bytes::from(buf)
 }
 
 fn produce_req(topic: &str, partition: i32, records: Bytes) -> ProduceRequest {

@@ -1,6 +1,6 @@
 //! Shared helpers for the engine's integration tests: an executor with small `io_memory`, a
-//! data dir in a temp folder, and Kafka batches built by an independent encoder
-//! (kafka-protocol), so the engine's parsing is checked against another implementation.
+//! data dir in a temp folder, and Kafka batches built with kafka-protocol's encoder (through
+//! `engine::batch_encode`), so the engine's parsing is checked against another implementation.
 #![allow(dead_code)]
 
 use std::future::Future;
@@ -8,12 +8,10 @@ use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
+use engine::batch_encode::{encode_uncompressed, NewRecord};
 use engine::{CoreStorage, DataDir, LogConfig, PartitionLog, RecoverySummary};
 use glommio::{LocalExecutorBuilder, Placement};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 
 /// Small registered I/O memory: tests run many executors under the default memlock limit.
 pub const TEST_IO_MEMORY_BYTES: usize = 1 << 20;
@@ -73,37 +71,18 @@ pub fn small_config(segment_bytes: u64) -> LogConfig {
 
 /// Encodes one v2 batch of `n` records, keys `k<seed>-<i>`, values of `value_len` bytes.
 pub fn batch(seed: u64, n: usize, value_len: usize, timestamp_ms: i64) -> Vec<u8> {
-    let records: Vec<Record> = (0..n)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: i as i32 - 1,
-            timestamp: timestamp_ms + i as i64,
+    encode_uncompressed((0..n).map(|i| {
+        NewRecord {
             key: Some(Bytes::from(format!("k{seed}-{i}"))),
             value: Some(Bytes::from(
                 (0..value_len)
                     .map(|j| (seed as usize + i * 31 + j) as u8)
                     .collect::<Vec<u8>>(),
             )),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        records.iter(),
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .expect("encode batch");
-    buf.to_vec()
+            timestamp_ms: timestamp_ms + i as i64,
+            ..Default::default()
+        }
+    }))
 }
 
 /// The batch as the log stores it: base offset set, leader epoch 0.

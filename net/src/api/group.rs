@@ -350,16 +350,15 @@ async fn persist_offsets(
     let Some(part) = s.partition(OFFSETS_TOPIC, partition) else {
         return Err(COORDINATOR_NOT_AVAILABLE);
     };
-    let records: Vec<(Option<Bytes>, Option<Bytes>)> = items
-        .iter()
-        .map(|(t, p, c)| {
-            (
-                Some(group::encode_key(group_id, t, *p)),
-                c.as_ref().map(group::encode_value),
-            )
-        })
-        .collect();
-    let batch = crate::records::encode_batch(&records, now_ms());
+    let now = now_ms();
+    let batch = engine::batch_encode::encode_uncompressed(items.iter().map(|(t, p, c)| {
+        engine::batch_encode::NewRecord {
+            key: Some(group::encode_key(group_id, t, *p)),
+            value: c.as_ref().map(group::encode_value),
+            headers: Default::default(),
+            timestamp_ms: now,
+        }
+    }));
     part.log
         .append(&batch, Durability::Sync)
         .await

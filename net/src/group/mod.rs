@@ -187,14 +187,17 @@ mod tests {
             metadata: Some("m".into()),
             commit_ms: 7,
         };
-        let batch = crate::records::encode_batch(
-            &[
-                (Some(encode_key("g", "t", 1)), Some(encode_value(&c))),
-                (Some(encode_key("g", "t", 2)), Some(encode_value(&c))),
-                (Some(encode_key("g", "t", 2)), None),
-            ],
-            1,
-        );
+        let rec = |k, v: Option<Bytes>| engine::batch_encode::NewRecord {
+            key: Some(k),
+            value: v,
+            timestamp_ms: 1,
+            ..Default::default()
+        };
+        let batch = engine::batch_encode::encode_uncompressed([
+            rec(encode_key("g", "t", 1), Some(encode_value(&c))),
+            rec(encode_key("g", "t", 2), Some(encode_value(&c))),
+            rec(encode_key("g", "t", 2), None),
+        ]);
         engine::batch::validate(&batch).expect("a valid v2 batch");
         let mut groups = Groups::new();
         assert_eq!(replay(&mut groups, &batch, 0, Duration::ZERO), 3);
