@@ -148,6 +148,16 @@ fn fanout_request(configs: &BTreeMap<String, String>) -> Result<Option<(String, 
     Ok(Some((parent.clone(), delay_ms)))
 }
 
+/// How long a topic with `configs` keeps records: its `retention.ms`, else the broker default;
+/// `None` = forever.
+fn effective_retention_ms(state: &CoreState, configs: &BTreeMap<String, String>) -> Option<i64> {
+    configs
+        .get("retention.ms")
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .or(state.ctx.config.log_defaults.retention_ms)
+        .filter(|r| *r >= 0)
+}
+
 /// The parent must exist, and for a delay child keep records at least delay + 1 h (its own
 /// `retention.ms`, or the broker default).
 fn check_fanout_parent(state: &CoreState, parent: &str, delay_ms: u64) -> Result<(), Refusal> {
@@ -159,13 +169,7 @@ fn check_fanout_parent(state: &CoreState, parent: &str, delay_ms: u64) -> Result
         ));
     };
     if let Some(floor) = meta::state::fanout_retention_floor_ms(delay_ms) {
-        let retention = p
-            .configs
-            .get("retention.ms")
-            .and_then(|v| v.trim().parse::<i64>().ok())
-            .or(state.ctx.config.log_defaults.retention_ms)
-            .filter(|r| *r >= 0);
-        if let Some(r) = retention {
+        if let Some(r) = effective_retention_ms(state, &p.configs) {
             if (r as u64) < floor {
                 return Err((
                     codes::INVALID_CONFIG,
@@ -543,12 +547,7 @@ pub async fn incremental_alter_configs(
             // default then applies).
             let longest_delay = state.meta.borrow().fanout_links.max_child_delay_ms(&name);
             if let Some(floor) = meta::state::fanout_retention_floor_ms(longest_delay) {
-                let effective = next
-                    .get("retention.ms")
-                    .and_then(|v| v.trim().parse::<i64>().ok())
-                    .or(state.ctx.config.log_defaults.retention_ms)
-                    .filter(|r| *r >= 0);
-                if let Some(r) = effective.filter(|r| (*r as u64) < floor) {
+                if let Some(r) = effective_retention_ms(state, &next).filter(|r| (*r as u64) < floor) {
                     return Err((
                         codes::INVALID_CONFIG,
                         format!("'{name}' has a child delayed {} ms: retention.ms {r} is below delay + 1 h = {floor}", longest_delay),
