@@ -51,6 +51,10 @@ pub enum BatchError {
     InvalidCompression(i16),
     #[error("record batch of {len} bytes exceeds the limit of {max_bytes} bytes")]
     TooLarge { len: usize, max_bytes: usize },
+    #[error("invalid records: {0}")]
+    InvalidRecords(String),
+    #[error("record batch inflates past {max_bytes} bytes; refused (decompression bound)")]
+    DecompressedTooLarge { max_bytes: u64 },
 }
 
 /// The parsed fixed header of one batch.
@@ -178,11 +182,12 @@ pub struct ValidBatch<'a> {
 }
 
 impl<'a> ValidBatch<'a> {
+    /// Validates the header and CRC, then the records themselves
+    /// (`record_check::validate_records`): what enters the log from outside.
     pub fn new(bytes: &'a [u8]) -> Result<Self, BatchError> {
-        Ok(Self {
-            header: validate(bytes)?,
-            bytes,
-        })
+        let header = validate(bytes)?;
+        crate::record_check::validate_records(bytes, &header)?;
+        Ok(Self { header, bytes })
     }
 
     pub fn bytes(&self) -> &'a [u8] {

@@ -27,6 +27,7 @@ pub fn encode_uncompressed(records: impl IntoIterator<Item = NewRecord>) -> Vec<
         .map(|(i, r)| Record {
             transactional: false,
             control: false,
+            delete_horizon: false,
             partition_leader_epoch: -1,
             producer_id: -1,
             producer_epoch: -1,

@@ -1,52 +1,58 @@
 //! Combinators for futures on one executor (no spawning, no threads): run several at once and
-//! take all results, or the first.
+//! take all results, or the first. Both are futures-util's, which give every child future its
+//! own waker: a hand-written combinator that hands each child the task's own waker makes
+//! glommio count one waker reference per child in an `i16`, and a request touching enough
+//! partitions overflowed it ("Waker invariant broken").
 
 use std::future::Future;
-use std::pin::Pin;
-use std::task::Poll;
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
 
 /// Runs the futures concurrently on the current executor and returns their results in order
 /// (e.g. the writes and syncs of one flush go to the ring together).
-pub async fn join_all<F: Future>(futs: impl Iterator<Item = F>) -> Vec<F::Output> {
-    let mut tasks: Vec<Option<Pin<Box<F>>>> = futs.map(|f| Some(Box::pin(f))).collect();
-    let mut results: Vec<Option<F::Output>> = (0..tasks.len()).map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for (slot, result) in tasks.iter_mut().zip(results.iter_mut()) {
-            if let Some(f) = slot {
-                match f.as_mut().poll(cx) {
-                    Poll::Ready(v) => {
-                        *result = Some(v);
-                        *slot = None;
-                    }
-                    Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            Poll::Pending
-        } else {
-            Poll::Ready(())
-        }
-    })
-    .await;
-    results
-        .into_iter()
-        .map(|r| r.expect("every future completed"))
-        .collect()
+pub async fn join_all<F: Future>(futs: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+    futures_util::future::join_all(futs).await
 }
 
 /// Waits for the first of `futs` to complete and returns its index and output; the others are
 /// dropped. Pending forever if `futs` is empty.
-pub async fn first_of<F: Future>(futs: impl Iterator<Item = F>) -> (usize, F::Output) {
-    let mut tasks: Vec<Pin<Box<F>>> = futs.map(Box::pin).collect();
-    std::future::poll_fn(|cx| {
-        for (i, f) in tasks.iter_mut().enumerate() {
-            if let Poll::Ready(v) = f.as_mut().poll(cx) {
-                return Poll::Ready((i, v));
-            }
-        }
-        Poll::Pending
-    })
-    .await
+pub async fn first_of<F: Future>(futs: impl IntoIterator<Item = F>) -> (usize, F::Output) {
+    let mut set: FuturesUnordered<_> = futs
+        .into_iter()
+        .enumerate()
+        .map(|(i, f)| async move { (i, f.await) })
+        .collect();
+    match set.next().await {
+        Some(first) => first,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 40,000 children on one task: more than an `i16` of waker references.
+    #[test]
+    fn many_children_on_one_glommio_task() {
+        let ex = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+            .io_memory(1 << 20)
+            .spawn(|| async {
+                let timers = (0..40_000u64).map(|i| async move {
+                    glommio::timer::sleep(std::time::Duration::from_millis(1 + i % 3)).await;
+                    i
+                });
+                let all = join_all(timers).await;
+                assert_eq!(all.len(), 40_000);
+                assert_eq!(all[39_999], 39_999);
+                let sleeps = (0..40_000u64).map(|i| async move {
+                    glommio::timer::sleep(std::time::Duration::from_millis(5 + i)).await;
+                    i
+                });
+                let (i, v) = first_of(sleeps).await;
+                assert_eq!((i, v), (0, 0));
+            })
+            .unwrap();
+        ex.join().unwrap();
+    }
 }

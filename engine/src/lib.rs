@@ -18,6 +18,7 @@ pub mod io;
 pub mod join;
 pub mod latency;
 pub mod log;
+pub mod record_check;
 pub mod recovery_marker;
 pub mod segment;
 pub mod shard;

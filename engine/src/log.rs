@@ -228,7 +228,10 @@ struct State {
     index_synced_at: Instant,
     index_dirty: bool,
     change_gen: u64,
-    waiters: Vec<Waker>,
+    /// Tasks waiting for the next change, by registration id. A waiter removes itself when it
+    /// is dropped (a long-poll that timed out), so the map holds only live waits.
+    waiters: std::collections::BTreeMap<u64, Waker>,
+    next_waiter_id: u64,
     stats: LogStats,
 }
 
@@ -243,8 +246,51 @@ impl State {
 
     fn notify(&mut self) {
         self.change_gen += 1;
-        for w in self.waiters.drain(..) {
+        for (_, w) in std::mem::take(&mut self.waiters) {
             w.wake();
+        }
+    }
+}
+
+/// One registered wait for a state change (see [`PartitionLog::wait_change`]).
+struct WaitChange<'a> {
+    log: &'a PartitionLog,
+    gen: u64,
+    id: Option<u64>,
+}
+
+impl std::future::Future for WaitChange<'_> {
+    type Output = ();
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        let mut st = self.log.st.borrow_mut();
+        if st.change_gen != self.gen {
+            if let Some(id) = self.id.take() {
+                st.waiters.remove(&id);
+            }
+            return Poll::Ready(());
+        }
+        match self.id.and_then(|id| st.waiters.get_mut(&id)) {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            Some(w) => *w = cx.waker().clone(),
+            None => {
+                let id = st.next_waiter_id;
+                st.next_waiter_id += 1;
+                st.waiters.insert(id, cx.waker().clone());
+                drop(st);
+                self.id = Some(id);
+            }
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for WaitChange<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id {
+            if let Ok(mut st) = self.log.st.try_borrow_mut() {
+                st.waiters.remove(&id);
+            }
         }
     }
 }
@@ -323,19 +369,14 @@ impl PartitionLog {
         Ok(())
     }
 
-    /// Waits until the state changes after generation `gen`.
+    /// Waits until the state changes after generation `gen`. The registration is removed
+    /// when the wait ends or is dropped.
     async fn wait_change(&self, gen: u64) {
-        std::future::poll_fn(|cx| {
-            let mut st = self.st.borrow_mut();
-            if st.change_gen != gen {
-                Poll::Ready(())
-            } else {
-                if !st.waiters.iter().any(|w| w.will_wake(cx.waker())) {
-                    st.waiters.push(cx.waker().clone());
-                }
-                Poll::Pending
-            }
-        })
+        WaitChange {
+            log: self,
+            gen,
+            id: None,
+        }
         .await
     }
 
@@ -444,7 +485,8 @@ impl PartitionLog {
                 index_synced_at: Instant::now(),
                 index_dirty: false,
                 change_gen: 0,
-                waiters: Vec::new(),
+                waiters: Default::default(),
+                next_waiter_id: 0,
                 stats: LogStats::default(),
             }),
         });

@@ -19,26 +19,82 @@ pub const META_DIR_NAME: &str = "meta";
 
 /// How long the start-up check waits for an answer from a process already on the port.
 const LISTEN_PROBE_TIMEOUT_MS: u64 = 300;
+/// How long start-up waits for listening sockets that no process serves any more to go away
+/// (a SIGKILLed broker's io_uring rings release them asynchronously, a few hundred ms after
+/// the process is reaped).
+const LISTEN_DYING_SOCKET_WAIT_MS: u64 = 5_000;
+const LISTEN_DYING_SOCKET_POLL_MS: u64 = 50;
 
-/// Resolves the listen address: refuses a port another process already accepts on (glommio
+/// What answers on a port.
+#[derive(Debug, PartialEq, Eq)]
+enum PortProbe {
+    /// Nothing listens.
+    Free,
+    /// A process accepts and answers a Kafka ApiVersions request: a live broker.
+    Live,
+    /// A socket accepts the TCP handshake but nobody answers: a listener whose process is gone.
+    Dying,
+}
+
+fn probe_port(target: SocketAddr) -> PortProbe {
+    use std::io::{Read, Write};
+    let timeout = Duration::from_millis(LISTEN_PROBE_TIMEOUT_MS);
+    let Ok(mut s) = TcpStream::connect_timeout(&target, timeout) else {
+        return PortProbe::Free;
+    };
+    // ApiVersions v0, correlation id 1, no client id.
+    let req: [u8; 14] = [0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 1, 0xff, 0xff];
+    let _ = s.set_read_timeout(Some(timeout));
+    let _ = s.set_write_timeout(Some(timeout));
+    let mut answer = [0u8; 4];
+    match s.write_all(&req).and_then(|_| s.read_exact(&mut answer)) {
+        Ok(()) => PortProbe::Live,
+        Err(_) => PortProbe::Dying,
+    }
+}
+
+/// Resolves the listen address: refuses a port another live process accepts on (glommio
 /// sets SO_REUSEPORT, so a second broker would otherwise bind silently), and picks a free port
 /// for port 0. The check connects rather than binds, so the TIME_WAIT sockets a previous run
-/// left behind do not block a restart.
+/// left behind do not block a restart; a listener that takes the handshake but answers nothing
+/// (a killed broker's sockets still being torn down) is waited out for a bounded time. The
+/// data-dir lock stays the guard against a second broker on the same data.
 fn claim_listen_addr(addr: SocketAddr) -> Result<SocketAddr, String> {
     if addr.port() == 0 {
         let probe = StdListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
         return probe.local_addr().map_err(|e| e.to_string());
     }
-    let target = if addr.ip().is_unspecified() {
-        SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), addr.port())
-    } else {
-        addr
+    let target = match addr.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => {
+            SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), addr.port())
+        }
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::new(std::net::Ipv6Addr::LOCALHOST.into(), addr.port())
+        }
+        _ => addr,
     };
-    match TcpStream::connect_timeout(&target, Duration::from_millis(LISTEN_PROBE_TIMEOUT_MS)) {
-        Ok(_) => Err(format!(
-            "another process already accepts connections on {addr} (a second broker?); stop it or use --listen with a free port"
-        )),
-        Err(_) => Ok(addr),
+    let started = std::time::Instant::now();
+    let mut logged = false;
+    loop {
+        match probe_port(target) {
+            PortProbe::Free => return Ok(addr),
+            PortProbe::Live => {
+                return Err(format!(
+                    "another process already accepts connections on {addr} (a second broker?); stop it or use --listen with a free port"
+                ))
+            }
+            PortProbe::Dying if started.elapsed() >= Duration::from_millis(LISTEN_DYING_SOCKET_WAIT_MS) => {
+                tracing::warn!(%addr, waited_ms = LISTEN_DYING_SOCKET_WAIT_MS, "a listener on the port still takes connections but answers none; starting anyway");
+                return Ok(addr);
+            }
+            PortProbe::Dying => {
+                if !logged {
+                    tracing::info!(%addr, "the port still has a listener that answers nothing (a stopped broker's sockets closing); waiting for it to go");
+                    logged = true;
+                }
+                std::thread::sleep(Duration::from_millis(LISTEN_DYING_SOCKET_POLL_MS));
+            }
+        }
     }
 }
 
@@ -112,6 +168,10 @@ pub fn run(
     shutdown: flume::Receiver<()>,
     on_ready: impl FnOnce(SocketAddr),
 ) -> Result<(), String> {
+    config.validate()?;
+    if crate::lazy_reserve::overcommit_is_strict() {
+        tracing::warn!("vm.overcommit_memory is 2 (strict): a request with a lying array count can fail an allocation and abort the broker; use 0 or 1");
+    }
     let data_dir = Arc::new(DataDir::open(&config.data_dir).map_err(|e| e.to_string())?);
     config.listen = claim_listen_addr(config.listen)?;
     let cluster_id = cluster_id(&data_dir)?;

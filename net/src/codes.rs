@@ -35,7 +35,9 @@ pub fn for_log_error(e: &LogError) -> i16 {
     match e {
         LogError::InvalidBatch { source, .. } => match source {
             BatchError::TooLarge { .. } => MESSAGE_TOO_LARGE,
-            BatchError::LengthMismatch { .. } => INVALID_RECORD,
+            BatchError::LengthMismatch { .. }
+            | BatchError::InvalidRecords(_)
+            | BatchError::DecompressedTooLarge { .. } => INVALID_RECORD,
             _ => CORRUPT_MESSAGE,
         },
         LogError::Poisoned { .. } | LogError::Io { .. } => KAFKA_STORAGE_ERROR,

@@ -9,6 +9,29 @@ use engine::LogConfig;
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 100 * 1024 * 1024;
 /// Requests of one connection in flight at once (pipelining); the reader waits beyond this.
 pub const DEFAULT_MAX_INFLIGHT_REQUESTS_PER_CONNECTION: usize = 128;
+/// Connections the broker holds at once (Kafka's `max.connections`); past it a new connection
+/// is closed at accept.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 16_384;
+/// Connections one client IP may hold at once (Kafka's `max.connections.per.ip`).
+pub const DEFAULT_MAX_CONNECTIONS_PER_IP: usize = 16_384;
+/// A connection with no request for this long and nothing in flight is closed (Kafka's
+/// `connections.max.idle.ms`).
+pub const DEFAULT_CONNECTIONS_MAX_IDLE_MS: u64 = 600_000;
+/// A request frame must arrive whole within this long of its first byte, and a response write
+/// must make progress within it (Kafka's `request.timeout.ms`); a slow sender (slowloris) or a
+/// peer that stopped reading is disconnected.
+pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 30_000;
+/// Bytes one connection may have in flight: request frames read and not yet answered, plus the
+/// response room reserved for them (a Fetch reserves its response cap). A client that
+/// pipelines and never reads stops being read at this bound. A single request larger than this
+/// is admitted only when nothing else of the connection is in flight.
+pub const DEFAULT_MAX_INFLIGHT_BYTES_PER_CONNECTION: usize = 128 << 20;
+/// Request frame bytes in flight on one core across its connections (Kafka's
+/// `queued.max.request.bytes`): readers wait for room before they read a frame's body.
+pub const DEFAULT_QUEUED_MAX_REQUEST_BYTES_PER_CORE: usize = 512 << 20;
+/// Largest Fetch response the broker builds, whatever the client asks (Kafka's broker-side
+/// `fetch.max.bytes`, 55 MiB).
+pub const DEFAULT_FETCH_MAX_BYTES: usize = 57_671_680;
 /// How often each core applies retention to its partitions (Kafka:
 /// `log.retention.check.interval.ms`, 5 min).
 pub const DEFAULT_RETENTION_CHECK_INTERVAL_MS: u64 = 300_000;
@@ -33,6 +56,13 @@ pub struct BrokerConfig {
     pub log_requests: bool,
     pub max_request_bytes: usize,
     pub max_inflight_requests_per_connection: usize,
+    pub max_inflight_bytes_per_connection: usize,
+    pub queued_max_request_bytes_per_core: usize,
+    pub max_connections: usize,
+    pub max_connections_per_ip: usize,
+    pub connections_max_idle_ms: u64,
+    pub request_timeout_ms: u64,
+    pub fetch_max_bytes: usize,
     pub auto_create_topics: bool,
     /// Partitions of a topic created without a count (`num.partitions`).
     pub default_partitions: u32,
@@ -60,6 +90,13 @@ impl BrokerConfig {
             log_requests: false,
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             max_inflight_requests_per_connection: DEFAULT_MAX_INFLIGHT_REQUESTS_PER_CONNECTION,
+            max_inflight_bytes_per_connection: DEFAULT_MAX_INFLIGHT_BYTES_PER_CONNECTION,
+            queued_max_request_bytes_per_core: DEFAULT_QUEUED_MAX_REQUEST_BYTES_PER_CORE,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_ip: DEFAULT_MAX_CONNECTIONS_PER_IP,
+            connections_max_idle_ms: DEFAULT_CONNECTIONS_MAX_IDLE_MS,
+            request_timeout_ms: DEFAULT_REQUEST_TIMEOUT_MS,
+            fetch_max_bytes: DEFAULT_FETCH_MAX_BYTES,
             auto_create_topics: false,
             default_partitions: 1,
             log_defaults: LogConfig::default(),
@@ -70,6 +107,49 @@ impl BrokerConfig {
             group_initial_rebalance_delay_ms: crate::group::DEFAULT_INITIAL_REBALANCE_DELAY_MS,
             metrics_listen: None,
         }
+    }
+
+    /// Checks the limits against each other; the message names the setting to change.
+    pub fn validate(&self) -> Result<(), String> {
+        let nonzero = [
+            ("max-request-bytes", self.max_request_bytes as u64),
+            (
+                "max-inflight-requests-per-connection",
+                self.max_inflight_requests_per_connection as u64,
+            ),
+            (
+                "max-inflight-bytes-per-connection",
+                self.max_inflight_bytes_per_connection as u64,
+            ),
+            (
+                "queued-max-request-bytes-per-core",
+                self.queued_max_request_bytes_per_core as u64,
+            ),
+            ("max-connections", self.max_connections as u64),
+            ("max-connections-per-ip", self.max_connections_per_ip as u64),
+            ("connections-max-idle-ms", self.connections_max_idle_ms),
+            ("request-timeout-ms", self.request_timeout_ms),
+            ("fetch-max-bytes", self.fetch_max_bytes as u64),
+        ];
+        for (name, v) in nonzero {
+            if v == 0 {
+                return Err(format!("{name} must be at least 1"));
+            }
+        }
+        if self.max_request_bytes > i32::MAX as usize {
+            return Err(format!(
+                "max-request-bytes {} exceeds the Kafka frame limit {}",
+                self.max_request_bytes,
+                i32::MAX
+            ));
+        }
+        if self.queued_max_request_bytes_per_core < self.max_request_bytes {
+            return Err(format!(
+                "queued-max-request-bytes-per-core ({}) is below max-request-bytes ({}): the largest request could never be read; raise it or lower max-request-bytes",
+                self.queued_max_request_bytes_per_core, self.max_request_bytes
+            ));
+        }
+        Ok(())
     }
 
     pub fn advertised(&self) -> (String, u16) {

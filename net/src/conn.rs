@@ -2,51 +2,172 @@
 //! `max_request_bytes`), request header decoding, and pipelining: every request of a connection
 //! runs as its own task as soon as it is read; responses are written in request order.
 //!
+//! Bounds (every one a `BrokerConfig` setting, see `config.rs`): connections broker-wide and
+//! per IP (closed at accept past the limit); requests and bytes in flight per connection (the
+//! reader stops reading until responses drain, so a client that pipelines and never reads keeps
+//! memory flat); frame bytes in flight per core (taken before a body is read); a frame must
+//! arrive whole within `request_timeout_ms` (slowloris) and a response write must progress
+//! within it; an idle connection is closed after `connections_max_idle_ms`. When the peer goes
+//! away the reader stops at once and nothing of the connection stays behind.
+//!
 //! A malformed frame, an unknown API key or an unsupported version (other than ApiVersions,
-//! which answers UNSUPPORTED_VERSION) closes only that connection.
+//! which answers UNSUPPORTED_VERSION) closes only that connection, after the responses to the
+//! requests before it. So does a request whose handler fails (panic, unencodable response):
+//! a client never matches a response to the wrong correlation id.
 
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt};
 use glommio::channels::local_channel;
 use glommio::net::{TcpListener, TcpStream};
+use glommio::sync::{Semaphore, StaticPermit};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::api;
 use crate::core::CoreState;
 
+/// First pause after a failed accept (e.g. EMFILE); it doubles up to the maximum.
+const ACCEPT_BACKOFF_MIN_MS: u64 = 10;
+const ACCEPT_BACKOFF_MAX_MS: u64 = 1_000;
+/// At most one "accept failed" line per this interval (with the count since the last one).
+const ACCEPT_ERROR_LOG_INTERVAL_MS: u64 = 10_000;
+/// Body bytes a connection reserves up front; the rest grows as bytes arrive (the per-core
+/// budget was already taken for the whole frame).
+const BODY_INITIAL_CAPACITY_BYTES: usize = 64 << 10;
+/// Room reserved for the response of a request other than Fetch.
+const RESPONSE_RESERVE_BYTES: usize = 64 << 10;
+
+/// Open connections, broker-wide and per client IP. Shared by the cores; touched only when a
+/// connection is accepted or closed, never on the request path.
+#[derive(Default)]
+pub struct ConnectionTable {
+    total: AtomicUsize,
+    per_ip: Mutex<HashMap<IpAddr, usize>>,
+}
+
+/// One admitted connection; dropping it gives its place back.
+pub struct ConnectionSlot<'a> {
+    table: &'a ConnectionTable,
+    ip: IpAddr,
+}
+
+impl ConnectionTable {
+    /// Admits a connection from `ip` if both limits allow it; the error names the limit.
+    pub fn admit(
+        &self,
+        ip: IpAddr,
+        max_total: usize,
+        max_per_ip: usize,
+    ) -> Result<ConnectionSlot<'_>, String> {
+        let mut per_ip = self.per_ip.lock().unwrap_or_else(|p| p.into_inner());
+        if self.total.load(Ordering::Relaxed) >= max_total {
+            return Err(format!("max-connections ({max_total}) reached"));
+        }
+        let n = per_ip.entry(ip).or_insert(0);
+        if *n >= max_per_ip {
+            if *n == 0 {
+                per_ip.remove(&ip);
+            }
+            return Err(format!(
+                "max-connections-per-ip ({max_per_ip}) reached for {ip}"
+            ));
+        }
+        *n += 1;
+        self.total.fetch_add(1, Ordering::Relaxed);
+        Ok(ConnectionSlot { table: self, ip })
+    }
+
+    pub fn open(&self) -> usize {
+        self.total.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for ConnectionSlot<'_> {
+    fn drop(&mut self) {
+        let mut per_ip = self.table.per_ip.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = per_ip.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                per_ip.remove(&self.ip);
+            }
+        }
+        let before = self.table.total.fetch_sub(1, Ordering::Relaxed);
+        debug_assert!(before > 0, "connection count underflow");
+    }
+}
+
 /// Accepts connections on this core's listener (SO_REUSEPORT: every core listens on the same
-/// port and the kernel spreads connections) until the listener fails.
+/// port and the kernel spreads connections) until the listener fails. A failed accept (out of
+/// file descriptors, say) backs off exponentially and is logged at most once per
+/// `ACCEPT_ERROR_LOG_INTERVAL_MS`.
 pub async fn accept_loop(state: Rc<CoreState>, listener: TcpListener) {
+    let mut backoff_ms = ACCEPT_BACKOFF_MIN_MS;
+    let mut failed_since_log: u64 = 0;
+    let mut last_log: Option<std::time::Instant> = None;
     loop {
         match listener.accept().await {
             Ok(stream) => {
-                let _ = stream.set_nodelay(true);
+                backoff_ms = ACCEPT_BACKOFF_MIN_MS;
+                let peer = stream.peer_addr().ok();
                 let state = state.clone();
-                let m = &state.metrics;
-                m.connections_open.set(m.connections_open.get() + 1);
-                crate::metrics::CoreMetrics::add(&m.connections_total, 1);
-                glommio::spawn_local(async move {
-                    let peer = stream
-                        .peer_addr()
-                        .map(|a| a.to_string())
-                        .unwrap_or_default();
-                    if let Err(why) = serve(state.clone(), stream, peer.clone()).await {
-                        tracing::debug!(%peer, %why, "connection closed");
-                    }
-                    let m = &state.metrics;
-                    m.connections_open.set(m.connections_open.get() - 1);
-                })
-                .detach();
+                glommio::spawn_local(async move { serve_admitted(state, stream, peer).await })
+                    .detach();
             }
             Err(e) => {
-                tracing::warn!(error = %e, "accept failed");
-                glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+                failed_since_log += 1;
+                let due = last_log.is_none_or(|t| {
+                    t.elapsed() >= Duration::from_millis(ACCEPT_ERROR_LOG_INTERVAL_MS)
+                });
+                if due {
+                    tracing::warn!(error = %e, failures = failed_since_log, backoff_ms, "accept failed (is the fd limit reached?); backing off");
+                    failed_since_log = 0;
+                    last_log = Some(std::time::Instant::now());
+                }
+                glommio::timer::sleep(Duration::from_millis(backoff_ms)).await;
+                backoff_ms = (backoff_ms * 2).min(ACCEPT_BACKOFF_MAX_MS);
             }
         }
     }
+}
+
+async fn serve_admitted(
+    state: Rc<CoreState>,
+    stream: TcpStream,
+    peer: Option<std::net::SocketAddr>,
+) {
+    let cfg = &state.ctx.config;
+    let ip = peer.map_or(IpAddr::from([0, 0, 0, 0]), |a| a.ip());
+    let slot =
+        match state
+            .ctx
+            .connections
+            .admit(ip, cfg.max_connections, cfg.max_connections_per_ip)
+        {
+            Ok(slot) => slot,
+            Err(why) => {
+                crate::metrics::CoreMetrics::add(&state.metrics.connections_refused, 1);
+                tracing::debug!(%ip, %why, "connection refused");
+                return; // dropping the stream closes it
+            }
+        };
+    let _ = stream.set_nodelay(true);
+    let m = &state.metrics;
+    m.connections_open.set(m.connections_open.get() + 1);
+    crate::metrics::CoreMetrics::add(&m.connections_total, 1);
+    let peer = peer.map(|a| a.to_string()).unwrap_or_default();
+    if let Err(why) = serve(state.clone(), stream, peer.clone()).await {
+        tracing::debug!(%peer, %why, "connection closed");
+    }
+    let m = &state.metrics;
+    m.connections_open.set(m.connections_open.get() - 1);
+    drop(slot);
 }
 
 /// A decoded request, ready for a handler.
@@ -58,70 +179,199 @@ pub struct Request {
     pub peer: String,
 }
 
+/// What a request task hands the writer.
+enum Outcome {
+    /// A framed response to write.
+    Response(Bytes),
+    /// Nothing to write (Produce with acks=0).
+    Silent,
+    /// The handler failed; the connection closes after the responses before this one.
+    Failed(String),
+}
+
+/// The budget a request holds from the moment it is read until its response is written or the
+/// request ends (whichever is later): frame bytes on the core, bytes on the connection.
+struct Held {
+    _core: StaticPermit,
+    _conn: StaticPermit,
+}
+
+type Pending = glommio::task::JoinHandle<(Outcome, Held)>;
+
+async fn with_timeout<T>(
+    ms: u64,
+    what: &str,
+    f: impl std::future::Future<Output = std::io::Result<T>>,
+) -> Result<T, String> {
+    match glommio::timer::timeout(Duration::from_millis(ms), async {
+        Ok(f.await.map_err(|e| glommio::GlommioError::<()>::IoError(e)))
+    })
+    .await
+    {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(format!("{what}: {e}")),
+        Err(_) => Err(format!(
+            "{what}: no progress within {ms} ms (request-timeout-ms)"
+        )),
+    }
+}
+
 async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<(), String> {
     let client_host = format!(
         "/{}",
         peer.rsplit_once(':').map_or(peer.as_str(), |(h, _)| h)
     );
+    let cfg = state.ctx.config.clone();
+    // A response write that makes no progress for a request timeout ends the connection.
+    let _ = stream.set_write_timeout(Some(Duration::from_millis(cfg.request_timeout_ms)));
     let (mut reader, mut writer) = futures_lite::io::split(stream);
-    let max_request_bytes = state.ctx.config.max_request_bytes;
-    let (tx, rx) = local_channel::new_bounded::<glommio::task::JoinHandle<Option<Bytes>>>(
-        state.ctx.config.max_inflight_requests_per_connection,
-    );
+    let conn_budget = Rc::new(Semaphore::new(cfg.max_inflight_bytes_per_connection as u64));
+    let (tx, rx) = local_channel::new_bounded::<Pending>(cfg.max_inflight_requests_per_connection);
+    // Dropped by the writer when it stops (peer gone, write failed, handler failed): the
+    // reader then stops at once instead of waiting for room that never comes.
+    let (writer_alive, writer_gone) = local_channel::new_bounded::<()>(1);
     let writer_task = glommio::spawn_local(async move {
+        let _alive = writer_alive;
         while let Some(pending) = rx.recv().await {
-            match pending.await {
-                Some(Some(frame)) => {
+            let Some((outcome, held)) = pending.await else {
+                return Err("request task was cancelled".to_string());
+            };
+            match outcome {
+                Outcome::Response(frame) => {
                     if let Err(e) = writer.write_all(&frame).await {
                         return Err(format!("write: {e}"));
                     }
                 }
-                Some(None) => {} // acks=0 produce: no response
-                None => return Err("request task was cancelled".to_string()),
+                Outcome::Silent => {}
+                Outcome::Failed(why) => {
+                    let _ = writer.flush().await;
+                    return Err(why);
+                }
             }
+            drop(held);
         }
         writer.flush().await.map_err(|e| format!("flush: {e}"))
     });
-    let result = async {
+    let inflight = Rc::new(std::cell::Cell::new(0usize));
+    let reader_loop = async {
         loop {
             let mut size = [0u8; 4];
-            if let Err(e) = reader.read_exact(&mut size).await {
-                return if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                    Ok(())
+            // Wait for the next request; an idle connection (nothing in flight) is closed.
+            let mut got = 0;
+            while got < 4 {
+                let wait_ms = if got == 0 {
+                    cfg.connections_max_idle_ms
                 } else {
-                    Err(format!("read: {e}"))
+                    cfg.request_timeout_ms
                 };
+                match glommio::timer::timeout(Duration::from_millis(wait_ms), async {
+                    Ok(reader.read(&mut size[got..]).await)
+                })
+                .await
+                {
+                    Ok(Ok(0)) if got == 0 => return Ok(()),
+                    Ok(Ok(0)) => return Err("peer closed inside a frame header".to_string()),
+                    Ok(Ok(n)) => got += n,
+                    Ok(Err(e)) => return Err(format!("read: {e}")),
+                    Err(_) if got == 0 && inflight.get() > 0 => continue,
+                    Err(_) if got == 0 => {
+                        return Err(format!(
+                            "idle for {wait_ms} ms (connections-max-idle-ms); closing"
+                        ))
+                    }
+                    Err(_) => return Err(format!(
+                        "frame header incomplete after {wait_ms} ms (request-timeout-ms); closing"
+                    )),
+                }
             }
             let size = i32::from_be_bytes(size);
-            if size < 8 || size as usize > max_request_bytes {
+            if size < 8 || size as usize > cfg.max_request_bytes {
                 return Err(format!(
-                    "frame size {size} outside 8..={max_request_bytes} (socket.request.max.bytes); closing"
+                    "frame size {size} outside 8..={} (max-request-bytes, Kafka's socket.request.max.bytes); closing",
+                    cfg.max_request_bytes
                 ));
             }
-            crate::metrics::CoreMetrics::add(&state.metrics.request_bytes, size as u64 + 4);
-            let mut body = vec![0u8; size as usize];
-            reader
-                .read_exact(&mut body)
+            let size = size as usize;
+            // The core's budget for frame bytes, before a byte of the body is held.
+            let core_units = size.min(cfg.queued_max_request_bytes_per_core) as u64;
+            let core_permit = state
+                .request_bytes
+                .acquire_static_permit(core_units)
                 .await
-                .map_err(|e| format!("read: {e}"))?;
+                .map_err(|e| format!("request budget: {e}"))?;
+            crate::metrics::CoreMetrics::add(&state.metrics.request_bytes, size as u64 + 4);
+            let mut body = Vec::with_capacity(size.min(BODY_INITIAL_CAPACITY_BYTES));
+            let read = with_timeout(
+                cfg.request_timeout_ms,
+                "reading a request body",
+                (&mut reader).take(size as u64).read_to_end(&mut body),
+            )
+            .await?;
+            if read < size {
+                return Err(format!("peer closed after {read} of {size} frame bytes"));
+            }
             let frame = decode_request(&state, Bytes::from(body), &client_host)?;
-            let handle = match frame {
+            let (job, reserve): (_, usize) = match frame {
                 Decoded::Request(req) => {
-                    let req = *req;
-                    let state = state.clone();
-                    glommio::spawn_local(async move { handle(&state, req).await }).detach()
+                    let reserve = match &req.body {
+                        RequestKind::Fetch(f) => api::fetch::response_cap_bytes(f, &cfg),
+                        _ => RESPONSE_RESERVE_BYTES,
+                    };
+                    (Some(*req), reserve)
                 }
-                Decoded::Immediate(bytes) => glommio::spawn_local(async move { Some(bytes) }).detach(),
+                Decoded::Immediate(bytes) => {
+                    // Nothing to run: answered now.
+                    let held = Held {
+                        _core: core_permit,
+                        _conn: conn_budget
+                            .acquire_static_permit(0)
+                            .await
+                            .map_err(|e| e.to_string())?,
+                    };
+                    let h = glommio::spawn_local(async move { (Outcome::Response(bytes), held) })
+                        .detach();
+                    tx.send(h).await.map_err(|_| "writer stopped".to_string())?;
+                    continue;
+                }
             };
-            if tx.send(handle).await.is_err() {
+            // The connection's budget: at most the whole of it (a request larger than the
+            // budget runs alone).
+            let conn_units = (size + reserve).min(cfg.max_inflight_bytes_per_connection) as u64;
+            let conn_permit = conn_budget
+                .acquire_static_permit(conn_units)
+                .await
+                .map_err(|e| format!("connection budget: {e}"))?;
+            let held = Held {
+                _core: core_permit,
+                _conn: conn_permit,
+            };
+            let req = job.expect("a request");
+            let task_state = state.clone();
+            let count = inflight.clone();
+            count.set(count.get() + 1);
+            let h = glommio::spawn_local(async move {
+                let out = handle(&task_state, req).await;
+                count.set(count.get() - 1);
+                (out, held)
+            })
+            .detach();
+            if tx.send(h).await.is_err() {
                 return Err("writer stopped".to_string());
             }
         }
-    }
+    };
+    let result = futures_lite::future::or(reader_loop, async {
+        let _ = writer_gone.recv().await;
+        Err("the connection's writer stopped (peer gone or a request failed)".to_string())
+    })
     .await;
     drop(tx);
     let written = writer_task.await;
-    result.and(written)
+    match (result, written) {
+        (Ok(()), w) => w,
+        (Err(r), Err(w)) if r.starts_with("the connection's writer") => Err(w),
+        (Err(r), _) => Err(r),
+    }
 }
 
 enum Decoded {
@@ -131,6 +381,9 @@ enum Decoded {
 }
 
 fn decode_request(state: &CoreState, mut body: Bytes, peer: &str) -> Result<Decoded, String> {
+    if body.len() < 8 {
+        return Err(format!("request of {} bytes has no header", body.len()));
+    }
     let key = i16::from_be_bytes([body[0], body[1]]);
     let version = i16::from_be_bytes([body[2], body[3]]);
     let correlation_id = i32::from_be_bytes([body[4], body[5], body[6], body[7]]);
@@ -152,10 +405,16 @@ fn decode_request(state: &CoreState, mut body: Bytes, peer: &str) -> Result<Deco
             range.0, range.1
         ));
     }
-    let header = RequestHeader::decode(&mut body, api_key.request_header_version(version))
-        .map_err(|e| format!("malformed {api_key:?} v{version} request header: {e}"))?;
-    let req = RequestKind::decode(api_key, &mut body, version)
-        .map_err(|e| format!("malformed {api_key:?} v{version} request: {e}"))?;
+    let codec = api_key.valid_versions();
+    if version < codec.min {
+        // Advertised for old clients' sake (Produce min 0), but not readable: Kafka 4 removed
+        // these versions (KIP-896).
+        return Err(format!(
+            "{api_key:?} v{version} (message format < 2) is not supported; use v{} or later",
+            codec.min
+        ));
+    }
+    let (header, req) = decode_body(api_key, version, &mut body)?;
     if body.has_remaining() {
         tracing::debug!(api = ?api_key, version, extra = body.remaining(), "trailing bytes after request");
     }
@@ -170,7 +429,29 @@ fn decode_request(state: &CoreState, mut body: Bytes, peer: &str) -> Result<Deco
     })))
 }
 
-async fn handle(state: &Rc<CoreState>, req: Request) -> Option<Bytes> {
+/// The decode entry point: header and body of one request frame (after the size), by the
+/// generated codec. Never panics: a codec panic (it should have none) is a malformed request.
+/// Oversized up-front reservations of the codec cost no memory (`crate::lazy_reserve`).
+pub fn decode_body(
+    api_key: ApiKey,
+    version: i16,
+    body: &mut Bytes,
+) -> Result<(RequestHeader, RequestKind), String> {
+    let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let header = RequestHeader::decode(body, api_key.request_header_version(version))
+            .map_err(|e| format!("malformed {api_key:?} v{version} request header: {e}"))?;
+        let req = RequestKind::decode(api_key, body, version)
+            .map_err(|e| format!("malformed {api_key:?} v{version} request: {e}"))?;
+        Ok((header, req))
+    }));
+    decoded.unwrap_or_else(|_| {
+        Err(format!(
+            "malformed {api_key:?} v{version} request (decoder panicked)"
+        ))
+    })
+}
+
+async fn handle(state: &Rc<CoreState>, req: Request) -> Outcome {
     let m = &state.metrics;
     m.requests_in_flight.set(m.requests_in_flight.get() + 1);
     let started = std::time::Instant::now();
@@ -178,13 +459,18 @@ async fn handle(state: &Rc<CoreState>, req: Request) -> Option<Bytes> {
     let out = handle_inner(state, req).await;
     let m = &state.metrics;
     m.requests_in_flight.set(m.requests_in_flight.get() - 1);
-    if let Some((bytes, code)) = &out {
-        crate::metrics::CoreMetrics::add(&m.response_bytes, bytes.len() as u64);
-        m.count_request(api_name, *code, started.elapsed());
-    } else {
-        m.count_request(api_name, 0, started.elapsed());
+    match &out {
+        Ok(Some((bytes, code))) => {
+            crate::metrics::CoreMetrics::add(&m.response_bytes, bytes.len() as u64);
+            m.count_request(api_name, *code, started.elapsed());
+        }
+        _ => m.count_request(api_name, 0, started.elapsed()),
     }
-    out.map(|(b, _)| b)
+    match out {
+        Ok(Some((b, _))) => Outcome::Response(b),
+        Ok(None) => Outcome::Silent,
+        Err(why) => Outcome::Failed(why),
+    }
 }
 
 /// The API's name as Kafka spells it, for logs and metrics.
@@ -215,26 +501,28 @@ pub fn api_name(key: ApiKey) -> &'static str {
     }
 }
 
-async fn handle_inner(state: &Rc<CoreState>, req: Request) -> Option<(Bytes, i16)> {
+/// `Ok(None)`: no response (acks=0). `Err`: the handler failed and the connection must close.
+async fn handle_inner(state: &Rc<CoreState>, req: Request) -> Result<Option<(Bytes, i16)>, String> {
     let version = req.header.request_api_version;
     let correlation_id = req.header.correlation_id;
     let api_key = req.api_key;
     // A handler bug must not take the core (and every partition on it) down: the panic is
-    // logged and this request gets no answer; the connection's other requests go on.
+    // logged and the connection closes after the responses before this request.
     let dispatched = futures_lite::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(
         api::dispatch(state, req),
     ))
     .await;
     let resp = match dispatched {
-        Ok(r) => r?,
+        Ok(Some(r)) => r,
+        Ok(None) => return Ok(None),
         Err(panic) => {
             let what = panic
                 .downcast_ref::<String>()
                 .map(String::as_str)
                 .or_else(|| panic.downcast_ref::<&str>().copied())
                 .unwrap_or("?");
-            tracing::error!(api = ?api_key, version, correlation_id, panic = what, "request handler panicked");
-            return None;
+            tracing::error!(api = ?api_key, version, correlation_id, panic = what, "request handler panicked; closing the connection");
+            return Err(format!("{api_key:?} handler panicked: {what}"));
         }
     };
     if state.ctx.config.log_requests {
@@ -242,12 +530,12 @@ async fn handle_inner(state: &Rc<CoreState>, req: Request) -> Option<(Bytes, i16
     }
     let code = api::first_error(&resp);
     match encode_response(api_key, version, correlation_id, &resp) {
-        Ok(b) => Some((b, code)),
+        Ok(b) => Ok(Some((b, code))),
         Err(e) => {
             // A response the codec refuses is a broker bug; the client sees the connection
-            // close rather than a garbled frame.
-            tracing::error!(api = ?api_key, version, error = %e, "cannot encode response");
-            None
+            // close rather than a garbled frame or a missing answer.
+            tracing::error!(api = ?api_key, version, error = %e, "cannot encode response; closing the connection");
+            Err(e)
         }
     }
 }

@@ -34,6 +34,11 @@ pub struct BrokerContext {
     pub cluster_id: String,
     next_producer_id: AtomicI64,
     pub shutdown: flume::Receiver<()>,
+    /// Open Kafka connections, broker-wide and per client IP (`max-connections`,
+    /// `max-connections-per-ip`); touched at accept and close only.
+    pub connections: crate::conn::ConnectionTable,
+    /// Partitions this node can keep open within its fd limit.
+    pub fd_budget: crate::fd_budget::FdBudget,
 }
 
 impl BrokerContext {
@@ -50,12 +55,19 @@ impl BrokerContext {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)
             .unwrap_or(1);
+        let fd_budget = crate::fd_budget::FdBudget::from_process_limit(
+            config.read_cache_segments
+                * crate::fd_budget::FDS_PER_CACHED_SEGMENT
+                * config.cpus.len().max(1),
+        );
         Self {
-            config,
             meta,
             data_dir,
             cluster_id,
             next_producer_id: AtomicI64::new(boot_ms << 20),
+            connections: Default::default(),
+            fd_budget,
+            config,
             shutdown,
         }
     }
@@ -73,6 +85,8 @@ pub struct Partition {
     pub incarnation: String,
     pub log: Rc<PartitionLog>,
     pub producers: RefCell<ProducerStates>,
+    /// This partition's place in the node's fd budget.
+    pub _fd_slot: crate::fd_budget::PartitionSlot,
 }
 
 pub struct CoreState {
@@ -93,6 +107,10 @@ pub struct CoreState {
     pub moving: RefCell<std::collections::HashSet<PartitionKey>>,
     /// Fan-out cursors running on this core (parent partitions it owns).
     pub cursors: RefCell<crate::fanout_runtime::Cursors>,
+    /// Request frame bytes in flight on this core (`queued-max-request-bytes-per-core`): a
+    /// connection takes its frame's size before reading the body and gives it back when the
+    /// response is written or the request ends.
+    pub request_bytes: Rc<glommio::sync::Semaphore>,
 }
 
 impl CoreState {
@@ -103,6 +121,7 @@ impl CoreState {
     ) -> std::io::Result<Rc<Self>> {
         let storage =
             CoreStorage::new(ctx.data_dir.clone(), ctx.config.read_cache_segments).await?;
+        let request_bytes = ctx.config.queued_max_request_bytes_per_core as u64;
         Ok(Rc::new(Self {
             core,
             ctx,
@@ -116,6 +135,7 @@ impl CoreState {
             metrics: Default::default(),
             moving: RefCell::default(),
             cursors: RefCell::default(),
+            request_bytes: Rc::new(glommio::sync::Semaphore::new(request_bytes)),
         }))
     }
 
@@ -295,6 +315,12 @@ impl CoreState {
         incarnation: &str,
         configs: &std::collections::BTreeMap<String, String>,
     ) -> Result<Partition, String> {
+        let fd_slot = self.ctx.fd_budget.try_open().ok_or_else(|| {
+            format!(
+                "not served: the node's fd budget of {} open partitions is full (fd limit {}); raise the fd limit (ulimit -n) and restart, or delete partitions",
+                self.ctx.fd_budget.max_open_partitions, self.ctx.fd_budget.fd_limit
+            )
+        })?;
         let dir = self.partition_dir(topic, index);
         let inc_path = dir.join(INCARNATION_FILE_NAME);
         let on_disk = engine::io::read_small(&inc_path).map_err(|e| e.to_string())?;
@@ -347,6 +373,7 @@ impl CoreState {
             incarnation: incarnation.to_string(),
             log,
             producers: RefCell::new(producers),
+            _fd_slot: fd_slot,
         })
     }
 
@@ -401,9 +428,12 @@ impl CoreState {
         loop {
             glommio::timer::sleep(Duration::from_millis(group::GROUP_TICK_MS)).await;
             let now = std::time::Instant::now();
-            for g in self.groups.borrow_mut().values_mut() {
+            let mut groups = self.groups.borrow_mut();
+            for g in groups.values_mut() {
                 g.group.tick(now);
             }
+            // A group with nobody in it and nothing committed holds no state worth keeping.
+            groups.retain(|_, g| !(g.group.is_vacant() && g.offsets.is_empty()));
         }
     }
 

@@ -11,8 +11,10 @@ pub mod config;
 pub mod conn;
 pub mod core;
 pub mod fanout_runtime;
+pub mod fd_budget;
 pub mod group;
 pub mod idempotence;
+pub mod lazy_reserve;
 pub mod metrics;
 pub mod topic_config;
 

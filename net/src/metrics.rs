@@ -13,6 +13,8 @@ use engine::latency::{LatencyHistogram, LATENCY_BUCKETS_US};
 pub struct CoreMetrics {
     pub connections_open: Cell<i64>,
     pub connections_total: Cell<u64>,
+    /// Connections closed at accept (max-connections or max-connections-per-ip).
+    pub connections_refused: Cell<u64>,
     pub requests_in_flight: Cell<i64>,
     pub request_bytes: Cell<u64>,
     pub response_bytes: Cell<u64>,
@@ -79,6 +81,7 @@ pub struct Snapshot {
     pub core: usize,
     pub connections_open: i64,
     pub connections_total: u64,
+    pub connections_refused: u64,
     pub requests_in_flight: i64,
     pub request_bytes: u64,
     pub response_bytes: u64,
@@ -105,6 +108,7 @@ impl CoreMetrics {
     pub fn snapshot_into(&self, s: &mut Snapshot) {
         s.connections_open = self.connections_open.get();
         s.connections_total = self.connections_total.get();
+        s.connections_refused = self.connections_refused.get();
         s.requests_in_flight = self.requests_in_flight.get();
         s.request_bytes = self.request_bytes.get();
         s.response_bytes = self.response_bytes.get();
@@ -194,6 +198,12 @@ pub fn render(snaps: &[Snapshot]) -> String {
             "counter",
             "Client connections accepted.",
             |s| s.connections_total as f64,
+        ),
+        (
+            "ringlog_connections_refused_total",
+            "counter",
+            "Client connections closed at accept by max-connections or max-connections-per-ip.",
+            |s| s.connections_refused as f64,
         ),
         (
             "ringlog_requests_in_flight",

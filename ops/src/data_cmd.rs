@@ -498,6 +498,7 @@ mod tests {
         let r = Record {
             transactional: false,
             control: false,
+            delete_horizon: false,
             partition_leader_epoch: -1,
             producer_id: -1,
             producer_epoch: -1,

@@ -14,6 +14,11 @@ mod topic_cmd;
 
 use clap::{Parser, Subcommand};
 
+/// Oversized up-front reservations (a request's lying array count) cost address space, not
+/// memory: see `net::lazy_reserve`.
+#[global_allocator]
+static ALLOCATOR: net::lazy_reserve::LazyReserve = net::lazy_reserve::LazyReserve;
+
 #[derive(Parser)]
 #[command(
     name = "ringlog",

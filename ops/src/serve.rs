@@ -33,6 +33,12 @@ pub struct ServeArgs {
     /// Admin HTTP listener: Prometheus `GET /metrics` and `POST /v1/shard-move`.
     #[arg(long, value_name = "HOST:PORT")]
     metrics_listen: Option<SocketAddr>,
+    /// Connections the broker holds at once; more are closed at accept (default 16384).
+    #[arg(long, value_name = "N")]
+    max_connections: Option<usize>,
+    /// Connections one client IP holds at once (default 16384).
+    #[arg(long, value_name = "N")]
+    max_connections_per_ip: Option<usize>,
 }
 
 /// The config file: every serve flag plus broker defaults. Unknown keys are errors.
@@ -50,6 +56,22 @@ struct FileConfig {
     num_partitions: Option<u32>,
     /// Largest request frame accepted (Kafka's `socket.request.max.bytes`).
     max_request_bytes: Option<usize>,
+    /// Requests of one connection in flight at once (pipelining).
+    max_inflight_requests_per_connection: Option<usize>,
+    /// Request and reserved response bytes of one connection in flight.
+    max_inflight_bytes_per_connection: Option<usize>,
+    /// Request frame bytes in flight per core (Kafka's `queued.max.request.bytes`).
+    queued_max_request_bytes_per_core: Option<usize>,
+    /// Connections the broker holds (Kafka's `max.connections`).
+    max_connections: Option<usize>,
+    /// Connections one client IP holds (Kafka's `max.connections.per.ip`).
+    max_connections_per_ip: Option<usize>,
+    /// Idle connections are closed after this (Kafka's `connections.max.idle.ms`).
+    connections_max_idle_ms: Option<u64>,
+    /// A frame must arrive, and a response write progress, within this (`request.timeout.ms`).
+    request_timeout_ms: Option<u64>,
+    /// Largest Fetch response (Kafka's broker-side `fetch.max.bytes`).
+    fetch_max_bytes: Option<usize>,
     log_segment_bytes: Option<u64>,
     log_segment_ms: Option<i64>,
     log_retention_ms: Option<i64>,
@@ -64,6 +86,9 @@ struct FileConfig {
 }
 
 pub const DEFAULT_DATA_DIR: &str = "./ringlog-data";
+/// How long a clean shutdown (flush, sync, seal every partition) may take before the process
+/// exits anyway.
+pub const SHUTDOWN_TIMEOUT_MS: u64 = 30_000;
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9092";
 
 fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
@@ -117,6 +142,30 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
     if let Some(n) = file.max_request_bytes {
         c.max_request_bytes = n;
     }
+    if let Some(n) = file.max_inflight_requests_per_connection {
+        c.max_inflight_requests_per_connection = n;
+    }
+    if let Some(n) = file.max_inflight_bytes_per_connection {
+        c.max_inflight_bytes_per_connection = n;
+    }
+    if let Some(n) = file.queued_max_request_bytes_per_core {
+        c.queued_max_request_bytes_per_core = n;
+    }
+    if let Some(n) = args.max_connections.or(file.max_connections) {
+        c.max_connections = n;
+    }
+    if let Some(n) = args.max_connections_per_ip.or(file.max_connections_per_ip) {
+        c.max_connections_per_ip = n;
+    }
+    if let Some(n) = file.connections_max_idle_ms {
+        c.connections_max_idle_ms = n;
+    }
+    if let Some(n) = file.request_timeout_ms {
+        c.request_timeout_ms = n;
+    }
+    if let Some(n) = file.fetch_max_bytes {
+        c.fetch_max_bytes = n;
+    }
     if let Some(n) = file.log_segment_bytes {
         c.log_defaults.segment_bytes = n;
     }
@@ -144,6 +193,7 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
     c.log_defaults
         .validate()
         .map_err(|e| format!("invalid log defaults: {e}"))?;
+    c.validate()?;
     Ok(c)
 }
 
@@ -189,6 +239,30 @@ fn shutdown_on_signal(cores: usize) -> flume::Receiver<()> {
             for _ in 0..cores {
                 let _ = tx.send(());
             }
+            // Shutdown is bounded in time even when a core is broken: acknowledged data is
+            // already fdatasync'd, so exiting without a clean close only costs the next start
+            // a recovery scan. A second signal exits at once.
+            let deadline = std::time::Instant::now()
+                + std::time::Duration::from_millis(SHUTDOWN_TIMEOUT_MS);
+            // SAFETY: as above.
+            let second = unsafe {
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, libc::SIGINT);
+                libc::sigaddset(&mut set, libc::SIGTERM);
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                let ts = libc::timespec {
+                    tv_sec: left.as_secs() as libc::time_t,
+                    tv_nsec: left.subsec_nanos() as libc::c_long,
+                };
+                libc::sigtimedwait(&set, std::ptr::null_mut(), &ts)
+            };
+            if second > 0 {
+                eprintln!("ringlog: second signal during shutdown; exiting now (the next start recovers)");
+            } else {
+                eprintln!("ringlog: shutdown did not finish within {SHUTDOWN_TIMEOUT_MS} ms; exiting (the next start recovers)");
+            }
+            std::process::exit(70);
         })
         .expect("signal thread");
     rx

@@ -62,21 +62,46 @@ pub async fn wait_all_cores(state: &Rc<CoreState>, log_index: u64) {
 
 /// Spreads `count` new partitions over this node's cores, starting after the core that holds
 /// the most recently placed partition count (round robin over everything placed so far).
-fn place(state: &CoreState, count: u32) -> Vec<Assignment> {
+/// Refuses, before anything is allocated for them, counts above the metastore's per-topic
+/// limit and partitions this node's fd budget cannot serve.
+fn place(state: &CoreState, count: u32) -> Result<Vec<Assignment>, Refusal> {
+    check_partition_count(state, count)?;
     let cores = state.shards.cores() as u32;
-    let placed: u32 = state
+    let placed = placed_on_this_node(state);
+    Ok((0..count)
+        .map(|i| Assignment {
+            node_id: state.node_id(),
+            core_index: ((placed + i as usize) % cores as usize) as u32,
+        })
+        .collect())
+}
+
+fn placed_on_this_node(state: &CoreState) -> usize {
+    state
         .meta
         .borrow()
         .assignments
         .values()
-        .map(|a| a.iter().filter(|x| x.node_id == state.node_id()).count() as u32)
-        .sum();
-    (0..count)
-        .map(|i| Assignment {
-            node_id: state.node_id(),
-            core_index: (placed + i) % cores,
-        })
-        .collect()
+        .map(|a| a.iter().filter(|x| x.node_id == state.node_id()).count())
+        .sum()
+}
+
+/// The checks of [`place`] alone (also for `validate_only`).
+fn check_partition_count(state: &CoreState, adding: u32) -> Result<(), Refusal> {
+    if adding > meta::state::MAX_PARTITIONS_PER_TOPIC {
+        return Err((
+            codes::INVALID_PARTITIONS,
+            format!(
+                "partition count {adding} is above the limit of {} per topic",
+                meta::state::MAX_PARTITIONS_PER_TOPIC
+            ),
+        ));
+    }
+    state
+        .ctx
+        .fd_budget
+        .check_placement(placed_on_this_node(state), adding as usize)
+        .map_err(|e| (codes::INVALID_PARTITIONS, e))
 }
 
 async fn write(state: &Rc<CoreState>, cmd: Command) -> Result<(), Refusal> {
@@ -109,7 +134,7 @@ pub async fn create_topic(
     if let Some((parent, delay_ms)) = &link {
         check_fanout_parent(state, parent, *delay_ms)?;
     }
-    let cmd = Command::create_topic(name, partitions, configs, place(state, partitions));
+    let cmd = Command::create_topic(name, partitions, configs, place(state, partitions)?);
     write(state, cmd).await?;
     if let Some((parent, delay_ms)) = link {
         if let Err(refused) = attach(state, &parent, name, delay_ms).await {
@@ -270,8 +295,11 @@ pub async fn create_topics(
                 format!("partition count {partitions} must be at least 1"),
             ))
         } else if req.validate_only {
-            topic_config::to_log_config(&configs, &state.ctx.config.log_defaults)
-                .map_err(|e| (codes::INVALID_CONFIG, e))
+            check_partition_count(state, partitions as u32)
+                .and_then(|_| {
+                    topic_config::to_log_config(&configs, &state.ctx.config.log_defaults)
+                        .map_err(|e| (codes::INVALID_CONFIG, e))
+                })
                 .and_then(|_| match state.meta.borrow().topic(&name) {
                     Some(_) => Err((
                         codes::TOPIC_ALREADY_EXISTS,
@@ -407,19 +435,21 @@ pub async fn create_partitions(
                     "assignments may name only this broker".into(),
                 ))
             }
-            Some(_) if req.validate_only => Ok(()),
-            Some(cur) => {
-                let added = t.count as u32 - cur;
-                write(
-                    state,
-                    Command::AddPartitions {
-                        name: name.clone(),
-                        new_total: t.count as u32,
-                        assignments: place(state, added),
-                    },
-                )
-                .await
-            }
+            Some(cur) if req.validate_only => check_partition_count(state, t.count as u32 - cur),
+            Some(cur) => match place(state, t.count as u32 - cur) {
+                Err(refused) => Err(refused),
+                Ok(assignments) => {
+                    write(
+                        state,
+                        Command::AddPartitions {
+                            name: name.clone(),
+                            new_total: t.count as u32,
+                            assignments,
+                        },
+                    )
+                    .await
+                }
+            },
         };
         let mut r = CreatePartitionsTopicResult::default().with_name(TopicName(str_bytes(name)));
         if let Err((code, msg)) = outcome {
@@ -477,15 +507,11 @@ pub fn describe_configs(
                         .with_name(str_bytes(k))
                         .with_value(Some(str_bytes(v)))
                         .with_read_only(false);
-                    if version == 0 {
-                        e.is_default = is_default;
+                    e.config_source = if is_default {
+                        SOURCE_DEFAULT_CONFIG
                     } else {
-                        e.config_source = if is_default {
-                            SOURCE_DEFAULT_CONFIG
-                        } else {
-                            SOURCE_TOPIC_CONFIG
-                        };
-                    }
+                        SOURCE_TOPIC_CONFIG
+                    };
                     if version >= 3 {
                         e.config_type = ty as i8;
                     }

@@ -2,7 +2,7 @@
 //! are there or `max_wait_ms` passes, woken by appends (no polling). Topics by name (v≤12) or
 //! by topic ID (v13+). A partition with no records carries an empty records field, never null.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -41,15 +41,13 @@ pub async fn handle(state: &Rc<CoreState>, version: i16, req: FetchRequest) -> F
     let wait_ms = (req.max_wait_ms.max(0) as u64).min(MAX_FETCH_WAIT_MS);
     let deadline = Instant::now() + Duration::from_millis(wait_ms);
     let min_bytes = req.min_bytes.max(0) as usize;
-    let max_bytes = if req.max_bytes > 0 {
-        req.max_bytes as usize
-    } else {
-        usize::MAX
-    };
+    let max_bytes = response_cap_bytes(&req, &state.ctx.config);
     let read_committed = req.isolation_level == 1;
 
     let mut topics: Vec<FetchableTopicResponse> = Vec::with_capacity(req.topics.len());
     let mut per_core: BTreeMap<usize, Vec<ReadItem>> = BTreeMap::new();
+    // A partition named twice is read once: the later copies answer empty.
+    let mut seen: HashSet<(String, i32)> = HashSet::new();
     for (t, ft) in req.topics.into_iter().enumerate() {
         let name: Option<String> = if version >= 13 {
             let m = state.meta.borrow();
@@ -72,6 +70,9 @@ pub async fn handle(state: &Rc<CoreState>, version: i16, req: FetchRequest) -> F
                     fp.partition,
                     codes::UNKNOWN_TOPIC_OR_PARTITION,
                 )),
+                (Some(n), Some(_)) if !seen.insert((n.clone(), fp.partition)) => {
+                    parts.push(partition_error(fp.partition, codes::NONE));
+                }
                 (Some(n), Some(core)) => {
                     parts.push(partition_error(fp.partition, codes::NONE));
                     per_core.entry(core).or_default().push(ReadItem {
@@ -79,7 +80,7 @@ pub async fn handle(state: &Rc<CoreState>, version: i16, req: FetchRequest) -> F
                         topic: n.clone(),
                         partition: fp.partition as u32,
                         offset: fp.fetch_offset,
-                        max_bytes: fp.partition_max_bytes.max(0) as usize,
+                        max_bytes: (fp.partition_max_bytes.max(0) as usize).min(max_bytes),
                     });
                 }
             }
@@ -96,7 +97,7 @@ pub async fn handle(state: &Rc<CoreState>, version: i16, req: FetchRequest) -> F
     loop {
         let rounds = per_core
             .iter()
-            .map(|(&core, items)| read_on(state, core, items.clone()));
+            .map(|(&core, items)| read_on(state, core, items.clone(), max_bytes));
         let mut total = 0usize;
         let mut errors = false;
         for results in join_all(rounds).await {
@@ -152,14 +153,15 @@ async fn read_on(
     state: &Rc<CoreState>,
     core: usize,
     items: Vec<ReadItem>,
+    budget_bytes: usize,
 ) -> Vec<((usize, usize), PartitionData)> {
     if core == state.core {
-        return read_local(state.clone(), items).await;
+        return read_local(state.clone(), items, budget_bytes).await;
     }
     let slots: Vec<((usize, usize), u32)> = items.iter().map(|i| (i.slot, i.partition)).collect();
     match state
         .shards
-        .invoke_on(core, move |s| read_local(s, items))
+        .invoke_on(core, move |s| read_local(s, items, budget_bytes))
         .await
     {
         Ok(r) => r,
@@ -175,46 +177,74 @@ async fn read_on(
     }
 }
 
+/// Reads this core's partitions of a request one after another, at most `budget_bytes` in all
+/// (the first non-empty partition may exceed it by its first batch, as Kafka allows): nothing
+/// is read that the response could not carry.
 async fn read_local(
     state: Rc<CoreState>,
     items: Vec<ReadItem>,
+    budget_bytes: usize,
 ) -> Vec<((usize, usize), PartitionData)> {
-    let futs = items.into_iter().map(|item| {
-        let state = state.clone();
-        async move {
-            let index = item.partition as i32;
-            let Some(part) = state.partition(&item.topic, item.partition) else {
-                return (item.slot, partition_error(index, codes::NOT_LEADER_OR_FOLLOWER));
-            };
-            let log = &part.log;
-            let hwm = log.high_watermark() as i64;
-            let start = log.log_start_offset() as i64;
-            let base = partition_error(index, codes::NONE)
-                .with_high_watermark(hwm)
-                .with_last_stable_offset(hwm)
-                .with_log_start_offset(start);
-            if item.offset < 0 {
-                return (item.slot, base.with_error_code(codes::OFFSET_OUT_OF_RANGE));
+    let mut used = 0usize;
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        let index = item.partition as i32;
+        let Some(part) = state.partition(&item.topic, item.partition) else {
+            out.push((
+                item.slot,
+                partition_error(index, codes::NOT_LEADER_OR_FOLLOWER),
+            ));
+            continue;
+        };
+        let log = &part.log;
+        let hwm = log.high_watermark() as i64;
+        let start = log.log_start_offset() as i64;
+        let base = partition_error(index, codes::NONE)
+            .with_high_watermark(hwm)
+            .with_last_stable_offset(hwm)
+            .with_log_start_offset(start);
+        if item.offset < 0 {
+            out.push((item.slot, base.with_error_code(codes::OFFSET_OUT_OF_RANGE)));
+            continue;
+        }
+        let limit = if used == 0 {
+            item.max_bytes
+        } else {
+            item.max_bytes.min(budget_bytes.saturating_sub(used))
+        };
+        if limit == 0 && used > 0 {
+            out.push((item.slot, base));
+            continue;
+        }
+        match log.read(item.offset as u64, limit.max(1)).await {
+            Ok(bytes) => {
+                used += bytes.len();
+                let m = &state.metrics;
+                crate::metrics::CoreMetrics::add(&m.records_out, count_records(&bytes));
+                crate::metrics::CoreMetrics::add(&m.record_bytes_out, bytes.len() as u64);
+                out.push((item.slot, base.with_records(Some(Bytes::from(bytes)))));
             }
-            match log.read(item.offset as u64, item.max_bytes.max(1)).await {
-                Ok(bytes) => {
-                    let m = &state.metrics;
-                    crate::metrics::CoreMetrics::add(&m.records_out, count_records(&bytes));
-                    crate::metrics::CoreMetrics::add(&m.record_bytes_out, bytes.len() as u64);
-                    (item.slot, base.with_records(Some(Bytes::from(bytes))))
-                }
-                Err(e @ LogError::OffsetOutOfRange { .. }) => {
-                    tracing::debug!(error = %e, "fetch out of range");
-                    (item.slot, base.with_error_code(codes::OFFSET_OUT_OF_RANGE))
-                }
-                Err(e) => {
-                    tracing::warn!(topic = %item.topic, partition = index, error = %e, "fetch failed");
-                    (item.slot, base.with_error_code(codes::for_log_error(&e)))
-                }
+            Err(e @ LogError::OffsetOutOfRange { .. }) => {
+                tracing::debug!(error = %e, "fetch out of range");
+                out.push((item.slot, base.with_error_code(codes::OFFSET_OUT_OF_RANGE)));
+            }
+            Err(e) => {
+                tracing::warn!(topic = %item.topic, partition = index, error = %e, "fetch failed");
+                out.push((item.slot, base.with_error_code(codes::for_log_error(&e))));
             }
         }
-    });
-    join_all(futs).await
+    }
+    out
+}
+
+/// The largest response a Fetch may produce: the request's `max_bytes`, capped by the broker's
+/// `fetch-max-bytes` (≤ 0 means the cap). The connection reserves this much for the response.
+pub fn response_cap_bytes(req: &FetchRequest, cfg: &crate::config::BrokerConfig) -> usize {
+    if req.max_bytes > 0 {
+        (req.max_bytes as usize).min(cfg.fetch_max_bytes)
+    } else {
+        cfg.fetch_max_bytes
+    }
 }
 
 /// Records in stored batches (walking their headers).

@@ -35,7 +35,9 @@ use kafka_protocol::messages::{
 use super::str_bytes;
 use crate::codes;
 use crate::core::CoreState;
-use crate::group::state::{JoinArgs, JoinResult, Reply, SyncResult, COORDINATOR_NOT_AVAILABLE};
+use crate::group::state::{
+    JoinArgs, JoinResult, Reply, SyncResult, COORDINATOR_NOT_AVAILABLE, UNKNOWN_MEMBER_ID,
+};
 use crate::group::{
     self, Committed, GroupEntry, GroupState, MAX_OFFSET_METADATA_BYTES, OFFSETS_TOPIC,
 };
@@ -60,7 +62,7 @@ where
     F: FnOnce(Rc<CoreState>, u32) -> Fut + Send + 'static,
     Fut: Future<Output = R> + 'static,
 {
-    if group.is_empty() {
+    if group.is_empty() || group.len() > crate::group::MAX_GROUP_ID_BYTES {
         return Err(INVALID_GROUP_ID);
     }
     let Some((partition, core)) = state.group_coordinator(group) else {
@@ -76,17 +78,32 @@ where
         .map_err(|_| COORDINATOR_NOT_AVAILABLE)
 }
 
+/// Runs `f` on the group, creating it if needed (JoinGroup, and an OffsetCommit that passes
+/// its check). `Err(code)` when the core already coordinates `MAX_GROUPS_PER_CORE` groups.
 fn with_group<R>(
     state: &CoreState,
     id: &str,
     partition: u32,
     f: impl FnOnce(&mut GroupEntry) -> R,
-) -> R {
+) -> Result<R, i16> {
     let mut groups = state.groups.borrow_mut();
+    if !groups.contains_key(id) && groups.len() >= crate::group::MAX_GROUPS_PER_CORE {
+        tracing::warn!(group = %id, limit = crate::group::MAX_GROUPS_PER_CORE, "group refused: this core coordinates the most groups it may (MAX_GROUPS_PER_CORE)");
+        return Err(crate::group::state::GROUP_MAX_SIZE_REACHED);
+    }
     let entry = groups
         .entry(id.to_string())
         .or_insert_with(|| GroupEntry::new(id, partition, state.initial_rebalance_delay()));
-    f(entry)
+    Ok(f(entry))
+}
+
+/// Runs `f` on an existing group; a group id nobody joined creates no state (`None`).
+fn with_existing_group<R>(
+    state: &CoreState,
+    id: &str,
+    f: impl FnOnce(&mut GroupEntry) -> R,
+) -> Option<R> {
+    state.groups.borrow_mut().get_mut(id).map(f)
 }
 
 pub async fn find_coordinator(
@@ -178,8 +195,13 @@ pub async fn join_group(
     let result = on_coordinator(state, &group_id, move |s, partition| async move {
         let reply = with_group(&s, &gid, partition, |g| g.group.join(args, Instant::now()));
         match reply {
-            Reply::Now(r) => r,
-            Reply::Later(rx) => rx.recv_async().await.unwrap_or(JoinResult {
+            Err(code) => JoinResult {
+                error: code,
+                generation: -1,
+                ..Default::default()
+            },
+            Ok(Reply::Now(r)) => r,
+            Ok(Reply::Later(rx)) => rx.recv_async().await.unwrap_or(JoinResult {
                 error: codes::UNKNOWN_SERVER_ERROR,
                 generation: -1,
                 ..Default::default()
@@ -234,8 +256,8 @@ pub async fn sync_group(
         .map(|a| (a.member_id.to_string(), a.assignment.clone()))
         .collect();
     let gid = group_id.clone();
-    let result = on_coordinator(state, &group_id, move |s, partition| async move {
-        let reply = with_group(&s, &gid, partition, |g| {
+    let result = on_coordinator(state, &group_id, move |s, _partition| async move {
+        let reply = with_existing_group(&s, &gid, |g| {
             g.group.sync(
                 &member,
                 instance.as_deref(),
@@ -245,8 +267,12 @@ pub async fn sync_group(
             )
         });
         match reply {
-            Reply::Now(r) => r,
-            Reply::Later(rx) => rx.recv_async().await.unwrap_or(SyncResult {
+            None => SyncResult {
+                error: UNKNOWN_MEMBER_ID,
+                ..Default::default()
+            },
+            Some(Reply::Now(r)) => r,
+            Some(Reply::Later(rx)) => rx.recv_async().await.unwrap_or(SyncResult {
                 error: codes::UNKNOWN_SERVER_ERROR,
                 ..Default::default()
             }),
@@ -273,11 +299,12 @@ pub async fn heartbeat(state: &Rc<CoreState>, req: HeartbeatRequest) -> Heartbea
     let instance = req.group_instance_id.as_ref().map(|s| s.to_string());
     let generation = req.generation_id;
     let gid = group_id.clone();
-    let code = on_coordinator(state, &group_id, move |s, partition| async move {
-        with_group(&s, &gid, partition, |g| {
+    let code = on_coordinator(state, &group_id, move |s, _partition| async move {
+        with_existing_group(&s, &gid, |g| {
             g.group
                 .heartbeat(&member, instance.as_deref(), generation, Instant::now())
         })
+        .unwrap_or(UNKNOWN_MEMBER_ID)
     })
     .await
     .unwrap_or_else(|c| c);
@@ -305,10 +332,9 @@ pub async fn leave_group(
     };
     let gid = group_id.clone();
     let who2 = who.clone();
-    let result = on_coordinator(state, &group_id, move |s, partition| async move {
-        with_group(&s, &gid, partition, |g| {
-            g.group.leave(&who2, Instant::now())
-        })
+    let result = on_coordinator(state, &group_id, move |s, _partition| async move {
+        with_existing_group(&s, &gid, |g| g.group.leave(&who2, Instant::now()))
+            .unwrap_or_else(|| vec![UNKNOWN_MEMBER_ID; who2.len()])
     })
     .await;
     match result {
@@ -421,11 +447,7 @@ pub async fn offset_commit(
                                     -1
                                 },
                                 metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
-                                commit_ms: if version == 1 && p.commit_timestamp >= 0 {
-                                    p.commit_timestamp
-                                } else {
-                                    now
-                                },
+                                commit_ms: now,
                             })
                         }
                     }
@@ -446,10 +468,19 @@ pub async fn offset_commit(
     let gid = group_id.clone();
     let outcome: Result<Result<(), i16>, i16> =
         on_coordinator(state, &group_id, move |s, partition| async move {
-            let check = with_group(&s, &gid, partition, |g| {
+            // A commit creates its group only when it passes the group's check and has
+            // offsets to store (a simple consumer commits with generation -1, no member).
+            let check = match with_existing_group(&s, &gid, |g| {
                 g.group
                     .check_commit(&member, instance.as_deref(), generation)
-            });
+            }) {
+                Some(check) => check,
+                None if items.is_empty() => return Ok(()),
+                None => with_group(&s, &gid, partition, |g| {
+                    g.group
+                        .check_commit(&member, instance.as_deref(), generation)
+                })?,
+            };
             check?;
             let items: Vec<(String, i32, Option<Committed>)> =
                 items.into_iter().map(|(t, p, c)| (t, p, Some(c))).collect();

@@ -1,7 +1,7 @@
 //! Kafka API handlers and the table of supported versions (what ApiVersions advertises).
 
 pub mod admin;
-mod fetch;
+pub mod fetch;
 pub mod group;
 mod metadata;
 mod offsets;
@@ -16,19 +16,21 @@ use kafka_protocol::protocol::StrBytes;
 use crate::conn::Request;
 use crate::core::CoreState;
 
-/// Advertised version ranges. Produce advertises 0 (old librdkafka turns compression off when
-/// the minimum is above 2) but answers UNSUPPORTED_VERSION below 3. Fetch starts at 4, the
-/// first version that carries v2 record batches.
+/// Advertised version ranges, each within what the codec (kafka-protocol 0.18, Kafka 4.1's
+/// schemas, which dropped the versions KIP-896 removed) decodes. Produce advertises 0 (old
+/// librdkafka turns compression off when the minimum is above 2); a Produce below v3 closes the
+/// connection with a logged reason, as the codec cannot read it. Fetch starts at 4, the first
+/// version that carries v2 record batches; Fetch 17–18 only add follower fields.
 pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
-    (ApiKey::Produce, 0, 11),
-    (ApiKey::Fetch, 4, 16),
-    (ApiKey::ListOffsets, 0, 6),
-    (ApiKey::Metadata, 0, 12),
+    (ApiKey::Produce, 0, 12),
+    (ApiKey::Fetch, 4, 18),
+    (ApiKey::ListOffsets, 1, 6),
+    (ApiKey::Metadata, 0, 13),
     (ApiKey::ApiVersions, 0, 3),
-    (ApiKey::CreateTopics, 0, 7),
-    (ApiKey::DeleteTopics, 0, 6),
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::InitProducerId, 0, 5),
-    (ApiKey::DescribeConfigs, 0, 4),
+    (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::FindCoordinator, 0, 4),
@@ -36,8 +38,8 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::SyncGroup, 0, 5),
     (ApiKey::Heartbeat, 0, 4),
     (ApiKey::LeaveGroup, 0, 5),
-    (ApiKey::OffsetCommit, 0, 8),
-    (ApiKey::OffsetFetch, 0, 8),
+    (ApiKey::OffsetCommit, 2, 8),
+    (ApiKey::OffsetFetch, 1, 8),
     (ApiKey::ListGroups, 0, 4),
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),

@@ -96,11 +96,6 @@ pub async fn list_offsets(
             if version < 4 {
                 r.leader_epoch = -1;
             }
-            if version == 0 && r.error_code == codes::NONE {
-                r.old_style_offsets = vec![r.offset];
-                r.offset = -1;
-                r.timestamp = -1;
-            }
             topics[t].partitions[p] = r;
         }
     }

@@ -24,6 +24,11 @@ pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 pub const MAX_OFFSET_METADATA_BYTES: usize = 4096;
 /// How often each core drives its groups' timers (sessions, rebalance deadlines).
 pub const GROUP_TICK_MS: u64 = 100;
+/// Groups one core coordinates at once; a new group past it is refused
+/// (GROUP_MAX_SIZE_REACHED). Empty groups with no offsets are forgotten by the tick.
+pub const MAX_GROUPS_PER_CORE: usize = 100_000;
+/// Longest group id accepted (INVALID_GROUP_ID past it).
+pub const MAX_GROUP_ID_BYTES: usize = 1_024;
 /// Kafka's `group.initial.rebalance.delay.ms` default.
 pub const DEFAULT_INITIAL_REBALANCE_DELAY_MS: u64 = 3_000;
 const RECORD_VERSION: i16 = 0;

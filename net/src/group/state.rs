@@ -7,7 +7,7 @@
 //! Pure state: time is passed in (`now`), and the answers to JoinGroup and SyncGroup calls that
 //! must wait for the rest of the group go through one-shot channels.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -28,6 +28,9 @@ pub const MIN_SESSION_TIMEOUT_MS: i32 = 1_000;
 pub const MAX_SESSION_TIMEOUT_MS: i32 = 1_800_000;
 /// Members one group may hold (Kafka's `group.max.size` default is unbounded; we bound it).
 pub const MAX_GROUP_MEMBERS: usize = 10_000;
+pub const GROUP_MAX_SIZE_REACHED: i16 = 81;
+/// Bytes of the client id kept as a generated member id's prefix.
+pub const MEMBER_ID_PREFIX_MAX_BYTES: usize = 64;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GroupState {
@@ -126,7 +129,9 @@ pub struct Group {
     pub leader: Option<String>,
     pub members: BTreeMap<String, Member>,
     static_members: HashMap<String, String>,
-    pending_member_ids: HashSet<String>,
+    /// Member ids handed out by MEMBER_ID_REQUIRED, with the time they expire unless the
+    /// member joins with them (a session timeout later).
+    pending_member_ids: HashMap<String, Instant>,
     rebalance_deadline: Option<Instant>,
     initial_delay_until: Option<Instant>,
     sync_deadline: Option<Instant>,
@@ -145,7 +150,11 @@ fn new_member_id(client_id: &str) -> String {
     let prefix = if client_id.is_empty() {
         "member"
     } else {
-        client_id
+        let mut end = client_id.len().min(MEMBER_ID_PREFIX_MAX_BYTES);
+        while !client_id.is_char_boundary(end) {
+            end -= 1;
+        }
+        &client_id[..end]
     };
     format!(
         "{prefix}-{:016x}",
@@ -164,7 +173,7 @@ impl Group {
             leader: None,
             members: BTreeMap::new(),
             static_members: HashMap::new(),
-            pending_member_ids: HashSet::new(),
+            pending_member_ids: HashMap::new(),
             rebalance_deadline: None,
             initial_delay_until: None,
             sync_deadline: None,
@@ -209,19 +218,22 @@ impl Group {
                 }
             } else if a.require_known_member_id {
                 if self.members.len() + self.pending_member_ids.len() >= MAX_GROUP_MEMBERS {
-                    return Self::error_join(codes::UNKNOWN_SERVER_ERROR, "");
+                    return Self::error_join(GROUP_MAX_SIZE_REACHED, "");
                 }
                 let id = new_member_id(&a.client_id);
-                self.pending_member_ids.insert(id.clone());
+                self.pending_member_ids.insert(
+                    id.clone(),
+                    now + Duration::from_millis(a.session_timeout_ms as u64),
+                );
                 return Self::error_join(MEMBER_ID_REQUIRED, &id);
             }
             if self.members.len() >= MAX_GROUP_MEMBERS {
-                return Self::error_join(codes::UNKNOWN_SERVER_ERROR, "");
+                return Self::error_join(GROUP_MAX_SIZE_REACHED, "");
             }
             let id = new_member_id(&a.client_id);
             return self.add_and_rebalance(id, a, now);
         }
-        if self.pending_member_ids.remove(&a.member_id) {
+        if self.pending_member_ids.remove(&a.member_id).is_some() {
             let id = a.member_id.clone();
             return self.add_and_rebalance(id, a, now);
         }
@@ -668,8 +680,16 @@ impl Group {
         codes_out
     }
 
+    /// Empty, with no member and no member id handed out: nothing to coordinate.
+    pub fn is_vacant(&self) -> bool {
+        self.state == GroupState::Empty
+            && self.members.is_empty()
+            && self.pending_member_ids.is_empty()
+    }
+
     /// Expires members whose session ran out and drives timeouts. Called periodically.
     pub fn tick(&mut self, now: Instant) {
+        self.pending_member_ids.retain(|_, expires| *expires > now);
         let expired: Vec<String> = self
             .members
             .values()

@@ -1,0 +1,443 @@
+//! Validation of a batch's records, as Kafka's log validator does on the produce path: the
+//! records parse, their count and offset deltas match the header, nothing trails them, their
+//! timestamps fit, and a compressed batch decodes with its codec. Decompression streams: the
+//! records are walked as they are inflated and never held whole, and a batch that inflates past
+//! [`MAX_DECOMPRESSED_BATCH_BYTES`] is refused (a zstd/lz4/gzip bomb costs bounded CPU and a
+//! fixed small buffer). Valid batches are still stored exactly as sent.
+//!
+//! Record layout (v2): length varint | attributes i8 | timestampDelta varlong | offsetDelta
+//! varint | keyLength varint | key | valueLength varint | value | headerCount varint |
+//! [headerKeyLength varint | headerKey | headerValueLength varint | headerValue]...
+
+use std::io::{self, Read};
+
+use crate::batch::{BatchError, BatchHeader, HEADER_BYTES};
+
+/// Largest records section a compressed batch may inflate to.
+pub const MAX_DECOMPRESSED_BATCH_BYTES: u64 = 128 << 20;
+
+const XERIAL_MAGIC: &[u8] = b"\x82SNAPPY\x00";
+const XERIAL_HEADER_BYTES: usize = 16;
+
+fn invalid(why: impl Into<String>) -> BatchError {
+    BatchError::InvalidRecords(why.into())
+}
+
+/// Checks the records of batch `b` (whose header `h` already passed `batch::validate`).
+pub fn validate_records(b: &[u8], h: &BatchHeader) -> Result<(), BatchError> {
+    let data = &b[HEADER_BYTES..];
+    match h.compression() {
+        0 => walk_source(SliceSource(data), h, "uncompressed"),
+        1 => walk(flate2::read::GzDecoder::new(data), h, "gzip"),
+        2 => walk_snappy(data, h),
+        3 => walk(lz4_flex::frame::FrameDecoder::new(data), h, "lz4"),
+        4 => {
+            let dec = ruzstd::decoding::StreamingDecoder::new(data)
+                .map_err(|e| invalid(format!("zstd records do not decode: {e}")))?;
+            walk(dec, h, "zstd")
+        }
+        other => Err(BatchError::InvalidCompression(other)),
+    }
+}
+
+fn walk_snappy(data: &[u8], h: &BatchHeader) -> Result<(), BatchError> {
+    let raw = |block: &[u8], budget: u64| -> Result<Vec<u8>, BatchError> {
+        let len = snap::raw::decompress_len(block)
+            .map_err(|e| invalid(format!("snappy records do not decode: {e}")))?;
+        if len as u64 > budget {
+            return Err(BatchError::DecompressedTooLarge {
+                max_bytes: MAX_DECOMPRESSED_BATCH_BYTES,
+            });
+        }
+        snap::raw::Decoder::new()
+            .decompress_vec(block)
+            .map_err(|e| invalid(format!("snappy records do not decode: {e}")))
+    };
+    if !data.starts_with(XERIAL_MAGIC) {
+        let out = raw(data, MAX_DECOMPRESSED_BATCH_BYTES)?;
+        return walk_source(SliceSource(&out), h, "snappy");
+    }
+    // xerial framing (the Java client): magic, two i32 versions, then [i32 length | raw block].
+    let mut rest = data
+        .get(XERIAL_HEADER_BYTES..)
+        .ok_or_else(|| invalid("truncated xerial snappy header"))?;
+    let mut out = Vec::new();
+    while !rest.is_empty() {
+        let len = rest
+            .get(..4)
+            .map(|l| u32::from_be_bytes(l.try_into().expect("4 bytes")) as usize)
+            .ok_or_else(|| invalid("truncated xerial snappy block"))?;
+        let block = rest
+            .get(4..4 + len)
+            .ok_or_else(|| invalid("truncated xerial snappy block"))?;
+        let budget = MAX_DECOMPRESSED_BATCH_BYTES.saturating_sub(out.len() as u64);
+        out.extend(raw(block, budget)?);
+        rest = &rest[4 + len..];
+    }
+    walk_source(SliceSource(&out), h, "snappy")
+}
+
+/// Where records are read from: a slice (uncompressed: skipping a value is a pointer move)
+/// or a decompressing stream (skipping inflates into a small buffer and drops it).
+trait Source {
+    fn byte(&mut self) -> io::Result<u8>;
+    fn skip(&mut self, n: u64) -> io::Result<()>;
+    fn at_end(&mut self) -> io::Result<bool>;
+}
+
+struct SliceSource<'a>(&'a [u8]);
+
+impl Source for SliceSource<'_> {
+    fn byte(&mut self) -> io::Result<u8> {
+        let (&b, rest) = self.0.split_first().ok_or(io::ErrorKind::UnexpectedEof)?;
+        self.0 = rest;
+        Ok(b)
+    }
+    fn skip(&mut self, n: u64) -> io::Result<()> {
+        let n = usize::try_from(n).unwrap_or(usize::MAX);
+        self.0 = self.0.get(n..).ok_or(io::ErrorKind::UnexpectedEof)?;
+        Ok(())
+    }
+    fn at_end(&mut self) -> io::Result<bool> {
+        Ok(self.0.is_empty())
+    }
+}
+
+/// A decompressing stream, counted and failed past the decompression bound.
+struct StreamSource<R> {
+    inner: io::BufReader<R>,
+    read: u64,
+}
+
+const BOMB: &str = "decompressed records exceed the bound";
+/// Buffer of a decompressing stream (the only memory a compressed batch costs to check).
+const STREAM_BUFFER_BYTES: usize = 64 << 10;
+
+impl<R: Read> StreamSource<R> {
+    fn count(&mut self, n: u64) -> io::Result<()> {
+        self.read += n;
+        if self.read > MAX_DECOMPRESSED_BATCH_BYTES {
+            return Err(io::Error::other(BOMB));
+        }
+        Ok(())
+    }
+}
+
+impl<R: Read> Source for StreamSource<R> {
+    fn byte(&mut self) -> io::Result<u8> {
+        let mut b = [0u8; 1];
+        self.inner.read_exact(&mut b)?;
+        self.count(1)?;
+        Ok(b[0])
+    }
+    fn skip(&mut self, n: u64) -> io::Result<()> {
+        self.count(n)?;
+        let copied = io::copy(&mut (&mut self.inner).take(n), &mut io::sink())?;
+        if copied < n {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        Ok(())
+    }
+    fn at_end(&mut self) -> io::Result<bool> {
+        Ok(io::BufRead::fill_buf(&mut self.inner)?.is_empty())
+    }
+}
+
+struct Records<S> {
+    r: S,
+    /// Bytes consumed inside the current record.
+    used: u64,
+    codec: &'static str,
+}
+
+impl<S: Source> Records<S> {
+    fn err(&self, e: io::Error) -> BatchError {
+        if e.to_string() == BOMB {
+            BatchError::DecompressedTooLarge {
+                max_bytes: MAX_DECOMPRESSED_BATCH_BYTES,
+            }
+        } else if e.kind() == io::ErrorKind::UnexpectedEof {
+            invalid(format!("{} records end early", self.codec))
+        } else {
+            invalid(format!("{} records do not decode: {e}", self.codec))
+        }
+    }
+
+    fn byte(&mut self) -> Result<u8, BatchError> {
+        let b = self.r.byte().map_err(|e| self.err(e))?;
+        self.used += 1;
+        Ok(b)
+    }
+
+    /// A zig-zag varlong (varints are read the same way and range-checked by the caller).
+    fn varlong(&mut self) -> Result<i64, BatchError> {
+        let mut raw: u64 = 0;
+        for shift in (0..70).step_by(7) {
+            let byte = self.byte()?;
+            if shift == 63 && byte > 1 {
+                break;
+            }
+            raw |= ((byte & 0x7f) as u64) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64));
+            }
+        }
+        Err(invalid("record varint is longer than 10 bytes"))
+    }
+
+    fn varint(&mut self, what: &str) -> Result<i32, BatchError> {
+        let v = self.varlong()?;
+        i32::try_from(v).map_err(|_| invalid(format!("record {what} {v} does not fit an int32")))
+    }
+
+    /// A length-prefixed field: `min` is -1 where null is allowed.
+    fn field(&mut self, what: &str, min: i32, room: u64) -> Result<(), BatchError> {
+        let len = self.varint(what)?;
+        if len < min {
+            return Err(invalid(format!("record {what} length {len} is negative")));
+        }
+        if len > 0 {
+            if len as u64 > room.saturating_sub(self.used) {
+                return Err(invalid(format!(
+                    "record {what} of {len} bytes runs past its record"
+                )));
+            }
+            self.r.skip(len as u64).map_err(|e| self.err(e))?;
+            self.used += len as u64;
+        }
+        Ok(())
+    }
+}
+
+fn walk(r: impl Read, h: &BatchHeader, codec: &'static str) -> Result<(), BatchError> {
+    walk_source(
+        StreamSource {
+            inner: io::BufReader::with_capacity(STREAM_BUFFER_BYTES, r),
+            read: 0,
+        },
+        h,
+        codec,
+    )
+}
+
+fn walk_source(r: impl Source, h: &BatchHeader, codec: &'static str) -> Result<(), BatchError> {
+    let mut rec = Records { r, used: 0, codec };
+    for i in 0..h.records_count {
+        let len = rec.varint("length")?;
+        if len < 0 {
+            return Err(invalid(format!("record {i} has negative length {len}")));
+        }
+        let len = len as u64;
+        rec.used = 0;
+        rec.byte()?; // attributes (unused in v2)
+        let ts_delta = rec.varlong()?;
+        let offset_delta = rec.varint("offset delta")?;
+        if offset_delta != i {
+            return Err(invalid(format!(
+                "record {i} has offset delta {offset_delta}; offsets in a batch must be consecutive"
+            )));
+        }
+        if h.base_timestamp.checked_add(ts_delta).is_none() {
+            return Err(invalid(format!("record {i} timestamp overflows")));
+        }
+        rec.field("key", -1, len)?;
+        rec.field("value", -1, len)?;
+        let headers = rec.varint("header count")?;
+        if headers < 0 {
+            return Err(invalid(format!("record {i} has {headers} headers")));
+        }
+        for _ in 0..headers {
+            if rec.used >= len {
+                return Err(invalid(format!("record {i} headers run past its record")));
+            }
+            rec.field("header key", 0, len)?;
+            rec.field("header value", -1, len)?;
+        }
+        if rec.used != len {
+            return Err(invalid(format!(
+                "record {i} declares {len} bytes but its fields take {}",
+                rec.used
+            )));
+        }
+    }
+    // Nothing may follow the last record.
+    match rec.r.at_end() {
+        Ok(true) => {}
+        Ok(false) => {
+            return Err(invalid(format!(
+                "{codec} records: bytes follow the {} records the header declares",
+                h.records_count
+            )))
+        }
+        Err(e) => return Err(rec.err(e)),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::batch::{
+        self, validate, ATTRIBUTES_POS, BATCH_LENGTH_POS, CRC_POS, RECORDS_COUNT_POS,
+    };
+    use crate::batch_encode::{encode_uncompressed, NewRecord};
+
+    fn records(n: usize) -> Vec<u8> {
+        encode_uncompressed((0..n).map(|i| NewRecord {
+            key: Some(Bytes::from(format!("k{i}"))),
+            value: Some(Bytes::from(vec![b'v'; 100 + i])),
+            headers: Default::default(),
+            timestamp_ms: 1_700_000_000_000 + i as i64,
+        }))
+    }
+
+    /// Rebuilds `b` with its records section replaced by `section` and codec `codec`.
+    fn with_section(b: &[u8], codec: i16, section: &[u8]) -> Vec<u8> {
+        let mut out = b[..HEADER_BYTES].to_vec();
+        out.extend_from_slice(section);
+        let attrs =
+            (i16::from_be_bytes([out[ATTRIBUTES_POS], out[ATTRIBUTES_POS + 1]]) & !7) | codec;
+        out[ATTRIBUTES_POS..ATTRIBUTES_POS + 2].copy_from_slice(&attrs.to_be_bytes());
+        let len = (out.len() - 12) as i32;
+        out[BATCH_LENGTH_POS..BATCH_LENGTH_POS + 4].copy_from_slice(&len.to_be_bytes());
+        let crc = batch::compute_crc(&out);
+        out[CRC_POS..CRC_POS + 4].copy_from_slice(&crc.to_be_bytes());
+        out
+    }
+
+    fn check(b: &[u8]) -> Result<(), BatchError> {
+        let h = validate(b)?;
+        validate_records(b, &h)
+    }
+
+    fn compress(codec: i16, data: &[u8]) -> Vec<u8> {
+        match codec {
+            1 => {
+                let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+                e.write_all(data).unwrap();
+                e.finish().unwrap()
+            }
+            2 => snap::raw::Encoder::new().compress_vec(data).unwrap(),
+            3 => {
+                let mut e = lz4_flex::frame::FrameEncoder::new(Vec::new());
+                e.write_all(data).unwrap();
+                e.finish().unwrap()
+            }
+            4 => {
+                ruzstd::encoding::compress_to_vec(data, ruzstd::encoding::CompressionLevel::Fastest)
+            }
+            _ => data.to_vec(),
+        }
+    }
+
+    #[test]
+    fn valid_batches_of_every_codec_pass() {
+        let b = records(50);
+        check(&b).unwrap();
+        for codec in 1..=4 {
+            let c = with_section(&b, codec, &compress(codec, &b[HEADER_BYTES..]));
+            check(&c).unwrap_or_else(|e| panic!("codec {codec}: {e}"));
+        }
+    }
+
+    #[test]
+    fn lying_counts_and_trailing_bytes_are_refused() {
+        let b = records(3);
+        // Count 2^31-1 with a matching lastOffsetDelta: the records are not there.
+        let mut lie = b.clone();
+        lie[RECORDS_COUNT_POS..RECORDS_COUNT_POS + 4].copy_from_slice(&i32::MAX.to_be_bytes());
+        lie[batch::LAST_OFFSET_DELTA_POS..batch::LAST_OFFSET_DELTA_POS + 4]
+            .copy_from_slice(&(i32::MAX - 1).to_be_bytes());
+        let lie = with_section(&lie, 0, &b[HEADER_BYTES..]);
+        assert!(
+            matches!(check(&lie), Err(BatchError::InvalidRecords(_))),
+            "{:?}",
+            check(&lie)
+        );
+        // Fewer declared than present: trailing records.
+        let mut fewer = b.clone();
+        fewer[RECORDS_COUNT_POS..RECORDS_COUNT_POS + 4].copy_from_slice(&2i32.to_be_bytes());
+        fewer[batch::LAST_OFFSET_DELTA_POS..batch::LAST_OFFSET_DELTA_POS + 4]
+            .copy_from_slice(&1i32.to_be_bytes());
+        let fewer = with_section(&fewer, 0, &b[HEADER_BYTES..]);
+        assert!(matches!(check(&fewer), Err(BatchError::InvalidRecords(_))));
+    }
+
+    #[test]
+    fn compression_flag_on_plain_records_is_refused() {
+        let b = records(3);
+        for codec in 1..=4 {
+            let c = with_section(&b, codec, &b[HEADER_BYTES..]);
+            assert!(
+                matches!(check(&c), Err(BatchError::InvalidRecords(_))),
+                "codec {codec}: {:?}",
+                check(&c)
+            );
+        }
+    }
+
+    #[test]
+    fn a_decompression_bomb_is_refused_by_size() {
+        // One record whose value is 200 MiB of zeros, lz4-compressed to well under 1 MiB.
+        let value_len = 200usize << 20;
+        let mut rec = Vec::new();
+        fn zz(v: i64, out: &mut Vec<u8>) {
+            let mut u = ((v << 1) ^ (v >> 63)) as u64;
+            loop {
+                let b = (u & 0x7f) as u8;
+                u >>= 7;
+                if u == 0 {
+                    out.push(b);
+                    break;
+                }
+                out.push(b | 0x80);
+            }
+        }
+        let mut body = vec![0u8]; // attributes
+        zz(0, &mut body); // timestamp delta
+        zz(0, &mut body); // offset delta
+        zz(-1, &mut body); // null key
+        zz(value_len as i64, &mut body);
+        let body_len = body.len() + value_len + 1;
+        zz(body_len as i64, &mut rec);
+        rec.extend_from_slice(&body);
+        let mut e = lz4_flex::frame::FrameEncoder::new(Vec::new());
+        e.write_all(&rec).unwrap();
+        let zeros = vec![0u8; 1 << 20];
+        for _ in 0..200 {
+            e.write_all(&zeros).unwrap();
+        }
+        e.write_all(&[0]).unwrap(); // header count 0
+        let section = e.finish().unwrap();
+        assert!(section.len() < 2 << 20, "{} bytes", section.len());
+        let base = records(1);
+        let bomb = with_section(&base, 3, &section);
+        assert!(matches!(
+            check(&bomb),
+            Err(BatchError::DecompressedTooLarge { .. })
+        ));
+        // Raw snappy declaring a 4 GiB output is refused before any allocation.
+        let mut snappy = Vec::new();
+        zz(0, &mut Vec::new());
+        let mut n = u32::MAX as u64;
+        loop {
+            let b = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                snappy.push(b);
+                break;
+            }
+            snappy.push(b | 0x80);
+        }
+        snappy.extend_from_slice(&[0; 8]);
+        let s = with_section(&base, 2, &snappy);
+        assert!(matches!(
+            check(&s),
+            Err(BatchError::DecompressedTooLarge { .. })
+        ));
+    }
+}
