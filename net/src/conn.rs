@@ -279,9 +279,11 @@ async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<
                             "idle for {wait_ms} ms (connections-max-idle-ms); closing"
                         ))
                     }
-                    Err(_) => return Err(format!(
+                    Err(_) => {
+                        return Err(format!(
                         "frame header incomplete after {wait_ms} ms (request-timeout-ms); closing"
-                    )),
+                    ))
+                    }
                 }
             }
             let size = i32::from_be_bytes(size);

@@ -582,8 +582,8 @@ fn cluster_info() {
         .map(|l| l.split_whitespace().collect())
         .collect();
     assert!(rows.contains(&vec!["1", &b.bootstrap(), "-"]), "{out}");
-    assert!(rows.contains(&vec!["0", "Produce", "0", "11"]), "{out}");
-    assert!(rows.contains(&vec!["1", "Fetch", "4", "16"]), "{out}");
+    assert!(rows.contains(&vec!["0", "Produce", "0", "12"]), "{out}");
+    assert!(rows.contains(&vec!["1", "Fetch", "4", "18"]), "{out}");
     assert!(rows.contains(&vec!["18", "ApiVersions", "0", "3"]), "{out}");
 
     let j = json(&ok(Some(&b), &["cluster", "info", "--json"], None));

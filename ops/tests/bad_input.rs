@@ -393,3 +393,408 @@ fn batch_with_bad_crc_is_refused_and_not_stored() {
     assert_eq!(out, "0:one\n1:two\n2:three\n", "kcat read back");
     broker.assert_alive();
 }
+
+// ---------------------------------------------------------------------------------------------
+// Hostile input (issue #23): lying counts, huge partition counts, pipelining clients that never
+// read, slow senders. Each closes or refuses only its own connection; the broker stays up and
+// its memory stays within a small bound.
+// ---------------------------------------------------------------------------------------------
+
+/// Resident memory of a process, from /proc.
+fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("VmRSS")
+        * 1024
+}
+
+/// RSS the broker may reach in these tests (it starts near 30–60 MB).
+const RSS_BOUND_BYTES: u64 = 400 << 20;
+
+fn default_request(key: i16) -> kafka_protocol::messages::RequestKind {
+    use kafka_protocol::messages::*;
+    match ApiKey::try_from(key).expect("known key") {
+        ApiKey::Produce => RequestKind::Produce(produce_req("t", 0, Bytes::new())),
+        ApiKey::Fetch => RequestKind::Fetch(FetchRequest::default().with_topics(
+            vec![fetch_request::FetchTopic::default()
+                .with_topic(TopicName(StrBytes::from_static_str("t")))
+                .with_partitions(vec![fetch_request::FetchPartition::default()])],
+        )),
+        ApiKey::ListOffsets => {
+            RequestKind::ListOffsets(ListOffsetsRequest::default().with_topics(vec![
+                list_offsets_request::ListOffsetsTopic::default()
+                    .with_partitions(vec![Default::default()]),
+            ]))
+        }
+        ApiKey::Metadata => RequestKind::Metadata(
+            MetadataRequest::default().with_topics(Some(vec![Default::default()])),
+        ),
+        ApiKey::ApiVersions => RequestKind::ApiVersions(Default::default()),
+        ApiKey::CreateTopics => {
+            RequestKind::CreateTopics(CreateTopicsRequest::default().with_topics(vec![
+                create_topics_request::CreatableTopic::default()
+                    .with_assignments(vec![Default::default()])
+                    .with_configs(vec![Default::default()]),
+            ]))
+        }
+        ApiKey::DeleteTopics => RequestKind::DeleteTopics(Default::default()),
+        ApiKey::InitProducerId => RequestKind::InitProducerId(Default::default()),
+        ApiKey::DescribeConfigs => RequestKind::DescribeConfigs(
+            DescribeConfigsRequest::default().with_resources(vec![Default::default()]),
+        ),
+        ApiKey::CreatePartitions => RequestKind::CreatePartitions(
+            CreatePartitionsRequest::default().with_topics(vec![Default::default()]),
+        ),
+        ApiKey::IncrementalAlterConfigs => RequestKind::IncrementalAlterConfigs(
+            IncrementalAlterConfigsRequest::default().with_resources(vec![
+                incremental_alter_configs_request::AlterConfigsResource::default()
+                    .with_configs(vec![Default::default()]),
+            ]),
+        ),
+        ApiKey::FindCoordinator => RequestKind::FindCoordinator(Default::default()),
+        ApiKey::JoinGroup => RequestKind::JoinGroup(
+            JoinGroupRequest::default().with_protocols(vec![Default::default()]),
+        ),
+        ApiKey::SyncGroup => RequestKind::SyncGroup(
+            SyncGroupRequest::default().with_assignments(vec![Default::default()]),
+        ),
+        ApiKey::Heartbeat => RequestKind::Heartbeat(Default::default()),
+        ApiKey::LeaveGroup => RequestKind::LeaveGroup(
+            LeaveGroupRequest::default().with_members(vec![Default::default()]),
+        ),
+        ApiKey::OffsetCommit => {
+            RequestKind::OffsetCommit(OffsetCommitRequest::default().with_topics(vec![
+                offset_commit_request::OffsetCommitRequestTopic::default()
+                    .with_partitions(vec![Default::default()]),
+            ]))
+        }
+        ApiKey::OffsetFetch => RequestKind::OffsetFetch(Default::default()),
+        ApiKey::ListGroups => RequestKind::ListGroups(Default::default()),
+        ApiKey::DescribeGroups => RequestKind::DescribeGroups(Default::default()),
+        ApiKey::DeleteGroups => RequestKind::DeleteGroups(Default::default()),
+        other => panic!("no sample request for {other:?}; add one"),
+    }
+}
+
+/// Frames `req` with a header for `key`/`version`, or `None` where the codec cannot encode
+/// this sample at this version.
+fn sample_frame(key: i16, version: i16) -> Option<Vec<u8>> {
+    let api = kafka_protocol::messages::ApiKey::try_from(key).ok()?;
+    let header = RequestHeader::default()
+        .with_request_api_key(key)
+        .with_request_api_version(version)
+        .with_correlation_id(7);
+    let mut buf = BytesMut::new();
+    header
+        .encode(&mut buf, api.request_header_version(version))
+        .ok()?;
+    default_request(key).encode(&mut buf, version).ok()?;
+    Some(buf.to_vec())
+}
+
+/// Every position of `body` overwritten by a huge int32 count, and every byte that can be an
+/// empty compact array (0x01) replaced by a huge unsigned varint: one of them is each array's
+/// count, whatever the schema.
+fn lying_counts(body: &[u8]) -> Vec<Vec<u8>> {
+    const HUGE_I32: [u8; 4] = 0x7fff_fff0i32.to_be_bytes();
+    const HUGE_VARINT: [u8; 5] = [0xf1, 0xff, 0xff, 0xff, 0x07];
+    let mut out = Vec::new();
+    for p in 8..body.len().saturating_sub(3) {
+        let mut b = body.to_vec();
+        b[p..p + 4].copy_from_slice(&HUGE_I32);
+        out.push(b);
+    }
+    for p in 8..body.len() {
+        if body[p] == 0x01 {
+            let mut b = body[..p].to_vec();
+            b.extend_from_slice(&HUGE_VARINT);
+            b.extend_from_slice(&body[p + 1..]);
+            out.push(b);
+        }
+    }
+    out
+}
+
+/// One frame on a fresh connection; returns when the broker answered or closed (a hang fails).
+fn send_one(broker: &Broker, body: &[u8], what: &str) {
+    let mut s = connect(broker);
+    let mut f = (body.len() as i32).to_be_bytes().to_vec();
+    f.extend_from_slice(body);
+    if s.write_all(&f).is_err() {
+        return; // already closed by the broker
+    }
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return,
+            Ok(_) => return, // an answer (an error code) is as good as a close
+            Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) => {
+                return
+            }
+            Err(e) => panic!("{what}: no answer and no close: {e}"),
+        }
+    }
+}
+
+#[test]
+fn lying_array_counts_in_every_api_and_version_close_only_their_connection() {
+    let mut broker = Broker::start(2);
+    let pid = broker.pid().unwrap();
+    let mut healthy = connect(&broker);
+    let versions: ApiVersionsResponse = api_versions_ok(&mut healthy, 1);
+    // A second client keeps working throughout.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let addr = broker.addr();
+    let watcher = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut n = 0;
+            let mut corr = 100;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let r: MetadataResponse =
+                    call(&mut s, API_METADATA, 4, corr, &MetadataRequest::default());
+                assert_eq!(r.brokers.len(), 1);
+                corr += 1;
+                n += 1;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            n
+        })
+    };
+    let mut frames = 0;
+    let mut uncovered = Vec::new();
+    for api in &versions.api_keys {
+        let before = frames;
+        let (lo, hi) = (api.min_version, api.max_version);
+        let mid = lo + (hi - lo) / 2;
+        let mut vs = vec![lo, mid, hi];
+        vs.dedup();
+        for v in vs {
+            let Some(body) = sample_frame(api.api_key, v) else {
+                continue;
+            };
+            for mutated in lying_counts(&body) {
+                send_one(&broker, &mutated, &format!("api {} v{v}", api.api_key));
+                frames += 1;
+            }
+        }
+        if frames == before {
+            uncovered.push(api.api_key);
+        }
+        broker.assert_alive();
+    }
+    assert!(
+        uncovered.is_empty(),
+        "no crafted frame for API keys {uncovered:?}"
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let rounds = watcher.join().expect("the healthy client kept working");
+    assert!(rounds > 0);
+    assert!(frames > 500, "only {frames} crafted frames");
+    broker.assert_alive();
+    let rss = rss_bytes(pid);
+    assert!(
+        rss < RSS_BOUND_BYTES,
+        "broker RSS {rss} bytes after {frames} crafted frames"
+    );
+    // The broker still serves a real client.
+    api_versions_ok(&mut healthy, 2);
+    kcat_metadata_ok(&broker);
+    // A truncated frame and negative sizes are refused the same way.
+    for body in [vec![0u8, 3, 0, 4], vec![0xff; 16]] {
+        send_one(&broker, &body, "short or garbage frame");
+    }
+    let mut s = connect(&broker);
+    s.write_all(&(-5i32).to_be_bytes()).unwrap();
+    assert_closed(&mut s, "negative frame size");
+    broker.assert_alive();
+}
+
+#[test]
+fn create_topics_with_a_huge_partition_count_is_refused() {
+    use kafka_protocol::messages::{
+        create_partitions_request::CreatePartitionsTopic, create_topics_request::CreatableTopic,
+        CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
+        CreateTopicsResponse,
+    };
+    let mut broker = Broker::start(1);
+    let mut s = connect(&broker);
+    for count in [i32::MAX, 100_001] {
+        let req = CreateTopicsRequest::default()
+            .with_timeout_ms(10_000)
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("huge")))
+                .with_num_partitions(count)
+                .with_replication_factor(1)]);
+        let r: CreateTopicsResponse = call(&mut s, 19, 5, count, &req);
+        assert_eq!(
+            r.topics[0].error_code, 37,
+            "INVALID_PARTITIONS for {count}: {r:?}"
+        );
+        let msg = r.topics[0]
+            .error_message
+            .as_ref()
+            .map(|m| m.to_string())
+            .unwrap_or_default();
+        assert!(msg.contains("limit"), "{msg}");
+    }
+    let req = CreateTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("small")))
+            .with_num_partitions(1)
+            .with_replication_factor(1)]);
+    let r: CreateTopicsResponse = call(&mut s, 19, 5, 1, &req);
+    assert_eq!(r.topics[0].error_code, 0, "{r:?}");
+    let req = CreatePartitionsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![CreatePartitionsTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("small")))
+            .with_count(i32::MAX)]);
+    let r: CreatePartitionsResponse = call(&mut s, 37, 1, 2, &req);
+    assert_eq!(r.results[0].error_code, 37, "{r:?}");
+    broker.assert_alive();
+    assert!(rss_bytes(broker.pid().unwrap()) < RSS_BOUND_BYTES);
+}
+
+fn fetch_frame(topic: &str, copies: usize, corr: i32, max_bytes: i32) -> Vec<u8> {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::FetchRequest;
+    let req = FetchRequest::default()
+        .with_max_wait_ms(0)
+        .with_max_bytes(max_bytes)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(
+                (0..copies)
+                    .map(|_| {
+                        FetchPartition::default()
+                            .with_partition(0)
+                            .with_fetch_offset(0)
+                            .with_partition_max_bytes(1 << 20)
+                    })
+                    .collect(),
+            )]);
+    frame(1, 11, corr, &req)
+}
+
+/// Fills partition 0 of `topic` with about `mib` MiB (100 batches per MiB).
+fn fill(s: &mut TcpStream, topic: &str, mib: usize) {
+    let value = "x".repeat(10_000);
+    let values: Vec<&str> = (0..1).map(|_| value.as_str()).collect();
+    for i in 0..mib * 100 {
+        let r: ProduceResponse = call(
+            s,
+            API_PRODUCE,
+            7,
+            i as i32,
+            &produce_req(topic, 0, batch(&values, false)),
+        );
+        assert_eq!(only_partition(&r).0, 0);
+    }
+}
+
+#[test]
+fn a_fetch_naming_one_partition_many_times_reads_it_once() {
+    let mut broker = Broker::start(1);
+    create_topic(&broker, "dup", 1, &[]);
+    let mut s = connect(&broker);
+    fill(&mut s, "dup", 2);
+    let before = rss_bytes(broker.pid().unwrap());
+    for corr in 0..20 {
+        s.write_all(&fetch_frame("dup", 200, corr, 1 << 20))
+            .unwrap();
+        let body = read_frame(&mut s, "fetch");
+        assert!(
+            body.len() < 2 << 20,
+            "response of {} bytes for max_bytes 1 MiB",
+            body.len()
+        );
+    }
+    let after = rss_bytes(broker.pid().unwrap());
+    assert!(
+        after < before + (128 << 20),
+        "RSS grew from {before} to {after}"
+    );
+    broker.assert_alive();
+}
+
+#[test]
+fn a_client_that_pipelines_and_never_reads_keeps_memory_flat() {
+    let mut broker = Broker::start(1);
+    create_topic(&broker, "big", 1, &[]);
+    let pid = broker.pid().unwrap();
+    let mut s = connect(&broker);
+    fill(&mut s, "big", 2);
+    drop(s);
+    let base = rss_bytes(pid);
+    for round in 0..5 {
+        let mut s = connect(&broker);
+        s.set_write_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        // 2,000 pipelined 1 MiB fetches, never reading a byte of the answers.
+        for corr in 0..2_000 {
+            if s.write_all(&fetch_frame("big", 1, corr, 1 << 20)).is_err() {
+                break; // the broker stopped reading: what we want
+            }
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let rss = rss_bytes(pid);
+        assert!(
+            rss < base + (300 << 20),
+            "round {round}: RSS {rss} with a never-reading client (base {base})"
+        );
+        drop(s);
+    }
+    // Everything of the vanished clients is released.
+    std::thread::sleep(Duration::from_millis(500));
+    let mut healthy = connect(&broker);
+    api_versions_ok(&mut healthy, 1);
+    let rss = rss_bytes(pid);
+    assert!(
+        rss < base + (300 << 20),
+        "RSS {rss} after the clients left (base {base})"
+    );
+    broker.assert_alive();
+}
+
+#[test]
+fn slow_senders_are_dropped_after_the_request_timeout() {
+    let cfg = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        cfg.path(),
+        "request-timeout-ms = 1500\nconnections-max-idle-ms = 3000\n",
+    )
+    .unwrap();
+    let mut broker = Broker::start_with(1, &["--config", cfg.path().to_str().unwrap()]);
+    let mut slow: Vec<TcpStream> = (0..1_000)
+        .map(|i| {
+            let mut s = connect(&broker);
+            // Half send part of a size header, half a size and part of the body.
+            if i % 2 == 0 {
+                s.write_all(&[0, 0]).unwrap();
+            } else {
+                s.write_all(&[0, 0, 0, 100, 0, 18, 0]).unwrap();
+            }
+            s
+        })
+        .collect();
+    let mut idle = connect(&broker);
+    // Meanwhile a normal client works.
+    let mut healthy = connect(&broker);
+    for corr in 0..10 {
+        api_versions_ok(&mut healthy, corr);
+    }
+    std::thread::sleep(Duration::from_millis(2_500));
+    for (i, s) in slow.iter_mut().enumerate() {
+        assert_closed(s, &format!("slow sender {i}"));
+    }
+    std::thread::sleep(Duration::from_millis(1_500));
+    assert_closed(&mut idle, "idle connection past connections-max-idle-ms");
+    broker.assert_alive();
+}

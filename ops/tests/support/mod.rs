@@ -394,6 +394,13 @@ impl Broker {
         self.spawn_and_wait(10);
     }
 
+    /// Starts again at once after a SIGKILL, with no retry: the broker itself must cope with
+    /// the killed process's listening sockets still closing (issue #23).
+    pub fn kill_and_restart_at_once(&mut self) {
+        self.kill();
+        self.spawn_and_wait(1);
+    }
+
     /// SIGTERM, wait (at most 30 s), and assert a clean exit 0.
     pub fn terminate(&mut self) {
         let mut c = self.child.take().expect("broker not running");
