@@ -19,16 +19,41 @@ use crate::metrics::{self, Snapshot};
 
 /// Largest HTTP request head accepted.
 const MAX_REQUEST_HEAD_BYTES: usize = 8 * 1024;
+/// Admin connections served at once; more are closed at accept.
+pub const MAX_ADMIN_CONNECTIONS: usize = 64;
+/// A whole admin exchange (read the head, answer) must finish within this; a shard move's
+/// partition close and metastore write fit well inside it.
+pub const ADMIN_REQUEST_TIMEOUT_MS: u64 = 30_000;
 
 pub async fn serve(state: Rc<CoreState>, listener: TcpListener) {
+    let open = Rc::new(std::cell::Cell::new(0usize));
     loop {
         match listener.accept().await {
             Ok(stream) => {
-                let state = state.clone();
+                if open.get() >= MAX_ADMIN_CONNECTIONS {
+                    tracing::debug!(
+                        limit = MAX_ADMIN_CONNECTIONS,
+                        "admin connection refused: too many open"
+                    );
+                    continue; // dropping the stream closes it
+                }
+                open.set(open.get() + 1);
+                let (state, open) = (state.clone(), open.clone());
                 glommio::spawn_local(async move {
-                    if let Err(e) = handle(&state, stream).await {
-                        tracing::debug!(error = %e, "admin http connection");
+                    let timeout = std::time::Duration::from_millis(ADMIN_REQUEST_TIMEOUT_MS);
+                    match glommio::timer::timeout(timeout, async {
+                        Ok(handle(&state, stream).await)
+                    })
+                    .await
+                    {
+                        Ok(Err(e)) => tracing::debug!(error = %e, "admin http connection"),
+                        Err(_) => tracing::debug!(
+                            timeout_ms = ADMIN_REQUEST_TIMEOUT_MS,
+                            "admin http connection timed out"
+                        ),
+                        Ok(Ok(())) => {}
                     }
+                    open.set(open.get() - 1);
                 })
                 .detach();
             }

@@ -601,7 +601,7 @@ fn cluster_info() {
             meta["min_version"].as_i64(),
             meta["max_version"].as_i64()
         ),
-        (Some(3), Some(0), Some(12))
+        (Some(3), Some(0), Some(13))
     );
 
     let (_, _, err) = fails(None, &["cluster", "info", "--brokers", "127.0.0.1:1"]);
