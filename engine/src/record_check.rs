@@ -385,8 +385,7 @@ mod tests {
         // One record whose value is 200 MiB of zeros, lz4-compressed to well under 1 MiB.
         let value_len = 200usize << 20;
         let mut rec = Vec::new();
-        fn zz(v: i64, out: &mut Vec<u8>) {
-            let mut u = ((v << 1) ^ (v >> 63)) as u64;
+        fn uvarint(mut u: u64, out: &mut Vec<u8>) {
             loop {
                 let b = (u & 0x7f) as u8;
                 u >>= 7;
@@ -396,6 +395,9 @@ mod tests {
                 }
                 out.push(b | 0x80);
             }
+        }
+        fn zz(v: i64, out: &mut Vec<u8>) {
+            uvarint(((v << 1) ^ (v >> 63)) as u64, out);
         }
         let mut body = vec![0u8]; // attributes
         zz(0, &mut body); // timestamp delta
@@ -422,17 +424,7 @@ mod tests {
         ));
         // Raw snappy declaring a 4 GiB output is refused before any allocation.
         let mut snappy = Vec::new();
-        zz(0, &mut Vec::new());
-        let mut n = u32::MAX as u64;
-        loop {
-            let b = (n & 0x7f) as u8;
-            n >>= 7;
-            if n == 0 {
-                snappy.push(b);
-                break;
-            }
-            snappy.push(b | 0x80);
-        }
+        uvarint(u32::MAX as u64, &mut snappy);
         snappy.extend_from_slice(&[0; 8]);
         let s = with_section(&base, 2, &snappy);
         assert!(matches!(
