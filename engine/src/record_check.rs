@@ -80,6 +80,12 @@ fn walk_snappy(data: &[u8], h: &BatchHeader) -> Result<(), BatchError> {
 /// Where records are read from: a slice (uncompressed: skipping a value is a pointer move)
 /// or a decompressing stream (skipping inflates into a small buffer and drops it).
 trait Source {
+    /// The bytes not yet consumed, where the source is a slice (the varint fast path).
+    fn rest(&self) -> Option<&[u8]> {
+        None
+    }
+    /// Consumes `n` bytes of [`Source::rest`].
+    fn advance(&mut self, _n: usize) {}
     fn byte(&mut self) -> io::Result<u8>;
     fn skip(&mut self, n: u64) -> io::Result<()>;
     fn at_end(&mut self) -> io::Result<bool>;
@@ -88,6 +94,12 @@ trait Source {
 struct SliceSource<'a>(&'a [u8]);
 
 impl Source for SliceSource<'_> {
+    fn rest(&self) -> Option<&[u8]> {
+        Some(self.0)
+    }
+    fn advance(&mut self, n: usize) {
+        self.0 = &self.0[n..];
+    }
     fn byte(&mut self) -> io::Result<u8> {
         let (&b, rest) = self.0.split_first().ok_or(io::ErrorKind::UnexpectedEof)?;
         self.0 = rest;
@@ -171,6 +183,25 @@ impl<S: Source> Records<S> {
 
     /// A zig-zag varlong (varints are read the same way and range-checked by the caller).
     fn varlong(&mut self) -> Result<i64, BatchError> {
+        // Fast path on a slice: no per-byte calls.
+        if let Some(rest) = self.r.rest() {
+            let mut raw: u64 = 0;
+            for (i, &byte) in rest.iter().take(10).enumerate() {
+                if i == 9 && byte > 1 {
+                    break;
+                }
+                raw |= ((byte & 0x7f) as u64) << (7 * i);
+                if byte & 0x80 == 0 {
+                    self.r.advance(i + 1);
+                    self.used += i as u64 + 1;
+                    return Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64));
+                }
+            }
+            if rest.len() < 10 && rest.iter().all(|b| b & 0x80 != 0) {
+                return Err(invalid(format!("{} records end early", self.codec)));
+            }
+            return Err(invalid("record varint is longer than 10 bytes"));
+        }
         let mut raw: u64 = 0;
         for shift in (0..70).step_by(7) {
             let byte = self.byte()?;

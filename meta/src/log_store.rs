@@ -331,6 +331,69 @@ impl LogInner {
     }
 }
 
+/// What the recovery scan of the raft log file found.
+pub struct LogScan {
+    /// Entries by index, with the byte offset of their record.
+    pub entries: BTreeMap<u64, (u64, Entry)>,
+    /// Bytes from the start that hold whole, valid, consecutive records.
+    pub valid_len: usize,
+    /// Why the scan stopped before the end, if it did.
+    pub damage: Option<String>,
+}
+
+/// Reads `u32 len | u32 crc32 | rkyv(entry)` records from the start of `bytes` until the end or
+/// the first torn, oversized, corrupt or out-of-sequence record. Entries at or below
+/// `purged_idx` are skipped (left by a crash between the hard-state write and the rewrite).
+/// Pure: the fuzz target `raft_log` drives it with arbitrary bytes.
+pub fn scan_log_records(bytes: &[u8], purged_idx: Option<u64>) -> LogScan {
+    let mut entries = BTreeMap::new();
+    let mut off = 0usize;
+    let mut expect: Option<u64> = purged_idx.map(|i| i + 1);
+    let damage: Option<String> = loop {
+        let rest = &bytes[off..];
+        if rest.is_empty() {
+            break None;
+        }
+        if rest.len() < LOG_RECORD_HEADER_BYTES {
+            break Some(format!("torn header ({} bytes)", rest.len()));
+        }
+        let len = u32::from_le_bytes(rest[0..4].try_into().expect("4 bytes")) as usize;
+        let crc = u32::from_le_bytes(rest[4..8].try_into().expect("4 bytes"));
+        if len == 0 || len > MAX_LOG_ENTRY_BYTES {
+            break Some(format!("bad record length {len}"));
+        }
+        if rest.len() < LOG_RECORD_HEADER_BYTES + len {
+            break Some(format!("torn record: {len} bytes announced"));
+        }
+        let payload = &rest[LOG_RECORD_HEADER_BYTES..LOG_RECORD_HEADER_BYTES + len];
+        if crc32fast::hash(payload) != crc {
+            break Some("crc mismatch".to_string());
+        }
+        let w = match wire::decode::<WEntry>(payload, "log entry") {
+            Ok(w) => w,
+            Err(e) => break Some(e.to_string()),
+        };
+        let idx = w.log_id.index;
+        if purged_idx.is_some_and(|p| idx <= p) {
+            off += LOG_RECORD_HEADER_BYTES + len;
+            continue;
+        }
+        if let Some(x) = expect {
+            if idx != x {
+                break Some(format!("index {idx} where {x} was expected"));
+            }
+        }
+        expect = Some(idx + 1);
+        entries.insert(idx, (off as u64, Entry::from(w)));
+        off += LOG_RECORD_HEADER_BYTES + len;
+    };
+    LogScan {
+        entries,
+        valid_len: off,
+        damage,
+    }
+}
+
 impl LogStore {
     /// Opens (or creates) the log in `dir`, cutting off a corrupt tail.
     pub fn open(dir: &Path) -> Result<(LogStore, LogRecovery), MetaError> {
@@ -362,48 +425,11 @@ impl LogStore {
         let bytes = std::fs::read(&path).map_err(|e| io_err("read", &path, e))?;
 
         let purged_idx = hard.last_purged.map(|l| l.index);
-        let mut entries = BTreeMap::new();
-        let mut off = 0usize;
-        let mut expect: Option<u64> = purged_idx.map(|i| i + 1);
-        let damage: Option<String> = loop {
-            let rest = &bytes[off..];
-            if rest.is_empty() {
-                break None;
-            }
-            if rest.len() < LOG_RECORD_HEADER_BYTES {
-                break Some(format!("torn header ({} bytes)", rest.len()));
-            }
-            let len = u32::from_le_bytes(rest[0..4].try_into().expect("4 bytes")) as usize;
-            let crc = u32::from_le_bytes(rest[4..8].try_into().expect("4 bytes"));
-            if len == 0 || len > MAX_LOG_ENTRY_BYTES {
-                break Some(format!("bad record length {len}"));
-            }
-            if rest.len() < LOG_RECORD_HEADER_BYTES + len {
-                break Some(format!("torn record: {len} bytes announced"));
-            }
-            let payload = &rest[LOG_RECORD_HEADER_BYTES..LOG_RECORD_HEADER_BYTES + len];
-            if crc32fast::hash(payload) != crc {
-                break Some("crc mismatch".to_string());
-            }
-            let w = match wire::decode::<WEntry>(payload, "log entry") {
-                Ok(w) => w,
-                Err(e) => break Some(e.to_string()),
-            };
-            let idx = w.log_id.index;
-            if purged_idx.is_some_and(|p| idx <= p) {
-                // Dead entry left by a crash between the hard-state write and the rewrite.
-                off += LOG_RECORD_HEADER_BYTES + len;
-                continue;
-            }
-            if let Some(x) = expect {
-                if idx != x {
-                    break Some(format!("index {idx} where {x} was expected"));
-                }
-            }
-            expect = Some(idx + 1);
-            entries.insert(idx, (off as u64, Entry::from(w)));
-            off += LOG_RECORD_HEADER_BYTES + len;
-        };
+        let LogScan {
+            entries,
+            valid_len: off,
+            damage,
+        } = scan_log_records(&bytes, purged_idx);
         let mut rec = LogRecovery {
             entries: entries.len(),
             ..Default::default()

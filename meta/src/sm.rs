@@ -105,6 +105,12 @@ pub struct StateMachineStore {
     inner: Arc<Mutex<SmInner>>,
 }
 
+/// Checks a snapshot file's bytes as a start does (magic, version, crc, rkyv validation, state
+/// invariants). The fuzz target `meta_snapshot` drives it with arbitrary bytes.
+pub fn check_snapshot_bytes(bytes: &[u8]) -> Result<(), MetaError> {
+    decode_snapshot(bytes, "snapshot").map(|_| ())
+}
+
 fn decode_snapshot(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> {
     if bytes.len() >= 12 && bytes[8..12] == 1u32.to_le_bytes() {
         let body = decode_snapshot_v1(bytes, what)?;

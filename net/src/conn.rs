@@ -38,9 +38,6 @@ const ACCEPT_BACKOFF_MIN_MS: u64 = 10;
 const ACCEPT_BACKOFF_MAX_MS: u64 = 1_000;
 /// At most one "accept failed" line per this interval (with the count since the last one).
 const ACCEPT_ERROR_LOG_INTERVAL_MS: u64 = 10_000;
-/// Body bytes a connection reserves up front; the rest grows as bytes arrive (the per-core
-/// budget was already taken for the whole frame).
-const BODY_INITIAL_CAPACITY_BYTES: usize = 64 << 10;
 /// Room reserved for the response of a request other than Fetch.
 const RESPONSE_RESERVE_BYTES: usize = 64 << 10;
 
@@ -222,14 +219,13 @@ async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<
         peer.rsplit_once(':').map_or(peer.as_str(), |(h, _)| h)
     );
     let cfg = state.ctx.config.clone();
-    // A response write that makes no progress for a request timeout ends the connection.
-    let _ = stream.set_write_timeout(Some(Duration::from_millis(cfg.request_timeout_ms)));
     let (mut reader, mut writer) = futures_lite::io::split(stream);
     let conn_budget = Rc::new(Semaphore::new(cfg.max_inflight_bytes_per_connection as u64));
     let (tx, rx) = local_channel::new_bounded::<Pending>(cfg.max_inflight_requests_per_connection);
     // Dropped by the writer when it stops (peer gone, write failed, handler failed): the
     // reader then stops at once instead of waiting for room that never comes.
     let (writer_alive, writer_gone) = local_channel::new_bounded::<()>(1);
+    let write_timeout_ms = cfg.request_timeout_ms;
     let writer_task = glommio::spawn_local(async move {
         let _alive = writer_alive;
         while let Some(pending) = rx.recv().await {
@@ -238,9 +234,15 @@ async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<
             };
             match outcome {
                 Outcome::Response(frame) => {
-                    if let Err(e) = writer.write_all(&frame).await {
-                        return Err(format!("write: {e}"));
-                    }
+                    // A response the peer does not take within a request timeout ends the
+                    // connection (a user-space timer: a socket write timeout would link a
+                    // timeout to every send on the ring).
+                    with_timeout(
+                        write_timeout_ms,
+                        "writing a response",
+                        writer.write_all(&frame),
+                    )
+                    .await?;
                 }
                 Outcome::Silent => {}
                 Outcome::Failed(why) => {
@@ -302,16 +304,15 @@ async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<
                 .await
                 .map_err(|e| format!("request budget: {e}"))?;
             crate::metrics::CoreMetrics::add(&state.metrics.request_bytes, size as u64 + 4);
-            let mut body = Vec::with_capacity(size.min(BODY_INITIAL_CAPACITY_BYTES));
-            let read = with_timeout(
+            // Allocated whole (the core's budget covers it): `calloc` maps a large body
+            // lazily, so a slow sender pins only the pages it filled; one copy from the socket.
+            let mut body = vec![0u8; size];
+            with_timeout(
                 cfg.request_timeout_ms,
                 "reading a request body",
-                (&mut reader).take(size as u64).read_to_end(&mut body),
+                reader.read_exact(&mut body),
             )
             .await?;
-            if read < size {
-                return Err(format!("peer closed after {read} of {size} frame bytes"));
-            }
             let frame = decode_request(&state, Bytes::from(body), &client_host)?;
             let (job, reserve): (_, usize) = match frame {
                 Decoded::Request(req) => {
@@ -376,13 +377,24 @@ async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<
     }
 }
 
-enum Decoded {
+pub enum Decoded {
     Request(Box<Request>),
     /// A response decided at decode time (ApiVersions with an unsupported version).
     Immediate(Bytes),
 }
 
-fn decode_request(state: &CoreState, mut body: Bytes, peer: &str) -> Result<Decoded, String> {
+fn decode_request(state: &CoreState, body: Bytes, peer: &str) -> Result<Decoded, String> {
+    let decoded = decode_frame(body, peer)?;
+    if let (Decoded::Request(req), true) = (&decoded, state.ctx.config.log_requests) {
+        tracing::info!(target: "ringlog::requests", core = state.core, api = ?req.api_key, version = req.header.request_api_version, correlation_id = req.header.correlation_id, client = ?req.header.client_id, request = ?req.body, "request");
+    }
+    Ok(decoded)
+}
+
+/// One request frame's body (after the size) → a request for a handler, an immediate answer,
+/// or the reason to close the connection. Pure (no broker state): the fuzz target
+/// `request_decode` drives it with arbitrary bytes.
+pub fn decode_frame(mut body: Bytes, peer: &str) -> Result<Decoded, String> {
     if body.len() < 8 {
         return Err(format!("request of {} bytes has no header", body.len()));
     }
@@ -419,9 +431,6 @@ fn decode_request(state: &CoreState, mut body: Bytes, peer: &str) -> Result<Deco
     let (header, req) = decode_body(api_key, version, &mut body)?;
     if body.has_remaining() {
         tracing::debug!(api = ?api_key, version, extra = body.remaining(), "trailing bytes after request");
-    }
-    if state.ctx.config.log_requests {
-        tracing::info!(target: "ringlog::requests", core = state.core, api = ?api_key, version, correlation_id, client = ?header.client_id, request = ?req, "request");
     }
     Ok(Decoded::Request(Box::new(Request {
         header,

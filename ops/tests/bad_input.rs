@@ -414,85 +414,11 @@ fn rss_bytes(pid: u32) -> u64 {
 /// RSS the broker may reach in these tests (it starts near 30–60 MB).
 const RSS_BOUND_BYTES: u64 = 400 << 20;
 
-fn default_request(key: i16) -> kafka_protocol::messages::RequestKind {
-    use kafka_protocol::messages::*;
-    match ApiKey::try_from(key).expect("known key") {
-        ApiKey::Produce => RequestKind::Produce(produce_req("t", 0, Bytes::new())),
-        ApiKey::Fetch => RequestKind::Fetch(FetchRequest::default().with_topics(
-            vec![fetch_request::FetchTopic::default()
-                .with_topic(TopicName(StrBytes::from_static_str("t")))
-                .with_partitions(vec![fetch_request::FetchPartition::default()])],
-        )),
-        ApiKey::ListOffsets => {
-            RequestKind::ListOffsets(ListOffsetsRequest::default().with_topics(vec![
-                list_offsets_request::ListOffsetsTopic::default()
-                    .with_partitions(vec![Default::default()]),
-            ]))
-        }
-        ApiKey::Metadata => RequestKind::Metadata(
-            MetadataRequest::default().with_topics(Some(vec![Default::default()])),
-        ),
-        ApiKey::ApiVersions => RequestKind::ApiVersions(Default::default()),
-        ApiKey::CreateTopics => {
-            RequestKind::CreateTopics(CreateTopicsRequest::default().with_topics(vec![
-                create_topics_request::CreatableTopic::default()
-                    .with_assignments(vec![Default::default()])
-                    .with_configs(vec![Default::default()]),
-            ]))
-        }
-        ApiKey::DeleteTopics => RequestKind::DeleteTopics(Default::default()),
-        ApiKey::InitProducerId => RequestKind::InitProducerId(Default::default()),
-        ApiKey::DescribeConfigs => RequestKind::DescribeConfigs(
-            DescribeConfigsRequest::default().with_resources(vec![Default::default()]),
-        ),
-        ApiKey::CreatePartitions => RequestKind::CreatePartitions(
-            CreatePartitionsRequest::default().with_topics(vec![Default::default()]),
-        ),
-        ApiKey::IncrementalAlterConfigs => RequestKind::IncrementalAlterConfigs(
-            IncrementalAlterConfigsRequest::default().with_resources(vec![
-                incremental_alter_configs_request::AlterConfigsResource::default()
-                    .with_configs(vec![Default::default()]),
-            ]),
-        ),
-        ApiKey::FindCoordinator => RequestKind::FindCoordinator(Default::default()),
-        ApiKey::JoinGroup => RequestKind::JoinGroup(
-            JoinGroupRequest::default().with_protocols(vec![Default::default()]),
-        ),
-        ApiKey::SyncGroup => RequestKind::SyncGroup(
-            SyncGroupRequest::default().with_assignments(vec![Default::default()]),
-        ),
-        ApiKey::Heartbeat => RequestKind::Heartbeat(Default::default()),
-        ApiKey::LeaveGroup => RequestKind::LeaveGroup(
-            LeaveGroupRequest::default().with_members(vec![Default::default()]),
-        ),
-        ApiKey::OffsetCommit => {
-            RequestKind::OffsetCommit(OffsetCommitRequest::default().with_topics(vec![
-                offset_commit_request::OffsetCommitRequestTopic::default()
-                    .with_partitions(vec![Default::default()]),
-            ]))
-        }
-        ApiKey::OffsetFetch => RequestKind::OffsetFetch(Default::default()),
-        ApiKey::ListGroups => RequestKind::ListGroups(Default::default()),
-        ApiKey::DescribeGroups => RequestKind::DescribeGroups(Default::default()),
-        ApiKey::DeleteGroups => RequestKind::DeleteGroups(Default::default()),
-        other => panic!("no sample request for {other:?}; add one"),
-    }
-}
-
-/// Frames `req` with a header for `key`/`version`, or `None` where the codec cannot encode
-/// this sample at this version.
+/// The shared sample request of `key` at `version` (header + body), or `None` where the
+/// codec cannot encode it at that version.
 fn sample_frame(key: i16, version: i16) -> Option<Vec<u8>> {
     let api = kafka_protocol::messages::ApiKey::try_from(key).ok()?;
-    let header = RequestHeader::default()
-        .with_request_api_key(key)
-        .with_request_api_version(version)
-        .with_correlation_id(7);
-    let mut buf = BytesMut::new();
-    header
-        .encode(&mut buf, api.request_header_version(version))
-        .ok()?;
-    default_request(key).encode(&mut buf, version).ok()?;
-    Some(buf.to_vec())
+    ringlog_fuzz::seeds::sample_frame_body(api, version, 7)
 }
 
 /// Every position of `body` overwritten by a huge int32 count, and every byte that can be an

@@ -177,64 +177,82 @@ async fn read_on(
     }
 }
 
-/// Reads this core's partitions of a request one after another, at most `budget_bytes` in all
-/// (the first non-empty partition may exceed it by its first batch, as Kafka allows): nothing
-/// is read that the response could not carry.
+/// Reads this core's partitions of a request, at most `budget_bytes` in all (the first
+/// non-empty partition may exceed it by its first batch, as Kafka allows): nothing is read that
+/// the response could not carry. When the partitions' own limits add up to no more than the
+/// budget (the usual case) they are read concurrently; otherwise one after another, each
+/// within what is left.
 async fn read_local(
     state: Rc<CoreState>,
     items: Vec<ReadItem>,
     budget_bytes: usize,
 ) -> Vec<((usize, usize), PartitionData)> {
+    let asked: usize = items
+        .iter()
+        .map(|i| i.max_bytes.max(1))
+        .fold(0, usize::saturating_add);
+    if asked <= budget_bytes {
+        let reads = items.into_iter().map(|item| {
+            let state = state.clone();
+            async move {
+                let limit = item.max_bytes.max(1);
+                (item.slot, read_one(&state, &item, limit).await.0)
+            }
+        });
+        return join_all(reads).await;
+    }
     let mut used = 0usize;
     let mut out = Vec::with_capacity(items.len());
     for item in items {
-        let index = item.partition as i32;
-        let Some(part) = state.partition(&item.topic, item.partition) else {
-            out.push((
-                item.slot,
-                partition_error(index, codes::NOT_LEADER_OR_FOLLOWER),
-            ));
-            continue;
-        };
-        let log = &part.log;
-        let hwm = log.high_watermark() as i64;
-        let start = log.log_start_offset() as i64;
-        let base = partition_error(index, codes::NONE)
-            .with_high_watermark(hwm)
-            .with_last_stable_offset(hwm)
-            .with_log_start_offset(start);
-        if item.offset < 0 {
-            out.push((item.slot, base.with_error_code(codes::OFFSET_OUT_OF_RANGE)));
-            continue;
-        }
         let limit = if used == 0 {
-            item.max_bytes
+            item.max_bytes.max(1)
         } else {
             item.max_bytes.min(budget_bytes.saturating_sub(used))
         };
-        if limit == 0 && used > 0 {
-            out.push((item.slot, base));
-            continue;
-        }
-        match log.read(item.offset as u64, limit.max(1)).await {
-            Ok(bytes) => {
-                used += bytes.len();
-                let m = &state.metrics;
-                crate::metrics::CoreMetrics::add(&m.records_out, count_records(&bytes));
-                crate::metrics::CoreMetrics::add(&m.record_bytes_out, bytes.len() as u64);
-                out.push((item.slot, base.with_records(Some(Bytes::from(bytes)))));
-            }
-            Err(e @ LogError::OffsetOutOfRange { .. }) => {
-                tracing::debug!(error = %e, "fetch out of range");
-                out.push((item.slot, base.with_error_code(codes::OFFSET_OUT_OF_RANGE)));
-            }
-            Err(e) => {
-                tracing::warn!(topic = %item.topic, partition = index, error = %e, "fetch failed");
-                out.push((item.slot, base.with_error_code(codes::for_log_error(&e))));
-            }
-        }
+        let (data, read) = read_one(&state, &item, limit).await;
+        used += read;
+        out.push((item.slot, data));
     }
     out
+}
+
+/// One partition's answer, reading at most `limit` bytes (none when `limit` is 0 after
+/// something was read); returns the bytes read.
+async fn read_one(state: &Rc<CoreState>, item: &ReadItem, limit: usize) -> (PartitionData, usize) {
+    let index = item.partition as i32;
+    let Some(part) = state.partition(&item.topic, item.partition) else {
+        return (partition_error(index, codes::NOT_LEADER_OR_FOLLOWER), 0);
+    };
+    let log = &part.log;
+    let hwm = log.high_watermark() as i64;
+    let start = log.log_start_offset() as i64;
+    let base = partition_error(index, codes::NONE)
+        .with_high_watermark(hwm)
+        .with_last_stable_offset(hwm)
+        .with_log_start_offset(start);
+    if item.offset < 0 {
+        return (base.with_error_code(codes::OFFSET_OUT_OF_RANGE), 0);
+    }
+    if limit == 0 {
+        return (base, 0);
+    }
+    match log.read(item.offset as u64, limit).await {
+        Ok(bytes) => {
+            let m = &state.metrics;
+            crate::metrics::CoreMetrics::add(&m.records_out, count_records(&bytes));
+            crate::metrics::CoreMetrics::add(&m.record_bytes_out, bytes.len() as u64);
+            let n = bytes.len();
+            (base.with_records(Some(Bytes::from(bytes))), n)
+        }
+        Err(e @ LogError::OffsetOutOfRange { .. }) => {
+            tracing::debug!(error = %e, "fetch out of range");
+            (base.with_error_code(codes::OFFSET_OUT_OF_RANGE), 0)
+        }
+        Err(e) => {
+            tracing::warn!(topic = %item.topic, partition = index, error = %e, "fetch failed");
+            (base.with_error_code(codes::for_log_error(&e)), 0)
+        }
+    }
 }
 
 /// The largest response a Fetch may produce: the request's `max_bytes`, capped by the broker's

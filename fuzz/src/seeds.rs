@@ -1,0 +1,225 @@
+//! Well-formed inputs for each target: the fuzzers start from these (`fuzz-seeds` writes them
+//! to `fuzz/corpus/`), and the hostile-input tests build their crafted frames from the same
+//! sample requests.
+
+use std::io::Write;
+
+use bytes::{Bytes, BytesMut};
+use engine::batch::{self, ATTRIBUTES_POS, BATCH_LENGTH_POS, CRC_POS, HEADER_BYTES};
+use engine::batch_encode::{encode_uncompressed, NewRecord};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Encodable, StrBytes};
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+/// A small request of every API the broker serves, with one element in each array that
+/// matters (so nested arrays have counts to lie about). `None` for an API with no sample.
+pub fn sample_request(key: ApiKey) -> Option<RequestKind> {
+    let records = Bytes::from(sample_batch(3, 0));
+    Some(match key {
+        ApiKey::Produce => RequestKind::Produce(
+            ProduceRequest::default()
+                .with_acks(-1)
+                .with_timeout_ms(1_000)
+                .with_topic_data(vec![produce_request::TopicProduceData::default()
+                    .with_name(name("fuzz"))
+                    .with_partition_data(vec![
+                        produce_request::PartitionProduceData::default()
+                            .with_index(0)
+                            .with_records(Some(records)),
+                    ])]),
+        ),
+        ApiKey::Fetch => RequestKind::Fetch(
+            FetchRequest::default()
+                .with_max_wait_ms(10)
+                .with_max_bytes(1 << 20)
+                .with_topics(vec![fetch_request::FetchTopic::default()
+                    .with_topic(name("fuzz"))
+                    .with_partitions(vec![
+                        fetch_request::FetchPartition::default().with_partition_max_bytes(1 << 20)
+                    ])]),
+        ),
+        ApiKey::ListOffsets => {
+            RequestKind::ListOffsets(ListOffsetsRequest::default().with_topics(vec![
+                list_offsets_request::ListOffsetsTopic::default()
+                    .with_name(name("fuzz"))
+                    .with_partitions(vec![Default::default()]),
+            ]))
+        }
+        ApiKey::Metadata => {
+            RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![
+                metadata_request::MetadataRequestTopic::default().with_name(Some(name("fuzz"))),
+            ])))
+        }
+        ApiKey::ApiVersions => RequestKind::ApiVersions(Default::default()),
+        ApiKey::CreateTopics => {
+            RequestKind::CreateTopics(CreateTopicsRequest::default().with_topics(vec![
+                create_topics_request::CreatableTopic::default()
+                    .with_name(name("fuzz-new"))
+                    .with_num_partitions(1)
+                    .with_replication_factor(1)
+                    .with_assignments(vec![Default::default()])
+                    .with_configs(vec![Default::default()]),
+            ]))
+        }
+        ApiKey::DeleteTopics => RequestKind::DeleteTopics(Default::default()),
+        ApiKey::InitProducerId => RequestKind::InitProducerId(Default::default()),
+        ApiKey::DescribeConfigs => RequestKind::DescribeConfigs(
+            DescribeConfigsRequest::default().with_resources(vec![Default::default()]),
+        ),
+        ApiKey::CreatePartitions => RequestKind::CreatePartitions(
+            CreatePartitionsRequest::default().with_topics(vec![Default::default()]),
+        ),
+        ApiKey::IncrementalAlterConfigs => RequestKind::IncrementalAlterConfigs(
+            IncrementalAlterConfigsRequest::default().with_resources(vec![
+                incremental_alter_configs_request::AlterConfigsResource::default()
+                    .with_configs(vec![Default::default()]),
+            ]),
+        ),
+        ApiKey::FindCoordinator => RequestKind::FindCoordinator(Default::default()),
+        ApiKey::JoinGroup => RequestKind::JoinGroup(
+            JoinGroupRequest::default().with_protocols(vec![Default::default()]),
+        ),
+        ApiKey::SyncGroup => RequestKind::SyncGroup(
+            SyncGroupRequest::default().with_assignments(vec![Default::default()]),
+        ),
+        ApiKey::Heartbeat => RequestKind::Heartbeat(Default::default()),
+        ApiKey::LeaveGroup => RequestKind::LeaveGroup(
+            LeaveGroupRequest::default().with_members(vec![Default::default()]),
+        ),
+        ApiKey::OffsetCommit => {
+            RequestKind::OffsetCommit(OffsetCommitRequest::default().with_topics(vec![
+                offset_commit_request::OffsetCommitRequestTopic::default()
+                    .with_partitions(vec![Default::default()]),
+            ]))
+        }
+        ApiKey::OffsetFetch => RequestKind::OffsetFetch(Default::default()),
+        ApiKey::ListGroups => RequestKind::ListGroups(Default::default()),
+        ApiKey::DescribeGroups => RequestKind::DescribeGroups(Default::default()),
+        ApiKey::DeleteGroups => RequestKind::DeleteGroups(Default::default()),
+        _ => return None,
+    })
+}
+
+/// Header + body of the sample request of `key` at `version` (no size prefix), or `None`
+/// where the codec cannot encode the sample at that version.
+pub fn sample_frame_body(key: ApiKey, version: i16, correlation_id: i32) -> Option<Vec<u8>> {
+    let header = RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str("fuzz")));
+    let mut buf = BytesMut::new();
+    header
+        .encode(&mut buf, key.request_header_version(version))
+        .ok()?;
+    sample_request(key)?.encode(&mut buf, version).ok()?;
+    Some(buf.to_vec())
+}
+
+/// `sample_frame_body` of every advertised API and version, in the request targets' input
+/// format (API pick, version pick, then the frame after the correlation id).
+pub fn request_inputs() -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for (i, &(key, min, max)) in net::api::SUPPORTED_APIS.iter().enumerate() {
+        for v in min..=max {
+            if let Some(body) = sample_frame_body(key, v, 7) {
+                let mut input = vec![i as u8, (v - min) as u8];
+                input.extend_from_slice(&body[8..]);
+                out.push(input);
+            }
+        }
+    }
+    out
+}
+
+/// A size-prefixed CreateTopics v5 frame.
+pub fn create_topic_frame(topic: &str, partitions: i32) -> Vec<u8> {
+    let req = CreateTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![create_topics_request::CreatableTopic::default()
+            .with_name(name(topic))
+            .with_num_partitions(partitions)
+            .with_replication_factor(1)]);
+    let header = RequestHeader::default()
+        .with_request_api_key(ApiKey::CreateTopics as i16)
+        .with_request_api_version(5)
+        .with_correlation_id(1);
+    let mut buf = BytesMut::new();
+    header
+        .encode(&mut buf, ApiKey::CreateTopics.request_header_version(5))
+        .expect("header");
+    req.encode(&mut buf, 5).expect("CreateTopics v5");
+    let mut out = (buf.len() as i32).to_be_bytes().to_vec();
+    out.extend_from_slice(&buf);
+    out
+}
+
+/// An uncompressed batch of `n` records starting at base offset `base`.
+pub fn sample_batch(n: usize, base: i64) -> Vec<u8> {
+    let mut b = encode_uncompressed((0..n).map(|i| NewRecord {
+        key: Some(Bytes::from(format!("k{i}"))),
+        value: Some(Bytes::from(vec![b'v'; 20 + i])),
+        headers: Default::default(),
+        timestamp_ms: 1_700_000_000_000 + i as i64,
+    }));
+    batch::set_base_offset(&mut b, base);
+    b
+}
+
+/// `b` with its records section compressed by Kafka codec `codec` (1 gzip … 4 zstd).
+pub fn compressed(b: &[u8], codec: i16) -> Vec<u8> {
+    let records = &b[HEADER_BYTES..];
+    let section = match codec {
+        1 => {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(records).expect("gzip");
+            e.finish().expect("gzip")
+        }
+        2 => snap::raw::Encoder::new()
+            .compress_vec(records)
+            .expect("snappy"),
+        3 => {
+            let mut e = lz4_flex::frame::FrameEncoder::new(Vec::new());
+            e.write_all(records).expect("lz4");
+            e.finish().expect("lz4")
+        }
+        4 => {
+            ruzstd::encoding::compress_to_vec(records, ruzstd::encoding::CompressionLevel::Fastest)
+        }
+        _ => records.to_vec(),
+    };
+    let mut out = b[..HEADER_BYTES].to_vec();
+    out.extend_from_slice(&section);
+    let attrs = (i16::from_be_bytes([out[ATTRIBUTES_POS], out[ATTRIBUTES_POS + 1]]) & !7) | codec;
+    out[ATTRIBUTES_POS..ATTRIBUTES_POS + 2].copy_from_slice(&attrs.to_be_bytes());
+    let len = (out.len() - 12) as i32;
+    out[BATCH_LENGTH_POS..BATCH_LENGTH_POS + 4].copy_from_slice(&len.to_be_bytes());
+    let crc = batch::compute_crc(&out);
+    out[CRC_POS..CRC_POS + 4].copy_from_slice(&crc.to_be_bytes());
+    out
+}
+
+pub fn record_batch_inputs() -> Vec<Vec<u8>> {
+    let plain = sample_batch(4, 0);
+    let mut out = vec![plain.clone(), sample_batch(1, 0)];
+    out.extend((1..=4).map(|c| compressed(&plain, c)));
+    out
+}
+
+/// Segments: consecutive batches, one with a torn tail, one with zero padding.
+pub fn segment_inputs() -> Vec<Vec<u8>> {
+    let mut seg = Vec::new();
+    let mut next = 0i64;
+    for n in [3usize, 1, 5] {
+        seg.extend(sample_batch(n, next));
+        next += n as i64;
+    }
+    let mut torn = seg.clone();
+    torn.truncate(seg.len() - 7);
+    let mut padded = seg.clone();
+    padded.extend(std::iter::repeat_n(0u8, 4096));
+    vec![seg, torn, padded, compressed(&sample_batch(6, 0), 3)]
+}
