@@ -88,6 +88,27 @@ impl Appender {
         self.len == 0
     }
 
+    /// The preallocation target that makes room for `extra` more bytes, if the file's
+    /// reserved space does not cover them yet (`None` without preallocation). Appends reserve
+    /// space before they are admitted, so a full disk refuses a batch instead of failing a
+    /// flush that already holds acknowledged-to-be data.
+    pub fn reservation_needed(&self, extra: u64) -> Option<u64> {
+        if self.preallocate_bytes == 0 {
+            return None;
+        }
+        let end = align_up(self.len + extra);
+        if end <= self.allocated {
+            return None;
+        }
+        let step = self.preallocate_bytes.max(IO_ALIGNMENT_BYTES);
+        Some(end.div_ceil(step) * step)
+    }
+
+    /// Records that the file's space is reserved up to `to` bytes.
+    pub fn reserved(&mut self, to: u64) {
+        self.allocated = self.allocated.max(to);
+    }
+
     /// Bytes appended but not yet handed to a flush.
     pub fn unflushed_bytes(&self) -> u64 {
         self.len - self.tail_pos

@@ -12,6 +12,9 @@ pub const DEFAULT_INDEX_INTERVAL_BYTES: u64 = 4096;
 pub const DEFAULT_PREALLOCATE_BYTES: u64 = 32 << 20;
 /// Size of one aligned chunk of the in-memory tail buffer.
 pub const DEFAULT_WRITE_CHUNK_BYTES: usize = 1 << 20;
+/// Preallocation step of a segment's `.index` and `.timeindex` (when the log preallocates):
+/// 64 Ki offset entries.
+pub const INDEX_PREALLOCATE_BYTES: u64 = 1 << 20;
 /// Size of one aligned chunk of an index file's tail buffer.
 pub const INDEX_WRITE_CHUNK_BYTES: usize = 64 << 10;
 /// Appends wait for the flush in flight once this much is buffered and not yet written.

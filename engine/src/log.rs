@@ -51,6 +51,10 @@ pub enum LogError {
     },
     #[error("partition log {dir} is closed")]
     Closed { dir: String },
+    /// The disk refused space (a preallocation or a new segment) before anything was written:
+    /// the batch was not appended and the log stays usable; appends resume when space is freed.
+    #[error("partition log {dir} cannot get disk space ({cause}); the batch was not stored; free space on the data disk and retry")]
+    NoSpace { dir: String, cause: String },
     #[error("invalid log config for {dir}: {why}")]
     InvalidConfig { dir: String, why: String },
 }
@@ -339,6 +343,8 @@ enum AppendStep {
     Wait(u64),
     Roll,
     Drain(u64),
+    /// Preallocate these files to these sizes before admitting the batch.
+    Reserve(Vec<(Rc<SegmentFile>, u64)>),
     Ready,
 }
 
@@ -540,6 +546,7 @@ impl PartitionLog {
                 AppendStep::Wait(gen) => self.wait_change(gen).await,
                 AppendStep::Roll => self.roll().await?,
                 AppendStep::Drain(target) => self.sync_to(target).await?,
+                AppendStep::Reserve(files) => self.reserve(files).await?,
                 AppendStep::Ready => break,
             }
         }
@@ -555,10 +562,13 @@ impl PartitionLog {
     fn append_step(&self, h: &BatchHeader, ticket: u64) -> Result<AppendStep, LogError> {
         let st = self.st.borrow();
         self.check_usable(&st)?;
-        if st.rolling || st.active.is_none() || st.admit_ticket != ticket {
+        if st.rolling || st.admit_ticket != ticket {
             return Ok(AppendStep::Wait(st.change_gen));
         }
-        let a = st.active.as_ref().expect("checked above");
+        let Some(a) = st.active.as_ref() else {
+            // A roll could not create the next segment (no disk space): try again.
+            return Ok(AppendStep::Roll);
+        };
         let commit = now_ms().max(st.last_commit_time_ms);
         let len = h.size_bytes as u64;
         let non_empty = !a.entries.is_empty();
@@ -573,7 +583,44 @@ impl PartitionLog {
         if a.log.unflushed_bytes() + len > self.config.borrow().max_unflushed_bytes {
             return Ok(AppendStep::Drain(st.next_offset));
         }
+        let reserve: Vec<(Rc<SegmentFile>, u64)> = [
+            (&a.log, len),
+            (&a.index, crate::index::OFFSET_ENTRY_BYTES as u64),
+            (&a.time_index, crate::index::TIME_ENTRY_BYTES as u64),
+        ]
+        .into_iter()
+        .filter_map(|(ap, extra)| {
+            ap.reservation_needed(extra)
+                .map(|to| (ap.file().clone(), to))
+        })
+        .collect();
+        if !reserve.is_empty() {
+            return Ok(AppendStep::Reserve(reserve));
+        }
         Ok(AppendStep::Ready)
+    }
+
+    /// Preallocates the active segment's files for the next batch. A refusal (a full disk)
+    /// wrote nothing: the batch is refused with `NoSpace` and the log stays usable.
+    async fn reserve(&self, files: Vec<(Rc<SegmentFile>, u64)>) -> Result<(), LogError> {
+        for (file, to) in files {
+            if let Err(e) = file.preallocate(to).await {
+                tracing::warn!(dir = %self.dir.display(), error = %e, "preallocation refused; batch not stored");
+                return Err(LogError::NoSpace {
+                    dir: self.dir_name(),
+                    cause: e.to_string(),
+                });
+            }
+            let mut st = self.st.borrow_mut();
+            if let Some(a) = st.active.as_mut() {
+                for ap in [&mut a.log, &mut a.index, &mut a.time_index] {
+                    if Rc::ptr_eq(ap.file(), &file) {
+                        ap.reserved(to);
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The synchronous part of an append: offsets, commit time, bytes into the tail, index.
@@ -809,23 +856,26 @@ impl PartitionLog {
         self.flush_once().await?;
         let (old, new_base) = {
             let mut st = self.st.borrow_mut();
-            let Some(old) = st.active.take() else {
-                return Ok(());
-            };
             let new_base = st.next_offset;
-            st.closed.insert(
-                old.base_offset,
-                ClosedSegment {
-                    base_offset: old.base_offset,
-                    next_offset: new_base,
-                    size_bytes: old.log.len(),
-                    max_timestamp_ms: old.max_timestamp_ms,
-                },
-            );
+            let old = st.active.take();
+            if let Some(old) = &old {
+                st.closed.insert(
+                    old.base_offset,
+                    ClosedSegment {
+                        base_offset: old.base_offset,
+                        next_offset: new_base,
+                        size_bytes: old.log.len(),
+                        max_timestamp_ms: old.max_timestamp_ms,
+                    },
+                );
+            }
             (old, new_base)
         };
-        if let Err(e) = seal_segment(old).await {
-            return Err(self.poison("segment roll", e));
+        // No old segment: an earlier roll sealed it but could not create this one.
+        if let Some(old) = old {
+            if let Err(e) = seal_segment(old).await {
+                return Err(self.poison("segment roll", e));
+            }
         }
         // Every older segment is now sealed: recovery after a crash starts at the new one.
         let created = async {
@@ -846,7 +896,22 @@ impl PartitionLog {
                 st.stats.rolls += 1;
                 Ok(())
             }
-            Err(e) => Err(self.poison("segment create", e)),
+            Err(e) => {
+                // Nothing of the log was lost: every older segment is sealed and synced. The
+                // next append tries again (no active segment means "roll first").
+                for path in [
+                    segment::log_path(&self.dir, new_base),
+                    segment::index_path(&self.dir, new_base),
+                    segment::time_index_path(&self.dir, new_base),
+                ] {
+                    let _ = std::fs::remove_file(path);
+                }
+                tracing::warn!(dir = %self.dir.display(), error = %e, "cannot create the next segment; appends are refused until it can be");
+                Err(LogError::NoSpace {
+                    dir: self.dir_name(),
+                    cause: format!("creating segment {new_base}: {e}"),
+                })
+            }
         }
     }
 
@@ -1334,12 +1399,19 @@ async fn open_segment(
         prealloc,
     )
     .await?;
+    // The indexes reserve space in their own steps (when the log does), so a full disk
+    // refuses a batch at admission rather than failing its flush.
+    let index_prealloc = if prealloc > 0 {
+        crate::config::INDEX_PREALLOCATE_BYTES
+    } else {
+        0
+    };
     let index = open_appender(
         &segment::index_path(dir, base),
         c.index_len,
         core,
         index_chunk,
-        0,
+        index_prealloc,
     )
     .await?;
     let time_index = open_appender(
@@ -1347,7 +1419,7 @@ async fn open_segment(
         c.time_index_len,
         core,
         index_chunk,
-        0,
+        index_prealloc,
     )
     .await?;
     let (max_ts, max_rel) = c.max_timestamp_ms.unwrap_or((-1, 0));

@@ -125,6 +125,55 @@ async fn handle(state: &Rc<CoreState>, mut stream: TcpStream) -> Result<(), Stri
                 }
             }
         }
+        ("POST", "/v1/debug/disk-fault") => {
+            let core: Option<usize> = params.get("core").and_then(|c| c.parse().ok());
+            let op = params.get("op").copied().unwrap_or("");
+            let (Some(core), true) = (core, matches!(op, "write" | "fdatasync" | "clear")) else {
+                return respond(
+                    &mut stream,
+                    400,
+                    "application/json",
+                    &json_error("want core=N&op=write|fdatasync|clear"),
+                )
+                .await;
+            };
+            if core >= state.shards.cores() {
+                return respond(
+                    &mut stream,
+                    400,
+                    "application/json",
+                    &json_error("no such core"),
+                )
+                .await;
+            }
+            let op = op.to_string();
+            let armed = state
+                .shards
+                .invoke_on(core, move |s| async move {
+                    let Some(f) = &s.faults else {
+                        return false;
+                    };
+                    match op.as_str() {
+                        "write" => f.fail_write_after(1),
+                        "fdatasync" => f.fail_sync_after(1),
+                        _ => f.clear(),
+                    }
+                    true
+                })
+                .await
+                .unwrap_or(false);
+            if armed {
+                respond(&mut stream, 200, "application/json", "{\"armed\":true}\n").await
+            } else {
+                respond(
+                    &mut stream,
+                    409,
+                    "application/json",
+                    &json_error("fault injection is off: start with --enable-fault-injection"),
+                )
+                .await
+            }
+        }
         _ => {
             respond(
                 &mut stream,

@@ -40,7 +40,9 @@ pub fn for_log_error(e: &LogError) -> i16 {
             | BatchError::DecompressedTooLarge { .. } => INVALID_RECORD,
             _ => CORRUPT_MESSAGE,
         },
-        LogError::Poisoned { .. } | LogError::Io { .. } => KAFKA_STORAGE_ERROR,
+        LogError::Poisoned { .. } | LogError::Io { .. } | LogError::NoSpace { .. } => {
+            KAFKA_STORAGE_ERROR
+        }
         LogError::OffsetOutOfRange { .. } => OFFSET_OUT_OF_RANGE,
         LogError::Closed { .. } => NOT_LEADER_OR_FOLLOWER,
         LogError::InvalidConfig { .. } => INVALID_CONFIG,

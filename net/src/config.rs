@@ -77,6 +77,10 @@ pub struct BrokerConfig {
     pub group_initial_rebalance_delay_ms: u64,
     /// Admin HTTP listener (`/metrics`, `/v1/shard-move`), served by core 0; off when `None`.
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Test and drill hook: every core's logs go through an engine fault injector that
+    /// `POST /v1/debug/disk-fault` arms (EIO on the next write or fdatasync of that core).
+    /// Off by default; never for production.
+    pub fault_injection: bool,
 }
 
 impl BrokerConfig {
@@ -106,6 +110,7 @@ impl BrokerConfig {
             spin_before_park_us: DEFAULT_SPIN_BEFORE_PARK_US,
             group_initial_rebalance_delay_ms: crate::group::DEFAULT_INITIAL_REBALANCE_DELAY_MS,
             metrics_listen: None,
+            fault_injection: false,
         }
     }
 

@@ -111,6 +111,8 @@ pub struct CoreState {
     /// connection takes its frame's size before reading the body and gives it back when the
     /// response is written or the request ends.
     pub request_bytes: Rc<glommio::sync::Semaphore>,
+    /// The fault injector of this core's logs (`--enable-fault-injection` only).
+    pub faults: Option<Rc<engine::io::FaultInjector>>,
 }
 
 impl CoreState {
@@ -119,8 +121,21 @@ impl CoreState {
         ctx: Arc<BrokerContext>,
         shards: Shards<CoreState>,
     ) -> std::io::Result<Rc<Self>> {
-        let storage =
-            CoreStorage::new(ctx.data_dir.clone(), ctx.config.read_cache_segments).await?;
+        let faults = ctx
+            .config
+            .fault_injection
+            .then(engine::io::FaultInjector::new);
+        let storage = match &faults {
+            Some(f) => {
+                CoreStorage::with_faults(
+                    ctx.data_dir.clone(),
+                    ctx.config.read_cache_segments,
+                    f.clone(),
+                )
+                .await?
+            }
+            None => CoreStorage::new(ctx.data_dir.clone(), ctx.config.read_cache_segments).await?,
+        };
         let request_bytes = ctx.config.queued_max_request_bytes_per_core as u64;
         Ok(Rc::new(Self {
             core,
@@ -136,6 +151,7 @@ impl CoreState {
             moving: RefCell::default(),
             cursors: RefCell::default(),
             request_bytes: Rc::new(glommio::sync::Semaphore::new(request_bytes)),
+            faults,
         }))
     }
 

@@ -39,6 +39,10 @@ pub struct ServeArgs {
     /// Connections one client IP holds at once (default 16384).
     #[arg(long, value_name = "N")]
     max_connections_per_ip: Option<usize>,
+    /// Tests and drills only: lets `POST /v1/debug/disk-fault?core=N&op=write|fdatasync|clear`
+    /// on the admin listener make that core's next write or fdatasync fail with EIO.
+    #[arg(long, hide = true)]
+    enable_fault_injection: bool,
 }
 
 /// The config file: every serve flag plus broker defaults. Unknown keys are errors.
@@ -131,6 +135,7 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
         c.advertised = Some((host, port));
     }
     c.metrics_listen = args.metrics_listen.or(file.metrics_listen);
+    c.fault_injection = args.enable_fault_injection;
     c.log_requests = args.log_requests || file.log_requests.unwrap_or(false);
     c.auto_create_topics = args.auto_create_topics || file.auto_create_topics.unwrap_or(false);
     if let Some(n) = file.num_partitions {

@@ -266,11 +266,20 @@ impl Broker {
 
     /// Like [`Broker::start`] with extra command-line arguments (e.g. `--log-requests`).
     pub fn start_with(cores: usize, extra_args: &[&str]) -> Broker {
+        Broker::start_in(cores, None, extra_args)
+    }
+
+    /// Like [`Broker::start_with`] on a given data dir (e.g. on a small filesystem).
+    pub fn start_on_data_dir(cores: usize, data_dir: &Path, extra_args: &[&str]) -> Broker {
+        Broker::start_in(cores, Some(data_dir), extra_args)
+    }
+
+    fn start_in(cores: usize, data_dir: Option<&Path>, extra_args: &[&str]) -> Broker {
         let dir = tempfile::Builder::new()
             .prefix("ringlog-e2e-")
             .tempdir()
             .expect("temp dir");
-        let data_dir = dir.path().join("data");
+        let data_dir = data_dir.map_or_else(|| dir.path().join("data"), Path::to_path_buf);
         fs::create_dir_all(&data_dir).unwrap();
         let stderr_path = dir.path().join("broker.stderr");
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
