@@ -28,7 +28,6 @@ fi
 cargo afl config --build >/dev/null 2>&1 || true
 
 export AFL_NO_UI=1 AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 AFL_NO_AFFINITY=1
-export AFL_SKIP_BIN_CHECK=1
 td=target/afl
 cargo afl build -p ringlog-fuzz --target-dir "$td"
 

@@ -36,6 +36,10 @@ pub enum MetaError {
     Config { context: String },
     #[error("remote node error: {message}")]
     Remote { message: String },
+    /// The metastore's disk is (nearly) full: the write was not proposed; retry once space is
+    /// freed.
+    #[error("the metastore's disk under {dir} has only {free_bytes} bytes free; free space on it and retry")]
+    NoSpace { dir: String, free_bytes: u64 },
 }
 
 impl MetaError {
@@ -60,6 +64,7 @@ impl MetaError {
                 kafka_codes::NOT_CONTROLLER
             }
             MetaError::Timeout { .. } => kafka_codes::REQUEST_TIMED_OUT,
+            MetaError::NoSpace { .. } | MetaError::Io { .. } => kafka_codes::KAFKA_STORAGE_ERROR,
             _ => kafka_codes::UNKNOWN_SERVER_ERROR,
         }
     }

@@ -987,6 +987,13 @@ async fn run(
                 let _ = reply.send(Ok(node.status()));
             }
             Cmd::Write(cmd, reply) => {
+                // A raft log or hard-state write that fails for want of space stops openraft
+                // for good; a write is refused before it reaches raft while the disk is nearly
+                // full, and accepted again once space is freed.
+                if let Err(e) = check_free_space(&config.data_dir) {
+                    let _ = reply.send(Err(e));
+                    continue;
+                }
                 tokio::spawn(async move {
                     let _ = reply.send(node.write(cmd, false).await);
                 });
@@ -1015,4 +1022,29 @@ async fn run(
         let _ = r.send(Ok(()));
     }
     Some(started.lock)
+}
+
+/// Free bytes the metastore's disk must keep for a write to be proposed: room for many raft
+/// entries, a hard-state rewrite and a snapshot of a large state.
+pub const META_MIN_FREE_BYTES: u64 = 16 << 20;
+
+/// Refuses with `NoSpace` when the disk under `dir` has less than [`META_MIN_FREE_BYTES`] free.
+fn check_free_space(dir: &std::path::Path) -> Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return Ok(());
+    };
+    // SAFETY: statvfs writes into the zeroed struct we own; the path is NUL-terminated.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Ok(()); // cannot tell: let the write try
+    }
+    let free = st.f_bavail as u64 * st.f_frsize as u64;
+    if free < META_MIN_FREE_BYTES {
+        return Err(MetaError::NoSpace {
+            dir: dir.display().to_string(),
+            free_bytes: free,
+        });
+    }
+    Ok(())
 }

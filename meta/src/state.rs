@@ -45,6 +45,7 @@ pub mod kafka_codes {
     pub const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
     pub const INVALID_CONFIG: i16 = 40;
     pub const NOT_CONTROLLER: i16 = 41;
+    pub const KAFKA_STORAGE_ERROR: i16 = 56;
 }
 
 /// Where a partition lives: a node and a core (executor) index on that node.

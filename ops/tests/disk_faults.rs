@@ -191,6 +191,27 @@ fn read_partition(s: &mut TcpStream, topic: &str, partition: i32, corr: &mut i32
     }
 }
 
+/// CreateTopics v5 for one topic: (error code, message).
+fn create_raw(s: &mut TcpStream, corr: i32, topic: &str) -> (i16, String) {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+    let req = CreateTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_num_partitions(1)
+            .with_replication_factor(1)]);
+    let r: CreateTopicsResponse = call(s, 19, 5, corr, &req);
+    let t = &r.topics[0];
+    (
+        t.error_code,
+        t.error_message
+            .as_ref()
+            .map(|m| m.to_string())
+            .unwrap_or_default(),
+    )
+}
+
 fn config_file(dir: &Path) -> PathBuf {
     let p = dir.join("small-segments.toml");
     std::fs::write(&p, "log-segment-bytes = 8388608\n").unwrap();
@@ -242,8 +263,19 @@ fn a_full_disk_refuses_produce_keeps_acknowledged_data_and_recovers_when_freed()
     corr += 1;
     let (code, _, _) = produce(&mut s, corr, 99_999, 10, 1_000);
     assert_eq!(code, KAFKA_STORAGE_ERROR);
-    // Free the space: produce resumes without a restart.
+    // The metastore refuses writes with a Kafka code and a message (it stays alive).
+    corr += 1;
+    let (code, msg) = create_raw(&mut s, corr, "while-full");
+    assert_eq!(
+        code, KAFKA_STORAGE_ERROR,
+        "CreateTopics on a full disk: {msg}"
+    );
+    assert!(msg.contains("free"), "{msg}");
+    // Free the space: produce and metadata writes resume without a restart.
     std::fs::remove_file(&filler).unwrap();
+    corr += 1;
+    let (code, msg) = create_raw(&mut s, corr, "after-free");
+    assert_eq!(code, 0, "CreateTopics after freeing space: {msg}");
     let mut resumed = false;
     for tag in 100_000..100_050u64 {
         corr += 1;
