@@ -233,6 +233,21 @@ pub fn stamp_log_append_time(b: &mut [u8], append_time_ms: i64) {
     b[CRC_POS..CRC_POS + 4].copy_from_slice(&crc.to_be_bytes());
 }
 
+/// The batch `b` (its header) around another records section `section` written with codec
+/// `codec` (0 none … 4 zstd): compression bits, batch length and CRC made to match. For
+/// builders of compressed batches and of test and fuzz inputs.
+pub fn with_records_section(b: &[u8], codec: i16, section: &[u8]) -> Vec<u8> {
+    let mut out = b[..HEADER_BYTES].to_vec();
+    out.extend_from_slice(section);
+    let attrs = (be_i16(&out, ATTRIBUTES_POS) & !COMPRESSION_MASK) | (codec & COMPRESSION_MASK);
+    out[ATTRIBUTES_POS..ATTRIBUTES_POS + 2].copy_from_slice(&attrs.to_be_bytes());
+    let len = (out.len() - LOG_OVERHEAD_BYTES) as i32;
+    out[BATCH_LENGTH_POS..BATCH_LENGTH_POS + 4].copy_from_slice(&len.to_be_bytes());
+    let crc = compute_crc(&out);
+    out[CRC_POS..CRC_POS + 4].copy_from_slice(&crc.to_be_bytes());
+    out
+}
+
 /// Reads a zig-zag varint (Kafka's varint/varlong) at `*pos`.
 fn read_varlong(b: &[u8], pos: &mut usize) -> Option<i64> {
     let mut raw: u64 = 0;

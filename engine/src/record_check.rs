@@ -312,9 +312,7 @@ mod tests {
     use bytes::Bytes;
 
     use super::*;
-    use crate::batch::{
-        self, validate, ATTRIBUTES_POS, BATCH_LENGTH_POS, CRC_POS, RECORDS_COUNT_POS,
-    };
+    use crate::batch::{self, validate, RECORDS_COUNT_POS};
     use crate::batch_encode::{encode_uncompressed, NewRecord};
 
     fn records(n: usize) -> Vec<u8> {
@@ -326,18 +324,8 @@ mod tests {
         }))
     }
 
-    /// Rebuilds `b` with its records section replaced by `section` and codec `codec`.
     fn with_section(b: &[u8], codec: i16, section: &[u8]) -> Vec<u8> {
-        let mut out = b[..HEADER_BYTES].to_vec();
-        out.extend_from_slice(section);
-        let attrs =
-            (i16::from_be_bytes([out[ATTRIBUTES_POS], out[ATTRIBUTES_POS + 1]]) & !7) | codec;
-        out[ATTRIBUTES_POS..ATTRIBUTES_POS + 2].copy_from_slice(&attrs.to_be_bytes());
-        let len = (out.len() - 12) as i32;
-        out[BATCH_LENGTH_POS..BATCH_LENGTH_POS + 4].copy_from_slice(&len.to_be_bytes());
-        let crc = batch::compute_crc(&out);
-        out[CRC_POS..CRC_POS + 4].copy_from_slice(&crc.to_be_bytes());
-        out
+        batch::with_records_section(b, codec, section)
     }
 
     fn check(b: &[u8]) -> Result<(), BatchError> {

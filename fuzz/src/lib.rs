@@ -25,6 +25,35 @@ use bytes::Bytes;
 
 pub mod seeds;
 
+pub use net::lazy_reserve::LazyReserve;
+
+/// The `main` of a fuzz target binary: `fuzz_main!(record_batch);`. Under `cargo afl build`
+/// it is an AFL++ persistent-mode loop; a plain build replays the files named on the command
+/// line (crash reproduction). Installs the broker's allocator, as `ringlog` does.
+#[macro_export]
+macro_rules! fuzz_main {
+    ($target:ident) => {
+        #[global_allocator]
+        static ALLOCATOR: $crate::LazyReserve = $crate::LazyReserve;
+
+        fn main() {
+            $crate::run_main($crate::$target);
+        }
+    };
+}
+
+/// See [`fuzz_main`].
+pub fn run_main(target: fn(&[u8])) {
+    #[cfg(fuzzing)]
+    afl::fuzz!(|data: &[u8]| target(data));
+    #[cfg(not(fuzzing))]
+    for path in std::env::args_os().skip(1) {
+        let data = std::fs::read(&path).expect("read input");
+        eprintln!("replaying {}", Path::new(&path).display());
+        target(&data);
+    }
+}
+
 /// Every target, by name (the names of the corpus folders and fuzz binaries).
 pub const TARGETS: &[&str] = &[
     "request_decode",

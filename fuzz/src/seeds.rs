@@ -5,7 +5,7 @@
 use std::io::Write;
 
 use bytes::{Bytes, BytesMut};
-use engine::batch::{self, ATTRIBUTES_POS, BATCH_LENGTH_POS, CRC_POS, HEADER_BYTES};
+use engine::batch::{self, HEADER_BYTES};
 use engine::batch_encode::{encode_uncompressed, NewRecord};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Encodable, StrBytes};
@@ -191,15 +191,7 @@ pub fn compressed(b: &[u8], codec: i16) -> Vec<u8> {
         }
         _ => records.to_vec(),
     };
-    let mut out = b[..HEADER_BYTES].to_vec();
-    out.extend_from_slice(&section);
-    let attrs = (i16::from_be_bytes([out[ATTRIBUTES_POS], out[ATTRIBUTES_POS + 1]]) & !7) | codec;
-    out[ATTRIBUTES_POS..ATTRIBUTES_POS + 2].copy_from_slice(&attrs.to_be_bytes());
-    let len = (out.len() - 12) as i32;
-    out[BATCH_LENGTH_POS..BATCH_LENGTH_POS + 4].copy_from_slice(&len.to_be_bytes());
-    let crc = batch::compute_crc(&out);
-    out[CRC_POS..CRC_POS + 4].copy_from_slice(&crc.to_be_bytes());
-    out
+    batch::with_records_section(b, codec, &section)
 }
 
 pub fn record_batch_inputs() -> Vec<Vec<u8>> {

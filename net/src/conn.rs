@@ -6,7 +6,7 @@
 //! per IP (closed at accept past the limit); requests and bytes in flight per connection (the
 //! reader stops reading until responses drain, so a client that pipelines and never reads keeps
 //! memory flat); frame bytes in flight per core (taken before a body is read); a frame must
-//! arrive whole within `request_timeout_ms` (slowloris) and a response write must progress
+//! arrive whole within `request_timeout_ms` (slowloris) and the peer must take a response
 //! within it; an idle connection is closed after `connections_max_idle_ms`. When the peer goes
 //! away the reader stops at once and nothing of the connection stays behind.
 //!

@@ -11,11 +11,12 @@ use kafka_protocol::messages::{
     ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse, ProduceRequest,
     ProduceResponse, RequestHeader, ResponseHeader, TopicName,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
+use support::wire::{call, frame, read_frame};
 use support::*;
 
 const API_PRODUCE: i16 = 0;
@@ -31,59 +32,6 @@ fn connect(broker: &Broker) -> TcpStream {
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     s.set_nodelay(true).unwrap();
     s
-}
-
-/// Encodes `header + body` as one size-prefixed frame.
-fn frame<R: Encodable + HeaderVersion>(api_key: i16, version: i16, corr: i32, req: &R) -> Vec<u8> {
-    let header = RequestHeader::default()
-        .with_request_api_key(api_key)
-        .with_request_api_version(version)
-        .with_correlation_id(corr)
-        .with_client_id(Some(StrBytes::from_static_str("ringlog-e2e")));
-    let mut buf = BytesMut::new();
-    header
-        .encode(&mut buf, R::header_version(version))
-        .expect("encode header");
-    req.encode(&mut buf, version).expect("encode request");
-    let mut out = (buf.len() as i32).to_be_bytes().to_vec();
-    out.extend_from_slice(&buf);
-    out
-}
-
-/// Reads one response frame (size-prefixed). Panics on close or time-out.
-fn read_frame(s: &mut TcpStream, what: &str) -> Bytes {
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len)
-        .unwrap_or_else(|e| panic!("{what}: reading the response size: {e}"));
-    let len = i32::from_be_bytes(len);
-    assert!((0..64 << 20).contains(&len), "{what}: response size {len}");
-    let mut body = vec![0u8; len as usize];
-    s.read_exact(&mut body)
-        .unwrap_or_else(|e| panic!("{what}: reading a {len}-byte response: {e}"));
-    Bytes::from(body)
-}
-
-/// Sends a request and decodes its response (header version from the response type).
-fn call<Req, Resp>(s: &mut TcpStream, api_key: i16, version: i16, corr: i32, req: &Req) -> Resp
-where
-    Req: Encodable + HeaderVersion,
-    Resp: Decodable + HeaderVersion,
-{
-    s.write_all(&frame(api_key, version, corr, req)).unwrap();
-    let what = format!("api {api_key} v{version}");
-    let mut body = read_frame(s, &what);
-    let h = ResponseHeader::decode(&mut body, Resp::header_version(version))
-        .unwrap_or_else(|e| panic!("{what}: response header: {e}"));
-    assert_eq!(h.correlation_id, corr, "{what}: correlation id");
-    let resp = Resp::decode(&mut body, version)
-        .unwrap_or_else(|e| panic!("{what}: decoding the response: {e}"));
-    assert_eq!(
-        body.remaining(),
-        0,
-        "{what}: {} trailing bytes in response",
-        body.remaining()
-    );
-    resp
 }
 
 /// Asserts that the peer closed the connection (EOF or reset) within the 10 s read timeout;

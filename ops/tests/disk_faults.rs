@@ -10,15 +10,15 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    FetchRequest, FetchResponse, ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader,
-    TopicName,
+    FetchRequest, FetchResponse, ProduceRequest, ProduceResponse, TopicName,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 use std::net::TcpStream;
+use support::wire::call;
 use support::*;
 
 const KAFKA_STORAGE_ERROR: i16 = 56;
@@ -79,38 +79,6 @@ impl Drop for SmallFs {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg("-l").arg(&self.mount).status();
     }
-}
-
-fn frame<R: Encodable + HeaderVersion>(api_key: i16, version: i16, corr: i32, req: &R) -> Vec<u8> {
-    let header = RequestHeader::default()
-        .with_request_api_key(api_key)
-        .with_request_api_version(version)
-        .with_correlation_id(corr)
-        .with_client_id(Some(StrBytes::from_static_str("disk-faults")));
-    let mut buf = BytesMut::new();
-    header.encode(&mut buf, R::header_version(version)).unwrap();
-    req.encode(&mut buf, version).unwrap();
-    let mut out = (buf.len() as i32).to_be_bytes().to_vec();
-    out.extend_from_slice(&buf);
-    out
-}
-
-fn call<Req: Encodable + HeaderVersion, Resp: Decodable + HeaderVersion>(
-    s: &mut TcpStream,
-    key: i16,
-    version: i16,
-    corr: i32,
-    req: &Req,
-) -> Resp {
-    use std::io::Read;
-    s.write_all(&frame(key, version, corr, req)).unwrap();
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len).expect("response size");
-    let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
-    s.read_exact(&mut body).expect("response");
-    let mut body = Bytes::from(body);
-    ResponseHeader::decode(&mut body, Resp::header_version(version)).unwrap();
-    Resp::decode(&mut body, version).unwrap()
 }
 
 /// One acks=all produce of a batch of `n` records of `size` bytes; (error code, message,

@@ -6,6 +6,8 @@
 
 #![allow(dead_code)]
 
+pub mod wire;
+
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
