@@ -15,6 +15,9 @@ use glommio::{LocalExecutorBuilder, Placement};
 
 /// Jobs a core's inbox holds before senders wait.
 pub const CORE_INBOX_CAPACITY: usize = 1024;
+/// Cross-core jobs one core runs at once. Past it the core stops taking jobs from its inbox,
+/// so the inbox fills and senders wait: the work in flight is bounded, not only the queue.
+pub const MAX_JOBS_IN_FLIGHT_PER_CORE: u64 = 8_192;
 
 type LocalFuture = Pin<Box<dyn Future<Output = ()>>>;
 type Job<S> = Box<dyn FnOnce(Rc<S>) -> LocalFuture + Send>;
@@ -171,10 +174,19 @@ where
                 };
                 let inbox_state = state.clone();
                 let stats = shards_for_inbox.stats.clone();
+                let running = Rc::new(glommio::sync::Semaphore::new(MAX_JOBS_IN_FLIGHT_PER_CORE));
                 let inbox_task = glommio::spawn_local(async move {
                     while let Ok(job) = inbox.recv_async().await {
                         stats.received[core].fetch_add(1, Ordering::Relaxed);
-                        glommio::spawn_local(job(inbox_state.clone())).detach();
+                        let Ok(permit) = running.acquire_static_permit(1).await else {
+                            break;
+                        };
+                        let fut = job(inbox_state.clone());
+                        glommio::spawn_local(async move {
+                            fut.await;
+                            drop(permit);
+                        })
+                        .detach();
                     }
                 })
                 .detach();

@@ -584,7 +584,7 @@ fn cluster_info() {
     assert!(rows.contains(&vec!["1", &b.bootstrap(), "-"]), "{out}");
     assert!(rows.contains(&vec!["0", "Produce", "0", "12"]), "{out}");
     assert!(rows.contains(&vec!["1", "Fetch", "4", "18"]), "{out}");
-    assert!(rows.contains(&vec!["18", "ApiVersions", "0", "3"]), "{out}");
+    assert!(rows.contains(&vec!["18", "ApiVersions", "0", "4"]), "{out}");
 
     let j = json(&ok(Some(&b), &["cluster", "info", "--json"], None));
     assert_eq!(j["cluster_id"], cluster_id);

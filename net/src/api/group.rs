@@ -118,7 +118,10 @@ pub async fn find_coordinator(
         if req.key_type != KEY_TYPE_GROUP {
             (
                 COORDINATOR_NOT_AVAILABLE,
-                Some("transactions are not supported".into()),
+                Some(format!(
+                    "coordinator key type {} is not supported (only consumer groups, type 0: no transactions or share groups yet)",
+                    req.key_type
+                )),
             )
         } else if key.is_empty() {
             (INVALID_GROUP_ID, Some("empty group id".into()))
@@ -686,10 +689,18 @@ pub async fn list_groups(
             }
         }
     });
+    // v5 (KIP-848): a types filter; every group here is a classic group.
+    let classic_wanted = version < 5
+        || req.types_filter.is_empty()
+        || req
+            .types_filter
+            .iter()
+            .any(|t| t.to_string().eq_ignore_ascii_case("classic"));
     let mut groups: Vec<ListedGroup> = join_all(per_core)
         .await
         .into_iter()
         .flatten()
+        .filter(|_| classic_wanted)
         .filter(|(_, _, st)| filter.is_empty() || filter.contains(&st.to_lowercase()))
         .map(|(id, pt, st)| {
             let mut g = ListedGroup::default()
@@ -697,6 +708,9 @@ pub async fn list_groups(
                 .with_protocol_type(str_bytes(pt));
             if version >= 4 {
                 g.group_state = str_bytes(st);
+            }
+            if version >= 5 {
+                g.group_type = str_bytes("classic");
             }
             if version >= 5 {
                 g.group_type = str_bytes("classic");

@@ -20,28 +20,30 @@ use crate::core::CoreState;
 /// schemas, which dropped the versions KIP-896 removed) decodes. Produce advertises 0 (old
 /// librdkafka turns compression off when the minimum is above 2); a Produce below v3 closes the
 /// connection with a logged reason, as the codec cannot read it. Fetch starts at 4, the first
-/// version that carries v2 record batches; Fetch 17–18 only add follower fields.
+/// version that carries v2 record batches; Fetch 17–18 only add follower fields. Not yet
+/// served (they need semantics of their own, issue #12): Produce 13, OffsetCommit 10 and
+/// OffsetFetch 10 (topics by ID), ListOffsets 7–10 (max timestamp, tiered offsets).
 pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 0, 12),
     (ApiKey::Fetch, 4, 18),
     (ApiKey::ListOffsets, 1, 6),
     (ApiKey::Metadata, 0, 13),
-    (ApiKey::ApiVersions, 0, 3),
+    (ApiKey::ApiVersions, 0, 4),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::InitProducerId, 0, 5),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
-    (ApiKey::FindCoordinator, 0, 4),
+    (ApiKey::FindCoordinator, 0, 6),
     (ApiKey::JoinGroup, 0, 9),
     (ApiKey::SyncGroup, 0, 5),
     (ApiKey::Heartbeat, 0, 4),
     (ApiKey::LeaveGroup, 0, 5),
-    (ApiKey::OffsetCommit, 2, 8),
-    (ApiKey::OffsetFetch, 1, 8),
-    (ApiKey::ListGroups, 0, 4),
-    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::OffsetCommit, 2, 9),
+    (ApiKey::OffsetFetch, 1, 9),
+    (ApiKey::ListGroups, 0, 5),
+    (ApiKey::DescribeGroups, 0, 6),
     (ApiKey::DeleteGroups, 0, 2),
 ];
 

@@ -9,7 +9,12 @@ use kafka_protocol::messages::{RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 
 /// Encodes `header + body` as one size-prefixed frame.
-pub fn frame<R: Encodable + HeaderVersion>(api_key: i16, version: i16, corr: i32, req: &R) -> Vec<u8> {
+pub fn frame<R: Encodable + HeaderVersion>(
+    api_key: i16,
+    version: i16,
+    corr: i32,
+    req: &R,
+) -> Vec<u8> {
     let header = RequestHeader::default()
         .with_request_api_key(api_key)
         .with_request_api_version(version)
@@ -60,4 +65,3 @@ where
     );
     resp
 }
-
