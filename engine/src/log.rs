@@ -1040,6 +1040,19 @@ impl PartitionLog {
     /// The first offset whose record timestamp is ≥ `target_ms` (Kafka ListOffsets by
     /// timestamp), found through the time index; compressed batches are decompressed to find
     /// the exact record. `None` if no record is that new.
+    /// The largest record timestamp in the log (closed segments and the active one), or `None`
+    /// when no segment holds a timestamped record. Kafka's `MAX_TIMESTAMP` lookup is
+    /// `offset_for_timestamp(max)`: the first record carrying it.
+    pub fn max_timestamp_ms(&self) -> Option<i64> {
+        let st = self.st.borrow();
+        st.closed
+            .values()
+            .map(|c| c.max_timestamp_ms)
+            .chain(st.active.as_ref().map(|a| a.max_timestamp_ms))
+            .filter(|&t| t >= 0)
+            .max()
+    }
+
     pub async fn offset_for_timestamp(
         &self,
         target_ms: i64,

@@ -166,6 +166,17 @@ impl CoreState {
             .cloned()
     }
 
+    /// The name of the topic with Kafka topic ID `id` (requests from v13 of Fetch, Produce
+    /// and others name topics by ID).
+    pub fn topic_name_by_id(&self, id: uuid::Uuid) -> Option<String> {
+        self.meta
+            .borrow()
+            .topics
+            .values()
+            .find(|t| uuid::Uuid::from_bytes(t.topic_id) == id)
+            .map(|t| t.name.clone())
+    }
+
     /// The core that owns `topic`/`partition` on this node, per this core's metadata copy.
     pub fn owner_core(&self, topic: &str, partition: u32) -> Option<usize> {
         let m = self.meta.borrow();

@@ -582,7 +582,7 @@ fn cluster_info() {
         .map(|l| l.split_whitespace().collect())
         .collect();
     assert!(rows.contains(&vec!["1", &b.bootstrap(), "-"]), "{out}");
-    assert!(rows.contains(&vec!["0", "Produce", "0", "12"]), "{out}");
+    assert!(rows.contains(&vec!["0", "Produce", "0", "13"]), "{out}");
     assert!(rows.contains(&vec!["1", "Fetch", "4", "18"]), "{out}");
     assert!(rows.contains(&vec!["18", "ApiVersions", "0", "4"]), "{out}");
 

@@ -11,7 +11,6 @@ use engine::join::{first_of, join_all};
 use engine::LogError;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
-use uuid::Uuid;
 
 use super::str_bytes;
 use crate::codes;
@@ -50,11 +49,7 @@ pub async fn handle(state: &Rc<CoreState>, version: i16, req: FetchRequest) -> F
     let mut seen: HashSet<(String, i32)> = HashSet::new();
     for (t, ft) in req.topics.into_iter().enumerate() {
         let name: Option<String> = if version >= 13 {
-            let m = state.meta.borrow();
-            m.topics
-                .values()
-                .find(|x| Uuid::from_bytes(x.topic_id) == ft.topic_id)
-                .map(|x| x.name.clone())
+            state.topic_name_by_id(ft.topic_id)
         } else {
             Some(ft.topic.0.to_string())
         };

@@ -18,6 +18,12 @@ use crate::core::CoreState;
 
 const LATEST_TIMESTAMP: i64 = -1;
 const EARLIEST_TIMESTAMP: i64 = -2;
+/// ListOffsets v7+ (KIP-734): the record with the largest timestamp.
+const MAX_TIMESTAMP: i64 = -3;
+/// ListOffsets v8+ (KIP-1005): the earliest offset on local disk (all of it: no tiered storage).
+const EARLIEST_LOCAL_TIMESTAMP: i64 = -4;
+/// ListOffsets v9+ (KIP-1005): the latest tiered offset; without tiered storage, -1.
+const LATEST_TIERED_TIMESTAMP: i64 = -5;
 
 struct Lookup {
     slot: (usize, usize),
@@ -118,9 +124,20 @@ async fn lookup_local(
                 LATEST_TIMESTAMP => {
                     answer(index, codes::NONE).with_offset(log.high_watermark() as i64)
                 }
-                EARLIEST_TIMESTAMP => {
+                EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => {
                     answer(index, codes::NONE).with_offset(log.log_start_offset() as i64)
                 }
+                LATEST_TIERED_TIMESTAMP => answer(index, codes::NONE),
+                MAX_TIMESTAMP => match log.max_timestamp_ms() {
+                    None => answer(index, codes::NONE),
+                    Some(max) => match log.offset_for_timestamp(max).await {
+                        Ok(Some(found)) => answer(index, codes::NONE)
+                            .with_offset(found.offset as i64)
+                            .with_timestamp(found.timestamp_ms),
+                        Ok(None) => answer(index, codes::NONE),
+                        Err(e) => answer(index, codes::for_log_error(&e)),
+                    },
+                },
                 ts if ts >= 0 => match log.offset_for_timestamp(ts).await {
                     Ok(Some(found)) => answer(index, codes::NONE)
                         .with_offset(found.offset as i64)

@@ -63,12 +63,26 @@ pub async fn handle(
         None
     };
     for (t, topic) in req.topic_data.into_iter().enumerate() {
-        let name = topic.name.0.to_string();
+        // v13 names topics by ID (KIP-516).
+        let topic_id = topic.topic_id;
+        let name = if version >= 13 {
+            state.topic_name_by_id(topic_id)
+        } else {
+            Some(topic.name.0.to_string())
+        };
+        let known = name.is_some();
+        let name = name.unwrap_or_default();
         let mut parts = Vec::with_capacity(topic.partition_data.len());
         for (p, data) in topic.partition_data.into_iter().enumerate() {
             let mut resp = answer(data.index, codes::NONE, None);
             if let Some((code, msg)) = &refuse_all {
                 resp = answer(data.index, *code, Some(msg.clone()));
+            } else if !known {
+                resp = answer(
+                    data.index,
+                    codes::UNKNOWN_TOPIC_ID,
+                    Some(format!("unknown topic id {topic_id}")),
+                );
             } else if name == crate::group::OFFSETS_TOPIC {
                 resp = answer(
                     data.index,
@@ -109,11 +123,13 @@ pub async fn handle(
             }
             parts.push(resp);
         }
-        responses.push(
-            TopicProduceResponse::default()
-                .with_name(TopicName(str_bytes(name)))
-                .with_partition_responses(parts),
-        );
+        let mut r = TopicProduceResponse::default().with_partition_responses(parts);
+        if version >= 13 {
+            r.topic_id = topic_id;
+        } else {
+            r.name = TopicName(str_bytes(name));
+        }
+        responses.push(r);
     }
     let durability = if acks == 0 {
         Durability::Buffered
