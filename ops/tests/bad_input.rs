@@ -727,3 +727,79 @@ fn ten_thousand_idle_connections_are_held_and_more_are_refused() {
     broker.assert_alive();
     api_versions_ok(&mut healthy, 99);
 }
+
+/// Batches with a recomputed CRC but lying headers (issue #23): a count of 2^31−1 records, and
+/// a compression flag on plain records, are refused with INVALID_RECORD and leave the high
+/// watermark where it was.
+#[test]
+fn batches_with_lying_headers_are_refused_and_the_high_watermark_stays() {
+    use engine::batch::{
+        with_records_section, HEADER_BYTES, LAST_OFFSET_DELTA_POS, RECORDS_COUNT_POS,
+    };
+    const INVALID_RECORD: i16 = 87;
+    let mut broker = Broker::start(1);
+    create_topic(&broker, "lies", 1, &[]);
+    let mut s = connect(&broker);
+    let good = batch(&["a", "b"], false);
+    let mut huge = good.to_vec();
+    huge[RECORDS_COUNT_POS..RECORDS_COUNT_POS + 4].copy_from_slice(&i32::MAX.to_be_bytes());
+    huge[LAST_OFFSET_DELTA_POS..LAST_OFFSET_DELTA_POS + 4]
+        .copy_from_slice(&(i32::MAX - 1).to_be_bytes());
+    let huge = with_records_section(&huge, 0, &good[HEADER_BYTES..]);
+    let flagged = with_records_section(&good, 4, &good[HEADER_BYTES..]);
+    for (corr, lie) in [(1, huge), (2, flagged)] {
+        let r: ProduceResponse = call(
+            &mut s,
+            API_PRODUCE,
+            9,
+            corr,
+            &produce_req("lies", 0, Bytes::from(lie)),
+        );
+        let (err, _) = only_partition(&r);
+        assert_eq!(err, INVALID_RECORD, "{r:?}");
+    }
+    let r: ProduceResponse = call(&mut s, API_PRODUCE, 9, 3, &produce_req("lies", 0, good));
+    assert_eq!(
+        only_partition(&r),
+        (0, 0),
+        "the next good batch lands at offset 0: {r:?}"
+    );
+    broker.assert_alive();
+}
+
+/// Placement respects the fd budget (issue #23): a topic with more partitions than this node's
+/// fd limit can serve is refused with a message naming the limit and the fix.
+#[test]
+fn partitions_beyond_the_fd_budget_are_refused() {
+    use kafka_protocol::messages::{
+        create_topics_request::CreatableTopic, CreateTopicsRequest, CreateTopicsResponse,
+    };
+    // This test process (nextest runs each test in its own) lowers its fd limit, and the
+    // broker it starts inherits it: 8,192 fds serve about 2,000 partitions.
+    let lim = libc::rlimit {
+        rlim_cur: 8_192,
+        rlim_max: 8_192,
+    };
+    // SAFETY: setrlimit on our own process with a valid struct.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
+    let mut broker = Broker::start(1);
+    let mut s = connect(&broker);
+    let req = CreateTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("wide")))
+            .with_num_partitions(5_000)
+            .with_replication_factor(1)]);
+    let r: CreateTopicsResponse = call(&mut s, 19, 5, 1, &req);
+    assert_eq!(r.topics[0].error_code, 37, "{r:?}");
+    let msg = r.topics[0]
+        .error_message
+        .as_ref()
+        .map(|m| m.to_string())
+        .unwrap_or_default();
+    assert!(
+        msg.contains("file-descriptor limit") && msg.contains("ulimit"),
+        "{msg}"
+    );
+    broker.assert_alive();
+}
