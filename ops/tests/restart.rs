@@ -125,3 +125,36 @@ fn sigkill_and_restart_at_once_twenty_times() {
         "a restart was refused"
     );
 }
+
+/// Too many partitions for the fd limit never brick a restart (issue #23): a node restarted
+/// with a much lower fd limit than it was created under starts, serves what its fd budget
+/// holds, and says which partitions it does not serve.
+#[test]
+fn a_restart_with_too_many_partitions_for_the_fd_limit_still_starts() {
+    let mut broker = Broker::start(1);
+    create_topic(&broker, "many", 600, &[]);
+    broker.terminate();
+    // The restarted broker inherits this test process's lowered limit: 1,024 fds hold about
+    // a hundred open partitions.
+    let lim = libc::rlimit {
+        rlim_cur: 1_024,
+        rlim_max: 1_024,
+    };
+    // SAFETY: setrlimit on our own process (nextest runs each test in its own).
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
+    broker.restart();
+    broker.assert_alive();
+    let mut c = Command::new(kcat());
+    c.args(["-b", &broker.bootstrap(), "-L", "-t", "many"]);
+    let out = run_ok(c, None, Duration::from_secs(30));
+    assert!(out.contains("600 partitions"), "{}", tail(&out, 2_000));
+    let log = broker.stderr_text();
+    assert!(
+        log.contains("fd budget") && log.contains("not served"),
+        "the partitions past the budget are named in the log"
+    );
+    // A partition inside the budget serves produce and consume.
+    let mut p = Command::new(kcat());
+    p.args(["-b", &broker.bootstrap(), "-P", "-t", "many", "-p", "0"]);
+    run_ok(p, Some(b"still works\n"), Duration::from_secs(30));
+}
