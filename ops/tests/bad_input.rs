@@ -6,17 +6,16 @@
 mod support;
 
 use bytes::{Buf, Bytes, BytesMut};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse, ProduceRequest,
-    ProduceResponse, RequestHeader, ResponseHeader, TopicName,
+    ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse, ProduceResponse,
+    RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::wire::{call, frame, read_frame};
+use support::wire::{call, frame, produce_req, read_frame};
 use support::*;
 
 const API_PRODUCE: i16 = 0;
@@ -86,17 +85,6 @@ fn batch(values: &[&str], corrupt: bool) -> Bytes {
         buf[n - 2] ^= 0x01;
     }
     Bytes::from(buf)
-}
-
-fn produce_req(topic: &str, partition: i32, records: Bytes) -> ProduceRequest {
-    ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(10_000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(partition)
-                .with_records(Some(records))])])
 }
 
 fn only_partition(r: &ProduceResponse) -> (i16, i64) {

@@ -12,13 +12,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{
-    FetchRequest, FetchResponse, ProduceRequest, ProduceResponse, TopicName,
-};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use std::net::TcpStream;
-use support::wire::call;
+use support::wire::{call, produce_req};
 use support::*;
 
 const KAFKA_STORAGE_ERROR: i16 = 56;
@@ -104,14 +101,7 @@ fn produce_to(
             ..Default::default()
         }
     }));
-    let req = ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(10_000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(partition)
-                .with_records(Some(Bytes::from(records)))])]);
+    let req = produce_req(topic, partition, Bytes::from(records));
     let r: ProduceResponse = call(s, 0, 9, corr, &req);
     let p = &r.responses[0].partition_responses[0];
     (

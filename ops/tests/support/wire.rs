@@ -65,3 +65,22 @@ where
     );
     resp
 }
+
+/// An acks=all Produce of one batch to one partition.
+pub fn produce_req(
+    topic: &str,
+    partition: i32,
+    records: Bytes,
+) -> kafka_protocol::messages::ProduceRequest {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    kafka_protocol::messages::ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(10_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(kafka_protocol::messages::TopicName(StrBytes::from_string(
+                topic.to_string(),
+            )))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(records))])])
+}
