@@ -182,9 +182,16 @@ pub struct ValidBatch<'a> {
 }
 
 impl<'a> ValidBatch<'a> {
-    /// Validates the header and CRC, then the records themselves
-    /// (`record_check::validate_records`): what enters the log from outside.
-    pub fn new(bytes: &'a [u8]) -> Result<Self, BatchError> {
+    /// Validates the size against `max_bytes` (the topic's `max.message.bytes`) first, so an
+    /// oversized batch costs no more work, then the header and CRC, then the records
+    /// themselves (`record_check::validate_records`): what enters the log from outside.
+    pub fn new(bytes: &'a [u8], max_bytes: usize) -> Result<Self, BatchError> {
+        if bytes.len() > max_bytes {
+            return Err(BatchError::TooLarge {
+                len: bytes.len(),
+                max_bytes,
+            });
+        }
         let header = validate(bytes)?;
         crate::record_check::validate_records(bytes, &header)?;
         Ok(Self { header, bytes })

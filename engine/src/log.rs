@@ -393,6 +393,11 @@ impl PartitionLog {
         self.config.borrow().clone()
     }
 
+    /// The largest batch an append takes (the topic's `max.message.bytes`).
+    pub fn max_batch_bytes(&self) -> usize {
+        self.config.borrow().max_batch_bytes
+    }
+
     /// Replaces the config (an altered topic config). Takes effect from the next append, roll
     /// and retention pass; existing segments are not rewritten.
     pub fn set_config(&self, config: LogConfig) -> Result<(), LogError> {
@@ -507,10 +512,12 @@ impl PartitionLog {
         batch: &[u8],
         durability: Durability,
     ) -> Result<AppendInfo, LogError> {
-        let valid = batch::ValidBatch::new(batch).map_err(|source| LogError::InvalidBatch {
-            dir: self.dir_name(),
-            source,
-        })?;
+        let max_bytes = self.max_batch_bytes();
+        let valid =
+            batch::ValidBatch::new(batch, max_bytes).map_err(|source| LogError::InvalidBatch {
+                dir: self.dir_name(),
+                source,
+            })?;
         self.append_valid(valid, durability).await
     }
 
@@ -521,7 +528,9 @@ impl PartitionLog {
         durability: Durability,
     ) -> Result<AppendInfo, LogError> {
         let (batch, h) = (valid.bytes(), *valid.header());
-        let max_bytes = self.config.borrow().max_batch_bytes;
+        // `ValidBatch::new` checked the size against the limit its caller had; the config may
+        // have changed since (an altered topic), so the log checks its own.
+        let max_bytes = self.max_batch_bytes();
         if batch.len() > max_bytes {
             return Err(LogError::InvalidBatch {
                 dir: self.dir_name(),

@@ -16,6 +16,9 @@ use crate::batch::{BatchError, BatchHeader, HEADER_BYTES};
 /// Largest records section a compressed batch may inflate to.
 pub const MAX_DECOMPRESSED_BATCH_BYTES: u64 = 128 << 20;
 
+/// Most bytes one byte of raw snappy can become: its densest element, a 3-byte copy, yields 64.
+const SNAPPY_MAX_EXPANSION: u64 = 22;
+
 const XERIAL_MAGIC: &[u8] = b"\x82SNAPPY\x00";
 const XERIAL_HEADER_BYTES: usize = 16;
 
@@ -48,6 +51,14 @@ fn walk_snappy(data: &[u8], h: &BatchHeader) -> Result<(), BatchError> {
             return Err(BatchError::DecompressedTooLarge {
                 max_bytes: MAX_DECOMPRESSED_BATCH_BYTES,
             });
+        }
+        // The declared length sizes the output buffer: it must be one the input can produce,
+        // so the buffer stays proportional to the bytes that came off the network.
+        if len as u64 > (block.len() as u64).saturating_mul(SNAPPY_MAX_EXPANSION) {
+            return Err(invalid(format!(
+                "snappy block of {} bytes declares {len} bytes, more than it can hold",
+                block.len()
+            )));
         }
         snap::raw::Decoder::new()
             .decompress_vec(block)
@@ -450,5 +461,16 @@ mod tests {
             check(&s),
             Err(BatchError::DecompressedTooLarge { .. })
         ));
+        // A declared length the block could never produce (1 MiB from 12 bytes) is refused
+        // before its buffer exists.
+        let mut small = Vec::new();
+        uvarint(1 << 20, &mut small);
+        small.extend_from_slice(&[0; 8]);
+        let s = with_section(&base, 2, &small);
+        assert!(
+            matches!(check(&s), Err(BatchError::InvalidRecords(_))),
+            "{:?}",
+            check(&s)
+        );
     }
 }

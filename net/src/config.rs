@@ -17,8 +17,8 @@ pub const DEFAULT_MAX_CONNECTIONS_PER_IP: usize = 16_384;
 /// A connection with no request for this long and nothing in flight is closed (Kafka's
 /// `connections.max.idle.ms`).
 pub const DEFAULT_CONNECTIONS_MAX_IDLE_MS: u64 = 600_000;
-/// A request frame must arrive whole within this long of its first byte, and a response write
-/// must make progress within it (Kafka's `request.timeout.ms`); a slow sender (slowloris) or a
+/// A request frame must arrive whole within this long of its first byte, and the peer must
+/// take a response within it (Kafka's `request.timeout.ms`); a slow sender (slowloris) or a
 /// peer that stopped reading is disconnected.
 pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 30_000;
 /// Bytes one connection may have in flight: request frames read and not yet answered, plus the

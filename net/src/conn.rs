@@ -218,9 +218,10 @@ async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<
         "/{}",
         peer.rsplit_once(':').map_or(peer.as_str(), |(h, _)| h)
     );
-    let cfg = state.ctx.config.clone();
+    let cfg = &state.ctx.config;
     let (mut reader, mut writer) = futures_lite::io::split(stream);
-    let conn_budget = Rc::new(Semaphore::new(cfg.max_inflight_bytes_per_connection as u64));
+    let conn_budget_bytes = cfg.max_inflight_bytes_per_connection as u64;
+    let conn_budget = Rc::new(Semaphore::new(conn_budget_bytes));
     let (tx, rx) = local_channel::new_bounded::<Pending>(cfg.max_inflight_requests_per_connection);
     // Dropped by the writer when it stops (peer gone, write failed, handler failed): the
     // reader then stops at once instead of waiting for room that never comes.
@@ -254,7 +255,9 @@ async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<
         }
         writer.flush().await.map_err(|e| format!("flush: {e}"))
     });
-    let inflight = Rc::new(std::cell::Cell::new(0usize));
+    // Something of this connection is in flight (a request running or a response unwritten)
+    // while any of its byte budget is taken.
+    let in_flight = || conn_budget.available() < conn_budget_bytes;
     let reader_loop = async {
         loop {
             let mut size = [0u8; 4];
@@ -275,7 +278,7 @@ async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<
                     Ok(Ok(0)) => return Err("peer closed inside a frame header".to_string()),
                     Ok(Ok(n)) => got += n,
                     Ok(Err(e)) => return Err(format!("read: {e}")),
-                    Err(_) if got == 0 && inflight.get() > 0 => continue,
+                    Err(_) if got == 0 && in_flight() => continue,
                     Err(_) if got == 0 => {
                         return Err(format!(
                             "idle for {wait_ms} ms (connections-max-idle-ms); closing"
@@ -296,11 +299,12 @@ async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<
                 ));
             }
             let size = size as usize;
-            // The core's budget for frame bytes, before a byte of the body is held.
-            let core_units = size.min(cfg.queued_max_request_bytes_per_core) as u64;
+            // The core's budget for frame bytes, before a byte of the body is held (it holds
+            // the largest frame: `BrokerConfig::validate`).
+            debug_assert!(size <= cfg.queued_max_request_bytes_per_core);
             let core_permit = state
                 .request_bytes
-                .acquire_static_permit(core_units)
+                .acquire_static_permit(size as u64)
                 .await
                 .map_err(|e| format!("request budget: {e}"))?;
             crate::metrics::CoreMetrics::add(&state.metrics.request_bytes, size as u64 + 4);
@@ -313,15 +317,8 @@ async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<
                 reader.read_exact(&mut body),
             )
             .await?;
-            let frame = decode_request(&state, Bytes::from(body), &client_host)?;
-            let (job, reserve): (_, usize) = match frame {
-                Decoded::Request(req) => {
-                    let reserve = match &req.body {
-                        RequestKind::Fetch(f) => api::fetch::response_cap_bytes(f, &cfg),
-                        _ => RESPONSE_RESERVE_BYTES,
-                    };
-                    (Some(*req), reserve)
-                }
+            let req = match decode_request(&state, Bytes::from(body), &client_host)? {
+                Decoded::Request(req) => *req,
                 Decoded::Immediate(bytes) => {
                     // Nothing to run: answered now.
                     let held = Held {
@@ -337,9 +334,13 @@ async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<
                     continue;
                 }
             };
+            let reserve = match &req.body {
+                RequestKind::Fetch(f) => api::fetch::response_cap_bytes(f, cfg),
+                _ => RESPONSE_RESERVE_BYTES,
+            };
             // The connection's budget: at most the whole of it (a request larger than the
             // budget runs alone).
-            let conn_units = (size + reserve).min(cfg.max_inflight_bytes_per_connection) as u64;
+            let conn_units = ((size + reserve) as u64).min(conn_budget_bytes);
             let conn_permit = conn_budget
                 .acquire_static_permit(conn_units)
                 .await
@@ -348,32 +349,25 @@ async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<
                 _core: core_permit,
                 _conn: conn_permit,
             };
-            let req = job.expect("a request");
             let task_state = state.clone();
-            let count = inflight.clone();
-            count.set(count.get() + 1);
-            let h = glommio::spawn_local(async move {
-                let out = handle(&task_state, req).await;
-                count.set(count.get() - 1);
-                (out, held)
-            })
-            .detach();
+            let h = glommio::spawn_local(async move { (handle(&task_state, req).await, held) })
+                .detach();
             if tx.send(h).await.is_err() {
                 return Err("writer stopped".to_string());
             }
         }
     };
-    let result = futures_lite::future::or(reader_loop, async {
+    // `None`: the writer stopped first (peer gone, a request failed); its error is the reason.
+    let read = futures_lite::future::or(async { Some(reader_loop.await) }, async {
         let _ = writer_gone.recv().await;
-        Err("the connection's writer stopped (peer gone or a request failed)".to_string())
+        None
     })
     .await;
     drop(tx);
     let written = writer_task.await;
-    match (result, written) {
-        (Ok(()), w) => w,
-        (Err(r), Err(w)) if r.starts_with("the connection's writer") => Err(w),
-        (Err(r), _) => Err(r),
+    match read {
+        Some(Err(why)) => Err(why),
+        Some(Ok(())) | None => written,
     }
 }
 

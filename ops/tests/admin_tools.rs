@@ -1053,3 +1053,24 @@ fn typos_get_suggestions() {
     let (_, _, err) = fails(None, &["topic", "alter-config", "t"]);
     assert!(err.contains("--set") && err.contains("--delete"), "{err}");
 }
+
+/// One Produce request touching 1,000 partitions on one core (issue #23: it overflowed
+/// glommio's i16 waker count through a hand-written join and panicked the core, and SIGTERM
+/// then never finished). It must succeed, and the broker must still stop cleanly.
+#[test]
+fn one_produce_request_for_a_thousand_partitions() {
+    let mut b = Broker::start(1);
+    create_topic(&b, "t3", 1_000, &[]);
+    let lines: String = (0..20_000).map(|i| format!("line-{i}\n")).collect();
+    let mut c = rl(&["produce", "t3"]);
+    c.arg("--brokers").arg(b.bootstrap());
+    let out = run_with_timeout(c, Some(lines.as_bytes()), T);
+    assert!(out.status.success(), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("produced 20000 messages to t3"),
+        "{}",
+        tail(&out.stderr, 2_000)
+    );
+    b.assert_alive();
+    b.terminate();
+}

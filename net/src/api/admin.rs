@@ -65,9 +65,8 @@ pub async fn wait_all_cores(state: &Rc<CoreState>, log_index: u64) {
 /// Refuses, before anything is allocated for them, counts above the metastore's per-topic
 /// limit and partitions this node's fd budget cannot serve.
 fn place(state: &CoreState, count: u32) -> Result<Vec<Assignment>, Refusal> {
-    check_partition_count(state, count)?;
+    let placed = check_partition_count(state, count)?;
     let cores = state.shards.cores() as u32;
-    let placed = placed_on_this_node(state);
     Ok((0..count)
         .map(|i| Assignment {
             node_id: state.node_id(),
@@ -86,8 +85,9 @@ fn placed_on_this_node(state: &CoreState) -> usize {
         .sum()
 }
 
-/// The checks of [`place`] alone (also for `validate_only`).
-fn check_partition_count(state: &CoreState, adding: u32) -> Result<(), Refusal> {
+/// The checks of [`place`] alone (also for `validate_only`); returns the partitions already
+/// placed on this node.
+fn check_partition_count(state: &CoreState, adding: u32) -> Result<usize, Refusal> {
     if adding > meta::state::MAX_PARTITIONS_PER_TOPIC {
         return Err((
             codes::INVALID_PARTITIONS,
@@ -97,11 +97,13 @@ fn check_partition_count(state: &CoreState, adding: u32) -> Result<(), Refusal> 
             ),
         ));
     }
+    let placed = placed_on_this_node(state);
     state
         .ctx
         .fd_budget
-        .check_placement(placed_on_this_node(state), adding as usize)
-        .map_err(|e| (codes::INVALID_PARTITIONS, e))
+        .check_placement(placed, adding as usize)
+        .map_err(|e| (codes::INVALID_PARTITIONS, e))?;
+    Ok(placed)
 }
 
 async fn write(state: &Rc<CoreState>, cmd: Command) -> Result<(), Refusal> {
@@ -435,7 +437,9 @@ pub async fn create_partitions(
                     "assignments may name only this broker".into(),
                 ))
             }
-            Some(cur) if req.validate_only => check_partition_count(state, t.count as u32 - cur),
+            Some(cur) if req.validate_only => {
+                check_partition_count(state, t.count as u32 - cur).map(|_| ())
+            }
             Some(cur) => match place(state, t.count as u32 - cur) {
                 Err(refused) => Err(refused),
                 Ok(assignments) => {

@@ -471,20 +471,16 @@ pub async fn offset_commit(
     let gid = group_id.clone();
     let outcome: Result<Result<(), i16>, i16> =
         on_coordinator(state, &group_id, move |s, partition| async move {
-            // A commit creates its group only when it passes the group's check and has
-            // offsets to store (a simple consumer commits with generation -1, no member).
-            let check = match with_existing_group(&s, &gid, |g| {
+            // Nothing to store (every partition refused up front): no group state is touched
+            // or created. Otherwise the commit may create its group (a simple consumer commits
+            // with generation -1 and no member) and must pass the group's check.
+            if items.is_empty() {
+                return Ok(());
+            }
+            with_group(&s, &gid, partition, |g| {
                 g.group
                     .check_commit(&member, instance.as_deref(), generation)
-            }) {
-                Some(check) => check,
-                None if items.is_empty() => return Ok(()),
-                None => with_group(&s, &gid, partition, |g| {
-                    g.group
-                        .check_commit(&member, instance.as_deref(), generation)
-                })?,
-            };
-            check?;
+            })??;
             let items: Vec<(String, i32, Option<Committed>)> =
                 items.into_iter().map(|(t, p, c)| (t, p, Some(c))).collect();
             persist_offsets(&s, &gid, partition, &items).await
@@ -666,6 +662,17 @@ pub async fn list_groups(
     } else {
         Vec::new()
     };
+    // v5 (KIP-848): a types filter; every group here is a classic group, so a filter without
+    // "classic" matches none (and no core is asked).
+    let classic_wanted = version < 5
+        || req.types_filter.is_empty()
+        || req
+            .types_filter
+            .iter()
+            .any(|t| t.to_string().eq_ignore_ascii_case("classic"));
+    if !classic_wanted {
+        return ListGroupsResponse::default();
+    }
     let per_core = (0..state.shards.cores()).map(|core| {
         let state = state.clone();
         async move {
@@ -689,18 +696,10 @@ pub async fn list_groups(
             }
         }
     });
-    // v5 (KIP-848): a types filter; every group here is a classic group.
-    let classic_wanted = version < 5
-        || req.types_filter.is_empty()
-        || req
-            .types_filter
-            .iter()
-            .any(|t| t.to_string().eq_ignore_ascii_case("classic"));
     let mut groups: Vec<ListedGroup> = join_all(per_core)
         .await
         .into_iter()
         .flatten()
-        .filter(|_| classic_wanted)
         .filter(|(_, _, st)| filter.is_empty() || filter.contains(&st.to_lowercase()))
         .map(|(id, pt, st)| {
             let mut g = ListedGroup::default()

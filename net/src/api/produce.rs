@@ -15,9 +15,6 @@ use crate::codes;
 use crate::core::CoreState;
 use crate::idempotence::SeqCheck;
 
-/// Produce versions below this carry message formats older than v2; they are refused.
-const MIN_PRODUCE_VERSION: i16 = 3;
-
 /// One partition's part of a produce request, sent to its owner core.
 struct Item {
     slot: (usize, usize),
@@ -44,12 +41,8 @@ pub async fn handle(
     let acks = req.acks;
     let mut responses: Vec<TopicProduceResponse> = Vec::with_capacity(req.topic_data.len());
     let mut per_core: BTreeMap<usize, Vec<Item>> = BTreeMap::new();
-    let refuse_all = if version < MIN_PRODUCE_VERSION {
-        Some((
-            codes::UNSUPPORTED_VERSION,
-            "Produce below v3 (message format < 2) is not supported".to_string(),
-        ))
-    } else if req.transactional_id.is_some() {
+    // Produce below v3 never gets here: the connection refuses what the codec cannot read.
+    let refuse_all = if req.transactional_id.is_some() {
         Some((
             codes::UNSUPPORTED_VERSION,
             "transactions are not supported".to_string(),
@@ -213,7 +206,7 @@ async fn append_one(
         return answer(index, codes::INVALID_RECORD, Some("null records".into()));
     };
     // Exactly one v2 batch per partition (Kafka refuses more from Produce v3 on).
-    let valid = match engine::batch::ValidBatch::new(&records) {
+    let valid = match engine::batch::ValidBatch::new(&records, part.log.max_batch_bytes()) {
         Ok(v) => v,
         Err(e) => {
             let declared = engine::batch::declared_size(&records).unwrap_or(0);
