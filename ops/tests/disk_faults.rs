@@ -264,16 +264,7 @@ fn a_full_disk_refuses_produce_keeps_acknowledged_data_and_recovers_when_freed()
 }
 
 fn post(admin: &str, path: &str) -> String {
-    use std::io::Read;
-    let mut s = TcpStream::connect(admin).expect("admin listener");
-    write!(
-        s,
-        "POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    raw
+    http_request(admin, "POST", path)
 }
 
 /// EIO on fdatasync (the engine's fault injector, armed at broker level on one core): that

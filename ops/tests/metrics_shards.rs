@@ -5,8 +5,7 @@
 mod support;
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -27,14 +26,7 @@ fn broker_with_admin(cores: usize) -> (Broker, String) {
 }
 
 fn scrape(admin: &str) -> String {
-    let mut s = TcpStream::connect(admin).expect("admin listener");
-    write!(
-        s,
-        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
+    let raw = http_request(admin, "GET", "/metrics");
     let (head, body) = raw.split_once("\r\n\r\n").expect("http response");
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     assert!(head.contains("text/plain; version=0.0.4"), "{head}");

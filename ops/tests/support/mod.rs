@@ -244,6 +244,20 @@ pub fn create_topic(broker: &Broker, topic: &str, partitions: u32, configs: &[(&
 // The broker under test
 // ---------------------------------------------------------------------------------------------
 
+/// One HTTP/1.1 request without a body to the admin listener at `addr`; the raw response.
+pub fn http_request(addr: &str, method: &str, path: &str) -> String {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect(addr).expect("admin listener");
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    raw
+}
+
 /// A `ringlog serve` process on a temporary data dir and a free port. Killed on drop.
 pub struct Broker {
     child: Option<Child>,
