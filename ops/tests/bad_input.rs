@@ -791,3 +791,32 @@ fn partitions_beyond_the_fd_budget_are_refused() {
     );
     broker.assert_alive();
 }
+
+/// With the fd limit exhausted, failed accepts back off and are logged at most once per
+/// 10 s (issue #23: it logged "accept failed" 750 times a second); once fds are free again the
+/// broker accepts as before.
+#[test]
+fn accept_failures_back_off_and_are_logged_sparingly() {
+    let mut broker = Broker::start(1);
+    let pid = broker.pid().unwrap().to_string();
+    let mut c = Command::new("prlimit");
+    c.args(["--pid", &pid, "--nofile=256:256"]);
+    run_ok(c, None, Duration::from_secs(10));
+    let mut held = Vec::new();
+    for _ in 0..400 {
+        if let Ok(s) = TcpStream::connect_timeout(&broker.addr(), Duration::from_millis(200)) {
+            held.push(s);
+        }
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let failures = broker.stderr_text().matches("accept failed").count();
+    assert!(
+        (1..=3).contains(&failures),
+        "{failures} 'accept failed' lines in 3 s (want the first, then at most one per 10 s)"
+    );
+    drop(held);
+    std::thread::sleep(Duration::from_millis(1_500));
+    let mut healthy = connect(&broker);
+    api_versions_ok(&mut healthy, 1);
+    broker.assert_alive();
+}
