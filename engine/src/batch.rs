@@ -148,6 +148,34 @@ pub fn parse_header(b: &[u8]) -> Result<BatchHeader, BatchError> {
     })
 }
 
+/// Walks the whole batches of stored log bytes (what `PartitionLog::read` returns), yielding
+/// each batch's header and bytes; stops at the first partial or unparsable batch. The one
+/// walker over stored batches: fetch accounting, group replay, producer-state rebuild and
+/// fan-out all read stored bytes through it (the recovery scan, which must also say why it
+/// stopped, is `segment::scan_log`).
+pub fn stored_batches(bytes: &[u8]) -> StoredBatches<'_> {
+    StoredBatches { rest: bytes }
+}
+
+pub struct StoredBatches<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Iterator for StoredBatches<'a> {
+    type Item = (BatchHeader, &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let size = usize::try_from(declared_size(self.rest)?).ok()?;
+        if size < HEADER_BYTES || size > self.rest.len() {
+            return None;
+        }
+        let (one, rest) = self.rest.split_at(size);
+        let h = parse_header(one).ok()?;
+        self.rest = rest;
+        Some((h, one))
+    }
+}
+
 /// The CRC-32C a batch should carry.
 pub fn compute_crc(b: &[u8]) -> u32 {
     crc32c::crc32c(&b[ATTRIBUTES_POS..])

@@ -9,6 +9,7 @@ use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use crate::clock::{Clock, SystemClock};
 use crate::data_dir::DataDir;
 use crate::io::FaultInjector;
 use crate::latency::LatencyHistogram;
@@ -24,6 +25,8 @@ pub struct CoreStorage {
     cache: RefCell<ReadCache>,
     next_log_id: Cell<u64>,
     faults: Option<Rc<FaultInjector>>,
+    /// The wall clock commit times come from (the system's unless a test sets another).
+    clock: RefCell<Rc<dyn Clock>>,
 }
 
 impl CoreStorage {
@@ -54,6 +57,7 @@ impl CoreStorage {
             cache: RefCell::new(ReadCache::new(read_cache_segments)),
             next_log_id: Cell::new(1),
             faults,
+            clock: RefCell::new(Rc::new(SystemClock)),
         }))
     }
 
@@ -68,6 +72,20 @@ impl CoreStorage {
     /// Flush (write + fdatasync) latencies of this core's logs so far.
     pub fn flush_latency(&self) -> LatencyHistogram {
         self.flush_latency.borrow().clone()
+    }
+
+    /// The clock this core's logs stamp commit times with.
+    pub fn clock(&self) -> Rc<dyn Clock> {
+        self.clock.borrow().clone()
+    }
+
+    /// Replaces the clock (tests: a `ManualClock` controls commit times).
+    pub fn set_clock(&self, clock: Rc<dyn Clock>) {
+        *self.clock.borrow_mut() = clock;
+    }
+
+    pub(crate) fn now_ms(&self) -> i64 {
+        self.clock.borrow().now_ms()
     }
 
     pub(crate) fn faults(&self) -> Option<Rc<FaultInjector>> {

@@ -1,10 +1,17 @@
 //! All file and ring I/O of the engine goes through this module (DESIGN.md §4): open, append
 //! writes of aligned blocks, read, preallocate, truncate, fdatasync, plus the few metadata
-//! operations (atomic small-file replace, directory sync, remove). Swapping the runtime, or
-//! injecting faults in tests, touches only this file.
+//! operations (atomic small-file replace, directory sync, create, remove, list). Swapping the
+//! runtime, or injecting faults in tests, touches only this file.
+//!
+//! Which calls may block, and where they run: data-file operations (`SegmentFile`) go through
+//! io_uring. The metadata operations have no io_uring form in glommio (a directory fsync, a
+//! rename, an unlink, `remove_dir_all`, a buffered small-file write with fsync): the `async`
+//! functions below run them on the executor's blocking thread pool
+//! (`glommio::executor().spawn_blocking`), so the reactor keeps serving every other partition
+//! of the core meanwhile. The same operations in [`blocking`] are for code that runs off the
+//! executors (broker start-up, tools such as `ringlog dump-segment`).
 
 use std::cell::Cell;
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -31,7 +38,12 @@ pub const fn align_up(v: u64) -> u64 {
 pub struct FaultInjector {
     writes_until_failure: Cell<Option<u64>>,
     syncs_until_failure: Cell<Option<u64>>,
+    /// While set, every fdatasync waits (a slow disk) until `release_syncs`.
+    syncs_held: Cell<bool>,
 }
+
+/// How often a held fdatasync checks whether it was released (tests only).
+const HELD_SYNC_POLL_MS: u64 = 1;
 
 impl FaultInjector {
     pub fn new() -> Rc<Self> {
@@ -50,7 +62,24 @@ impl FaultInjector {
         self.syncs_until_failure.set(Some(n));
     }
 
+    /// Every fdatasync from now on waits until `release_syncs` (a slow flush, for tests that
+    /// check what is answered before data is durable).
+    pub fn hold_syncs(&self) {
+        self.syncs_held.set(true);
+    }
+
+    pub fn release_syncs(&self) {
+        self.syncs_held.set(false);
+    }
+
+    async fn wait_while_held(&self) {
+        while self.syncs_held.get() {
+            glommio::timer::sleep(std::time::Duration::from_millis(HELD_SYNC_POLL_MS)).await;
+        }
+    }
+
     pub fn clear(&self) {
+        self.syncs_held.set(false);
         self.writes_until_failure.set(None);
         self.syncs_until_failure.set(None);
     }
@@ -168,6 +197,7 @@ impl SegmentFile {
 
     pub async fn sync(&self) -> io::Result<()> {
         if let Some(f) = &self.faults {
+            f.wait_while_held().await;
             FaultInjector::tick(&f.syncs_until_failure, "fdatasync", &self.path)?;
         }
         self.file
@@ -207,55 +237,140 @@ impl SegmentFile {
     }
 }
 
+/// Runs a blocking file-system call on the executor's blocking thread pool, so the reactor
+/// (every other partition of this core) is not stalled by it.
+async fn off_executor<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
+    glommio::executor().spawn_blocking(f).await
+}
+
 /// Makes the directory entries of `dir` durable (after a create, rename or unlink).
-pub fn sync_dir(dir: &Path) -> io::Result<()> {
-    fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| io_context("syncing directory", dir, e))
+pub async fn sync_dir(dir: &Path) -> io::Result<()> {
+    let dir = dir.to_path_buf();
+    off_executor(move || blocking::sync_dir(&dir)).await
 }
 
-/// Replaces `path` with `bytes` atomically: temp file, fsync, rename, fsync of the directory.
-/// A crash leaves either the old or the new content, never a mix.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    use std::io::Write;
-    let tmp = path.with_extension("tmp");
-    let mut f = fs::File::create(&tmp).map_err(|e| io_context("creating", &tmp, e))?;
-    f.write_all(bytes)
-        .and_then(|_| f.sync_all())
-        .map_err(|e| io_context("writing", &tmp, e))?;
-    fs::rename(&tmp, path).map_err(|e| io_context("renaming", &tmp, e))?;
-    sync_dir(path.parent().unwrap_or(Path::new(".")))
+/// Replaces `path` with `bytes` atomically (temp file, fsync, rename, directory fsync).
+pub async fn write_atomic(path: &Path, bytes: Vec<u8>) -> io::Result<()> {
+    let path = path.to_path_buf();
+    off_executor(move || blocking::write_atomic(&path, &bytes)).await
 }
 
-/// Reads a small whole file with buffered I/O; `None` if it does not exist.
-pub fn read_small(path: &Path) -> io::Result<Option<Vec<u8>>> {
-    match fs::read(path) {
-        Ok(b) => Ok(Some(b)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io_context("reading", path, e)),
-    }
+/// Reads a small whole file; `None` if it does not exist.
+pub async fn read_small(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    let path = path.to_path_buf();
+    off_executor(move || blocking::read_small(&path)).await
 }
 
-pub fn remove(path: &Path) -> io::Result<()> {
-    match fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(io_context("removing", path, e)),
-    }
+/// Removes a file; absent is fine.
+pub async fn remove(path: &Path) -> io::Result<()> {
+    let path = path.to_path_buf();
+    off_executor(move || blocking::remove(&path)).await
 }
 
-pub fn create_dir_all(dir: &Path) -> io::Result<()> {
-    fs::create_dir_all(dir).map_err(|e| io_context("creating directory", dir, e))
+/// Removes several files (absent ones are fine) in one trip to the blocking pool.
+pub async fn remove_all_of(paths: Vec<PathBuf>) -> io::Result<()> {
+    off_executor(move || paths.iter().try_for_each(|p| blocking::remove(p))).await
+}
+
+/// Removes a directory and everything in it, then its parent if that is left empty; absent is
+/// fine.
+pub async fn remove_dir_tree(dir: &Path) -> io::Result<()> {
+    let dir = dir.to_path_buf();
+    off_executor(move || blocking::remove_dir_tree(&dir)).await
+}
+
+pub async fn create_dir_all(dir: &Path) -> io::Result<()> {
+    let dir = dir.to_path_buf();
+    off_executor(move || blocking::create_dir_all(&dir)).await
 }
 
 /// File names in `dir` (not recursive).
-pub fn list_dir(dir: &Path) -> io::Result<Vec<String>> {
-    let mut names = Vec::new();
-    for entry in fs::read_dir(dir).map_err(|e| io_context("listing", dir, e))? {
-        let entry = entry.map_err(|e| io_context("listing", dir, e))?;
-        if let Some(name) = entry.file_name().to_str() {
-            names.push(name.to_string());
+pub async fn list_dir(dir: &Path) -> io::Result<Vec<String>> {
+    let dir = dir.to_path_buf();
+    off_executor(move || blocking::list_dir(&dir)).await
+}
+
+/// The length of the file at `path`.
+pub async fn file_len(path: &Path) -> io::Result<u64> {
+    let path = path.to_path_buf();
+    off_executor(move || blocking::file_len(&path)).await
+}
+
+/// The same metadata operations as plain blocking calls, for code that does not run on an
+/// executor (start-up before the cores run, command-line tools). Never call these from a
+/// core's executor: use the `async` functions of the parent module.
+pub mod blocking {
+    use super::io_context;
+    use std::fs;
+    use std::io;
+    use std::path::Path;
+
+    pub fn sync_dir(dir: &Path) -> io::Result<()> {
+        fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io_context("syncing directory", dir, e))
+    }
+
+    /// Replaces `path` with `bytes` atomically: temp file, fsync, rename, fsync of the
+    /// directory. A crash leaves either the old or the new content, never a mix.
+    pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+        use std::io::Write;
+        let tmp = path.with_extension("tmp");
+        let mut f = fs::File::create(&tmp).map_err(|e| io_context("creating", &tmp, e))?;
+        f.write_all(bytes)
+            .and_then(|_| f.sync_all())
+            .map_err(|e| io_context("writing", &tmp, e))?;
+        fs::rename(&tmp, path).map_err(|e| io_context("renaming", &tmp, e))?;
+        sync_dir(path.parent().unwrap_or(Path::new(".")))
+    }
+
+    pub fn read_small(path: &Path) -> io::Result<Option<Vec<u8>>> {
+        match fs::read(path) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_context("reading", path, e)),
         }
     }
-    Ok(names)
+
+    pub fn remove(path: &Path) -> io::Result<()> {
+        match fs::remove_file(path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_context("removing", path, e)),
+        }
+    }
+
+    pub fn remove_dir_tree(dir: &Path) -> io::Result<()> {
+        match fs::remove_dir_all(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_context("removing directory", dir, e)),
+        }
+        if let Some(parent) = dir.parent() {
+            // Only when empty (the last partition of a topic); failing that is not an error.
+            let _ = fs::remove_dir(parent);
+        }
+        Ok(())
+    }
+
+    pub fn create_dir_all(dir: &Path) -> io::Result<()> {
+        fs::create_dir_all(dir).map_err(|e| io_context("creating directory", dir, e))
+    }
+
+    pub fn list_dir(dir: &Path) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in fs::read_dir(dir).map_err(|e| io_context("listing", dir, e))? {
+            let entry = entry.map_err(|e| io_context("listing", dir, e))?;
+            if let Some(name) = entry.file_name().to_str() {
+                names.push(name.to_string());
+            }
+        }
+        Ok(names)
+    }
+
+    pub fn file_len(path: &Path) -> io::Result<u64> {
+        fs::metadata(path)
+            .map(|m| m.len())
+            .map_err(|e| io_context("stat", path, e))
+    }
 }

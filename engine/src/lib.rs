@@ -4,11 +4,15 @@
 //! Rooms inside: `io` (the only module that touches files), `batch` (Kafka RecordBatch v2
 //! header), `appender` (aligned tail buffer, block writes), `index` (offset and time index
 //! entries), `segment` (file names, recovery scan, closed-segment reader), `recovery_marker`,
-//! `log` (`PartitionLog`), `core_storage` (per-core read cache), `data_dir` (lock + probe).
+//! `log` (`PartitionLog`, one file per concern under `log/`), `partition` (`Partition`: the log
+//! plus the state that must change with it, and the partition directory), `producer_state`
+//! (idempotent producers), `clock`, `core_storage` (per-core read cache, clock),
+//! `data_dir` (lock + probe).
 
 pub mod appender;
 pub mod batch;
 pub mod batch_encode;
+pub mod clock;
 pub mod compression;
 pub mod config;
 pub mod core_storage;
@@ -18,6 +22,8 @@ pub mod io;
 pub mod join;
 pub mod latency;
 pub mod log;
+pub mod partition;
+pub mod producer_state;
 pub mod record_check;
 pub mod recovery_marker;
 pub mod segment;
@@ -27,3 +33,4 @@ pub use config::{LogConfig, TimestampType};
 pub use core_storage::CoreStorage;
 pub use data_dir::DataDir;
 pub use log::{AppendInfo, Durability, LogError, PartitionLog, RecoverySummary, TimestampOffset};
+pub use partition::{Partition, PartitionError, Produced};

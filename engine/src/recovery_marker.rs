@@ -5,10 +5,9 @@
 //! Layout: `b"RLRM" | version u8 = 1 | clean u8 | recovery_base u64 BE | crc32 u32 BE` (crc32 of
 //! the bytes before it).
 
-use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::io::{read_small, write_atomic};
+use crate::io;
 
 pub const MARKER_FILE_NAME: &str = "recovery.marker";
 const MAGIC: &[u8; 4] = b"RLRM";
@@ -55,8 +54,8 @@ impl RecoveryMarker {
     }
 
     /// The marker in `dir`; `None` when missing or damaged (recovery then scans everything).
-    pub fn load(dir: &Path) -> io::Result<Option<Self>> {
-        let bytes = read_small(&path(dir))?;
+    pub async fn load(dir: &Path) -> std::io::Result<Option<Self>> {
+        let bytes = io::read_small(&path(dir)).await?;
         let marker = bytes.as_deref().and_then(Self::decode);
         if bytes.is_some() && marker.is_none() {
             tracing::warn!(dir = %dir.display(), "recovery marker is damaged; scanning every segment");
@@ -64,8 +63,8 @@ impl RecoveryMarker {
         Ok(marker)
     }
 
-    pub fn store(&self, dir: &Path) -> io::Result<()> {
-        write_atomic(&path(dir), &self.encode())
+    pub async fn store(&self, dir: &Path) -> std::io::Result<()> {
+        io::write_atomic(&path(dir), self.encode().to_vec()).await
     }
 }
 

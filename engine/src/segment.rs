@@ -25,6 +25,15 @@ pub fn time_index_path(dir: &Path, base: u64) -> PathBuf {
     dir.join(file_name(base, "timeindex"))
 }
 
+/// The three files of the segment at `base`: `.log`, `.index`, `.timeindex`.
+pub fn paths(dir: &Path, base: u64) -> [PathBuf; 3] {
+    [
+        log_path(dir, base),
+        index_path(dir, base),
+        time_index_path(dir, base),
+    ]
+}
+
 /// Parses `00000000000000001234.log` into 1234.
 pub fn parse_log_name(name: &str) -> Option<u64> {
     let stem = name.strip_suffix(".log")?;

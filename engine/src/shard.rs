@@ -46,7 +46,7 @@ impl<S> Clone for Shards<S> {
 }
 
 /// The error when the target core has stopped (shutdown) before answering.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, Copy, thiserror::Error)]
 #[error("core {core} is not running (shutting down)")]
 pub struct CoreGone {
     pub core: usize,

@@ -6,28 +6,60 @@
 
 use std::cell::Cell;
 use std::future::Future;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::time::Duration;
 
 use engine::log::DueRead;
+use engine::shard::CoreGone;
+use engine::{LogError, PartitionError};
 use kafka_protocol::records::Record;
 
-use crate::offset_file::{self, CursorFile};
+use crate::offset_file::CursorFile;
 use crate::rekey;
 use crate::{
     DUE_WAKE_CAP, FAILURE_BACKOFF, SLAB_LINGER, SLAB_LONG_POLL, SLAB_MAX_BYTES, SLAB_MAX_RECORDS,
 };
 
 /// A parent read that failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error)]
 pub enum ReadError {
     /// The offset is below the log start (aged out by retention): drop-behind.
-    OutOfRange {
-        log_start: u64,
+    #[error("below the parent's log start {log_start}")]
+    OutOfRange { log_start: u64 },
+    #[error("reading the parent: {0}")]
+    Log(#[from] LogError),
+    #[error("decoding a parent batch: {0}")]
+    Decode(String),
+}
+
+/// Why one cursor step failed (it backs off and re-reads from its unadvanced offset).
+#[derive(Debug, thiserror::Error)]
+pub enum CursorError {
+    #[error("parent offset {next} out of range (log start {log_start})")]
+    ParentOutOfRange { next: u64, log_start: u64 },
+    #[error(transparent)]
+    Read(ReadError),
+    #[error("child topic {child} does not exist")]
+    NoChild { child: String },
+    #[error("child topic {child} has no partitions")]
+    NoChildPartitions { child: String },
+    #[error("child {child}/{partition} is not served on this node")]
+    ChildNotServed { child: String, partition: u32 },
+    #[error("child partition {partition}: {source}")]
+    ChildAppend {
+        partition: u32,
+        #[source]
+        source: PartitionError,
     },
-    Other(String),
+    #[error("child partition {partition}: {source}")]
+    ChildCoreGone {
+        partition: u32,
+        #[source]
+        source: CoreGone,
+    },
+    #[error("writing the offset file: {0}")]
+    OffsetFile(#[source] std::io::Error),
 }
 
 /// The parent partition, read locally on its owner core (`PartitionLog` in the broker).
@@ -47,6 +79,8 @@ pub trait ParentLog {
     async fn wait_for_data_after(&self, offset: u64, timeout: Duration) -> bool;
     /// Commit time of the batch holding `offset`, if it is in the log.
     async fn commit_time_of(&self, offset: u64) -> Option<i64>;
+    /// Durably replaces cursor `child`'s offset file in the parent partition.
+    async fn store_position(&self, child: &str, file: &CursorFile) -> std::io::Result<()>;
 }
 
 /// The child topic: appends one batch to one child partition durably (fsync on the owner core,
@@ -54,8 +88,8 @@ pub trait ParentLog {
 #[allow(async_fn_in_trait)]
 pub trait ChildSink {
     /// The child's current partition count.
-    fn partitions(&self) -> Result<u32, String>;
-    async fn commit(&self, partition: u32, batch: Vec<u8>) -> Result<(), String>;
+    fn partitions(&self) -> Result<u32, CursorError>;
+    async fn commit(&self, partition: u32, batch: Vec<u8>) -> Result<(), CursorError>;
 }
 
 /// Wall clock and sleeping (the broker's is glommio's timer; tests use a fake one).
@@ -102,7 +136,7 @@ pub enum Step {
     Committed(usize),
     /// Nothing to copy (long-poll ended, or only undue records: slept until due).
     Idle,
-    /// A read, commit or offset write failed; backed off.
+    /// A read, commit or offset write failed (the error's text); backed off.
     Failed(String),
 }
 
@@ -110,7 +144,6 @@ pub struct Cursor<P, C, K> {
     parent: P,
     child: C,
     clock: K,
-    partition_dir: PathBuf,
     child_name: String,
     epoch: String,
     delay_ms: u64,
@@ -119,22 +152,11 @@ pub struct Cursor<P, C, K> {
     stats: Rc<CursorStats>,
 }
 
-/// The offset just past the last batch in `bytes` (stored v2 batches: base offset at byte 0,
-/// batch length at 8, last offset delta at 23).
+/// The offset just past the last whole stored batch in `bytes`.
 fn end_of_batches(bytes: &[u8]) -> Option<u64> {
-    let mut pos = 0usize;
-    let mut end = None;
-    while pos + 27 <= bytes.len() {
-        let base = i64::from_be_bytes(bytes[pos..pos + 8].try_into().ok()?);
-        let len = i32::from_be_bytes(bytes[pos + 8..pos + 12].try_into().ok()?);
-        let delta = i32::from_be_bytes(bytes[pos + 23..pos + 27].try_into().ok()?);
-        if base < 0 || len < 0 || delta < 0 {
-            return None;
-        }
-        end = Some(base as u64 + delta as u64 + 1);
-        pos += 12 + len as usize;
-    }
-    end
+    engine::batch::stored_batches(bytes)
+        .last()
+        .map(|(h, _)| h.last_offset() as u64 + 1)
 }
 
 type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
@@ -146,7 +168,6 @@ impl<P: ParentLog, C: ChildSink, K: Clock> Cursor<P, C, K> {
         parent: P,
         child: C,
         clock: K,
-        partition_dir: PathBuf,
         child_name: String,
         epoch: String,
         delay_ms: u64,
@@ -158,7 +179,6 @@ impl<P: ParentLog, C: ChildSink, K: Clock> Cursor<P, C, K> {
             parent,
             child,
             clock,
-            partition_dir,
             child_name,
             epoch,
             delay_ms,
@@ -231,8 +251,8 @@ impl<P: ParentLog, C: ChildSink, K: Clock> Cursor<P, C, K> {
             }
             bytes += r.bytes.len();
             let batches_end = end_of_batches(&r.bytes)
-                .ok_or_else(|| ReadError::Other("unparsable parent batch header".into()))?;
-            let recs = rekey::decode_parent(&r.bytes, slab.end).map_err(ReadError::Other)?;
+                .ok_or_else(|| ReadError::Decode("unparsable parent batch header".into()))?;
+            let recs = rekey::decode_parent(&r.bytes, slab.end).map_err(ReadError::Decode)?;
             let mut full = false;
             for rec in recs {
                 if slab.records.len() == SLAB_MAX_RECORDS {
@@ -261,53 +281,51 @@ impl<P: ParentLog, C: ChildSink, K: Clock> Cursor<P, C, K> {
 
     /// Commits the slab's records to the child (every child partition concurrently) and then,
     /// only if all of them are durable, advances the offset file.
-    async fn commit_slab(&self, slab: &Slab, round_robin: &mut u32) -> Result<(), String> {
+    async fn commit_slab(&self, slab: &Slab, round_robin: &mut u32) -> Result<(), CursorError> {
         let partitions = self.child.partitions()?;
         if partitions == 0 {
-            return Err("the child has no partitions".into());
+            return Err(CursorError::NoChildPartitions {
+                child: self.child_name.clone(),
+            });
         }
         let batches = rekey::rekey(&slab.records, partitions, round_robin);
         // Child partitions concurrently; the batches of one partition in order.
-        let futs: Vec<LocalFuture<'_, Result<(), String>>> = batches
+        let futs: Vec<LocalFuture<'_, Result<(), CursorError>>> = batches
             .into_iter()
             .map(|(p, bs)| {
                 Box::pin(async move {
                     for b in bs {
-                        self.child
-                            .commit(p, b)
-                            .await
-                            .map_err(|e| format!("child partition {p}: {e}"))?;
+                        self.child.commit(p, b).await?;
                     }
                     Ok(())
                 }) as LocalFuture<'_, _>
             })
             .collect();
-        for r in engine::join::join_all(futs.into_iter()).await {
+        for r in engine::join::join_all(futs).await {
             r?;
         }
-        self.persist(slab.end)
+        self.persist(slab.end).await
     }
 
-    fn persist(&self, next_offset: u64) -> Result<(), String> {
-        offset_file::store(
-            &self.partition_dir,
-            &self.child_name,
-            &CursorFile {
-                epoch: self.epoch.clone(),
-                next_offset,
-            },
-        )
-        .map_err(|e| format!("writing the offset file: {e}"))
+    async fn persist(&self, next_offset: u64) -> Result<(), CursorError> {
+        let file = CursorFile {
+            epoch: self.epoch.clone(),
+            next_offset,
+        };
+        self.parent
+            .store_position(&self.child_name, &file)
+            .await
+            .map_err(CursorError::OffsetFile)
     }
 
     /// One iteration of the cursor loop.
     pub async fn step(&mut self) -> Step {
         let outcome = match self.read_slab().await {
-            Err(ReadError::OutOfRange { log_start }) => Err(format!(
-                "parent offset {} out of range (log start {log_start})",
-                self.next
-            )),
-            Err(ReadError::Other(e)) => Err(e),
+            Err(ReadError::OutOfRange { log_start }) => Err(CursorError::ParentOutOfRange {
+                next: self.next,
+                log_start,
+            }),
+            Err(e) => Err(CursorError::Read(e)),
             Ok(slab) => {
                 let n = slab.records.len();
                 let mut rr = self.round_robin;
@@ -359,7 +377,7 @@ impl<P: ParentLog, C: ChildSink, K: Clock> Cursor<P, C, K> {
                 self.stats.failures.set(self.stats.failures.get() + 1);
                 tracing::warn!(child = %self.child_name, error = %e, "fan-out cursor step failed; backing off");
                 self.clock.sleep(FAILURE_BACKOFF).await;
-                Step::Failed(e)
+                Step::Failed(e.to_string())
             }
         }
     }
@@ -408,6 +426,8 @@ mod tests {
         batches: RefCell<Vec<(u64, i64, Vec<u8>)>>,
         log_start: Cell<u64>,
         hwm: Cell<u64>,
+        /// What the cursor stored as its position.
+        position: RefCell<Option<CursorFile>>,
     }
 
     impl FakeParent {
@@ -472,6 +492,11 @@ mod tests {
                 .find(|b| b.0 <= offset)
                 .map(|b| b.1)
         }
+        async fn store_position(&self, child: &str, file: &CursorFile) -> std::io::Result<()> {
+            assert_eq!(child, "child");
+            *self.position.borrow_mut() = Some(file.clone());
+            Ok(())
+        }
     }
 
     /// (child partition, key, value)
@@ -486,12 +511,15 @@ mod tests {
     }
 
     impl ChildSink for &FakeChild {
-        fn partitions(&self) -> Result<u32, String> {
+        fn partitions(&self) -> Result<u32, CursorError> {
             Ok(self.parts)
         }
-        async fn commit(&self, p: u32, batch: Vec<u8>) -> Result<(), String> {
+        async fn commit(&self, p: u32, batch: Vec<u8>) -> Result<(), CursorError> {
             if self.fail.get() {
-                return Err("owner down".into());
+                return Err(CursorError::ChildNotServed {
+                    child: "child".into(),
+                    partition: p,
+                });
             }
             let mut b = Bytes::from(batch);
             let sets = RecordBatchDecoder::decode_all(&mut b).unwrap();
@@ -537,13 +565,12 @@ mod tests {
         v
     }
 
-    fn file(dir: &std::path::Path) -> Option<CursorFile> {
-        offset_file::load(dir, "child").unwrap()
+    fn file(p: &FakeParent) -> Option<CursorFile> {
+        p.position.borrow().clone()
     }
 
     #[test]
     fn copies_from_attach_offset_then_advances_file() {
-        let d = tempfile::tempdir().unwrap();
         let (p, c, k) = (
             FakeParent::default(),
             FakeChild {
@@ -556,20 +583,11 @@ mod tests {
         let attach = p.hwm.get();
         p.produce(&[Some("a"), None, Some("c")], 1);
         p.produce(&[Some("a"), Some("b")], 2);
-        let mut cur = Cursor::new(
-            &p,
-            &c,
-            &k,
-            d.path().into(),
-            "child".into(),
-            "e1".into(),
-            0,
-            attach,
-        );
+        let mut cur = Cursor::new(&p, &c, &k, "child".into(), "e1".into(), 0, attach);
         assert_eq!(block_on(cur.step()), Step::Committed(5));
         assert_eq!(values(&c), vec![2, 3, 4, 5, 6]);
         assert_eq!(
-            file(d.path()),
+            file(&p),
             Some(CursorFile {
                 epoch: "e1".into(),
                 next_offset: 7
@@ -593,7 +611,6 @@ mod tests {
 
     #[test]
     fn failed_commit_does_not_advance_and_retry_has_no_gap() {
-        let d = tempfile::tempdir().unwrap();
         let (p, c, k) = (
             FakeParent::default(),
             FakeChild {
@@ -603,30 +620,20 @@ mod tests {
             FakeClock::default(),
         );
         p.produce(&[Some("x"); 3], 0);
-        let mut cur = Cursor::new(
-            &p,
-            &c,
-            &k,
-            d.path().into(),
-            "child".into(),
-            "e1".into(),
-            0,
-            0,
-        );
+        let mut cur = Cursor::new(&p, &c, &k, "child".into(), "e1".into(), 0, 0);
         c.fail.set(true);
         assert!(matches!(block_on(cur.step()), Step::Failed(_)));
-        assert_eq!(file(d.path()), None);
+        assert_eq!(file(&p), None);
         assert_eq!(cur.next_offset(), 0);
         assert_eq!(k.slept.borrow().last(), Some(&FAILURE_BACKOFF));
         c.fail.set(false);
         assert_eq!(block_on(cur.step()), Step::Committed(3));
         assert_eq!(values(&c), vec![0, 1, 2]);
-        assert_eq!(file(d.path()).unwrap().next_offset, 3);
+        assert_eq!(file(&p).unwrap().next_offset, 3);
     }
 
     #[test]
     fn delay_gate_never_early_and_sleeps_until_due() {
-        let d = tempfile::tempdir().unwrap();
         let (p, c, k) = (
             FakeParent::default(),
             FakeChild {
@@ -639,16 +646,7 @@ mod tests {
         p.produce(&[Some("a")], 10_000);
         p.produce(&[Some("b")], 10_500);
         let delay = 2_000;
-        let mut cur = Cursor::new(
-            &p,
-            &c,
-            &k,
-            d.path().into(),
-            "child".into(),
-            "e".into(),
-            delay,
-            0,
-        );
+        let mut cur = Cursor::new(&p, &c, &k, "child".into(), "e".into(), delay, 0);
         // Nothing due: no copy, sleeps exactly until the first record is due.
         assert_eq!(block_on(cur.step()), Step::Idle);
         assert!(c.got.borrow().is_empty());
@@ -669,7 +667,6 @@ mod tests {
 
     #[test]
     fn drop_behind_is_skipped_and_counted() {
-        let d = tempfile::tempdir().unwrap();
         let (p, c, k) = (
             FakeParent::default(),
             FakeChild {
@@ -682,25 +679,15 @@ mod tests {
         p.produce(&[Some("b"); 2], 0);
         p.batches.borrow_mut().remove(0);
         p.log_start.set(4);
-        let mut cur = Cursor::new(
-            &p,
-            &c,
-            &k,
-            d.path().into(),
-            "child".into(),
-            "e".into(),
-            0,
-            1,
-        );
+        let mut cur = Cursor::new(&p, &c, &k, "child".into(), "e".into(), 0, 1);
         assert_eq!(block_on(cur.step()), Step::Committed(2));
         assert_eq!(cur.stats().dropped_total.get(), 3);
         assert_eq!(values(&c), vec![4, 5]);
-        assert_eq!(file(d.path()).unwrap().next_offset, 6);
+        assert_eq!(file(&p).unwrap().next_offset, 6);
     }
 
     #[test]
     fn slab_is_capped_at_max_records_mid_batch() {
-        let d = tempfile::tempdir().unwrap();
         let (p, c, k) = (
             FakeParent::default(),
             FakeChild {
@@ -712,18 +699,9 @@ mod tests {
         let keys: Vec<Option<&str>> = vec![None; 3_000];
         p.produce(&keys, 0);
         p.produce(&keys, 0);
-        let mut cur = Cursor::new(
-            &p,
-            &c,
-            &k,
-            d.path().into(),
-            "child".into(),
-            "e".into(),
-            0,
-            0,
-        );
+        let mut cur = Cursor::new(&p, &c, &k, "child".into(), "e".into(), 0, 0);
         assert_eq!(block_on(cur.step()), Step::Committed(SLAB_MAX_RECORDS));
-        assert_eq!(file(d.path()).unwrap().next_offset, SLAB_MAX_RECORDS as u64);
+        assert_eq!(file(&p).unwrap().next_offset, SLAB_MAX_RECORDS as u64);
         assert_eq!(
             block_on(cur.step()),
             Step::Committed(6_000 - SLAB_MAX_RECORDS)

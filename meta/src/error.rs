@@ -1,6 +1,6 @@
-//! The crate's error type. Every refusal maps to a Kafka error code.
+//! The crate's error type. The broker maps it to Kafka error codes (`net::codes`).
 
-use crate::state::{kafka_codes, Refusal};
+use crate::state::Refusal;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MetaError {
@@ -53,19 +53,6 @@ impl MetaError {
     pub fn raft(context: impl std::fmt::Display) -> Self {
         MetaError::Raft {
             context: context.to_string(),
-        }
-    }
-
-    /// The Kafka error code a broker should answer with.
-    pub fn kafka_error_code(&self) -> i16 {
-        match self {
-            MetaError::Refused(r) => r.kafka_error_code(),
-            MetaError::NotController { .. } | MetaError::Unconfirmed { .. } => {
-                kafka_codes::NOT_CONTROLLER
-            }
-            MetaError::Timeout { .. } => kafka_codes::REQUEST_TIMED_OUT,
-            MetaError::NoSpace { .. } | MetaError::Io { .. } => kafka_codes::KAFKA_STORAGE_ERROR,
-            _ => kafka_codes::UNKNOWN_SERVER_ERROR,
         }
     }
 

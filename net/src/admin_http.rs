@@ -147,21 +147,19 @@ async fn handle(state: &Rc<CoreState>, mut stream: TcpStream) -> Result<(), Stri
                 .await;
             }
             let op = op.to_string();
-            let armed = state
-                .shards
-                .invoke_on(core, move |s| async move {
-                    let Some(f) = &s.faults else {
-                        return false;
-                    };
-                    match op.as_str() {
-                        "write" => f.fail_write_after(1),
-                        "fdatasync" => f.fail_sync_after(1),
-                        _ => f.clear(),
-                    }
-                    true
-                })
-                .await
-                .unwrap_or(false);
+            let armed = crate::route::on_core(state, core, move |s| async move {
+                let Some(f) = &s.faults else {
+                    return false;
+                };
+                match op.as_str() {
+                    "write" => f.fail_write_after(1),
+                    "fdatasync" => f.fail_sync_after(1),
+                    _ => f.clear(),
+                }
+                true
+            })
+            .await
+            .unwrap_or(false);
             if armed {
                 respond(&mut stream, 200, "application/json", "{\"armed\":true}\n").await
             } else {
@@ -221,22 +219,13 @@ async fn respond(
 
 /// Every core's snapshot, in core order.
 pub async fn gather(state: &Rc<CoreState>) -> Vec<Snapshot> {
-    let futs = (0..state.shards.cores()).map(|core| {
-        let state = state.clone();
-        async move {
-            if core == state.core {
-                state.snapshot()
-            } else {
-                state
-                    .shards
-                    .invoke_on(core, |s| async move { s.snapshot() })
-                    .await
-                    .unwrap_or_else(|_| Snapshot {
-                        core,
-                        ..Default::default()
-                    })
-            }
-        }
+    let futs = (0..state.shards.cores()).map(|core| async move {
+        crate::route::on_core(state, core, |s| async move { s.snapshot() })
+            .await
+            .unwrap_or_else(|_| Snapshot {
+                core,
+                ..Default::default()
+            })
     });
     join_all(futs).await
 }
@@ -270,15 +259,9 @@ pub async fn move_partition(
     }
     let (t, p) = (topic.to_string(), partition);
     let release = move |s: Rc<CoreState>| async move { s.release_partition(&t, p).await };
-    let released = if from == state.core {
-        release(state.clone()).await
-    } else {
-        state
-            .shards
-            .invoke_on(from, release)
-            .await
-            .map_err(|e| e.to_string())
-            .and_then(|r| r)
+    let released = match crate::route::on_core(state, from, release).await {
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(gone) => Err(gone.to_string()),
     };
     released.map_err(|e| {
         (
@@ -303,11 +286,7 @@ pub async fn move_partition(
         Err(e) => {
             let (t, p) = (topic.to_string(), partition);
             let resume = move |s: Rc<CoreState>| async move { s.resume_partition(&t, p).await };
-            if from == state.core {
-                resume(state.clone()).await;
-            } else {
-                let _ = state.shards.invoke_on(from, resume).await;
-            }
+            let _ = crate::route::on_core(state, from, resume).await;
             Err((409, format!("recording the move: {e}")))
         }
     }

@@ -100,7 +100,7 @@ fn claim_listen_addr(addr: SocketAddr) -> Result<SocketAddr, String> {
 
 fn cluster_id(data_dir: &DataDir) -> Result<String, String> {
     let path = data_dir.root().join(CLUSTER_ID_FILE_NAME);
-    if let Some(b) = engine::io::read_small(&path).map_err(|e| e.to_string())? {
+    if let Some(b) = engine::io::blocking::read_small(&path).map_err(|e| e.to_string())? {
         return Ok(String::from_utf8_lossy(&b).trim().to_string());
     }
     let id = format!(
@@ -111,7 +111,7 @@ fn cluster_id(data_dir: &DataDir) -> Result<String, String> {
             .unwrap_or(0)
             ^ (std::process::id() as u64).rotate_left(32)
     );
-    engine::io::write_atomic(&path, id.as_bytes()).map_err(|e| e.to_string())?;
+    engine::io::blocking::write_atomic(&path, id.as_bytes()).map_err(|e| e.to_string())?;
     Ok(id)
 }
 
@@ -211,7 +211,10 @@ pub fn run(
                 let state = CoreState::new(core, ctx.clone(), shards)
                     .await
                     .map_err(|e| e.to_string())?;
-                state.start_meta_follower().await?;
+                state
+                    .start_meta_follower()
+                    .await
+                    .map_err(|e| e.to_string())?;
                 let listener = glommio::net::TcpListener::bind(listen)
                     .map_err(|e| format!("core {core}: cannot listen on {listen}: {e}"))?;
                 glommio::spawn_local(crate::conn::accept_loop(state.clone(), listener)).detach();

@@ -1,50 +1,127 @@
-//! Kafka error codes the broker answers with (Kafka's `Errors` enum), and the mapping from
-//! engine and metastore errors to them.
+//! Kafka error codes, and the one mapping from every room's typed error to them. The codes
+//! come from kafka-protocol's `ResponseError` table (Kafka's `Errors` enum); handlers name
+//! them through these constants and map errors only through the `for_*` functions below.
 
-use engine::LogError;
+use engine::batch::BatchError;
+use engine::{LogError, PartitionError};
+use kafka_protocol::ResponseError as E;
+use meta::state::Refusal;
+use meta::MetaError;
 
 pub const NONE: i16 = 0;
-pub const UNKNOWN_SERVER_ERROR: i16 = -1;
-pub const OFFSET_OUT_OF_RANGE: i16 = 1;
-pub const CORRUPT_MESSAGE: i16 = 2;
-pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-pub const REQUEST_TIMED_OUT: i16 = 7;
-pub const MESSAGE_TOO_LARGE: i16 = 10;
-pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
-pub const INVALID_REQUIRED_ACKS: i16 = 21;
-pub const UNSUPPORTED_VERSION: i16 = 35;
-pub const TOPIC_ALREADY_EXISTS: i16 = 36;
-pub const INVALID_PARTITIONS: i16 = 37;
-pub const INVALID_REPLICATION_FACTOR: i16 = 38;
-pub const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
-pub const INVALID_CONFIG: i16 = 40;
-pub const NOT_CONTROLLER: i16 = 41;
-pub const INVALID_REQUEST: i16 = 42;
-pub const POLICY_VIOLATION: i16 = 44;
-pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
-pub const INVALID_PRODUCER_EPOCH: i16 = 47;
-pub const KAFKA_STORAGE_ERROR: i16 = 56;
-pub const UNKNOWN_PRODUCER_ID: i16 = 59;
-pub const INVALID_RECORD: i16 = 87;
-pub const UNKNOWN_TOPIC_ID: i16 = 100;
+pub const UNKNOWN_SERVER_ERROR: i16 = E::UnknownServerError.code();
+pub const OFFSET_OUT_OF_RANGE: i16 = E::OffsetOutOfRange.code();
+pub const CORRUPT_MESSAGE: i16 = E::CorruptMessage.code();
+pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = E::UnknownTopicOrPartition.code();
+pub const NOT_LEADER_OR_FOLLOWER: i16 = E::NotLeaderOrFollower.code();
+pub const REQUEST_TIMED_OUT: i16 = E::RequestTimedOut.code();
+pub const MESSAGE_TOO_LARGE: i16 = E::MessageTooLarge.code();
+pub const OFFSET_METADATA_TOO_LARGE: i16 = E::OffsetMetadataTooLarge.code();
+pub const COORDINATOR_NOT_AVAILABLE: i16 = E::CoordinatorNotAvailable.code();
+pub const INVALID_TOPIC_EXCEPTION: i16 = E::InvalidTopicException.code();
+pub const INVALID_REQUIRED_ACKS: i16 = E::InvalidRequiredAcks.code();
+pub const ILLEGAL_GENERATION: i16 = E::IllegalGeneration.code();
+pub const INCONSISTENT_GROUP_PROTOCOL: i16 = E::InconsistentGroupProtocol.code();
+pub const INVALID_GROUP_ID: i16 = E::InvalidGroupId.code();
+pub const UNKNOWN_MEMBER_ID: i16 = E::UnknownMemberId.code();
+pub const INVALID_SESSION_TIMEOUT: i16 = E::InvalidSessionTimeout.code();
+pub const REBALANCE_IN_PROGRESS: i16 = E::RebalanceInProgress.code();
+pub const UNSUPPORTED_VERSION: i16 = E::UnsupportedVersion.code();
+pub const TOPIC_ALREADY_EXISTS: i16 = E::TopicAlreadyExists.code();
+pub const INVALID_PARTITIONS: i16 = E::InvalidPartitions.code();
+pub const INVALID_REPLICATION_FACTOR: i16 = E::InvalidReplicationFactor.code();
+pub const INVALID_REPLICA_ASSIGNMENT: i16 = E::InvalidReplicaAssignment.code();
+pub const INVALID_CONFIG: i16 = E::InvalidConfig.code();
+pub const NOT_CONTROLLER: i16 = E::NotController.code();
+pub const INVALID_REQUEST: i16 = E::InvalidRequest.code();
+pub const POLICY_VIOLATION: i16 = E::PolicyViolation.code();
+pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = E::OutOfOrderSequenceNumber.code();
+pub const INVALID_PRODUCER_EPOCH: i16 = E::InvalidProducerEpoch.code();
+pub const KAFKA_STORAGE_ERROR: i16 = E::KafkaStorageError.code();
+pub const UNKNOWN_PRODUCER_ID: i16 = E::UnknownProducerId.code();
+pub const NON_EMPTY_GROUP: i16 = E::NonEmptyGroup.code();
+pub const GROUP_ID_NOT_FOUND: i16 = E::GroupIdNotFound.code();
+pub const MEMBER_ID_REQUIRED: i16 = E::MemberIdRequired.code();
+pub const GROUP_MAX_SIZE_REACHED: i16 = E::GroupMaxSizeReached.code();
+pub const FENCED_INSTANCE_ID: i16 = E::FencedInstanceId.code();
+pub const INVALID_RECORD: i16 = E::InvalidRecord.code();
+pub const UNKNOWN_TOPIC_ID: i16 = E::UnknownTopicId.code();
 
-/// The Kafka error code for an engine error on a partition.
-pub fn for_log_error(e: &LogError) -> i16 {
-    use engine::batch::BatchError;
+/// The Kafka error code for an invalid record batch.
+pub fn for_batch_error(e: &BatchError) -> i16 {
     match e {
-        LogError::InvalidBatch { source, .. } => match source {
-            BatchError::TooLarge { .. } => MESSAGE_TOO_LARGE,
-            BatchError::LengthMismatch { .. }
-            | BatchError::InvalidRecords(_)
-            | BatchError::DecompressedTooLarge { .. } => INVALID_RECORD,
-            _ => CORRUPT_MESSAGE,
-        },
+        BatchError::TooLarge { .. } => MESSAGE_TOO_LARGE,
+        BatchError::LengthMismatch { .. }
+        | BatchError::InvalidRecords(_)
+        | BatchError::DecompressedTooLarge { .. } => INVALID_RECORD,
+        _ => CORRUPT_MESSAGE,
+    }
+}
+
+/// The Kafka error code for an engine error on a partition's log.
+pub fn for_log_error(e: &LogError) -> i16 {
+    match e {
+        LogError::InvalidBatch { source, .. } => for_batch_error(source),
         LogError::Poisoned { .. } | LogError::Io { .. } | LogError::NoSpace { .. } => {
             KAFKA_STORAGE_ERROR
         }
         LogError::OffsetOutOfRange { .. } => OFFSET_OUT_OF_RANGE,
         LogError::Closed { .. } => NOT_LEADER_OR_FOLLOWER,
         LogError::InvalidConfig { .. } => INVALID_CONFIG,
+    }
+}
+
+/// The Kafka error code for a refused produce on a partition.
+pub fn for_partition_error(e: &PartitionError) -> i16 {
+    match e {
+        PartitionError::Log(e) => for_log_error(e),
+        PartitionError::OutOfOrderSequence { .. } => OUT_OF_ORDER_SEQUENCE_NUMBER,
+        PartitionError::FencedEpoch { .. } => INVALID_PRODUCER_EPOCH,
+        PartitionError::Io { .. } => KAFKA_STORAGE_ERROR,
+    }
+}
+
+/// The Kafka error code for a metastore refusal.
+pub fn for_refusal(r: &Refusal) -> i16 {
+    match r {
+        Refusal::TopicAlreadyExists { .. } => TOPIC_ALREADY_EXISTS,
+        Refusal::UnknownTopicOrPartition { .. } => UNKNOWN_TOPIC_OR_PARTITION,
+        Refusal::InvalidPartitions { .. } => INVALID_PARTITIONS,
+        Refusal::InvalidConfig { .. } | Refusal::InvalidFanout { .. } => INVALID_CONFIG,
+        Refusal::InvalidTopic { .. } => INVALID_TOPIC_EXCEPTION,
+        Refusal::InvalidAssignment { .. } => INVALID_REPLICA_ASSIGNMENT,
+    }
+}
+
+/// The Kafka error code for a metastore error.
+pub fn for_meta_error(e: &MetaError) -> i16 {
+    match e {
+        MetaError::Refused(r) => for_refusal(r),
+        MetaError::NotController { .. } | MetaError::Unconfirmed { .. } => NOT_CONTROLLER,
+        MetaError::Timeout { .. } => REQUEST_TIMED_OUT,
+        MetaError::NoSpace { .. } | MetaError::Io { .. } => KAFKA_STORAGE_ERROR,
+        _ => UNKNOWN_SERVER_ERROR,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_kafkas() {
+        // A few spot checks against Kafka's Errors table.
+        assert_eq!(
+            (
+                UNKNOWN_SERVER_ERROR,
+                NOT_LEADER_OR_FOLLOWER,
+                OUT_OF_ORDER_SEQUENCE_NUMBER
+            ),
+            (-1, 6, 45)
+        );
+        assert_eq!(
+            (KAFKA_STORAGE_ERROR, INVALID_RECORD, UNKNOWN_TOPIC_ID),
+            (56, 87, 100)
+        );
     }
 }

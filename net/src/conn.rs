@@ -15,11 +15,9 @@
 //! requests before it. So does a request whose handler fails (panic, unencodable response):
 //! a client never matches a response to the wrong correlation id.
 
-use std::collections::HashMap;
 use std::net::IpAddr;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -30,7 +28,7 @@ use glommio::sync::{Semaphore, StaticPermit};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
-use crate::api;
+use crate::api::{self, Request};
 use crate::core::CoreState;
 
 /// First pause after a failed accept (e.g. EMFILE); it doubles up to the maximum.
@@ -40,65 +38,6 @@ const ACCEPT_BACKOFF_MAX_MS: u64 = 1_000;
 const ACCEPT_ERROR_LOG_INTERVAL_MS: u64 = 10_000;
 /// Room reserved for the response of a request other than Fetch.
 const RESPONSE_RESERVE_BYTES: usize = 64 << 10;
-
-/// Open connections, broker-wide and per client IP. Shared by the cores; touched only when a
-/// connection is accepted or closed, never on the request path.
-#[derive(Default)]
-pub struct ConnectionTable {
-    total: AtomicUsize,
-    per_ip: Mutex<HashMap<IpAddr, usize>>,
-}
-
-/// One admitted connection; dropping it gives its place back.
-pub struct ConnectionSlot<'a> {
-    table: &'a ConnectionTable,
-    ip: IpAddr,
-}
-
-impl ConnectionTable {
-    /// Admits a connection from `ip` if both limits allow it; the error names the limit.
-    pub fn admit(
-        &self,
-        ip: IpAddr,
-        max_total: usize,
-        max_per_ip: usize,
-    ) -> Result<ConnectionSlot<'_>, String> {
-        let mut per_ip = self.per_ip.lock().unwrap_or_else(|p| p.into_inner());
-        if self.total.load(Ordering::Relaxed) >= max_total {
-            return Err(format!("max-connections ({max_total}) reached"));
-        }
-        let n = per_ip.entry(ip).or_insert(0);
-        if *n >= max_per_ip {
-            if *n == 0 {
-                per_ip.remove(&ip);
-            }
-            return Err(format!(
-                "max-connections-per-ip ({max_per_ip}) reached for {ip}"
-            ));
-        }
-        *n += 1;
-        self.total.fetch_add(1, Ordering::Relaxed);
-        Ok(ConnectionSlot { table: self, ip })
-    }
-
-    pub fn open(&self) -> usize {
-        self.total.load(Ordering::Relaxed)
-    }
-}
-
-impl Drop for ConnectionSlot<'_> {
-    fn drop(&mut self) {
-        let mut per_ip = self.table.per_ip.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = per_ip.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                per_ip.remove(&self.ip);
-            }
-        }
-        let before = self.table.total.fetch_sub(1, Ordering::Relaxed);
-        debug_assert!(before > 0, "connection count underflow");
-    }
-}
 
 /// Accepts connections on this core's listener (SO_REUSEPORT: every core listens on the same
 /// port and the kernel spreads connections) until the listener fails. A failed accept (out of
@@ -165,15 +104,6 @@ async fn serve_admitted(
     let m = &state.metrics;
     m.connections_open.set(m.connections_open.get() - 1);
     drop(slot);
-}
-
-/// A decoded request, ready for a handler.
-pub struct Request {
-    pub header: RequestHeader,
-    pub api_key: ApiKey,
-    pub body: RequestKind,
-    /// The client's address as Kafka shows it (`/host`).
-    pub peer: String,
 }
 
 /// What a request task hands the writer.

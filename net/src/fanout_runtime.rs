@@ -4,21 +4,24 @@
 
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
+use engine::batch::ValidBatch;
 use engine::log::DueRead;
-use engine::{Durability, LogError, PartitionLog};
-use fanout::cursor::{ChildSink, Clock, Cursor, CursorStats, ParentLog, ReadError};
-use fanout::offset_file::{self, Start};
+use engine::{Durability, LogError, Partition};
+use fanout::cursor::{ChildSink, Clock, Cursor, CursorError, ParentLog, ReadError};
+use fanout::offset_file::{self, CursorFile, Start, Stored};
 
 use crate::core::CoreState;
+use crate::cursor_registry::CursorKey;
+use crate::route;
 
-/// The parent partition's log, read on its owner core.
-pub struct LocalParent(pub Rc<PartitionLog>);
+/// The parent partition, read on its owner core; it also keeps the cursor's offset file.
+pub struct LocalParent(pub Rc<Partition>);
 
 impl ParentLog for LocalParent {
     fn high_watermark(&self) -> u64 {
-        self.0.high_watermark()
+        self.0.log().high_watermark()
     }
 
     async fn read_due(
@@ -28,6 +31,7 @@ impl ParentLog for LocalParent {
         due_by_commit_ms: i64,
     ) -> Result<DueRead, ReadError> {
         self.0
+            .log()
             .read_due(from, max_bytes, due_by_commit_ms)
             .await
             .map_err(|e| match e {
@@ -36,18 +40,23 @@ impl ParentLog for LocalParent {
                     requested,
                     ..
                 } if requested < log_start => ReadError::OutOfRange { log_start },
-                other => ReadError::Other(other.to_string()),
+                other => ReadError::Log(other),
             })
     }
 
     async fn wait_for_data_after(&self, offset: u64, timeout: Duration) -> bool {
         self.0
+            .log()
             .wait_for_data_after(offset, Instant::now() + timeout)
             .await
     }
 
     async fn commit_time_of(&self, offset: u64) -> Option<i64> {
-        self.0.commit_time_of(offset).await.ok().flatten()
+        self.0.log().commit_time_of(offset).await.ok().flatten()
+    }
+
+    async fn store_position(&self, child: &str, file: &CursorFile) -> std::io::Result<()> {
+        self.0.store_cursor_file(child, file.encode()).await
     }
 }
 
@@ -58,39 +67,45 @@ pub struct CoreChild {
 }
 
 impl ChildSink for CoreChild {
-    fn partitions(&self) -> Result<u32, String> {
+    fn partitions(&self) -> Result<u32, CursorError> {
         self.state
             .meta
             .borrow()
             .topic(&self.child)
             .map(|t| t.partitions)
-            .ok_or_else(|| format!("child topic {} does not exist", self.child))
+            .ok_or_else(|| CursorError::NoChild {
+                child: self.child.clone(),
+            })
     }
 
-    async fn commit(&self, partition: u32, batch: Vec<u8>) -> Result<(), String> {
+    async fn commit(&self, partition: u32, batch: Vec<u8>) -> Result<(), CursorError> {
+        let not_served = || CursorError::ChildNotServed {
+            child: self.child.clone(),
+            partition,
+        };
         let core = self
             .state
             .owner_core(&self.child, partition)
-            .ok_or_else(|| format!("{}/{partition} has no owner on this node", self.child))?;
+            .ok_or_else(not_served)?;
         let child = self.child.clone();
         let append = move |s: Rc<CoreState>| async move {
-            let part = s
-                .partition(&child, partition)
-                .ok_or_else(|| format!("{child}/{partition} is not open on core {}", s.core))?;
-            part.log
-                .append(&batch, Durability::Sync)
-                .await
-                .map(|_| ())
-                .map_err(|e| e.to_string())
+            let Some(part) = s.partition(&child, partition) else {
+                return Ok(false);
+            };
+            let valid =
+                ValidBatch::new(&batch, part.log().max_batch_bytes()).map_err(|source| {
+                    LogError::InvalidBatch {
+                        dir: part.dir().display().to_string(),
+                        source,
+                    }
+                })?;
+            part.produce(valid, Durability::Sync).await.map(|_| true)
         };
-        if core == self.state.core {
-            append(self.state.clone()).await
-        } else {
-            self.state
-                .shards
-                .invoke_on(core, append)
-                .await
-                .map_err(|e| e.to_string())?
+        match route::on_core(&self.state, core, append).await {
+            Ok(Ok(true)) => Ok(()),
+            Ok(Ok(false)) => Err(not_served()),
+            Ok(Err(source)) => Err(CursorError::ChildAppend { partition, source }),
+            Err(source) => Err(CursorError::ChildCoreGone { partition, source }),
         }
     }
 }
@@ -99,33 +114,11 @@ pub struct GlommioClock;
 
 impl Clock for GlommioClock {
     fn now_ms(&self) -> i64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0)
+        engine::clock::system_now_ms()
     }
 
     async fn sleep(&self, d: Duration) {
         glommio::timer::sleep(d).await
-    }
-}
-
-/// (parent, parent partition, child, epoch)
-type CursorKey = (String, u32, String, String);
-
-/// The cursors running on one core, with their stats for metrics.
-#[derive(Default)]
-pub struct Cursors {
-    running: HashMap<CursorKey, (glommio::task::JoinHandle<()>, Rc<CursorStats>, u64)>,
-}
-
-impl Cursors {
-    /// (parent, partition, child, delay_ms, stats) of every running cursor.
-    pub fn stats(&self) -> Vec<(String, u32, String, u64, Rc<CursorStats>)> {
-        self.running
-            .iter()
-            .map(|((p, i, c, _), (_, s, d))| (p.clone(), *i, c.clone(), *d, s.clone()))
-            .collect()
     }
 }
 
@@ -184,12 +177,8 @@ async fn reconcile(state: &Rc<CoreState>, pass: u64) {
         let Some(part) = state.partition(&parent, p) else {
             continue;
         };
-        let dir = part.log.dir().to_path_buf();
-        let start = match offset_file::decide_start(
-            &offset_file::load(&dir, &child),
-            &epoch,
-            attach,
-        ) {
+        let stored = Stored::from_load(part.load_cursor_file(&child).await);
+        let start = match offset_file::decide_start(&stored, &epoch, attach) {
             Start::Resume(n) | Start::Fresh(n) => n,
             Start::AnchorNeedsConfirmation(n) => {
                 // Overwriting another epoch's file is the only destructive step: the raft
@@ -215,13 +204,12 @@ async fn reconcile(state: &Rc<CoreState>, pass: u64) {
             }
         };
         let cursor = Cursor::new(
-            LocalParent(part.log.clone()),
+            LocalParent(part.partition.clone()),
             CoreChild {
                 state: state.clone(),
                 child: child.clone(),
             },
             GlommioClock,
-            dir,
             child.clone(),
             epoch,
             delay_ms,
@@ -244,31 +232,26 @@ async fn reconcile(state: &Rc<CoreState>, pass: u64) {
 /// Deletes cursor files of children no longer linked to a parent partition of this core, once
 /// the raft leader confirms the metadata (a stale replica must not delete a live cursor's file).
 async fn sweep_orphans(state: &Rc<CoreState>) {
-    let candidates: Vec<(std::path::PathBuf, String)> = {
+    let parts: Vec<_> = state.partitions.borrow().values().cloned().collect();
+    let mut candidates = Vec::new();
+    for p in parts {
+        let children = p.cursor_files().await.unwrap_or_default();
         let m = state.meta.borrow();
-        let parts = state.partitions.borrow();
-        parts
-            .values()
-            .flat_map(|p| {
-                let dir = p.log.dir().to_path_buf();
-                offset_file::children_with_files(&dir)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter(|c| {
-                        m.fanout_links
-                            .of_child(c)
-                            .is_none_or(|l| l.parent != p.topic)
-                    })
-                    .map(move |c| (dir.clone(), c))
-            })
-            .collect()
-    };
+        for c in children {
+            if m.fanout_links
+                .of_child(&c)
+                .is_none_or(|l| l.parent != p.topic)
+            {
+                candidates.push((p.clone(), c));
+            }
+        }
+    }
     if candidates.is_empty() || state.ctx.meta.ensure_linearizable().await.is_err() {
         return;
     }
-    for (dir, child) in candidates {
-        if let Err(e) = offset_file::remove(&dir, &child) {
-            tracing::warn!(dir = %dir.display(), %child, error = %e, "sweeping orphan cursor file");
+    for (p, child) in candidates {
+        if let Err(e) = p.remove_cursor_file(&child).await {
+            tracing::warn!(dir = %p.dir().display(), %child, error = %e, "sweeping orphan cursor file");
         }
     }
 }

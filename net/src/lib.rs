@@ -9,13 +9,16 @@ pub mod broker;
 pub mod codes;
 pub mod config;
 pub mod conn;
+pub mod conn_table;
 pub mod core;
+pub mod cursor_registry;
 pub mod fanout_runtime;
 pub mod fd_budget;
 pub mod group;
-pub mod idempotence;
 pub mod lazy_reserve;
 pub mod metrics;
+pub mod reconcile;
+pub mod route;
 pub mod topic_config;
 
 pub use config::BrokerConfig;

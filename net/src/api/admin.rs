@@ -41,21 +41,9 @@ type Refusal = (i16, String);
 
 /// Waits until every core has applied the metastore change at `log_index`.
 pub async fn wait_all_cores(state: &Rc<CoreState>, log_index: u64) {
-    let waits = (0..state.shards.cores()).map(|core| {
-        let state = state.clone();
-        async move {
-            if core == state.core {
-                state.wait_applied(log_index).await;
-            } else {
-                let _ = state
-                    .shards
-                    .invoke_on(
-                        core,
-                        move |s| async move { s.wait_applied(log_index).await },
-                    )
-                    .await;
-            }
-        }
+    let waits = (0..state.shards.cores()).map(|core| async move {
+        let wait = move |s: Rc<CoreState>| async move { s.wait_applied(log_index).await };
+        let _ = crate::route::on_core(state, core, wait).await;
     });
     join_all(waits).await;
 }
@@ -112,7 +100,7 @@ async fn write(state: &Rc<CoreState>, cmd: Command) -> Result<(), Refusal> {
         .meta
         .write(cmd)
         .await
-        .map_err(|e| (e.kafka_error_code(), e.to_string()))?;
+        .map_err(|e| (codes::for_meta_error(&e), e.to_string()))?;
     wait_all_cores(state, applied.log_index).await;
     Ok(())
 }
@@ -229,13 +217,12 @@ pub async fn attach(
         async move {
             let core = state.owner_core(&parent, p)?;
             let hwm = move |s: Rc<CoreState>| async move {
-                s.partition(&parent, p).map(|x| x.log.high_watermark())
+                s.partition(&parent, p).map(|x| x.log().high_watermark())
             };
-            if core == state.core {
-                hwm(state.clone()).await
-            } else {
-                state.shards.invoke_on(core, hwm).await.ok().flatten()
-            }
+            crate::route::on_core(&state, core, hwm)
+                .await
+                .ok()
+                .flatten()
         }
     });
     let offsets: Option<Vec<u64>> = join_all(reads).await.into_iter().collect();

@@ -2,7 +2,7 @@
 //! are there or `max_wait_ms` passes, woken by appends (no polling). Topics by name (v≤12) or
 //! by topic ID (v13+). A partition with no records carries an empty records field, never null.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -16,10 +16,10 @@ use super::str_bytes;
 use crate::codes;
 use crate::config::MAX_FETCH_WAIT_MS;
 use crate::core::CoreState;
+use crate::route::Scatter;
 
 #[derive(Clone)]
 struct ReadItem {
-    slot: (usize, usize),
     topic: String,
     partition: u32,
     offset: i64,
@@ -44,7 +44,7 @@ pub async fn handle(state: &Rc<CoreState>, version: i16, req: FetchRequest) -> F
     let read_committed = req.isolation_level == 1;
 
     let mut topics: Vec<FetchableTopicResponse> = Vec::with_capacity(req.topics.len());
-    let mut per_core: BTreeMap<usize, Vec<ReadItem>> = BTreeMap::new();
+    let mut scatter: Scatter<ReadItem> = Scatter::default();
     // A partition named twice is read once: the later copies answer empty.
     let mut seen: HashSet<(String, i32)> = HashSet::new();
     for (t, ft) in req.topics.into_iter().enumerate() {
@@ -70,13 +70,16 @@ pub async fn handle(state: &Rc<CoreState>, version: i16, req: FetchRequest) -> F
                 }
                 (Some(n), Some(core)) => {
                     parts.push(partition_error(fp.partition, codes::NONE));
-                    per_core.entry(core).or_default().push(ReadItem {
-                        slot: (t, p),
-                        topic: n.clone(),
-                        partition: fp.partition as u32,
-                        offset: fp.fetch_offset,
-                        max_bytes: (fp.partition_max_bytes.max(0) as usize).min(max_bytes),
-                    });
+                    scatter.push(
+                        core,
+                        (t, p),
+                        ReadItem {
+                            topic: n.clone(),
+                            partition: fp.partition as u32,
+                            offset: fp.fetch_offset,
+                            max_bytes: (fp.partition_max_bytes.max(0) as usize).min(max_bytes),
+                        },
+                    );
                 }
             }
         }
@@ -90,39 +93,24 @@ pub async fn handle(state: &Rc<CoreState>, version: i16, req: FetchRequest) -> F
     }
 
     loop {
-        let rounds = per_core
-            .iter()
-            .map(|(&core, items)| read_on(state, core, items.clone(), max_bytes));
+        let results = scatter
+            .gather(state, move |s, items| read_local(s, items, max_bytes))
+            .await;
         let mut total = 0usize;
         let mut errors = false;
-        for results in join_all(rounds).await {
-            for ((t, p), data) in results {
-                total += data.records.as_ref().map_or(0, |r| r.len());
-                errors |= data.error_code != codes::NONE;
-                topics[t].partitions[p] = data;
-            }
+        for ((t, p), r) in results {
+            let index = topics[t].partitions[p].partition_index;
+            let data = r.unwrap_or_else(|_| partition_error(index, codes::NOT_LEADER_OR_FOLLOWER));
+            total += data.records.as_ref().map_or(0, |r| r.len());
+            errors |= data.error_code != codes::NONE;
+            topics[t].partitions[p] = data;
         }
-        if per_core.is_empty() || total >= min_bytes || errors || Instant::now() >= deadline {
+        if scatter.is_empty() || total >= min_bytes || errors || Instant::now() >= deadline {
             break;
         }
-        let waits = per_core.iter().map(|(&core, items)| {
-            let targets: Vec<(String, u32, i64)> = items
-                .iter()
-                .map(|i| (i.topic.clone(), i.partition, i.offset))
-                .collect();
-            let state = state.clone();
-            async move {
-                if core == state.core {
-                    wait_local(state.clone(), targets, deadline).await;
-                } else {
-                    let _ = state
-                        .shards
-                        .invoke_on(core, move |s| wait_local(s, targets, deadline))
-                        .await;
-                }
-            }
-        });
-        first_of(waits).await;
+        scatter
+            .first(state, move |s, items| wait_local(s, items, deadline))
+            .await;
     }
 
     // The response's max_bytes: whole partitions in request order; the first non-empty one is
@@ -144,34 +132,6 @@ pub async fn handle(state: &Rc<CoreState>, version: i16, req: FetchRequest) -> F
     FetchResponse::default().with_responses(topics)
 }
 
-async fn read_on(
-    state: &Rc<CoreState>,
-    core: usize,
-    items: Vec<ReadItem>,
-    budget_bytes: usize,
-) -> Vec<((usize, usize), PartitionData)> {
-    if core == state.core {
-        return read_local(state.clone(), items, budget_bytes).await;
-    }
-    let slots: Vec<((usize, usize), u32)> = items.iter().map(|i| (i.slot, i.partition)).collect();
-    match state
-        .shards
-        .invoke_on(core, move |s| read_local(s, items, budget_bytes))
-        .await
-    {
-        Ok(r) => r,
-        Err(_) => slots
-            .into_iter()
-            .map(|(slot, p)| {
-                (
-                    slot,
-                    partition_error(p as i32, codes::NOT_LEADER_OR_FOLLOWER),
-                )
-            })
-            .collect(),
-    }
-}
-
 /// Reads this core's partitions of a request, at most `budget_bytes` in all (the first
 /// non-empty partition may exceed it by its first batch, as Kafka allows): nothing is read that
 /// the response could not carry. When the partitions' own limits add up to no more than the
@@ -181,7 +141,7 @@ async fn read_local(
     state: Rc<CoreState>,
     items: Vec<ReadItem>,
     budget_bytes: usize,
-) -> Vec<((usize, usize), PartitionData)> {
+) -> Vec<PartitionData> {
     let asked: usize = items
         .iter()
         .map(|i| i.max_bytes.max(1))
@@ -191,7 +151,7 @@ async fn read_local(
             let state = state.clone();
             async move {
                 let limit = item.max_bytes.max(1);
-                (item.slot, read_one(&state, &item, limit).await.0)
+                read_one(&state, &item, limit).await.0
             }
         });
         return join_all(reads).await;
@@ -206,7 +166,7 @@ async fn read_local(
         };
         let (data, read) = read_one(&state, &item, limit).await;
         used += read;
-        out.push((item.slot, data));
+        out.push(data);
     }
     out
 }
@@ -218,7 +178,7 @@ async fn read_one(state: &Rc<CoreState>, item: &ReadItem, limit: usize) -> (Part
     let Some(part) = state.partition(&item.topic, item.partition) else {
         return (partition_error(index, codes::NOT_LEADER_OR_FOLLOWER), 0);
     };
-    let log = &part.log;
+    let log = part.log();
     let hwm = log.high_watermark() as i64;
     let start = log.log_start_offset() as i64;
     let base = partition_error(index, codes::NONE)
@@ -260,31 +220,22 @@ pub fn response_cap_bytes(req: &FetchRequest, cfg: &crate::config::BrokerConfig)
     }
 }
 
-/// Records in stored batches (walking their headers).
-fn count_records(mut b: &[u8]) -> u64 {
-    let mut n = 0;
-    while let Some(size) = engine::batch::declared_size(b) {
-        let size = size as usize;
-        if size > b.len() || size == 0 {
-            break;
-        }
-        if let Ok(h) = engine::batch::parse_header(&b[..size]) {
-            n += h.records_count.max(0) as u64;
-        }
-        b = &b[size..];
-    }
-    n
+/// Records in stored batches.
+fn count_records(b: &[u8]) -> u64 {
+    engine::batch::stored_batches(b)
+        .map(|(h, _)| h.records_count.max(0) as u64)
+        .sum()
 }
 
 /// Returns when any of the partitions (on this core) has data past its fetch offset, or at
 /// the deadline.
-async fn wait_local(state: Rc<CoreState>, targets: Vec<(String, u32, i64)>, deadline: Instant) {
-    let logs: Vec<(Rc<engine::PartitionLog>, u64)> = targets
+async fn wait_local(state: Rc<CoreState>, items: Vec<ReadItem>, deadline: Instant) {
+    let logs: Vec<(Rc<engine::PartitionLog>, u64)> = items
         .iter()
-        .filter_map(|(t, p, o)| {
+        .filter_map(|i| {
             state
-                .partition(t, *p)
-                .map(|part| (part.log.clone(), (*o).max(0) as u64))
+                .partition(&i.topic, i.partition)
+                .map(|part| (part.log().clone(), i.offset.max(0) as u64))
         })
         .collect();
     if logs.is_empty() {

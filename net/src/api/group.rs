@@ -33,19 +33,16 @@ use kafka_protocol::messages::{
 };
 
 use super::str_bytes;
-use crate::codes;
-use crate::core::CoreState;
-use crate::group::state::{
-    JoinArgs, JoinResult, Reply, SyncResult, COORDINATOR_NOT_AVAILABLE, UNKNOWN_MEMBER_ID,
+use crate::codes::{
+    self, COORDINATOR_NOT_AVAILABLE, GROUP_ID_NOT_FOUND, INVALID_GROUP_ID, NON_EMPTY_GROUP,
+    OFFSET_METADATA_TOO_LARGE, UNKNOWN_MEMBER_ID,
 };
+use crate::core::CoreState;
+use crate::group::state::{JoinArgs, JoinResult, Reply, SyncResult};
 use crate::group::{
     self, Committed, GroupEntry, GroupState, MAX_OFFSET_METADATA_BYTES, OFFSETS_TOPIC,
 };
 
-pub const INVALID_GROUP_ID: i16 = 24;
-pub const OFFSET_METADATA_TOO_LARGE: i16 = 12;
-pub const NON_EMPTY_GROUP: i16 = 68;
-pub const GROUP_ID_NOT_FOUND: i16 = 69;
 const KEY_TYPE_GROUP: i8 = 0;
 
 fn now_ms() -> i64 {
@@ -68,12 +65,7 @@ where
     let Some((partition, core)) = state.group_coordinator(group) else {
         return Err(COORDINATOR_NOT_AVAILABLE);
     };
-    if core == state.core {
-        return Ok(f(state.clone(), partition).await);
-    }
-    state
-        .shards
-        .invoke_on(core, move |s| f(s, partition))
+    crate::route::on_core(state, core, move |s| f(s, partition))
         .await
         .map_err(|_| COORDINATOR_NOT_AVAILABLE)
 }
@@ -89,7 +81,7 @@ fn with_group<R>(
     let mut groups = state.groups.borrow_mut();
     if !groups.contains_key(id) && groups.len() >= crate::group::MAX_GROUPS_PER_CORE {
         tracing::warn!(group = %id, limit = crate::group::MAX_GROUPS_PER_CORE, "group refused: this core coordinates the most groups it may (MAX_GROUPS_PER_CORE)");
-        return Err(crate::group::state::GROUP_MAX_SIZE_REACHED);
+        return Err(codes::GROUP_MAX_SIZE_REACHED);
     }
     let entry = groups
         .entry(id.to_string())
@@ -388,7 +380,7 @@ async fn persist_offsets(
             timestamp_ms: now,
         }
     }));
-    part.log
+    part.log()
         .append(&batch, Durability::Sync)
         .await
         .map_err(|e| {
@@ -689,11 +681,9 @@ pub async fn list_groups(
                     })
                     .collect::<Vec<_>>()
             };
-            if core == state.core {
-                list(state.clone()).await
-            } else {
-                state.shards.invoke_on(core, list).await.unwrap_or_default()
-            }
+            crate::route::on_core(&state, core, list)
+                .await
+                .unwrap_or_default()
         }
     });
     let mut groups: Vec<ListedGroup> = join_all(per_core)

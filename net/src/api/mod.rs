@@ -10,10 +10,11 @@ mod produce;
 use std::rc::Rc;
 
 use kafka_protocol::messages::api_versions_response::ApiVersion;
-use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, RequestKind, ResponseKind};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsResponse, RequestHeader, RequestKind, ResponseKind,
+};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::conn::Request;
 use crate::core::CoreState;
 
 /// Advertised version ranges, each within what the codec (kafka-protocol 0.18, Kafka 4.1's
@@ -97,6 +98,15 @@ mod tests {
             }
         }
     }
+}
+
+/// A decoded request, ready for a handler.
+pub struct Request {
+    pub header: RequestHeader,
+    pub api_key: ApiKey,
+    pub body: RequestKind,
+    /// The client's address as Kafka shows it (`/host`).
+    pub peer: String,
 }
 
 pub fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {

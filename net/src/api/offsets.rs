@@ -1,6 +1,5 @@
 //! ListOffsets (earliest, latest, by timestamp) and InitProducerId.
 
-use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use engine::join::join_all;
@@ -15,6 +14,7 @@ use kafka_protocol::messages::{
 use super::str_bytes;
 use crate::codes;
 use crate::core::CoreState;
+use crate::route::Scatter;
 
 const LATEST_TIMESTAMP: i64 = -1;
 const EARLIEST_TIMESTAMP: i64 = -2;
@@ -25,8 +25,8 @@ const EARLIEST_LOCAL_TIMESTAMP: i64 = -4;
 /// ListOffsets v9+ (KIP-1005): the latest tiered offset; without tiered storage, -1.
 const LATEST_TIERED_TIMESTAMP: i64 = -5;
 
+#[derive(Clone)]
 struct Lookup {
-    slot: (usize, usize),
     topic: String,
     partition: u32,
     timestamp: i64,
@@ -46,7 +46,7 @@ pub async fn list_offsets(
     req: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
     let mut topics = Vec::with_capacity(req.topics.len());
-    let mut per_core: BTreeMap<usize, Vec<Lookup>> = BTreeMap::new();
+    let mut scatter: Scatter<Lookup> = Scatter::default();
     for (t, topic) in req.topics.into_iter().enumerate() {
         let name = topic.name.0.to_string();
         let mut parts = Vec::new();
@@ -61,12 +61,15 @@ pub async fn list_offsets(
                 )),
                 Some(core) => {
                     parts.push(answer(lp.partition_index, codes::NONE));
-                    per_core.entry(core).or_default().push(Lookup {
-                        slot: (t, p),
-                        topic: name.clone(),
-                        partition: lp.partition_index as u32,
-                        timestamp: lp.timestamp,
-                    });
+                    scatter.push(
+                        core,
+                        (t, p),
+                        Lookup {
+                            topic: name.clone(),
+                            partition: lp.partition_index as u32,
+                            timestamp: lp.timestamp,
+                        },
+                    );
                 }
             }
         }
@@ -76,34 +79,13 @@ pub async fn list_offsets(
                 .with_partitions(parts),
         );
     }
-    let groups = per_core.into_iter().map(|(core, items)| {
-        let state = state.clone();
-        async move {
-            if core == state.core {
-                lookup_local(state.clone(), items).await
-            } else {
-                let slots: Vec<((usize, usize), i32)> =
-                    items.iter().map(|i| (i.slot, i.partition as i32)).collect();
-                state
-                    .shards
-                    .invoke_on(core, move |s| lookup_local(s, items))
-                    .await
-                    .unwrap_or_else(|_| {
-                        slots
-                            .into_iter()
-                            .map(|(slot, p)| (slot, answer(p, codes::NOT_LEADER_OR_FOLLOWER)))
-                            .collect()
-                    })
-            }
+    for ((t, p), r) in scatter.gather(state, lookup_local).await {
+        let index = topics[t].partitions[p].partition_index;
+        let mut r = r.unwrap_or_else(|_| answer(index, codes::NOT_LEADER_OR_FOLLOWER));
+        if version < 4 {
+            r.leader_epoch = -1;
         }
-    });
-    for results in join_all(groups).await {
-        for ((t, p), mut r) in results {
-            if version < 4 {
-                r.leader_epoch = -1;
-            }
-            topics[t].partitions[p] = r;
-        }
+        topics[t].partitions[p] = r;
     }
     ListOffsetsResponse::default().with_topics(topics)
 }
@@ -111,15 +93,15 @@ pub async fn list_offsets(
 async fn lookup_local(
     state: Rc<CoreState>,
     items: Vec<Lookup>,
-) -> Vec<((usize, usize), ListOffsetsPartitionResponse)> {
+) -> Vec<ListOffsetsPartitionResponse> {
     let futs = items.into_iter().map(|item| {
         let state = state.clone();
         async move {
             let index = item.partition as i32;
             let Some(part) = state.partition(&item.topic, item.partition) else {
-                return (item.slot, answer(index, codes::NOT_LEADER_OR_FOLLOWER));
+                return answer(index, codes::NOT_LEADER_OR_FOLLOWER);
             };
-            let log = &part.log;
+            let log = part.log();
             let r = match item.timestamp {
                 LATEST_TIMESTAMP => {
                     answer(index, codes::NONE).with_offset(log.high_watermark() as i64)
@@ -147,7 +129,7 @@ async fn lookup_local(
                 },
                 _ => answer(index, codes::INVALID_REQUEST),
             };
-            (item.slot, r.with_leader_epoch(0))
+            r.with_leader_epoch(0)
         }
     });
     join_all(futs).await

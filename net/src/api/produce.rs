@@ -2,7 +2,6 @@
 //! checks), gather the answers in request order. acks=1 and acks=all answer only after the
 //! fdatasync that covers the batch; acks=0 sends no response at all.
 
-use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use bytes::Bytes;
@@ -13,11 +12,11 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use super::str_bytes;
 use crate::codes;
 use crate::core::CoreState;
-use crate::idempotence::SeqCheck;
+use crate::route::Scatter;
 
 /// One partition's part of a produce request, sent to its owner core.
+#[derive(Clone)]
 struct Item {
-    slot: (usize, usize),
     topic: String,
     partition: i32,
     records: Option<Bytes>,
@@ -40,7 +39,7 @@ pub async fn handle(
 ) -> Option<ProduceResponse> {
     let acks = req.acks;
     let mut responses: Vec<TopicProduceResponse> = Vec::with_capacity(req.topic_data.len());
-    let mut per_core: BTreeMap<usize, Vec<Item>> = BTreeMap::new();
+    let mut scatter: Scatter<Item> = Scatter::default();
     // Produce below v3 never gets here: the connection refuses what the codec cannot read.
     let refuse_all = if req.transactional_id.is_some() {
         Some((
@@ -106,12 +105,15 @@ pub async fn handle(
                             Some(format!("unknown topic or partition {name}/{}", data.index)),
                         )
                     }
-                    Some(core) => per_core.entry(core).or_default().push(Item {
-                        slot: (t, p),
-                        topic: name.clone(),
-                        partition: data.index,
-                        records: data.records,
-                    }),
+                    Some(core) => scatter.push(
+                        core,
+                        (t, p),
+                        Item {
+                            topic: name.clone(),
+                            partition: data.index,
+                            records: data.records,
+                        },
+                    ),
                 }
             }
             parts.push(resp);
@@ -129,60 +131,29 @@ pub async fn handle(
     } else {
         Durability::Sync
     };
-    let groups = per_core.into_iter().map(|(core, items)| {
-        let state = state.clone();
-        async move {
-            if core == state.core {
-                produce_local(state.clone(), items, durability).await
-            } else {
-                let slots: Vec<(usize, usize, i32)> = items
-                    .iter()
-                    .map(|i| (i.slot.0, i.slot.1, i.partition))
-                    .collect();
-                match state
-                    .shards
-                    .invoke_on(core, move |s| produce_local(s, items, durability))
-                    .await
-                {
-                    Ok(r) => r,
-                    Err(e) => slots
-                        .into_iter()
-                        .map(|(t, p, part)| {
-                            (
-                                (t, p),
-                                answer(part, codes::NOT_LEADER_OR_FOLLOWER, Some(e.to_string())),
-                            )
-                        })
-                        .collect(),
-                }
-            }
-        }
-    });
-    for results in engine::join::join_all(groups).await {
-        for ((t, p), r) in results {
-            responses[t].partition_responses[p] = r;
-        }
+    let results = scatter
+        .gather(state, move |s, items| produce_local(s, items, durability))
+        .await;
+    for ((t, p), r) in results {
+        let part = responses[t].partition_responses[p].index;
+        responses[t].partition_responses[p] =
+            r.unwrap_or_else(|e| answer(part, codes::NOT_LEADER_OR_FOLLOWER, Some(e.to_string())));
     }
     if acks == 0 {
         return None;
     }
-    let _ = version;
     Some(ProduceResponse::default().with_responses(responses))
 }
 
-/// Appends the items on this (their owner) core, concurrently.
+/// Appends the items on this (their owner) core, concurrently; one answer per item.
 async fn produce_local(
     state: Rc<CoreState>,
     items: Vec<Item>,
     durability: Durability,
-) -> Vec<((usize, usize), PartitionProduceResponse)> {
-    let futs = items.into_iter().map(|item| {
-        let state = state.clone();
-        async move {
-            let slot = item.slot;
-            (slot, append_one(&state, item, durability).await)
-        }
-    });
+) -> Vec<PartitionProduceResponse> {
+    let futs = items
+        .into_iter()
+        .map(|item| append_one(&state, item, durability));
     engine::join::join_all(futs).await
 }
 
@@ -206,76 +177,31 @@ async fn append_one(
         return answer(index, codes::INVALID_RECORD, Some("null records".into()));
     };
     // Exactly one v2 batch per partition (Kafka refuses more from Produce v3 on).
-    let valid = match engine::batch::ValidBatch::new(&records, part.log.max_batch_bytes()) {
+    let valid = match engine::batch::ValidBatch::new(&records, part.log().max_batch_bytes()) {
         Ok(v) => v,
         Err(e) => {
             let declared = engine::batch::declared_size(&records).unwrap_or(0);
             let code = if declared > 0 && (declared as usize) < records.len() {
                 codes::INVALID_RECORD
             } else {
-                codes::for_log_error(&engine::LogError::InvalidBatch {
-                    dir: String::new(),
-                    source: e.clone(),
-                })
+                codes::for_batch_error(&e)
             };
             return answer(index, code, Some(format!("{}/{index}: {e}", item.topic)));
         }
     };
-    let header = *valid.header();
-    let check = part.producers.borrow().check(&header);
-    match check {
-        SeqCheck::Append => {}
-        SeqCheck::Duplicate {
-            base_offset,
-            last_offset,
-        } => {
-            // A retry: acknowledge the original, once it is durable.
-            if let Err(e) = part.log.sync_to(last_offset + 1).await {
-                return answer(index, codes::for_log_error(&e), Some(e.to_string()));
+    let count = valid.header().records_count.max(0) as u64;
+    match part.produce(valid, durability).await {
+        Ok(stored) => {
+            if !stored.duplicate {
+                let m = &state.metrics;
+                crate::metrics::CoreMetrics::add(&m.records_in, count);
+                crate::metrics::CoreMetrics::add(&m.record_bytes_in, records.len() as u64);
             }
-            return answer(index, codes::NONE, None)
-                .with_base_offset(base_offset as i64)
-                .with_log_start_offset(part.log.log_start_offset() as i64);
-        }
-        SeqCheck::OutOfOrder { expected, got } => {
-            return answer(
-                index,
-                codes::OUT_OF_ORDER_SEQUENCE_NUMBER,
-                Some(format!(
-                    "producer {} expected sequence {expected}, got {got}",
-                    header.producer_id
-                )),
-            )
-        }
-        SeqCheck::FencedEpoch { current, got } => {
-            return answer(
-                index,
-                codes::INVALID_PRODUCER_EPOCH,
-                Some(format!(
-                    "producer {} epoch {got} is older than {current}",
-                    header.producer_id
-                )),
-            )
-        }
-    }
-    // Record the sequence before the append awaits, so the next pipelined batch of this
-    // producer sees it.
-    part.producers
-        .borrow_mut()
-        .record(&header, part.log.log_end_offset());
-    match part.log.append_valid(valid, durability).await {
-        Ok(info) => {
-            part.producers
-                .borrow_mut()
-                .set_offsets(&header, info.base_offset);
-            let m = &state.metrics;
-            crate::metrics::CoreMetrics::add(&m.records_in, header.records_count.max(0) as u64);
-            crate::metrics::CoreMetrics::add(&m.record_bytes_in, records.len() as u64);
             answer(index, codes::NONE, None)
-                .with_base_offset(info.base_offset as i64)
-                .with_log_append_time_ms(info.log_append_time_ms.unwrap_or(-1))
-                .with_log_start_offset(part.log.log_start_offset() as i64)
+                .with_base_offset(stored.base_offset as i64)
+                .with_log_append_time_ms(stored.log_append_time_ms.unwrap_or(-1))
+                .with_log_start_offset(part.log().log_start_offset() as i64)
         }
-        Err(e) => answer(index, codes::for_log_error(&e), Some(e.to_string())),
+        Err(e) => answer(index, codes::for_partition_error(&e), Some(e.to_string())),
     }
 }

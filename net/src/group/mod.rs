@@ -146,15 +146,8 @@ pub fn replay(
     initial_rebalance_delay: Duration,
 ) -> usize {
     let mut applied = 0;
-    let mut buf = Bytes::copy_from_slice(bytes);
-    while buf.remaining() >= 12 {
-        let Some(size) = engine::batch::declared_size(&buf) else {
-            break;
-        };
-        if size as usize > buf.remaining() || size <= 0 {
-            break;
-        }
-        let mut one = buf.split_to(size as usize);
+    for (_, stored) in engine::batch::stored_batches(bytes) {
+        let mut one = Bytes::copy_from_slice(stored);
         let Ok(set) = RecordBatchDecoder::decode(&mut one) else {
             tracing::warn!("undecodable batch in {OFFSETS_TOPIC}; skipped");
             continue;

@@ -12,23 +12,17 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use crate::codes;
-
-pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-pub const ILLEGAL_GENERATION: i16 = 22;
-pub const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
-pub const UNKNOWN_MEMBER_ID: i16 = 25;
-pub const INVALID_SESSION_TIMEOUT: i16 = 26;
-pub const REBALANCE_IN_PROGRESS: i16 = 27;
-pub const MEMBER_ID_REQUIRED: i16 = 79;
-pub const FENCED_INSTANCE_ID: i16 = 82;
+use crate::codes::{
+    self, COORDINATOR_NOT_AVAILABLE, FENCED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED,
+    ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL, INVALID_SESSION_TIMEOUT, MEMBER_ID_REQUIRED,
+    REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID,
+};
 
 /// Kafka's `group.min.session.timeout.ms` and `group.max.session.timeout.ms`.
 pub const MIN_SESSION_TIMEOUT_MS: i32 = 1_000;
 pub const MAX_SESSION_TIMEOUT_MS: i32 = 1_800_000;
 /// Members one group may hold (Kafka's `group.max.size` default is unbounded; we bound it).
 pub const MAX_GROUP_MEMBERS: usize = 10_000;
-pub const GROUP_MAX_SIZE_REACHED: i16 = 81;
 /// Bytes of the client id kept as a generated member id's prefix.
 pub const MEMBER_ID_PREFIX_MAX_BYTES: usize = 64;
 

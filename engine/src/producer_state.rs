@@ -4,7 +4,8 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use engine::batch::BatchHeader;
+use crate::batch::BatchHeader;
+use crate::log::{LogError, PartitionLog};
 
 /// Batches remembered per producer (Kafka's `max.in.flight.requests.per.connection` limit for
 /// idempotence is 5).
@@ -152,21 +153,22 @@ impl ProducerStates {
     }
 }
 
-impl ProducerStates {
-    /// Corrects the offsets recorded for `h` once its append has placed it (other appends may
-    /// have gone first while it waited).
-    pub fn set_offsets(&mut self, h: &BatchHeader, base_offset: u64) {
-        if let Some(p) = self.producers.get_mut(&h.producer_id) {
-            if let Some(b) = p
-                .batches
-                .iter_mut()
-                .find(|b| b.first_seq == h.base_sequence && b.last_seq == last_seq(h))
-            {
-                b.base_offset = base_offset;
-                b.last_offset = base_offset + h.last_offset_delta as u64;
-            }
-        }
-    }
+/// How far back (in offsets) a partition's producer state is rebuilt from its log on open.
+pub const PRODUCER_STATE_REBUILD_OFFSETS: u64 = 200_000;
+/// Bytes read per step while rebuilding producer state.
+const REBUILD_READ_BYTES: usize = 1 << 20;
+
+/// Rebuilds idempotent-producer state from the last `PRODUCER_STATE_REBUILD_OFFSETS` of a log.
+pub async fn rebuild(log: &PartitionLog) -> Result<ProducerStates, LogError> {
+    let mut states = ProducerStates::default();
+    let from = log
+        .high_watermark()
+        .saturating_sub(PRODUCER_STATE_REBUILD_OFFSETS);
+    log.for_each_batch(from, u64::MAX, REBUILD_READ_BYTES, |h, _| {
+        states.record(h, h.base_offset as u64)
+    })
+    .await?;
+    Ok(states)
 }
 
 #[cfg(test)]

@@ -1,0 +1,276 @@
+//! Admission in arrival order and the synchronous part of an append.
+
+use std::rc::Rc;
+
+use super::{AppendInfo, Durability, LogError, PartitionLog};
+use crate::batch::{self, BatchError, BatchHeader};
+use crate::config::TimestampType;
+use crate::io::SegmentFile;
+
+/// An append's place in the arrival order of its partition. Batches go into the log in the
+/// order `append` was called (a connection's pipelined produce requests keep their order),
+/// whatever waits (a roll, backpressure) some of them meet on the way. A ticket dropped
+/// without appending (an error, a cancelled caller) lets the next one in.
+pub(super) struct Ticket<'a> {
+    log: &'a PartitionLog,
+    n: u64,
+    used: bool,
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        if self.used {
+            return;
+        }
+        let mut st = self.log.st.borrow_mut();
+        if st.admit_ticket == self.n {
+            st.advance_admission();
+        } else {
+            st.abandoned_tickets.insert(self.n);
+        }
+        st.notify();
+    }
+}
+
+/// Why `append_admitted` did not append: the log refused, or the caller's `admit` check did.
+#[derive(Debug)]
+pub enum AdmitError<R> {
+    Log(LogError),
+    Refused(R),
+}
+
+impl<R> From<LogError> for AdmitError<R> {
+    fn from(e: LogError) -> Self {
+        AdmitError::Log(e)
+    }
+}
+
+pub(super) enum AppendStep {
+    Wait(u64),
+    Roll,
+    Drain(u64),
+    /// Preallocate these files to these sizes before admitting the batch.
+    Reserve(Vec<(Rc<SegmentFile>, u64)>),
+    Ready,
+}
+
+impl PartitionLog {
+    /// Appends one Kafka RecordBatch v2 as the producer sent it. Validates it, assigns its base
+    /// offset and commit time, and with `Durability::Sync` completes only after the fdatasync
+    /// that covers it.
+    pub async fn append(
+        self: &Rc<Self>,
+        batch: &[u8],
+        durability: Durability,
+    ) -> Result<AppendInfo, LogError> {
+        let max_bytes = self.max_batch_bytes();
+        let valid =
+            batch::ValidBatch::new(batch, max_bytes).map_err(|source| LogError::InvalidBatch {
+                dir: self.dir_name(),
+                source,
+            })?;
+        self.append_valid(valid, durability).await
+    }
+
+    /// `append` for a batch the caller already validated.
+    pub async fn append_valid(
+        self: &Rc<Self>,
+        valid: batch::ValidBatch<'_>,
+        durability: Durability,
+    ) -> Result<AppendInfo, LogError> {
+        let admit_all = |_base: u64| Ok::<(), std::convert::Infallible>(());
+        self.append_admitted(valid, durability, admit_all)
+            .await
+            .map_err(|e| match e {
+                AdmitError::Log(e) => e,
+                AdmitError::Refused(never) => match never {},
+            })
+    }
+
+    /// `append_valid` with a last check at admission: when the batch's turn in the arrival
+    /// order comes and everything it waited for (a roll, backpressure, space) is done, `admit`
+    /// is called with the base offset the batch is about to get, and the batch goes into the
+    /// log in the same step, with no await in between, or not at all if `admit` refuses. So
+    /// state that must change with the log (idempotent-producer sequences) is checked against
+    /// every earlier batch and recorded only for a batch that is in the log.
+    pub async fn append_admitted<R>(
+        self: &Rc<Self>,
+        valid: batch::ValidBatch<'_>,
+        durability: Durability,
+        admit: impl FnOnce(u64) -> Result<(), R>,
+    ) -> Result<AppendInfo, AdmitError<R>> {
+        let (batch, h) = (valid.bytes(), *valid.header());
+        // `ValidBatch::new` checked the size against the limit its caller had; the config may
+        // have changed since (an altered topic), so the log checks its own.
+        let max_bytes = self.max_batch_bytes();
+        if batch.len() > max_bytes {
+            return Err(AdmitError::Log(LogError::InvalidBatch {
+                dir: self.dir_name(),
+                source: BatchError::TooLarge {
+                    len: batch.len(),
+                    max_bytes,
+                },
+            }));
+        }
+        let mut ticket = {
+            let mut st = self.st.borrow_mut();
+            st.next_ticket += 1;
+            Ticket {
+                log: self,
+                n: st.next_ticket - 1,
+                used: false,
+            }
+        };
+        loop {
+            let step = self.append_step(&h, ticket.n)?;
+            match step {
+                AppendStep::Wait(gen) => self.wait_change(gen).await,
+                AppendStep::Roll => self.roll().await?,
+                AppendStep::Drain(target) => self.sync_to(target).await?,
+                AppendStep::Reserve(files) => self.reserve(files).await?,
+                AppendStep::Ready => break,
+            }
+        }
+        // No await from here to `append_now`: what `admit` saw is what the batch follows.
+        admit(self.log_end_offset()).map_err(AdmitError::Refused)?;
+        let info = self.append_now(batch, &h, ticket.n);
+        ticket.used = true;
+        match durability {
+            Durability::Sync => self.sync_to(info.last_offset + 1).await?,
+            Durability::Buffered => self.schedule_flush(),
+        }
+        Ok(info)
+    }
+
+    pub(super) fn append_step(&self, h: &BatchHeader, ticket: u64) -> Result<AppendStep, LogError> {
+        let st = self.st.borrow();
+        self.check_usable(&st)?;
+        if st.rolling || st.admit_ticket != ticket {
+            return Ok(AppendStep::Wait(st.change_gen));
+        }
+        let Some(a) = st.active.as_ref() else {
+            // A roll could not create the next segment (no disk space): try again.
+            return Ok(AppendStep::Roll);
+        };
+        let commit = self.core.now_ms().max(st.last_commit_time_ms);
+        let len = h.size_bytes as u64;
+        let non_empty = !a.entries.is_empty();
+        let too_big = non_empty && a.log.len() + len > self.config.borrow().segment_bytes;
+        let too_old = a
+            .first_commit_time_ms
+            .is_some_and(|first| commit - first >= self.config.borrow().segment_ms);
+        let offsets_full = st.next_offset + h.offset_count() - a.base_offset > u32::MAX as u64;
+        if too_big || too_old || offsets_full {
+            return Ok(AppendStep::Roll);
+        }
+        if a.log.unflushed_bytes() + len > self.config.borrow().max_unflushed_bytes {
+            return Ok(AppendStep::Drain(st.next_offset));
+        }
+        let reserve: Vec<(Rc<SegmentFile>, u64)> = [
+            (&a.log, len),
+            (&a.index, crate::index::OFFSET_ENTRY_BYTES as u64),
+            (&a.time_index, crate::index::TIME_ENTRY_BYTES as u64),
+        ]
+        .into_iter()
+        .filter_map(|(ap, extra)| {
+            ap.reservation_needed(extra)
+                .map(|to| (ap.file().clone(), to))
+        })
+        .collect();
+        if !reserve.is_empty() {
+            return Ok(AppendStep::Reserve(reserve));
+        }
+        Ok(AppendStep::Ready)
+    }
+
+    /// Preallocates the active segment's files for the next batch. A refusal (a full disk)
+    /// wrote nothing: the batch is refused with `NoSpace` and the log stays usable.
+    pub(super) async fn reserve(&self, files: Vec<(Rc<SegmentFile>, u64)>) -> Result<(), LogError> {
+        for (file, to) in files {
+            if let Err(e) = file.preallocate(to).await {
+                tracing::warn!(dir = %self.dir.display(), error = %e, "preallocation refused; batch not stored");
+                return Err(LogError::NoSpace {
+                    dir: self.dir_name(),
+                    cause: e.to_string(),
+                });
+            }
+            let mut st = self.st.borrow_mut();
+            if let Some(a) = st.active.as_mut() {
+                for ap in [&mut a.log, &mut a.index, &mut a.time_index] {
+                    if Rc::ptr_eq(ap.file(), &file) {
+                        ap.reserved(to);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The synchronous part of an append: offsets, commit time, bytes into the tail, index.
+    pub(super) fn append_now(&self, batch: &[u8], h: &BatchHeader, ticket: u64) -> AppendInfo {
+        let mut st = self.st.borrow_mut();
+        assert_eq!(
+            st.admit_ticket, ticket,
+            "batches enter the log in arrival order"
+        );
+        assert!(!st.rolling, "no append while the segment set changes");
+        let base = st.next_offset;
+        let commit = self.core.now_ms().max(st.last_commit_time_ms);
+        assert!(
+            commit >= st.last_commit_time_ms,
+            "commit time never decreases"
+        );
+        st.last_commit_time_ms = commit;
+        let epoch = st.leader_epoch;
+        let a = st
+            .active
+            .as_mut()
+            .expect("append_step saw an active segment");
+        let position = a.log.len();
+        let rel = base - a.base_offset;
+        assert!(
+            rel + h.offset_count() <= u32::MAX as u64
+                && position + batch.len() as u64 <= u32::MAX as u64
+        );
+        let log_append_time = self.config.borrow().timestamp_type == TimestampType::LogAppendTime;
+        let max_ts = if log_append_time {
+            let mut owned = batch.to_vec();
+            batch::set_base_offset(&mut owned, base as i64);
+            batch::set_leader_epoch(&mut owned, epoch);
+            batch::stamp_log_append_time(&mut owned, commit);
+            a.log.append(&owned);
+            commit
+        } else {
+            let mut head = [0u8; batch::MAGIC_POS];
+            head.copy_from_slice(&batch[..batch::MAGIC_POS]);
+            batch::set_base_offset(&mut head, base as i64);
+            batch::set_leader_epoch(&mut head, epoch);
+            a.log.append(&head);
+            a.log.append(&batch[batch::MAGIC_POS..]);
+            h.max_timestamp
+        };
+        a.push_batch(
+            rel as u32,
+            position as u32,
+            commit,
+            max_ts,
+            batch.len() as u64,
+            self.config.borrow().index_interval_bytes,
+        );
+        assert!(h.offset_count() >= 1, "a batch holds at least one offset");
+        st.next_offset = base + h.offset_count();
+        st.advance_admission();
+        if st.next_ticket > st.admit_ticket {
+            // Appends queued behind this one (they met a roll or backpressure) go next.
+            st.notify();
+        }
+        st.stats.appends += 1;
+        st.stats.bytes_appended += batch.len() as u64;
+        AppendInfo {
+            base_offset: base,
+            last_offset: st.next_offset - 1,
+            commit_time_ms: commit,
+            log_append_time_ms: log_append_time.then_some(commit),
+        }
+    }
+}

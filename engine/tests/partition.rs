@@ -1,0 +1,227 @@
+//! `Partition`: the idempotent-producer state changes with the log, never ahead of it. A batch
+//! the log refuses leaves the sequence state as it was; a retry of a stored batch is answered
+//! with the original's offsets, and only once the original is durable (a slow flush held by
+//! the fault injector); commit times come from the core's clock.
+
+mod common;
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use engine::batch::{self, ValidBatch};
+use engine::clock::ManualClock;
+use engine::io::FaultInjector;
+use engine::{CoreStorage, DataDir, Durability, LogError, Partition, PartitionError};
+
+/// `b` re-stamped as producer `pid`'s batch at epoch `epoch` starting at sequence `seq`.
+fn idempotent(mut b: Vec<u8>, pid: i64, epoch: i16, seq: i32) -> Vec<u8> {
+    b[batch::PRODUCER_ID_POS..batch::PRODUCER_ID_POS + 8].copy_from_slice(&pid.to_be_bytes());
+    b[batch::PRODUCER_EPOCH_POS..batch::PRODUCER_EPOCH_POS + 2]
+        .copy_from_slice(&epoch.to_be_bytes());
+    b[batch::BASE_SEQUENCE_POS..batch::BASE_SEQUENCE_POS + 4].copy_from_slice(&seq.to_be_bytes());
+    let crc = batch::compute_crc(&b);
+    b[batch::CRC_POS..batch::CRC_POS + 4].copy_from_slice(&crc.to_be_bytes());
+    b
+}
+
+async fn faulty_core(root: &std::path::Path) -> (Rc<CoreStorage>, Rc<FaultInjector>) {
+    let faults = FaultInjector::new();
+    let dd = Arc::new(DataDir::open(root).unwrap());
+    let core = CoreStorage::with_faults(dd, 4, faults.clone())
+        .await
+        .unwrap();
+    (core, faults)
+}
+
+async fn open_partition(core: &Rc<CoreStorage>, root: &std::path::Path) -> Rc<Partition> {
+    let config = small_config(1 << 20);
+    Partition::open(core, root.join("topics/t/p00000"), "inc-1", config)
+        .await
+        .expect("partition opens")
+        .0
+}
+
+async fn produce(p: &Partition, b: &[u8]) -> Result<engine::Produced, PartitionError> {
+    let valid = ValidBatch::new(b, usize::MAX).expect("valid batch");
+    p.produce(valid, Durability::Sync).await
+}
+
+#[test]
+fn a_refused_append_leaves_the_sequence_state_unchanged() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let core = core(dir.path(), 4).await;
+        let p = open_partition(&core, dir.path()).await;
+        let first = produce(&p, &idempotent(batch(0, 1, 10, 1), 7, 0, 0))
+            .await
+            .unwrap();
+        assert_eq!((first.base_offset, first.duplicate), (0, false));
+        // Sequence 1 is too large for the log (its limit is lower than the caller's check):
+        // refused, and nothing of it may be remembered.
+        let mut cfg = p.log().config();
+        cfg.max_batch_bytes = 2_000;
+        p.log().set_config(cfg).unwrap();
+        let big = produce(&p, &idempotent(batch(1, 1, 5_000, 1), 7, 0, 1)).await;
+        assert!(
+            matches!(big, Err(PartitionError::Log(LogError::InvalidBatch { .. }))),
+            "{big:?}"
+        );
+        // The same sequence again, small: a new batch, stored at offset 1.
+        let retry = produce(&p, &idempotent(batch(2, 1, 10, 1), 7, 0, 1))
+            .await
+            .unwrap();
+        assert_eq!((retry.base_offset, retry.duplicate), (1, false));
+        let stored = read_all(p.log(), 0).await;
+        assert_eq!(
+            stored.len(),
+            2,
+            "the partition holds every acknowledged batch"
+        );
+        // A gap and an old epoch are refused.
+        let gap = produce(&p, &idempotent(batch(3, 1, 10, 1), 7, 0, 5)).await;
+        assert!(
+            matches!(
+                gap,
+                Err(PartitionError::OutOfOrderSequence {
+                    expected: 2,
+                    got: 5,
+                    ..
+                })
+            ),
+            "{gap:?}"
+        );
+        produce(&p, &idempotent(batch(4, 1, 10, 1), 7, 1, 0))
+            .await
+            .unwrap();
+        let fenced = produce(&p, &idempotent(batch(5, 1, 10, 1), 7, 0, 2)).await;
+        assert!(
+            matches!(
+                fenced,
+                Err(PartitionError::FencedEpoch {
+                    current: 1,
+                    got: 0,
+                    ..
+                })
+            ),
+            "{fenced:?}"
+        );
+    });
+}
+
+#[test]
+fn a_duplicate_is_acknowledged_only_after_the_original_is_durable() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let (core, faults) = faulty_core(dir.path()).await;
+        let p = open_partition(&core, dir.path()).await;
+        let b0 = idempotent(batch(0, 3, 10, 1), 9, 0, 0);
+        let b1 = idempotent(batch(1, 2, 10, 1), 9, 0, 3);
+        faults.hold_syncs();
+        let done = Rc::new(Cell::new(0u32));
+        let spawn = |b: Vec<u8>| {
+            let (p, done) = (p.clone(), done.clone());
+            glommio::spawn_local(async move {
+                let r = produce(&p, &b).await;
+                done.set(done.get() + 1);
+                r
+            })
+        };
+        // The original, the next batch (pipelined) and a retry of the original, in that order.
+        let original = spawn(b0.clone());
+        let next = spawn(b1);
+        let retry = spawn(b0);
+        glommio::timer::sleep(Duration::from_millis(100)).await;
+        assert_eq!(done.get(), 0, "nothing is answered while the flush is held");
+        assert_eq!(p.log().high_watermark(), 0, "nothing is durable yet");
+        faults.release_syncs();
+        let (o, n, r) = (
+            original.await.unwrap(),
+            next.await.unwrap(),
+            retry.await.unwrap(),
+        );
+        assert_eq!((o.base_offset, o.last_offset, o.duplicate), (0, 2, false));
+        assert_eq!((n.base_offset, n.duplicate), (3, false));
+        assert_eq!((r.base_offset, r.last_offset, r.duplicate), (0, 2, true));
+        assert_eq!(p.log().high_watermark(), 5);
+        assert_eq!(
+            read_all(p.log(), 0).await.len(),
+            2,
+            "the retry was not stored"
+        );
+    });
+}
+
+#[test]
+fn producer_state_is_rebuilt_on_open_and_a_new_incarnation_starts_empty() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let core = core(dir.path(), 4).await;
+        let pdir = dir.path().join("topics/t/p00000");
+        let (p, _) = Partition::open(&core, pdir.clone(), "inc-1", small_config(1 << 20))
+            .await
+            .unwrap();
+        let b0 = idempotent(batch(0, 2, 10, 1), 11, 0, 0);
+        produce(&p, &b0).await.unwrap();
+        p.store_cursor_file("child", b"{}".to_vec()).await.unwrap();
+        assert_eq!(p.cursor_files().await.unwrap(), vec!["child".to_string()]);
+        p.close().await.unwrap();
+        drop(p);
+        let (p, _) = Partition::open(&core, pdir.clone(), "inc-1", small_config(1 << 20))
+            .await
+            .unwrap();
+        let again = produce(&p, &b0).await.unwrap();
+        assert!(again.duplicate, "the rebuilt state knows the stored batch");
+        assert_eq!(
+            p.load_cursor_file("child").await.unwrap().as_deref(),
+            Some(&b"{}"[..])
+        );
+        p.close().await.unwrap();
+        drop(p);
+        let (p, _) = Partition::open(&core, pdir, "inc-2", small_config(1 << 20))
+            .await
+            .unwrap();
+        assert_eq!(
+            p.log().log_end_offset(),
+            0,
+            "another incarnation's files are gone"
+        );
+        assert!(p.cursor_files().await.unwrap().is_empty());
+        p.close_and_delete().await.unwrap();
+        assert!(!dir.path().join("topics/t").exists());
+    });
+}
+
+#[test]
+fn commit_times_come_from_the_core_clock_and_never_decrease() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let core = core(dir.path(), 4).await;
+        let clock = Rc::new(ManualClock::new(1_000_000));
+        core.set_clock(clock.clone());
+        let (log, _) = open(&core, dir.path(), small_config(1 << 20)).await;
+        let a = log
+            .append(&batch(0, 1, 10, 1), Durability::Sync)
+            .await
+            .unwrap();
+        assert_eq!(a.commit_time_ms, 1_000_000);
+        clock.set(5);
+        let b = log
+            .append(&batch(1, 1, 10, 1), Durability::Sync)
+            .await
+            .unwrap();
+        assert_eq!(
+            b.commit_time_ms, 1_000_000,
+            "a clock step back does not move commit time back"
+        );
+        clock.advance(2_000_000);
+        let c = log
+            .append(&batch(2, 1, 10, 1), Durability::Sync)
+            .await
+            .unwrap();
+        assert_eq!(c.commit_time_ms, 2_000_005);
+        assert_eq!(log.commit_time_of(2).await.unwrap(), Some(2_000_005));
+    });
+}

@@ -1,0 +1,278 @@
+//! Keeps one core's partitions in step with the metastore: subscribe, open the partitions
+//! assigned to (this node, this core), close the rest, delete the files of deleted topics,
+//! follow config changes; the per-core loops (retention, group timers); a partition move's
+//! release and resume; the clean close at shutdown.
+
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+use std::time::Duration;
+
+use engine::{LogError, Partition, PartitionError};
+use meta::AppliedChange;
+
+use crate::core::{CoreState, OwnedPartition, PartitionKey};
+use crate::group::{self, OFFSETS_TOPIC};
+use crate::topic_config;
+
+/// Bytes read per step while replaying a `__consumer_offsets` partition.
+const OFFSETS_REPLAY_READ_BYTES: usize = 1 << 20;
+
+/// Why a partition was not opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("not served: the node's fd budget of {max_open} open partitions is full (fd limit {fd_limit}); raise the fd limit (ulimit -n) and restart, or delete partitions")]
+    FdBudget { max_open: usize, fd_limit: usize },
+    #[error(transparent)]
+    Partition(#[from] PartitionError),
+    #[error("replaying committed offsets: {0}")]
+    Replay(#[from] LogError),
+}
+
+/// Why the metastore could not be followed.
+#[derive(Debug, thiserror::Error)]
+#[error("subscribing to the metastore: {0}")]
+pub struct FollowError(#[from] meta::MetaError);
+
+impl CoreState {
+    /// Subscribes to the metastore, opens this core's partitions, then applies every change
+    /// as it arrives. Runs for the life of the core.
+    pub async fn start_meta_follower(self: &Rc<Self>) -> Result<(), FollowError> {
+        let (index, state, changes) = self.ctx.meta.subscribe().await?;
+        *self.meta.borrow_mut() = state;
+        self.reconcile().await;
+        self.set_applied(index);
+        let me = self.clone();
+        glommio::spawn_local(async move {
+            while let Ok(AppliedChange { log_index, change }) = changes.recv_async().await {
+                for name in deleted_topics(&change) {
+                    crate::api::group::forget_topic(&me, &name).await;
+                }
+                me.meta.borrow_mut().apply_change(&change);
+                me.reconcile().await;
+                me.set_applied(log_index);
+            }
+        })
+        .detach();
+        Ok(())
+    }
+
+    /// Opens the partitions the metadata assigns to this core and closes the others; deletes
+    /// the files of partitions whose topic is gone.
+    async fn reconcile(&self) {
+        let (desired, configs) = {
+            let m = self.meta.borrow();
+            let mut desired: HashMap<PartitionKey, String> = HashMap::new();
+            let mut configs = HashMap::new();
+            for (name, assignments) in &m.assignments {
+                let Some(topic) = m.topic(name) else { continue };
+                for (p, a) in assignments.iter().enumerate() {
+                    if a.node_id == self.node_id() && a.core_index as usize == self.core {
+                        desired.insert((name.clone(), p as u32), topic.incarnation_id.clone());
+                    }
+                }
+                configs.insert(name.clone(), topic.configs.clone());
+            }
+            (desired, configs)
+        };
+        let desired: HashMap<PartitionKey, String> = {
+            let mut moving = self.moving.borrow_mut();
+            moving.retain(|k| desired.contains_key(k));
+            desired
+                .into_iter()
+                .filter(|(k, _)| !moving.contains(k))
+                .collect()
+        };
+        let stale: Vec<(PartitionKey, Rc<OwnedPartition>)> = self
+            .partitions
+            .borrow()
+            .iter()
+            .filter(|(k, p)| desired.get(*k).map(String::as_str) != Some(p.incarnation()))
+            .map(|(k, p)| (k.clone(), p.clone()))
+            .collect();
+        for (key, p) in stale {
+            self.partitions.borrow_mut().remove(&key);
+            if key.0 == OFFSETS_TOPIC {
+                self.groups.borrow_mut().retain(|_, g| g.partition != key.1);
+            }
+            let topic_alive = self
+                .meta
+                .borrow()
+                .topic(&key.0)
+                .is_some_and(|t| t.incarnation_id == p.incarnation());
+            if topic_alive {
+                if let Err(e) = p.close().await {
+                    tracing::warn!(topic = %key.0, partition = key.1, error = %e, "closing partition");
+                }
+            } else {
+                match p.close_and_delete().await {
+                    Ok(()) => {
+                        tracing::info!(topic = %key.0, partition = key.1, core = self.core, "partition deleted")
+                    }
+                    Err(e) => {
+                        tracing::warn!(topic = %key.0, partition = key.1, error = %e, "removing deleted partition")
+                    }
+                }
+            }
+        }
+        let mut wanted: Vec<(PartitionKey, String)> = desired
+            .into_iter()
+            .filter(|(k, _)| !self.partitions.borrow().contains_key(k))
+            .collect();
+        wanted.sort();
+        for ((topic, index), incarnation) in wanted {
+            let cfg = configs.get(&topic).cloned().unwrap_or_default();
+            match self.open_partition(&topic, index, &incarnation, &cfg).await {
+                Ok(p) => {
+                    self.partitions
+                        .borrow_mut()
+                        .insert((topic, index), Rc::new(p));
+                }
+                Err(e) => {
+                    tracing::error!(%topic, partition = index, error = %e, "cannot open partition")
+                }
+            }
+        }
+        // Configs of open partitions follow the metadata.
+        for p in self.partitions.borrow().values() {
+            if let Some(cfg) = configs.get(&p.topic) {
+                if let Ok(lc) = topic_config::to_log_config(cfg, &self.ctx.config.log_defaults) {
+                    if let Err(e) = p.log().set_config(lc) {
+                        tracing::warn!(topic = %p.topic, error = %e, "applying topic config");
+                    }
+                }
+            }
+        }
+    }
+
+    async fn open_partition(
+        &self,
+        topic: &str,
+        index: u32,
+        incarnation: &str,
+        configs: &BTreeMap<String, String>,
+    ) -> Result<OwnedPartition, OpenError> {
+        let fd_slot = self.ctx.fd_budget.try_open().ok_or(OpenError::FdBudget {
+            max_open: self.ctx.fd_budget.max_open_partitions,
+            fd_limit: self.ctx.fd_budget.fd_limit,
+        })?;
+        let dir = self.ctx.data_dir.partition_dir(topic, index);
+        let log_config = topic_config::to_log_config(configs, &self.ctx.config.log_defaults)
+            .unwrap_or_else(|_| self.ctx.config.log_defaults.clone());
+        let (partition, summary) =
+            Partition::open(&self.storage, dir, incarnation, log_config).await?;
+        if topic == OFFSETS_TOPIC {
+            self.replay_offsets(&partition, index).await?;
+        }
+        let m = &self.metrics;
+        crate::metrics::CoreMetrics::add(&m.recovered_partitions, 1);
+        crate::metrics::CoreMetrics::add(
+            &m.recovery_segments_scanned,
+            summary.segments_scanned as u64,
+        );
+        crate::metrics::CoreMetrics::add(&m.recovery_truncations, summary.truncations.len() as u64);
+        tracing::info!(
+            core = self.core,
+            next_offset = summary.next_offset,
+            scanned = summary.segments_scanned,
+            truncated = summary.truncations.len(),
+            "partition {topic}/{index} opened on core {}",
+            self.core
+        );
+        Ok(OwnedPartition {
+            topic: topic.to_string(),
+            index,
+            partition,
+            _fd_slot: fd_slot,
+        })
+    }
+
+    /// Loads the committed offsets of the groups in one `__consumer_offsets` partition.
+    async fn replay_offsets(&self, partition: &Partition, index: u32) -> Result<(), LogError> {
+        let log = partition.log();
+        let delay = self.initial_rebalance_delay();
+        let mut records = 0;
+        log.for_each_batch(0, u64::MAX, OFFSETS_REPLAY_READ_BYTES, |_, batch| {
+            records += group::replay(&mut self.groups.borrow_mut(), batch, index, delay);
+        })
+        .await?;
+        tracing::info!(
+            partition = index,
+            records,
+            core = self.core,
+            "replayed committed offsets"
+        );
+        Ok(())
+    }
+
+    /// Drives the timers of this core's groups (session expiry, rebalance deadlines).
+    pub async fn group_tick_loop(self: Rc<Self>) {
+        loop {
+            glommio::timer::sleep(Duration::from_millis(group::GROUP_TICK_MS)).await;
+            let now = std::time::Instant::now();
+            let mut groups = self.groups.borrow_mut();
+            for g in groups.values_mut() {
+                g.group.tick(now);
+            }
+            // A group with nobody in it and nothing committed holds no state worth keeping.
+            groups.retain(|_, g| !(g.group.is_vacant() && g.offsets.is_empty()));
+        }
+    }
+
+    /// Applies retention to every partition of this core every `retention_check_interval_ms`.
+    pub async fn retention_loop(self: Rc<Self>) {
+        let interval = Duration::from_millis(self.ctx.config.retention_check_interval_ms.max(1));
+        loop {
+            glommio::timer::sleep(interval).await;
+            let now = self.storage.clock().now_ms();
+            let parts: Vec<Rc<OwnedPartition>> =
+                self.partitions.borrow().values().cloned().collect();
+            for p in parts {
+                if let Err(e) = p.log().enforce_retention(now).await {
+                    tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "retention");
+                }
+            }
+        }
+    }
+
+    /// First step of a partition move: stop serving `topic`/`index` here and close it cleanly
+    /// (flush, sync, seal), so its new owner core opens it without recovery.
+    pub async fn release_partition(&self, topic: &str, index: u32) -> Result<(), LogError> {
+        let key = (topic.to_string(), index);
+        self.moving.borrow_mut().insert(key.clone());
+        let part = self.partitions.borrow_mut().remove(&key);
+        match part {
+            Some(p) => p.close().await,
+            None => Ok(()),
+        }
+    }
+
+    /// Undoes `release_partition` when the move could not be recorded.
+    pub async fn resume_partition(&self, topic: &str, index: u32) {
+        self.moving.borrow_mut().remove(&(topic.to_string(), index));
+        self.reconcile().await;
+    }
+
+    /// Closes every partition cleanly (flush, sync, clean-shutdown marker).
+    pub async fn close_all(&self) {
+        let parts: Vec<Rc<OwnedPartition>> = self
+            .partitions
+            .borrow_mut()
+            .drain()
+            .map(|(_, p)| p)
+            .collect();
+        for p in parts {
+            if let Err(e) = p.close().await {
+                tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "closing partition");
+            }
+        }
+    }
+}
+
+/// Topics a metastore change deletes (a batch may hold several changes).
+fn deleted_topics(change: &meta::Change) -> Vec<String> {
+    match change {
+        meta::Change::TopicDeleted { name, .. } => vec![name.clone()],
+        meta::Change::Batch(changes) => changes.iter().flat_map(deleted_topics).collect(),
+        _ => Vec::new(),
+    }
+}
