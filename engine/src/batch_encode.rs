@@ -18,9 +18,28 @@ pub struct NewRecord {
     pub timestamp_ms: i64,
 }
 
+/// An idempotent producer's identity and the sequence of a batch's first record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerSeq {
+    pub producer_id: i64,
+    pub epoch: i16,
+    pub base_sequence: i32,
+}
+
 /// One uncompressed v2 batch of `records`, in order, with no producer id (base sequence -1);
 /// offsets start at 0 (the log assigns the base offset on append).
 pub fn encode_uncompressed(records: impl IntoIterator<Item = NewRecord>) -> Vec<u8> {
+    encode_for_producer(records, None)
+}
+
+/// `encode_uncompressed` as idempotent producer `producer` writes it (tests of sequence
+/// checks); `None` is a non-idempotent batch.
+pub fn encode_for_producer(
+    records: impl IntoIterator<Item = NewRecord>,
+    producer: Option<ProducerSeq>,
+) -> Vec<u8> {
+    let (producer_id, producer_epoch, base_sequence) =
+        producer.map_or((-1, -1, -1), |p| (p.producer_id, p.epoch, p.base_sequence));
     let recs: Vec<Record> = records
         .into_iter()
         .enumerate()
@@ -29,13 +48,17 @@ pub fn encode_uncompressed(records: impl IntoIterator<Item = NewRecord>) -> Vec<
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
+            producer_id,
+            producer_epoch,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
             // The encoder keeps records in one batch while offset - sequence is constant, and
             // writes base sequence = first sequence: -1 (none) for a non-idempotent producer.
-            sequence: i as i32 - 1,
+            sequence: if base_sequence < 0 {
+                i as i32 - 1
+            } else {
+                base_sequence + i as i32
+            },
             timestamp: r.timestamp_ms,
             key: r.key,
             value: r.value,

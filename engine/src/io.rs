@@ -272,11 +272,20 @@ pub async fn remove_all_of(paths: Vec<PathBuf>) -> io::Result<()> {
     off_executor(move || paths.iter().try_for_each(|p| blocking::remove(p))).await
 }
 
-/// Removes a directory and everything in it, then its parent if that is left empty; absent is
-/// fine.
+/// Removes a directory and everything in it; absent is fine.
 pub async fn remove_dir_tree(dir: &Path) -> io::Result<()> {
     let dir = dir.to_path_buf();
     off_executor(move || blocking::remove_dir_tree(&dir)).await
+}
+
+/// Removes `dir` if it is empty (a topic directory after its last partition went); anything
+/// else (not empty, absent, another core creating a partition in it) leaves it be.
+pub async fn remove_dir_if_empty(dir: &Path) {
+    let dir = dir.to_path_buf();
+    off_executor(move || {
+        let _ = std::fs::remove_dir(&dir);
+    })
+    .await
 }
 
 pub async fn create_dir_all(dir: &Path) -> io::Result<()> {
@@ -342,19 +351,27 @@ pub mod blocking {
 
     pub fn remove_dir_tree(dir: &Path) -> io::Result<()> {
         match fs::remove_dir_all(dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_context("removing directory", dir, e)),
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_context("removing directory", dir, e)),
         }
-        if let Some(parent) = dir.parent() {
-            // Only when empty (the last partition of a topic); failing that is not an error.
-            let _ = fs::remove_dir(parent);
-        }
-        Ok(())
     }
 
+    /// Attempts of `create_dir_all` when a parent vanishes meanwhile (another core removed
+    /// the empty topic directory of a deleted topic as this one creates a partition in it).
+    const CREATE_DIR_ATTEMPTS: usize = 3;
+
     pub fn create_dir_all(dir: &Path) -> io::Result<()> {
-        fs::create_dir_all(dir).map_err(|e| io_context("creating directory", dir, e))
+        let mut attempt = 1;
+        loop {
+            match fs::create_dir_all(dir) {
+                Ok(()) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::NotFound && attempt < CREATE_DIR_ATTEMPTS => {
+                    attempt += 1;
+                }
+                Err(e) => return Err(io_context("creating directory", dir, e)),
+            }
+        }
     }
 
     pub fn list_dir(dir: &Path) -> io::Result<Vec<String>> {

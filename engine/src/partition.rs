@@ -230,7 +230,11 @@ impl Partition {
                 dir: self.dir_name(),
                 op: "removing the directory",
                 source,
-            })
+            })?;
+        if let Some(topic_dir) = self.dir.parent() {
+            io::remove_dir_if_empty(topic_dir).await;
+        }
+        Ok(())
     }
 
     fn cursor_file(&self, child: &str) -> PathBuf {

@@ -81,20 +81,45 @@ pub struct ScanResult {
     pub next_offset: u64,
     /// Where and why the scan stopped before `file_len`, if it did.
     pub stop: Option<ScanStop>,
+    /// The header of the batch the scan stopped at, when one could be parsed (a CRC failure,
+    /// an offset gap, a partial batch): what `ringlog dump-segment` shows of a damaged batch.
+    pub stop_header: Option<BatchHeader>,
     /// Whether the bytes after `valid_len` hold anything but zeros (real damage or a torn
     /// write, as opposed to padding).
     pub discarded_nonzero: bool,
 }
 
+/// Where the recovery scan reads from: a segment file on the executor (`SegmentFile`, direct
+/// I/O), or a file's bytes in memory (`ringlog dump-segment` on a stopped broker's files).
+#[allow(async_fn_in_trait)]
+pub trait ScanSource {
+    /// Up to `len` bytes at `pos`; shorter only at the end of the data.
+    async fn read_at(&self, pos: u64, len: usize) -> io::Result<Vec<u8>>;
+}
+
+impl ScanSource for SegmentFile {
+    async fn read_at(&self, pos: u64, len: usize) -> io::Result<Vec<u8>> {
+        Ok(self.read(pos, len).await?.to_vec())
+    }
+}
+
+impl ScanSource for [u8] {
+    async fn read_at(&self, pos: u64, len: usize) -> io::Result<Vec<u8>> {
+        let start = (pos as usize).min(self.len());
+        let end = start.saturating_add(len).min(self.len());
+        Ok(self[start..end].to_vec())
+    }
+}
+
 /// A window of file bytes read ahead during a scan.
-struct ScanWindow<'a> {
-    file: &'a SegmentFile,
+struct ScanWindow<'a, S: ?Sized> {
+    file: &'a S,
     file_len: u64,
     pos: u64,
     bytes: Vec<u8>,
 }
 
-impl ScanWindow<'_> {
+impl<S: ScanSource + ?Sized> ScanWindow<'_, S> {
     /// The `len` bytes at `pos`, reading ahead when the window does not hold them; `None` if
     /// the file ends first.
     async fn get(&mut self, pos: u64, len: usize) -> io::Result<Option<&[u8]>> {
@@ -104,9 +129,7 @@ impl ScanWindow<'_> {
         }
         if pos < self.pos || end > self.pos + self.bytes.len() as u64 {
             let want = len.max(SCAN_READ_BYTES).min((self.file_len - pos) as usize);
-            let r = self.file.read(pos, want).await?;
-            self.bytes.clear();
-            self.bytes.extend_from_slice(&r);
+            self.bytes = self.file.read_at(pos, want).await?;
             self.pos = pos;
             if self.bytes.len() < len {
                 return Ok(None);
@@ -117,17 +140,21 @@ impl ScanWindow<'_> {
     }
 }
 
-/// Validates the batches of a segment's log from its start, as recovery does: stops at the first
-/// CRC failure, offset gap, length past end of file, partial batch or zero padding.
-pub async fn scan_log(
-    file: &SegmentFile,
-    base_offset: u64,
+/// Validates the batches of a segment's log from its start, as recovery does: stops at the
+/// first CRC failure, offset gap, length past end of file, partial batch or zero padding. The
+/// one recovery scan: `PartitionLog::open` runs it on the segment file, `ringlog
+/// dump-segment` on a file's bytes. `base_offset` is the segment's (from its file name);
+/// `None` takes the first batch's base offset as the start.
+pub async fn scan_log<S: ScanSource + ?Sized>(
+    file: &S,
+    base_offset: Option<u64>,
     file_len: u64,
 ) -> io::Result<ScanResult> {
     let mut res = ScanResult {
-        next_offset: base_offset,
+        next_offset: base_offset.unwrap_or(0),
         ..Default::default()
     };
+    let mut base = base_offset;
     let mut win = ScanWindow {
         file,
         file_len,
@@ -154,27 +181,38 @@ pub async fn scan_log(
         }
         let Some(bytes) = win.get(pos, declared as usize).await? else {
             res.stop = Some(ScanStop::PartialBatch);
+            let head_len = batch::HEADER_BYTES.min((file_len - pos) as usize);
+            if let Some(head) = win.get(pos, head_len).await? {
+                res.stop_header = batch::parse_header(head).ok();
+            }
             break;
         };
         let h = match batch::validate(bytes) {
             Ok(h) => h,
             Err(e) => {
                 res.stop = Some(ScanStop::Corrupt(e.to_string()));
+                res.stop_header = batch::parse_header(bytes).ok();
                 break;
             }
         };
+        let base = *base.get_or_insert_with(|| {
+            res.next_offset = h.base_offset.max(0) as u64;
+            res.next_offset
+        });
         if h.base_offset != res.next_offset as i64 {
             res.stop = Some(ScanStop::OffsetGap {
                 expected: res.next_offset,
                 found: h.base_offset,
             });
+            res.stop_header = Some(h);
             break;
         }
-        let rel = res.next_offset - base_offset;
+        let rel = res.next_offset - base;
         if rel + h.offset_count() > u32::MAX as u64 || pos + declared as u64 > u32::MAX as u64 {
             res.stop = Some(ScanStop::Corrupt(
                 "segment exceeds 32-bit offsets or positions".into(),
             ));
+            res.stop_header = Some(h);
             break;
         }
         res.batches.push((rel as u32, pos as u32, h));
@@ -191,11 +229,11 @@ pub async fn scan_log(
     Ok(res)
 }
 
-async fn has_nonzero(file: &SegmentFile, from: u64, to: u64) -> io::Result<bool> {
+async fn has_nonzero<S: ScanSource + ?Sized>(file: &S, from: u64, to: u64) -> io::Result<bool> {
     let mut pos = from;
     while pos < to {
         let n = ((to - pos) as usize).min(SCAN_READ_BYTES);
-        let r = file.read(pos, n).await?;
+        let r = file.read_at(pos, n).await?;
         if r.is_empty() {
             break;
         }

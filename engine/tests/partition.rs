@@ -10,21 +10,35 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use common::*;
-use engine::batch::{self, ValidBatch};
+use engine::batch::ValidBatch;
+use engine::batch_encode::{encode_for_producer, NewRecord, ProducerSeq};
 use engine::clock::ManualClock;
 use engine::io::FaultInjector;
 use engine::{CoreStorage, DataDir, Durability, LogError, Partition, PartitionError};
 
-/// `b` re-stamped as producer `pid`'s batch at epoch `epoch` starting at sequence `seq`.
-fn idempotent(mut b: Vec<u8>, pid: i64, epoch: i16, seq: i32) -> Vec<u8> {
-    b[batch::PRODUCER_ID_POS..batch::PRODUCER_ID_POS + 8].copy_from_slice(&pid.to_be_bytes());
-    b[batch::PRODUCER_EPOCH_POS..batch::PRODUCER_EPOCH_POS + 2]
-        .copy_from_slice(&epoch.to_be_bytes());
-    b[batch::BASE_SEQUENCE_POS..batch::BASE_SEQUENCE_POS + 4].copy_from_slice(&seq.to_be_bytes());
-    let crc = batch::compute_crc(&b);
-    b[batch::CRC_POS..batch::CRC_POS + 4].copy_from_slice(&crc.to_be_bytes());
-    b
+/// `n` records of `value_len` bytes as producer `pid`'s batch at `epoch` from sequence `seq`.
+fn idempotent_batch(
+    seed: u64,
+    n: usize,
+    value_len: usize,
+    pid: i64,
+    epoch: i16,
+    seq: i32,
+) -> Vec<u8> {
+    let records = (0..n).map(|i| NewRecord {
+        key: Some(Bytes::from(format!("k{seed}-{i}"))),
+        value: Some(Bytes::from(vec![seed as u8; value_len])),
+        timestamp_ms: 1,
+        ..Default::default()
+    });
+    let producer = ProducerSeq {
+        producer_id: pid,
+        epoch,
+        base_sequence: seq,
+    };
+    encode_for_producer(records, Some(producer))
 }
 
 async fn faulty_core(root: &std::path::Path) -> (Rc<CoreStorage>, Rc<FaultInjector>) {
@@ -55,7 +69,7 @@ fn a_refused_append_leaves_the_sequence_state_unchanged() {
         let dir = tempfile::tempdir().unwrap();
         let core = core(dir.path(), 4).await;
         let p = open_partition(&core, dir.path()).await;
-        let first = produce(&p, &idempotent(batch(0, 1, 10, 1), 7, 0, 0))
+        let first = produce(&p, &idempotent_batch(0, 1, 10, 7, 0, 0))
             .await
             .unwrap();
         assert_eq!((first.base_offset, first.duplicate), (0, false));
@@ -64,13 +78,13 @@ fn a_refused_append_leaves_the_sequence_state_unchanged() {
         let mut cfg = p.log().config();
         cfg.max_batch_bytes = 2_000;
         p.log().set_config(cfg).unwrap();
-        let big = produce(&p, &idempotent(batch(1, 1, 5_000, 1), 7, 0, 1)).await;
+        let big = produce(&p, &idempotent_batch(1, 1, 5_000, 7, 0, 1)).await;
         assert!(
             matches!(big, Err(PartitionError::Log(LogError::InvalidBatch { .. }))),
             "{big:?}"
         );
         // The same sequence again, small: a new batch, stored at offset 1.
-        let retry = produce(&p, &idempotent(batch(2, 1, 10, 1), 7, 0, 1))
+        let retry = produce(&p, &idempotent_batch(2, 1, 10, 7, 0, 1))
             .await
             .unwrap();
         assert_eq!((retry.base_offset, retry.duplicate), (1, false));
@@ -81,7 +95,7 @@ fn a_refused_append_leaves_the_sequence_state_unchanged() {
             "the partition holds every acknowledged batch"
         );
         // A gap and an old epoch are refused.
-        let gap = produce(&p, &idempotent(batch(3, 1, 10, 1), 7, 0, 5)).await;
+        let gap = produce(&p, &idempotent_batch(3, 1, 10, 7, 0, 5)).await;
         assert!(
             matches!(
                 gap,
@@ -93,10 +107,10 @@ fn a_refused_append_leaves_the_sequence_state_unchanged() {
             ),
             "{gap:?}"
         );
-        produce(&p, &idempotent(batch(4, 1, 10, 1), 7, 1, 0))
+        produce(&p, &idempotent_batch(4, 1, 10, 7, 1, 0))
             .await
             .unwrap();
-        let fenced = produce(&p, &idempotent(batch(5, 1, 10, 1), 7, 0, 2)).await;
+        let fenced = produce(&p, &idempotent_batch(5, 1, 10, 7, 0, 2)).await;
         assert!(
             matches!(
                 fenced,
@@ -117,8 +131,8 @@ fn a_duplicate_is_acknowledged_only_after_the_original_is_durable() {
         let dir = tempfile::tempdir().unwrap();
         let (core, faults) = faulty_core(dir.path()).await;
         let p = open_partition(&core, dir.path()).await;
-        let b0 = idempotent(batch(0, 3, 10, 1), 9, 0, 0);
-        let b1 = idempotent(batch(1, 2, 10, 1), 9, 0, 3);
+        let b0 = idempotent_batch(0, 3, 10, 9, 0, 0);
+        let b1 = idempotent_batch(1, 2, 10, 9, 0, 3);
         faults.hold_syncs();
         let done = Rc::new(Cell::new(0u32));
         let spawn = |b: Vec<u8>| {
@@ -163,7 +177,7 @@ fn producer_state_is_rebuilt_on_open_and_a_new_incarnation_starts_empty() {
         let (p, _) = Partition::open(&core, pdir.clone(), "inc-1", small_config(1 << 20))
             .await
             .unwrap();
-        let b0 = idempotent(batch(0, 2, 10, 1), 11, 0, 0);
+        let b0 = idempotent_batch(0, 2, 10, 11, 0, 0);
         produce(&p, &b0).await.unwrap();
         p.store_cursor_file("child", b"{}".to_vec()).await.unwrap();
         assert_eq!(p.cursor_files().await.unwrap(), vec!["child".to_string()]);

@@ -6,9 +6,9 @@
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use engine::batch::{self, BatchHeader, HEADER_BYTES, LOG_OVERHEAD_BYTES};
+use engine::batch::{self, BatchHeader};
 use engine::index::{OffsetEntry, TimeEntry, OFFSET_ENTRY_BYTES, TIME_ENTRY_BYTES};
-use engine::segment::ScanStop;
+use engine::segment::{self, ScanStop};
 use serde_json::{json, Value};
 
 use crate::output;
@@ -146,96 +146,39 @@ const BATCH_HEADERS: &[&str] = &[
 /// where and why, with the header of the batch it stopped at when one could be parsed.
 type ScanOutcome = (Vec<(u64, BatchHeader)>, Option<(Stop, Option<BatchHeader>)>);
 
-/// Walks the batches of a `.log` with the recovery scan's rules. Returns the valid batches
-/// (position, header) and where/why the walk stopped before the end of the file, if it did.
+/// Walks the batches of a `.log` with the engine's recovery scan (`engine::segment::scan_log`,
+/// run on the file's bytes), so the tool and recovery can never disagree.
 fn scan(bytes: &[u8], base: Option<u64>) -> ScanOutcome {
     let len = bytes.len() as u64;
-    let mut batches = Vec::new();
-    let mut pos: u64 = 0;
-    let mut next: Option<u64> = base;
-    let stop = |pos: u64, why: ScanStop, h: Option<BatchHeader>| {
+    let r = futures_lite::future::block_on(segment::scan_log(bytes, base, len))
+        .expect("reading bytes in memory cannot fail");
+    let batches = r
+        .batches
+        .iter()
+        .map(|(_, pos, h)| (*pos as u64, *h))
+        .collect();
+    let stop = r.stop.map(|why| {
         let padding = matches!(why, ScanStop::ZeroPadding);
-        Some((
-            Stop {
-                position: pos,
-                reason: why.to_string(),
-                padding,
-            },
-            h,
-        ))
-    };
-    let mut result = None;
-    while pos < len {
-        let rest = &bytes[pos as usize..];
-        if rest.len() < LOG_OVERHEAD_BYTES {
-            result = stop(pos, ScanStop::PartialBatch, None);
-            break;
-        }
-        if all_zero(&rest[..LOG_OVERHEAD_BYTES]) {
-            result = stop(pos, ScanStop::ZeroPadding, None);
-            break;
-        }
-        let declared = batch::declared_size(rest).expect("12 bytes present");
-        if declared < HEADER_BYTES as i64 {
-            result = stop(
-                pos,
-                ScanStop::Corrupt(format!(
-                    "batchLength {} below the v2 minimum",
-                    declared - LOG_OVERHEAD_BYTES as i64
-                )),
-                None,
-            );
-            break;
-        }
-        if declared as u64 > rest.len() as u64 {
-            let h = batch::parse_header(rest).ok();
-            let mut s = stop(pos, ScanStop::PartialBatch, h);
-            if let Some((s, _)) = s.as_mut() {
-                s.reason = format!(
-                    "{} (the batch declares {declared} bytes, {} remain)",
-                    s.reason,
+        let mut reason = why.to_string();
+        if why == ScanStop::PartialBatch {
+            let rest = &bytes[r.valid_len as usize..];
+            if let Some(declared) =
+                batch::declared_size(rest).filter(|&d| d as u64 > rest.len() as u64)
+            {
+                reason = format!(
+                    "{reason} (the batch declares {declared} bytes, {} remain)",
                     rest.len()
                 );
             }
-            result = s;
-            break;
         }
-        let b = &rest[..declared as usize];
-        let h = match batch::validate(b) {
-            Ok(h) => h,
-            Err(e) => {
-                result = stop(
-                    pos,
-                    ScanStop::Corrupt(e.to_string()),
-                    batch::parse_header(b).ok(),
-                );
-                break;
-            }
+        let stop = Stop {
+            position: r.valid_len,
+            reason,
+            padding,
         };
-        let expected = next.unwrap_or(h.base_offset.max(0) as u64);
-        if h.base_offset != expected as i64 {
-            result = stop(
-                pos,
-                ScanStop::OffsetGap {
-                    expected,
-                    found: h.base_offset,
-                },
-                Some(h),
-            );
-            break;
-        }
-        batches.push((pos, h));
-        next = Some(expected + h.offset_count());
-        pos += declared as u64;
-    }
-    // As recovery does: bytes after the last valid batch that are all zeros are padding.
-    if let Some((s, _)) = result.as_mut() {
-        if !s.padding && all_zero(&bytes[s.position as usize..]) {
-            s.padding = true;
-            s.reason = ScanStop::ZeroPadding.to_string();
-        }
-    }
-    (batches, result)
+        (stop, r.stop_header)
+    });
+    (batches, stop)
 }
 
 fn dump_log(path: &Path, bytes: &[u8], base: Option<u64>, args: &DumpArgs) -> Option<Stop> {

@@ -274,7 +274,7 @@ pub(super) async fn scan_segment(
     let log_path = segment::log_path(dir, base);
     let file = SegmentFile::open_rw(&log_path, None).await?;
     let file_len = file.size().await?;
-    let scan = segment::scan_log(&file, base, file_len).await?;
+    let scan = segment::scan_log(&file, Some(base), file_len).await?;
     summary.segments_scanned += 1;
     summary.batches_scanned += scan.batches.len() as u64;
     if scan.valid_len < file_len {
