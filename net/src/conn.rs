@@ -131,7 +131,7 @@ async fn with_timeout<T>(
     f: impl std::future::Future<Output = std::io::Result<T>>,
 ) -> Result<T, String> {
     match glommio::timer::timeout(Duration::from_millis(ms), async {
-        Ok(f.await.map_err(|e| glommio::GlommioError::<()>::IoError(e)))
+        Ok(f.await.map_err(glommio::GlommioError::<()>::IoError))
     })
     .await
     {

@@ -74,10 +74,7 @@ impl<I: Clone + Send + 'static> Scatter<I> {
                         assert_eq!(results.len(), slots.len(), "one answer per item");
                         slots.into_iter().zip(results.into_iter().map(Ok)).collect()
                     }
-                    Err(e) => slots
-                        .into_iter()
-                        .map(|s| (s, Err(e.clone())))
-                        .collect::<Vec<_>>(),
+                    Err(e) => slots.into_iter().map(|s| (s, Err(e))).collect::<Vec<_>>(),
                 }
             }
         });

@@ -47,59 +47,6 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteGroups, 0, 2),
 ];
 
-#[cfg(test)]
-mod tests {
-    use super::SUPPORTED_APIS;
-    use kafka_protocol::messages::*;
-    use kafka_protocol::protocol::{Message, VersionRange};
-
-    /// The versions both the request and the response schema have (the crate's `ApiKey`
-    /// table can claim more than its message types encode).
-    fn codec_range(key: ApiKey) -> (i16, i16) {
-        fn both<Q: Message, S: Message>() -> (i16, i16) {
-            let (q, s): (VersionRange, VersionRange) = (Q::VERSIONS, S::VERSIONS);
-            (q.min.max(s.min), q.max.min(s.max))
-        }
-        match key {
-            ApiKey::Produce => both::<ProduceRequest, ProduceResponse>(),
-            ApiKey::Fetch => both::<FetchRequest, FetchResponse>(),
-            ApiKey::ListOffsets => both::<ListOffsetsRequest, ListOffsetsResponse>(),
-            ApiKey::Metadata => both::<MetadataRequest, MetadataResponse>(),
-            ApiKey::ApiVersions => both::<ApiVersionsRequest, ApiVersionsResponse>(),
-            ApiKey::CreateTopics => both::<CreateTopicsRequest, CreateTopicsResponse>(),
-            ApiKey::DeleteTopics => both::<DeleteTopicsRequest, DeleteTopicsResponse>(),
-            ApiKey::InitProducerId => both::<InitProducerIdRequest, InitProducerIdResponse>(),
-            ApiKey::DescribeConfigs => both::<DescribeConfigsRequest, DescribeConfigsResponse>(),
-            ApiKey::CreatePartitions => both::<CreatePartitionsRequest, CreatePartitionsResponse>(),
-            ApiKey::IncrementalAlterConfigs => {
-                both::<IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse>()
-            }
-            ApiKey::FindCoordinator => both::<FindCoordinatorRequest, FindCoordinatorResponse>(),
-            ApiKey::JoinGroup => both::<JoinGroupRequest, JoinGroupResponse>(),
-            ApiKey::SyncGroup => both::<SyncGroupRequest, SyncGroupResponse>(),
-            ApiKey::Heartbeat => both::<HeartbeatRequest, HeartbeatResponse>(),
-            ApiKey::LeaveGroup => both::<LeaveGroupRequest, LeaveGroupResponse>(),
-            ApiKey::OffsetCommit => both::<OffsetCommitRequest, OffsetCommitResponse>(),
-            ApiKey::OffsetFetch => both::<OffsetFetchRequest, OffsetFetchResponse>(),
-            ApiKey::ListGroups => both::<ListGroupsRequest, ListGroupsResponse>(),
-            ApiKey::DescribeGroups => both::<DescribeGroupsRequest, DescribeGroupsResponse>(),
-            ApiKey::DeleteGroups => both::<DeleteGroupsRequest, DeleteGroupsResponse>(),
-            other => panic!("no codec range for {other:?}; add it"),
-        }
-    }
-
-    #[test]
-    fn advertised_ranges_are_the_codecs_newest() {
-        for &(key, min, max) in SUPPORTED_APIS {
-            let (cmin, cmax) = codec_range(key);
-            assert_eq!(max, cmax, "{key:?}: advertise the codec's newest version");
-            if key != ApiKey::Produce {
-                assert!(min >= cmin, "{key:?}: v{min} is not decodable");
-            }
-        }
-    }
-}
-
 /// A decoded request, ready for a handler.
 pub struct Request {
     pub header: RequestHeader,
@@ -262,4 +209,57 @@ pub async fn dispatch(state: &Rc<CoreState>, req: Request) -> Option<ResponseKin
             return None;
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SUPPORTED_APIS;
+    use kafka_protocol::messages::*;
+    use kafka_protocol::protocol::{Message, VersionRange};
+
+    /// The versions both the request and the response schema have (the crate's `ApiKey`
+    /// table can claim more than its message types encode).
+    fn codec_range(key: ApiKey) -> (i16, i16) {
+        fn both<Q: Message, S: Message>() -> (i16, i16) {
+            let (q, s): (VersionRange, VersionRange) = (Q::VERSIONS, S::VERSIONS);
+            (q.min.max(s.min), q.max.min(s.max))
+        }
+        match key {
+            ApiKey::Produce => both::<ProduceRequest, ProduceResponse>(),
+            ApiKey::Fetch => both::<FetchRequest, FetchResponse>(),
+            ApiKey::ListOffsets => both::<ListOffsetsRequest, ListOffsetsResponse>(),
+            ApiKey::Metadata => both::<MetadataRequest, MetadataResponse>(),
+            ApiKey::ApiVersions => both::<ApiVersionsRequest, ApiVersionsResponse>(),
+            ApiKey::CreateTopics => both::<CreateTopicsRequest, CreateTopicsResponse>(),
+            ApiKey::DeleteTopics => both::<DeleteTopicsRequest, DeleteTopicsResponse>(),
+            ApiKey::InitProducerId => both::<InitProducerIdRequest, InitProducerIdResponse>(),
+            ApiKey::DescribeConfigs => both::<DescribeConfigsRequest, DescribeConfigsResponse>(),
+            ApiKey::CreatePartitions => both::<CreatePartitionsRequest, CreatePartitionsResponse>(),
+            ApiKey::IncrementalAlterConfigs => {
+                both::<IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse>()
+            }
+            ApiKey::FindCoordinator => both::<FindCoordinatorRequest, FindCoordinatorResponse>(),
+            ApiKey::JoinGroup => both::<JoinGroupRequest, JoinGroupResponse>(),
+            ApiKey::SyncGroup => both::<SyncGroupRequest, SyncGroupResponse>(),
+            ApiKey::Heartbeat => both::<HeartbeatRequest, HeartbeatResponse>(),
+            ApiKey::LeaveGroup => both::<LeaveGroupRequest, LeaveGroupResponse>(),
+            ApiKey::OffsetCommit => both::<OffsetCommitRequest, OffsetCommitResponse>(),
+            ApiKey::OffsetFetch => both::<OffsetFetchRequest, OffsetFetchResponse>(),
+            ApiKey::ListGroups => both::<ListGroupsRequest, ListGroupsResponse>(),
+            ApiKey::DescribeGroups => both::<DescribeGroupsRequest, DescribeGroupsResponse>(),
+            ApiKey::DeleteGroups => both::<DeleteGroupsRequest, DeleteGroupsResponse>(),
+            other => panic!("no codec range for {other:?}; add it"),
+        }
+    }
+
+    #[test]
+    fn advertised_ranges_are_the_codecs_newest() {
+        for &(key, min, max) in SUPPORTED_APIS {
+            let (cmin, cmax) = codec_range(key);
+            assert_eq!(max, cmax, "{key:?}: advertise the codec's newest version");
+            if key != ApiKey::Produce {
+                assert!(min >= cmin, "{key:?}: v{min} is not decodable");
+            }
+        }
+    }
 }
