@@ -4,21 +4,9 @@
 
 mod common;
 
-use std::rc::Rc;
-use std::sync::Arc;
-
 use common::*;
 use engine::io::FaultInjector;
-use engine::{CoreStorage, DataDir, Durability, LogConfig, LogError, PartitionLog};
-
-async fn faulty_core(root: &std::path::Path) -> (Rc<CoreStorage>, Rc<FaultInjector>) {
-    let faults = FaultInjector::new();
-    let dd = Arc::new(DataDir::open(root).unwrap());
-    let core = CoreStorage::with_faults(dd, 4, faults.clone())
-        .await
-        .unwrap();
-    (core, faults)
-}
+use engine::{Durability, LogConfig, LogError, PartitionLog};
 
 fn is_poisoned<T: std::fmt::Debug>(r: &Result<T, LogError>) -> bool {
     matches!(r, Err(LogError::Poisoned { .. }))

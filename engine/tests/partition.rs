@@ -7,7 +7,6 @@ mod common;
 
 use std::cell::Cell;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -15,8 +14,7 @@ use common::*;
 use engine::batch::ValidBatch;
 use engine::batch_encode::{encode_for_producer, NewRecord, ProducerSeq};
 use engine::clock::ManualClock;
-use engine::io::FaultInjector;
-use engine::{CoreStorage, DataDir, Durability, LogError, Partition, PartitionError};
+use engine::{CoreStorage, Durability, LogError, Partition, PartitionError};
 
 /// `n` records of `value_len` bytes as producer `pid`'s batch at `epoch` from sequence `seq`.
 fn idempotent_batch(
@@ -39,15 +37,6 @@ fn idempotent_batch(
         base_sequence: seq,
     };
     encode_for_producer(records, Some(producer))
-}
-
-async fn faulty_core(root: &std::path::Path) -> (Rc<CoreStorage>, Rc<FaultInjector>) {
-    let faults = FaultInjector::new();
-    let dd = Arc::new(DataDir::open(root).unwrap());
-    let core = CoreStorage::with_faults(dd, 4, faults.clone())
-        .await
-        .unwrap();
-    (core, faults)
 }
 
 async fn open_partition(core: &Rc<CoreStorage>, root: &std::path::Path) -> Rc<Partition> {

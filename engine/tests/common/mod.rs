@@ -48,6 +48,16 @@ pub async fn core(root: &Path, read_cache_segments: usize) -> Rc<CoreStorage> {
         .expect("core storage")
 }
 
+/// A storage context whose logs' writes and fdatasyncs go through a fault injector.
+pub async fn faulty_core(root: &Path) -> (Rc<CoreStorage>, Rc<engine::io::FaultInjector>) {
+    let faults = engine::io::FaultInjector::new();
+    let dd = Arc::new(DataDir::open(root).unwrap());
+    let core = CoreStorage::with_faults(dd, 4, faults.clone())
+        .await
+        .unwrap();
+    (core, faults)
+}
+
 pub async fn open(
     core: &Rc<CoreStorage>,
     root: &Path,

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Issue #20's noisy-neighbour benchmark. Two one-core brokers (OLD and NEW `ringlog` binaries)
+# each carry a roll-heavy topic (`segment.bytes` = 1 MiB) with a fan-out child, fed by a paced
+# producer (NOISE_RATE 1 KiB records/s, acks=all); on the same core `ringlog-bench --compare`
+# measures another topic (the 20,000 msg/s 1 KiB workload). The figure: NEW/OLD publish p99
+# while both carry the same noise (segment rolls, cursor offset-file writes, fan-out appends).
+#
+# usage: scripts/neighbor-bench.sh OLD_RINGLOG NEW_RINGLOG RINGLOG_BENCH [SECS] [ROUNDS]
+# needs: a Python with confluent-kafka (PYTHON, default target/test-venv/bin/python, which the
+# tests create).
+set -euo pipefail
+old=$1 new=$2 bench=$3 secs=${4:-20} rounds=${5:-3}
+python=${PYTHON:-target/test-venv/bin/python}
+noise_rate=${NOISE_RATE:-3000}
+work=$(mktemp -d /tmp/ringlog-neighbor-XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+start_broker() { # BIN PORT NAME
+  mkdir -p "$work/$3"
+  "$1" serve --data-dir "$work/$3" --listen "127.0.0.1:$2" --cores 1 >"$work/$3.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 100); do
+    "$1" topic list --brokers "127.0.0.1:$2" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "broker $3 did not start; see $work/$3.log" >&2
+  exit 1
+}
+
+port_a=$((19100 + RANDOM % 400)) port_b=$((19600 + RANDOM % 400))
+start_broker "$old" "$port_a" old
+start_broker "$new" "$port_b" new
+for port in "$port_a" "$port_b"; do
+  "$new" topic create --brokers "127.0.0.1:$port" noisy --partitions 1 --config segment.bytes=1048576
+  "$new" topic create --brokers "127.0.0.1:$port" noisy-fan --partitions 1 --config fanout.parent=noisy
+  "$python" - "127.0.0.1:$port" "$noise_rate" <<'PY' &
+import sys, time
+from confluent_kafka import Producer
+p = Producer({"bootstrap.servers": sys.argv[1], "acks": "all", "linger.ms": 2})
+rate, value, sent, t0 = float(sys.argv[2]), b"n" * 1024, 0, time.time()
+while True:
+    due = int((time.time() - t0) * rate)
+    while sent < due:
+        try:
+            p.produce("noisy", value)
+            sent += 1
+        except BufferError:
+            p.poll(0.01)
+    p.poll(0.005)
+PY
+  pids+=($!)
+done
+sleep 3
+"$bench" -b "127.0.0.1:$port_a" --compare "127.0.0.1:$port_b" --rounds "$rounds" \
+  -w bench/workloads/1-topic-6-partitions-1kb-2p-2c-20k-rate.yaml \
+  --duration-secs "$secs" --warmup-secs 5 --acks all -o "$work/report" --quiet
+for name in old new; do
+  segs=$(ls "$work/$name/topics/noisy/p00000" | grep -c '\.log$' || true)
+  child=$(ls "$work/$name/topics/noisy-fan/p00000" | grep -c '\.log$' || true)
+  echo "$name: noisy topic holds $segs segments (1 MiB each), its fan-out child $child"
+done
