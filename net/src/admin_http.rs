@@ -65,11 +65,11 @@ pub async fn serve(state: Rc<CoreState>, listener: TcpListener) {
     }
 }
 
-async fn handle(state: &Rc<CoreState>, mut stream: TcpStream) -> Result<(), String> {
+async fn handle(state: &Rc<CoreState>, mut stream: TcpStream) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = stream.read(&mut buf).await.map_err(|e| e.to_string())?;
+        let n = stream.read(&mut buf).await?;
         if n == 0 {
             return Ok(());
         }
@@ -197,7 +197,7 @@ async fn respond(
     status: u16,
     content_type: &str,
     body: &str,
-) -> Result<(), String> {
+) -> std::io::Result<()> {
     let reason = match status {
         200 => "OK",
         400 => "Bad Request",
@@ -210,11 +210,8 @@ async fn respond(
         "HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
-    stream
-        .write_all(msg.as_bytes())
-        .await
-        .map_err(|e| e.to_string())?;
-    stream.close().await.map_err(|e| e.to_string())
+    stream.write_all(msg.as_bytes()).await?;
+    stream.close().await.map_err(std::io::Error::from)
 }
 
 /// Every core's snapshot, in core order.

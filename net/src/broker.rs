@@ -53,16 +53,46 @@ fn probe_port(target: SocketAddr) -> PortProbe {
     }
 }
 
+/// Why the broker did not start (or stopped with an error). Each says what failed and where.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Config(#[from] crate::config::InvalidBrokerConfig),
+    #[error("data dir: {0}")]
+    DataDir(#[source] std::io::Error),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("another process already accepts connections on {addr} (a second broker?); stop it or use --listen with a free port")]
+    PortTaken { addr: SocketAddr },
+    #[error("cluster id file: {0}")]
+    ClusterId(#[source] std::io::Error),
+    #[error("{what}: {source}")]
+    Metastore {
+        what: String,
+        #[source]
+        source: meta::MetaError,
+    },
+    #[error("core {core}: {detail}")]
+    Core { core: usize, detail: String },
+    #[error("executors: {0}")]
+    Executors(#[source] std::io::Error),
+}
+
 /// Resolves the listen address: refuses a port another live process accepts on (glommio
 /// sets SO_REUSEPORT, so a second broker would otherwise bind silently), and picks a free port
 /// for port 0. The check connects rather than binds, so the TIME_WAIT sockets a previous run
 /// left behind do not block a restart; a listener that takes the handshake but answers nothing
 /// (a killed broker's sockets still being torn down) is waited out for a bounded time. The
 /// data-dir lock stays the guard against a second broker on the same data.
-fn claim_listen_addr(addr: SocketAddr) -> Result<SocketAddr, String> {
+fn claim_listen_addr(addr: SocketAddr) -> Result<SocketAddr, StartError> {
+    let listen_err = |source| StartError::Listen { addr, source };
     if addr.port() == 0 {
-        let probe = StdListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-        return probe.local_addr().map_err(|e| e.to_string());
+        let probe = StdListener::bind(addr).map_err(listen_err)?;
+        return probe.local_addr().map_err(listen_err);
     }
     let target = match addr.ip() {
         std::net::IpAddr::V4(ip) if ip.is_unspecified() => {
@@ -78,12 +108,10 @@ fn claim_listen_addr(addr: SocketAddr) -> Result<SocketAddr, String> {
     loop {
         match probe_port(target) {
             PortProbe::Free => return Ok(addr),
-            PortProbe::Live => {
-                return Err(format!(
-                    "another process already accepts connections on {addr} (a second broker?); stop it or use --listen with a free port"
-                ))
-            }
-            PortProbe::Dying if started.elapsed() >= Duration::from_millis(LISTEN_DYING_SOCKET_WAIT_MS) => {
+            PortProbe::Live => return Err(StartError::PortTaken { addr }),
+            PortProbe::Dying
+                if started.elapsed() >= Duration::from_millis(LISTEN_DYING_SOCKET_WAIT_MS) =>
+            {
                 tracing::warn!(%addr, waited_ms = LISTEN_DYING_SOCKET_WAIT_MS, "a listener on the port still takes connections but answers none; starting anyway");
                 return Ok(addr);
             }
@@ -98,9 +126,9 @@ fn claim_listen_addr(addr: SocketAddr) -> Result<SocketAddr, String> {
     }
 }
 
-fn cluster_id(data_dir: &DataDir) -> Result<String, String> {
+fn cluster_id(data_dir: &DataDir) -> Result<String, StartError> {
     let path = data_dir.root().join(CLUSTER_ID_FILE_NAME);
-    if let Some(b) = engine::io::blocking::read_small(&path).map_err(|e| e.to_string())? {
+    if let Some(b) = engine::io::blocking::read_small(&path).map_err(StartError::ClusterId)? {
         return Ok(String::from_utf8_lossy(&b).trim().to_string());
     }
     let id = format!(
@@ -111,17 +139,18 @@ fn cluster_id(data_dir: &DataDir) -> Result<String, String> {
             .unwrap_or(0)
             ^ (std::process::id() as u64).rotate_left(32)
     );
-    engine::io::blocking::write_atomic(&path, id.as_bytes()).map_err(|e| e.to_string())?;
+    engine::io::blocking::write_atomic(&path, id.as_bytes()).map_err(StartError::ClusterId)?;
     Ok(id)
 }
 
 /// Before the cores start: moves partitions placed on cores this run does not have (started
 /// earlier with more `--cores`) onto existing ones, and creates `__consumer_offsets` (one
 /// partition per core) on the first start.
-fn prepare_placement(meta: &MetaHandle, node_id: u64, cores: usize) -> Result<(), String> {
+fn prepare_placement(meta: &MetaHandle, node_id: u64, cores: usize) -> Result<(), StartError> {
+    let meta_err = |what: String| move |source| StartError::Metastore { what, source };
     let (_, state) = meta
         .read_blocking()
-        .map_err(|e| format!("reading metadata: {e}"))?;
+        .map_err(meta_err("reading metadata".into()))?;
     for (name, assignments) in &state.assignments {
         for (p, a) in assignments.iter().enumerate() {
             if a.node_id == node_id && a.core_index as usize >= cores {
@@ -135,7 +164,7 @@ fn prepare_placement(meta: &MetaHandle, node_id: u64, cores: usize) -> Result<()
                         core_index: to,
                     },
                 })
-                .map_err(|e| format!("moving {name}/{p}: {e}"))?;
+                .map_err(meta_err(format!("moving {name}/{p}")))?;
             }
         }
     }
@@ -155,7 +184,10 @@ fn prepare_placement(meta: &MetaHandle, node_id: u64, cores: usize) -> Result<()
             configs,
             assignments,
         ))
-        .map_err(|e| format!("creating {}: {e}", crate::group::OFFSETS_TOPIC))?;
+        .map_err(meta_err(format!(
+            "creating {}",
+            crate::group::OFFSETS_TOPIC
+        )))?;
     }
     Ok(())
 }
@@ -167,17 +199,20 @@ pub fn run(
     mut config: BrokerConfig,
     shutdown: flume::Receiver<()>,
     on_ready: impl FnOnce(SocketAddr),
-) -> Result<(), String> {
-    config.validate()?;
+) -> Result<(), StartError> {
+    config.validate().map_err(StartError::Config)?;
     if crate::lazy_reserve::overcommit_is_strict() {
         tracing::warn!("vm.overcommit_memory is 2 (strict): a request with a lying array count can fail an allocation and abort the broker; use 0 or 1");
     }
-    let data_dir = Arc::new(DataDir::open(&config.data_dir).map_err(|e| e.to_string())?);
+    let data_dir = Arc::new(DataDir::open(&config.data_dir).map_err(StartError::DataDir)?);
     config.listen = claim_listen_addr(config.listen)?;
     let cluster_id = cluster_id(&data_dir)?;
     let mut meta_config = MetaConfig::single_node(data_dir.root().join(META_DIR_NAME));
     meta_config.node_id = config.node_id;
-    let meta = Metastore::start(meta_config).map_err(|e| format!("starting the metastore: {e}"))?;
+    let meta = Metastore::start(meta_config).map_err(|source| StartError::Metastore {
+        what: "starting the metastore".into(),
+        source,
+    })?;
     let listen = config.listen;
     let cores = if config.cpus.is_empty() {
         1
@@ -201,32 +236,34 @@ pub fn run(
         cluster_id,
         shutdown,
     ));
-    let (ready_tx, ready_rx) = flume::unbounded::<Result<usize, String>>();
+    let (ready_tx, ready_rx) = flume::unbounded::<Result<usize, StartError>>();
     let init_ctx = ctx.clone();
     let init = move |core: usize, shards| {
         let ctx = init_ctx.clone();
         let ready_tx = ready_tx.clone();
         async move {
+            let core_err = |detail: String| StartError::Core { core, detail };
             let started = async {
                 let state = CoreState::new(core, ctx.clone(), shards)
                     .await
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| core_err(e.to_string()))?;
                 state
                     .start_meta_follower()
                     .await
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| core_err(e.to_string()))?;
                 let listener = glommio::net::TcpListener::bind(listen)
-                    .map_err(|e| format!("core {core}: cannot listen on {listen}: {e}"))?;
+                    .map_err(|e| core_err(format!("cannot listen on {listen}: {e}")))?;
                 glommio::spawn_local(crate::conn::accept_loop(state.clone(), listener)).detach();
                 glommio::spawn_local(state.clone().retention_loop()).detach();
                 glommio::spawn_local(state.clone().group_tick_loop()).detach();
                 glommio::spawn_local(crate::fanout_runtime::reconcile_loop(state.clone())).detach();
                 if let (0, Some(addr)) = (core, ctx.config.metrics_listen) {
-                    let admin = glommio::net::TcpListener::bind(addr)
-                        .map_err(|e| format!("cannot listen for metrics on {addr}: {e}"))?;
+                    let admin = glommio::net::TcpListener::bind(addr).map_err(|e| {
+                        core_err(format!("cannot listen for metrics on {addr}: {e}"))
+                    })?;
                     glommio::spawn_local(crate::admin_http::serve(state.clone(), admin)).detach();
                 }
-                Ok::<Rc<CoreState>, String>(state)
+                Ok::<Rc<CoreState>, StartError>(state)
             }
             .await;
             match started {
@@ -235,8 +272,9 @@ pub fn run(
                     Ok(state)
                 }
                 Err(e) => {
-                    let _ = ready_tx.send(Err(e.clone()));
-                    Err(std::io::Error::other(e))
+                    let io = std::io::Error::other(e.to_string());
+                    let _ = ready_tx.send(Err(e));
+                    Err(io)
                 }
             }
         }
@@ -246,7 +284,8 @@ pub fn run(
         tracing::info!(core = state.core, "core shutting down");
         state.close_all().await;
     };
-    let (_shards, join) = shard::start(&shard_config, init, run_core).map_err(|e| e.to_string())?;
+    let (_shards, join) =
+        shard::start(&shard_config, init, run_core).map_err(StartError::Executors)?;
     let mut ready = 0;
     while ready < cores {
         match ready_rx.recv() {
@@ -261,7 +300,7 @@ pub fn run(
     if ready == cores {
         on_ready(listen);
     }
-    let res = join.join_or_exit().map_err(|e| e.to_string());
+    let res = join.join_or_exit().map_err(StartError::Executors);
     if let Err(e) = meta.shutdown() {
         tracing::warn!(error = %e, "metastore shutdown");
     }

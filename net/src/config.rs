@@ -115,7 +115,7 @@ impl BrokerConfig {
     }
 
     /// Checks the limits against each other; the message names the setting to change.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), InvalidBrokerConfig> {
         let nonzero = [
             ("max-request-bytes", self.max_request_bytes as u64),
             (
@@ -138,21 +138,19 @@ impl BrokerConfig {
         ];
         for (name, v) in nonzero {
             if v == 0 {
-                return Err(format!("{name} must be at least 1"));
+                return Err(InvalidBrokerConfig::Zero { setting: name });
             }
         }
         if self.max_request_bytes > i32::MAX as usize {
-            return Err(format!(
-                "max-request-bytes {} exceeds the Kafka frame limit {}",
-                self.max_request_bytes,
-                i32::MAX
-            ));
+            return Err(InvalidBrokerConfig::FrameLimit {
+                max_request_bytes: self.max_request_bytes,
+            });
         }
         if self.queued_max_request_bytes_per_core < self.max_request_bytes {
-            return Err(format!(
-                "queued-max-request-bytes-per-core ({}) is below max-request-bytes ({}): the largest request could never be read; raise it or lower max-request-bytes",
-                self.queued_max_request_bytes_per_core, self.max_request_bytes
-            ));
+            return Err(InvalidBrokerConfig::CoreBudgetBelowFrame {
+                per_core: self.queued_max_request_bytes_per_core,
+                max_request_bytes: self.max_request_bytes,
+            });
         }
         Ok(())
     }
@@ -162,4 +160,18 @@ impl BrokerConfig {
             .clone()
             .unwrap_or_else(|| (self.listen.ip().to_string(), self.listen.port()))
     }
+}
+
+/// Broker limits that contradict each other; each names the setting to change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidBrokerConfig {
+    #[error("{setting} must be at least 1")]
+    Zero { setting: &'static str },
+    #[error("max-request-bytes {max_request_bytes} exceeds the Kafka frame limit 2147483647")]
+    FrameLimit { max_request_bytes: usize },
+    #[error("queued-max-request-bytes-per-core ({per_core}) is below max-request-bytes ({max_request_bytes}): the largest request could never be read; raise it or lower max-request-bytes")]
+    CoreBudgetBelowFrame {
+        per_core: usize,
+        max_request_bytes: usize,
+    },
 }

@@ -106,6 +106,82 @@ async fn serve_admitted(
     drop(slot);
 }
 
+/// Why a request frame could not become a request (the connection closes; nothing of it ran).
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("request of {len} bytes has no header")]
+    NoHeader { len: usize },
+    #[error("unknown API key {0}")]
+    UnknownApiKey(i16),
+    #[error("unsupported API {api:?} (key {key})")]
+    UnsupportedApi { api: ApiKey, key: i16 },
+    #[error("{api:?} v{version} is outside the supported range {min}..={max}")]
+    UnsupportedVersion {
+        api: ApiKey,
+        version: i16,
+        min: i16,
+        max: i16,
+    },
+    /// Advertised for old clients' sake (Produce min 0), but not readable: Kafka 4 removed
+    /// these versions (KIP-896).
+    #[error("{api:?} v{version} (message format < 2) is not supported; use v{min} or later")]
+    RemovedVersion { api: ApiKey, version: i16, min: i16 },
+    #[error("malformed {api:?} v{version} request{part}: {detail}")]
+    Malformed {
+        api: ApiKey,
+        version: i16,
+        /// " header" or "" (the body).
+        part: &'static str,
+        detail: String,
+    },
+    #[error("malformed {api:?} v{version} request (decoder panicked)")]
+    DecoderPanicked { api: ApiKey, version: i16 },
+    #[error(transparent)]
+    Encode(#[from] EncodeError),
+}
+
+/// A response the codec refused to encode (a broker bug: the connection closes rather than
+/// send a garbled frame).
+#[derive(Debug, thiserror::Error)]
+#[error("encoding {what}: {detail}")]
+pub struct EncodeError {
+    what: String,
+    detail: String,
+}
+
+/// Why a connection closed.
+#[derive(Debug, thiserror::Error)]
+pub enum CloseReason {
+    #[error("{what}: {source}")]
+    Io {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{what}: no progress within {ms} ms (request-timeout-ms)")]
+    Timeout { what: &'static str, ms: u64 },
+    #[error("peer closed inside a frame header")]
+    PeerClosedInHeader,
+    #[error("idle for {ms} ms (connections-max-idle-ms); closing")]
+    Idle { ms: u64 },
+    #[error("frame header incomplete after {ms} ms (request-timeout-ms); closing")]
+    HeaderIncomplete { ms: u64 },
+    #[error("frame size {size} outside 8..={max} (max-request-bytes, Kafka's socket.request.max.bytes); closing")]
+    FrameSize { size: i32, max: usize },
+    #[error("{what}: {detail}")]
+    Budget { what: &'static str, detail: String },
+    #[error("writer stopped")]
+    WriterStopped,
+    #[error("request task was cancelled")]
+    TaskCancelled,
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    #[error("{api:?} handler panicked: {what}")]
+    HandlerPanicked { api: ApiKey, what: String },
+    #[error(transparent)]
+    Encode(#[from] EncodeError),
+}
+
 /// What a request task hands the writer.
 enum Outcome {
     /// A framed response to write.
@@ -113,7 +189,7 @@ enum Outcome {
     /// Nothing to write (Produce with acks=0).
     Silent,
     /// The handler failed; the connection closes after the responses before this one.
-    Failed(String),
+    Failed(CloseReason),
 }
 
 /// The budget a request holds from the moment it is read until its response is written or the
@@ -127,23 +203,24 @@ type Pending = glommio::task::JoinHandle<(Outcome, Held)>;
 
 async fn with_timeout<T>(
     ms: u64,
-    what: &str,
+    what: &'static str,
     f: impl std::future::Future<Output = std::io::Result<T>>,
-) -> Result<T, String> {
-    match glommio::timer::timeout(Duration::from_millis(ms), async {
-        Ok(f.await.map_err(glommio::GlommioError::<()>::IoError))
-    })
-    .await
-    {
+) -> Result<T, CloseReason> {
+    match glommio::timer::timeout(Duration::from_millis(ms), async { Ok(f.await) }).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(format!("{what}: {e}")),
-        Err(_) => Err(format!(
-            "{what}: no progress within {ms} ms (request-timeout-ms)"
-        )),
+        Ok(Err(source)) => Err(CloseReason::Io { what, source }),
+        Err(_) => Err(CloseReason::Timeout { what, ms }),
     }
 }
 
-async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<(), String> {
+fn budget_err(what: &'static str) -> impl FnOnce(glommio::GlommioError<()>) -> CloseReason {
+    move |e| CloseReason::Budget {
+        what,
+        detail: e.to_string(),
+    }
+}
+
+async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<(), CloseReason> {
     let client_host = format!(
         "/{}",
         peer.rsplit_once(':').map_or(peer.as_str(), |(h, _)| h)
@@ -161,7 +238,7 @@ async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<
         let _alive = writer_alive;
         while let Some(pending) = rx.recv().await {
             let Some((outcome, held)) = pending.await else {
-                return Err("request task was cancelled".to_string());
+                return Err(CloseReason::TaskCancelled);
             };
             match outcome {
                 Outcome::Response(frame) => {
@@ -183,7 +260,10 @@ async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<
             }
             drop(held);
         }
-        writer.flush().await.map_err(|e| format!("flush: {e}"))
+        writer.flush().await.map_err(|source| CloseReason::Io {
+            what: "flush",
+            source,
+        })
     });
     // Something of this connection is in flight (a request running or a response unwritten)
     // while any of its byte budget is taken.
@@ -200,33 +280,30 @@ async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<
                     cfg.request_timeout_ms
                 };
                 match glommio::timer::timeout(Duration::from_millis(wait_ms), async {
-                    Ok(reader.read(&mut size[got..]).await)
+                    Ok::<_, glommio::GlommioError<()>>(reader.read(&mut size[got..]).await)
                 })
                 .await
                 {
                     Ok(Ok(0)) if got == 0 => return Ok(()),
-                    Ok(Ok(0)) => return Err("peer closed inside a frame header".to_string()),
+                    Ok(Ok(0)) => return Err(CloseReason::PeerClosedInHeader),
                     Ok(Ok(n)) => got += n,
-                    Ok(Err(e)) => return Err(format!("read: {e}")),
+                    Ok(Err(source)) => {
+                        return Err(CloseReason::Io {
+                            what: "read",
+                            source,
+                        })
+                    }
                     Err(_) if got == 0 && in_flight() => continue,
-                    Err(_) if got == 0 => {
-                        return Err(format!(
-                            "idle for {wait_ms} ms (connections-max-idle-ms); closing"
-                        ))
-                    }
-                    Err(_) => {
-                        return Err(format!(
-                        "frame header incomplete after {wait_ms} ms (request-timeout-ms); closing"
-                    ))
-                    }
+                    Err(_) if got == 0 => return Err(CloseReason::Idle { ms: wait_ms }),
+                    Err(_) => return Err(CloseReason::HeaderIncomplete { ms: wait_ms }),
                 }
             }
             let size = i32::from_be_bytes(size);
             if size < 8 || size as usize > cfg.max_request_bytes {
-                return Err(format!(
-                    "frame size {size} outside 8..={} (max-request-bytes, Kafka's socket.request.max.bytes); closing",
-                    cfg.max_request_bytes
-                ));
+                return Err(CloseReason::FrameSize {
+                    size,
+                    max: cfg.max_request_bytes,
+                });
             }
             let size = size as usize;
             // The core's budget for frame bytes, before a byte of the body is held (it holds
@@ -236,7 +313,7 @@ async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<
                 .request_bytes
                 .acquire_static_permit(size as u64)
                 .await
-                .map_err(|e| format!("request budget: {e}"))?;
+                .map_err(budget_err("request budget"))?;
             crate::metrics::CoreMetrics::add(&state.metrics.request_bytes, size as u64 + 4);
             // Allocated whole (the core's budget covers it): `calloc` maps a large body
             // lazily, so a slow sender pins only the pages it filled; one copy from the socket.
@@ -256,11 +333,11 @@ async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<
                         _conn: conn_budget
                             .acquire_static_permit(0)
                             .await
-                            .map_err(|e| e.to_string())?,
+                            .map_err(budget_err("connection budget"))?,
                     };
                     let h = glommio::spawn_local(async move { (Outcome::Response(bytes), held) })
                         .detach();
-                    tx.send(h).await.map_err(|_| "writer stopped".to_string())?;
+                    tx.send(h).await.map_err(|_| CloseReason::WriterStopped)?;
                     continue;
                 }
             };
@@ -274,7 +351,7 @@ async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<
             let conn_permit = conn_budget
                 .acquire_static_permit(conn_units)
                 .await
-                .map_err(|e| format!("connection budget: {e}"))?;
+                .map_err(budget_err("connection budget"))?;
             let held = Held {
                 _core: core_permit,
                 _conn: conn_permit,
@@ -283,7 +360,7 @@ async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<
             let h = glommio::spawn_local(async move { (handle(&task_state, req).await, held) })
                 .detach();
             if tx.send(h).await.is_err() {
-                return Err("writer stopped".to_string());
+                return Err(CloseReason::WriterStopped);
             }
         }
     };
@@ -307,7 +384,7 @@ pub enum Decoded {
     Immediate(Bytes),
 }
 
-fn decode_request(state: &CoreState, body: Bytes, peer: &str) -> Result<Decoded, String> {
+fn decode_request(state: &CoreState, body: Bytes, peer: &str) -> Result<Decoded, DecodeError> {
     let decoded = decode_frame(body, peer)?;
     if let (Decoded::Request(req), true) = (&decoded, state.ctx.config.log_requests) {
         tracing::info!(target: "ringlog::requests", core = state.core, api = ?req.api_key, version = req.header.request_api_version, correlation_id = req.header.correlation_id, client = ?req.header.client_id, request = ?req.body, "request");
@@ -318,16 +395,16 @@ fn decode_request(state: &CoreState, body: Bytes, peer: &str) -> Result<Decoded,
 /// One request frame's body (after the size) → a request for a handler, an immediate answer,
 /// or the reason to close the connection. Pure (no broker state): the fuzz target
 /// `request_decode` drives it with arbitrary bytes.
-pub fn decode_frame(mut body: Bytes, peer: &str) -> Result<Decoded, String> {
+pub fn decode_frame(mut body: Bytes, peer: &str) -> Result<Decoded, DecodeError> {
     if body.len() < 8 {
-        return Err(format!("request of {} bytes has no header", body.len()));
+        return Err(DecodeError::NoHeader { len: body.len() });
     }
     let key = i16::from_be_bytes([body[0], body[1]]);
     let version = i16::from_be_bytes([body[2], body[3]]);
     let correlation_id = i32::from_be_bytes([body[4], body[5], body[6], body[7]]);
-    let api_key = ApiKey::try_from(key).map_err(|_| format!("unknown API key {key}"))?;
+    let api_key = ApiKey::try_from(key).map_err(|_| DecodeError::UnknownApiKey(key))?;
     let Some(range) = api::supported_versions(api_key) else {
-        return Err(format!("unsupported API {api_key:?} (key {key})"));
+        return Err(DecodeError::UnsupportedApi { api: api_key, key });
     };
     if !(range.0..=range.1).contains(&version) {
         if api_key == ApiKey::ApiVersions {
@@ -338,19 +415,22 @@ pub fn decode_frame(mut body: Bytes, peer: &str) -> Result<Decoded, String> {
                 encode_response(api_key, 0, correlation_id, &ResponseKind::ApiVersions(resp))?;
             return Ok(Decoded::Immediate(bytes));
         }
-        return Err(format!(
-            "{api_key:?} v{version} is outside the supported range {}..={}",
-            range.0, range.1
-        ));
+        return Err(DecodeError::UnsupportedVersion {
+            api: api_key,
+            version,
+            min: range.0,
+            max: range.1,
+        });
     }
     let codec = api_key.valid_versions();
     if version < codec.min {
         // Advertised for old clients' sake (Produce min 0), but not readable: Kafka 4 removed
         // these versions (KIP-896).
-        return Err(format!(
-            "{api_key:?} v{version} (message format < 2) is not supported; use v{} or later",
-            codec.min
-        ));
+        return Err(DecodeError::RemovedVersion {
+            api: api_key,
+            version,
+            min: codec.min,
+        });
     }
     let (header, req) = decode_body(api_key, version, &mut body)?;
     if body.has_remaining() {
@@ -371,19 +451,30 @@ pub fn decode_body(
     api_key: ApiKey,
     version: i16,
     body: &mut Bytes,
-) -> Result<(RequestHeader, RequestKind), String> {
+) -> Result<(RequestHeader, RequestKind), DecodeError> {
+    fn malformed<E: std::fmt::Display>(
+        api: ApiKey,
+        version: i16,
+        part: &'static str,
+    ) -> impl FnOnce(E) -> DecodeError {
+        move |e| DecodeError::Malformed {
+            api,
+            version,
+            part,
+            detail: e.to_string(),
+        }
+    }
     let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let header = RequestHeader::decode(body, api_key.request_header_version(version))
-            .map_err(|e| format!("malformed {api_key:?} v{version} request header: {e}"))?;
-        let req = RequestKind::decode(api_key, body, version)
-            .map_err(|e| format!("malformed {api_key:?} v{version} request: {e}"))?;
+            .map_err(malformed(api_key, version, " header"))?;
+        let req =
+            RequestKind::decode(api_key, body, version).map_err(malformed(api_key, version, ""))?;
         Ok((header, req))
     }));
-    decoded.unwrap_or_else(|_| {
-        Err(format!(
-            "malformed {api_key:?} v{version} request (decoder panicked)"
-        ))
-    })
+    decoded.unwrap_or(Err(DecodeError::DecoderPanicked {
+        api: api_key,
+        version,
+    }))
 }
 
 async fn handle(state: &Rc<CoreState>, req: Request) -> Outcome {
@@ -437,7 +528,10 @@ pub fn api_name(key: ApiKey) -> &'static str {
 }
 
 /// `Ok(None)`: no response (acks=0). `Err`: the handler failed and the connection must close.
-async fn handle_inner(state: &Rc<CoreState>, req: Request) -> Result<Option<(Bytes, i16)>, String> {
+async fn handle_inner(
+    state: &Rc<CoreState>,
+    req: Request,
+) -> Result<Option<(Bytes, i16)>, CloseReason> {
     let version = req.header.request_api_version;
     let correlation_id = req.header.correlation_id;
     let api_key = req.api_key;
@@ -457,7 +551,10 @@ async fn handle_inner(state: &Rc<CoreState>, req: Request) -> Result<Option<(Byt
                 .or_else(|| panic.downcast_ref::<&str>().copied())
                 .unwrap_or("?");
             tracing::error!(api = ?api_key, version, correlation_id, panic = what, "request handler panicked; closing the connection");
-            return Err(format!("{api_key:?} handler panicked: {what}"));
+            return Err(CloseReason::HandlerPanicked {
+                api: api_key,
+                what: what.to_string(),
+            });
         }
     };
     if state.ctx.config.log_requests {
@@ -470,7 +567,7 @@ async fn handle_inner(state: &Rc<CoreState>, req: Request) -> Result<Option<(Byt
             // A response the codec refuses is a broker bug; the client sees the connection
             // close rather than a garbled frame or a missing answer.
             tracing::error!(api = ?api_key, version, error = %e, "cannot encode response; closing the connection");
-            Err(e)
+            Err(e.into())
         }
     }
 }
@@ -482,7 +579,7 @@ pub fn encode_response(
     version: i16,
     correlation_id: i32,
     resp: &ResponseKind,
-) -> Result<Bytes, String> {
+) -> Result<Bytes, EncodeError> {
     let mut buf = BytesMut::with_capacity(256);
     buf.put_i32(0);
     let header_version = if api_key == ApiKey::ApiVersions {
@@ -493,9 +590,14 @@ pub fn encode_response(
     ResponseHeader::default()
         .with_correlation_id(correlation_id)
         .encode(&mut buf, header_version)
-        .map_err(|e| format!("encoding response header: {e}"))?;
-    resp.encode(&mut buf, version)
-        .map_err(|e| format!("encoding {api_key:?} v{version} response: {e}"))?;
+        .map_err(|e| EncodeError {
+            what: "response header".into(),
+            detail: e.to_string(),
+        })?;
+    resp.encode(&mut buf, version).map_err(|e| EncodeError {
+        what: format!("{api_key:?} v{version} response"),
+        detail: e.to_string(),
+    })?;
     let size = (buf.len() - 4) as i32;
     buf[0..4].copy_from_slice(&size.to_be_bytes());
     Ok(buf.freeze())

@@ -62,15 +62,27 @@ impl FdBudget {
     }
 
     /// Refuses placing `adding` partitions on a node that already has `placed`.
-    pub fn check_placement(&self, placed: usize, adding: usize) -> Result<(), String> {
+    pub fn check_placement(&self, placed: usize, adding: usize) -> Result<(), PlacementRefused> {
         if placed.saturating_add(adding) > self.max_open_partitions {
-            return Err(format!(
-                "this node can serve at most {} partitions with its file-descriptor limit of {} ({} per partition, the rest kept for connections); it has {placed}, so {adding} more cannot be served: raise the fd limit (ulimit -n) and restart, or use fewer partitions",
-                self.max_open_partitions, self.fd_limit, FDS_PER_OPEN_PARTITION
-            ));
+            return Err(PlacementRefused {
+                max_open: self.max_open_partitions,
+                fd_limit: self.fd_limit,
+                placed,
+                adding,
+            });
         }
         Ok(())
     }
+}
+
+/// More partitions than this node's fd budget can serve.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("this node can serve at most {max_open} partitions with its file-descriptor limit of {fd_limit} ({FDS_PER_OPEN_PARTITION} per partition, the rest kept for connections); it has {placed}, so {adding} more cannot be served: raise the fd limit (ulimit -n) and restart, or use fewer partitions")]
+pub struct PlacementRefused {
+    pub max_open: usize,
+    pub fd_limit: usize,
+    pub placed: usize,
+    pub adding: usize,
 }
 
 impl Drop for PartitionSlot {
@@ -115,7 +127,7 @@ mod tests {
         assert_eq!(b.max_open_partitions, (20_000 - 5_000) / 3);
         assert!(b.check_placement(0, b.max_open_partitions).is_ok());
         let err = b.check_placement(10, b.max_open_partitions).unwrap_err();
-        assert!(err.contains("raise the fd limit"), "{err}");
+        assert!(err.to_string().contains("raise the fd limit"), "{err}");
         let small = FdBudget::new(FD_RESERVE_MIN + 6, 0);
         let a = small.try_open().unwrap();
         let _b = small.try_open().unwrap();

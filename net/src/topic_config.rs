@@ -29,15 +29,57 @@ pub const TOPIC_CONFIGS: &[(&str, ConfigType)] = &[
     ("segment.ms", ConfigType::Long),
 ];
 
-fn parse_i64(key: &str, v: &str, min: i64, max: i64) -> Result<i64, String> {
+/// A topic config the broker refuses (answered with INVALID_CONFIG and this message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidTopicConfig {
+    #[error("{key}={value:?} is not an integer")]
+    NotAnInteger { key: String, value: String },
+    #[error("{key}={value} is out of range [{min}, {max}]")]
+    OutOfRange {
+        key: String,
+        value: i64,
+        min: i64,
+        max: i64,
+    },
+    #[error("{key}={value:?}: {hint}")]
+    Unsupported {
+        key: String,
+        value: String,
+        hint: &'static str,
+    },
+    #[error("{key} {why}")]
+    Incomplete { key: String, why: &'static str },
+    #[error("unknown topic config {0:?}")]
+    Unknown(String),
+    #[error("{0}")]
+    Log(String),
+}
+
+fn parse_i64(key: &str, v: &str, min: i64, max: i64) -> Result<i64, InvalidTopicConfig> {
     let n: i64 = v
         .trim()
         .parse()
-        .map_err(|_| format!("{key}={v:?} is not an integer"))?;
+        .map_err(|_| InvalidTopicConfig::NotAnInteger {
+            key: key.to_string(),
+            value: v.to_string(),
+        })?;
     if n < min || n > max {
-        return Err(format!("{key}={n} is out of range [{min}, {max}]"));
+        return Err(InvalidTopicConfig::OutOfRange {
+            key: key.to_string(),
+            value: n,
+            min,
+            max,
+        });
     }
     Ok(n)
+}
+
+fn unsupported(key: &str, value: &str, hint: &'static str) -> InvalidTopicConfig {
+    InvalidTopicConfig::Unsupported {
+        key: key.to_string(),
+        value: value.to_string(),
+        hint,
+    }
 }
 
 /// Longest fan-out delay (seed 000: 1 year).
@@ -47,7 +89,7 @@ pub const MAX_FANOUT_DELAY_MS: i64 = meta::state::MAX_FANOUT_DELAY_MS as i64;
 pub fn to_log_config(
     configs: &BTreeMap<String, String>,
     defaults: &LogConfig,
-) -> Result<LogConfig, String> {
+) -> Result<LogConfig, InvalidTopicConfig> {
     let mut c = defaults.clone();
     for (k, v) in configs {
         match k.as_str() {
@@ -68,20 +110,24 @@ pub fn to_log_config(
                 c.timestamp_type = match v.as_str() {
                     "CreateTime" => TimestampType::CreateTime,
                     "LogAppendTime" => TimestampType::LogAppendTime,
-                    _ => return Err(format!("{k}={v:?}: use CreateTime or LogAppendTime")),
+                    _ => return Err(unsupported(k, v, "use CreateTime or LogAppendTime")),
                 }
             }
             "cleanup.policy" => {
                 if v != "delete" {
-                    return Err(format!(
-                        "{k}={v:?}: only \"delete\" is supported (no compaction)"
+                    return Err(unsupported(
+                        k,
+                        v,
+                        "only \"delete\" is supported (no compaction)",
                     ));
                 }
             }
             "compression.type" => {
                 if v != "producer" {
-                    return Err(format!(
-                        "{k}={v:?}: only \"producer\" is supported (batches are stored as sent)"
+                    return Err(unsupported(
+                        k,
+                        v,
+                        "only \"producer\" is supported (batches are stored as sent)",
                     ));
                 }
             }
@@ -91,20 +137,26 @@ pub fn to_log_config(
             // Fan-out links (seed 000); the link itself lives in the metastore.
             "fanout.parent" => {
                 if v.is_empty() {
-                    return Err(format!("{k} is empty: name the parent topic"));
+                    return Err(InvalidTopicConfig::Incomplete {
+                        key: k.clone(),
+                        why: "is empty: name the parent topic",
+                    });
                 }
             }
             "fanout.delay.ms" => {
                 parse_i64(k, v, 0, MAX_FANOUT_DELAY_MS)?;
                 if !configs.contains_key("fanout.parent") {
-                    return Err(format!("{k} needs fanout.parent"));
+                    return Err(InvalidTopicConfig::Incomplete {
+                        key: k.clone(),
+                        why: "needs fanout.parent",
+                    });
                 }
             }
-            _ => return Err(format!("unknown topic config {k:?}")),
+            _ => return Err(InvalidTopicConfig::Unknown(k.clone())),
         }
     }
     c.max_unflushed_bytes = c.max_unflushed_bytes.max(c.max_batch_bytes as u64);
-    c.validate()?;
+    c.validate().map_err(InvalidTopicConfig::Log)?;
     Ok(c)
 }
 
@@ -166,9 +218,9 @@ mod tests {
         let c = to_log_config(&cfg(&[("retention.ms", "-1")]), &d).unwrap();
         assert_eq!(c.retention_ms, None);
         let e = to_log_config(&cfg(&[("retention.msx", "1")]), &d).unwrap_err();
-        assert!(e.contains("unknown topic config \"retention.msx\""), "{e}");
+        assert_eq!(e, InvalidTopicConfig::Unknown("retention.msx".into()));
         let e = to_log_config(&cfg(&[("segment.ms", "zero")]), &d).unwrap_err();
-        assert!(e.contains("not an integer"), "{e}");
+        assert!(matches!(e, InvalidTopicConfig::NotAnInteger { .. }), "{e}");
         assert!(to_log_config(&cfg(&[("cleanup.policy", "compact")]), &d).is_err());
         assert_eq!(describe(&BTreeMap::new(), &d).len(), TOPIC_CONFIGS.len());
     }

@@ -105,7 +105,7 @@ impl KafkaClient {
             .with_client_software_name(StrBytes::from_static_str("ringlog-cli"))
             .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
         let mut r = self.call(&req, 3)?;
-        if r.error_code == 35 {
+        if r.error_code == kafka_protocol::ResponseError::UnsupportedVersion.code() {
             r = self.call(&ApiVersionsRequest::default(), 0)?;
         }
         if r.error_code != 0 {

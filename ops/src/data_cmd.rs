@@ -298,14 +298,10 @@ fn decompress(buf: &mut Bytes, c: Compression) -> anyhow::Result<Bytes> {
 }
 
 /// Whole batches in a fetched records field (a trailing partial batch is dropped), decoded.
-pub fn decode_records(mut data: Bytes) -> Result<Vec<Record>, String> {
+pub fn decode_records(data: Bytes) -> Result<Vec<Record>, String> {
     let mut out = Vec::new();
-    while data.len() >= engine::batch::LOG_OVERHEAD_BYTES {
-        let size = engine::batch::declared_size(&data).unwrap_or(0);
-        if size < engine::batch::HEADER_BYTES as i64 || size as usize > data.len() {
-            break;
-        }
-        let mut batch = data.split_to(size as usize);
+    for (_, stored) in engine::batch::stored_batches(&data) {
+        let mut batch = data.slice_ref(stored);
         let set = RecordBatchDecoder::decode_with_custom_compression(&mut batch, Some(decompress))
             .map_err(|e| format!("decoding record batch: {e}"))?;
         out.extend(set.records.into_iter().filter(|r| !r.control));

@@ -198,7 +198,7 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
     c.log_defaults
         .validate()
         .map_err(|e| format!("invalid log defaults: {e}"))?;
-    c.validate()?;
+    c.validate().map_err(|e| e.to_string())?;
     Ok(c)
 }
 

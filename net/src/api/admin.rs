@@ -90,7 +90,7 @@ fn check_partition_count(state: &CoreState, adding: u32) -> Result<usize, Refusa
         .ctx
         .fd_budget
         .check_placement(placed, adding as usize)
-        .map_err(|e| (codes::INVALID_PARTITIONS, e))?;
+        .map_err(|e| (codes::INVALID_PARTITIONS, e.to_string()))?;
     Ok(placed)
 }
 
@@ -113,7 +113,7 @@ pub async fn create_topic(
     configs: BTreeMap<String, String>,
 ) -> Result<[u8; 16], Refusal> {
     topic_config::to_log_config(&configs, &state.ctx.config.log_defaults)
-        .map_err(|e| (codes::INVALID_CONFIG, e))?;
+        .map_err(|e| (codes::INVALID_CONFIG, e.to_string()))?;
     if partitions == 0 {
         return Err((
             codes::INVALID_PARTITIONS,
@@ -287,7 +287,7 @@ pub async fn create_topics(
             check_partition_count(state, partitions as u32)
                 .and_then(|_| {
                     topic_config::to_log_config(&configs, &state.ctx.config.log_defaults)
-                        .map_err(|e| (codes::INVALID_CONFIG, e))
+                        .map_err(|e| (codes::INVALID_CONFIG, e.to_string()))
                 })
                 .and_then(|_| match state.meta.borrow().topic(&name) {
                     Some(_) => Err((
@@ -558,7 +558,7 @@ pub async fn incremental_alter_configs(
                     }
                 }
             }
-            topic_config::to_log_config(&next, &state.ctx.config.log_defaults).map_err(|e| (codes::INVALID_CONFIG, e))?;
+            topic_config::to_log_config(&next, &state.ctx.config.log_defaults).map_err(|e| (codes::INVALID_CONFIG, e.to_string()))?;
             // A parent keeps records at least as long as its longest-delayed child needs
             // (delay + 1 h), whether its retention.ms is lowered or removed (the broker
             // default then applies).
