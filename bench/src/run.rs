@@ -29,10 +29,8 @@ use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use serde::Serialize;
 
 use crate::stats::{self, Percentiles};
-use crate::workload::{KeyDistributor, Workload};
+use crate::workload::{KeyDistributor, Workload, HEADER_LEN};
 
-/// Bytes at the start of each payload: 8-byte magic, then the intended send time (ns, LE).
-pub const HEADER_LEN: usize = 16;
 const MAGIC: [u8; 8] = *b"rlbench1";
 
 /// How consumers get their partitions.

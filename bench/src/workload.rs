@@ -34,6 +34,9 @@ impl std::str::FromStr for KeyDistributor {
     }
 }
 
+/// Bytes at the start of each payload: 8-byte magic, then the intended send time (ns, LE).
+pub const HEADER_LEN: usize = 16;
+
 /// One OMB workload. Field names in the YAML are OMB's (camelCase).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -174,10 +177,10 @@ impl Workload {
         if self.partitions_per_topic == 0 {
             return bad("partitionsPerTopic must be at least 1");
         }
-        if self.message_size < crate::run::HEADER_LEN {
+        if self.message_size < HEADER_LEN {
             return bad(&format!(
                 "messageSize must be at least {} bytes (the send timestamp is carried in the payload)",
-                crate::run::HEADER_LEN
+                HEADER_LEN
             ));
         }
         if self.producers_per_topic == 0 {
@@ -201,7 +204,7 @@ impl Workload {
         Ok(())
     }
 
-    /// Payloads for the producers (the first [`crate::run::HEADER_LEN`] bytes of each are
+    /// Payloads for the producers (the first [`HEADER_LEN`] bytes of each are
     /// overwritten per record with the magic and the intended send time).
     pub fn payloads(&self, workload_dir: Option<&Path>, notes: &mut Vec<String>) -> Vec<Vec<u8>> {
         use rand::{Rng, SeedableRng};

@@ -200,40 +200,6 @@ pub fn validate(b: &[u8]) -> Result<BatchHeader, BatchError> {
     Ok(h)
 }
 
-/// A batch that passed [`validate`]: its bytes and parsed header travel together, so a caller
-/// that had to look at the header (the broker's idempotence check) does not make the log
-/// compute the CRC a second time.
-#[derive(Debug, Clone, Copy)]
-pub struct ValidBatch<'a> {
-    bytes: &'a [u8],
-    header: BatchHeader,
-}
-
-impl<'a> ValidBatch<'a> {
-    /// Validates the size against `max_bytes` (the topic's `max.message.bytes`) first, so an
-    /// oversized batch costs no more work, then the header and CRC, then the records
-    /// themselves (`record_check::validate_records`): what enters the log from outside.
-    pub fn new(bytes: &'a [u8], max_bytes: usize) -> Result<Self, BatchError> {
-        if bytes.len() > max_bytes {
-            return Err(BatchError::TooLarge {
-                len: bytes.len(),
-                max_bytes,
-            });
-        }
-        let header = validate(bytes)?;
-        crate::record_check::validate_records(bytes, &header)?;
-        Ok(Self { header, bytes })
-    }
-
-    pub fn bytes(&self) -> &'a [u8] {
-        self.bytes
-    }
-
-    pub fn header(&self) -> &BatchHeader {
-        &self.header
-    }
-}
-
 fn check_counts(h: &BatchHeader) -> Result<(), BatchError> {
     if h.last_offset_delta < 0 || h.records_count != h.last_offset_delta.saturating_add(1) {
         return Err(BatchError::RecordCountMismatch {

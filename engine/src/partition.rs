@@ -14,12 +14,12 @@ use std::rc::Rc;
 
 use thiserror::Error;
 
-use crate::batch::ValidBatch;
 use crate::config::LogConfig;
 use crate::core_storage::CoreStorage;
 use crate::io;
 use crate::log::{AdmitError, Durability, LogError, PartitionLog, RecoverySummary};
 use crate::producer_state::{self, ProducerStates, SeqCheck};
+use crate::record_check::ValidBatch;
 
 /// The file in a partition directory naming the topic incarnation its data belongs to, so a
 /// re-created topic never reads an old incarnation's files.

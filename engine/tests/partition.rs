@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::*;
-use engine::batch::ValidBatch;
 use engine::batch_encode::{encode_for_producer, NewRecord, ProducerSeq};
 use engine::clock::ManualClock;
+use engine::record_check::ValidBatch;
 use engine::{CoreStorage, Durability, LogError, Partition, PartitionError};
 
 /// `n` records of `value_len` bytes as producer `pid`'s batch at `epoch` from sequence `seq`.

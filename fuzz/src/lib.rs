@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `request_decode` | `net::conn::decode_frame`, the connection's decode entry point, for every advertised API key and version |
 //! | `request_dispatch` | a live in-process broker over loopback: frame decode + dispatch to the handlers |
-//! | `record_batch` | `engine::batch::ValidBatch::new`: header, CRC, records, every codec (bounded inflation) |
+//! | `record_batch` | `engine::record_check::ValidBatch::new`: header, CRC, records, every codec (bounded inflation) |
 //! | `segment_recovery` | `PartitionLog::open` of a partition whose active segment holds the input (the recovery scan), then reads |
 //! | `raft_log` | `meta::log_store::scan_log_records`, the raft log's recovery scan and entry decoder |
 //! | `meta_snapshot` | `meta::sm::check_snapshot_bytes`, the metastore snapshot decoder |
@@ -175,7 +175,7 @@ pub fn request_dispatch(data: &[u8]) {
 pub fn record_batch(data: &[u8]) {
     use engine::batch::{BATCH_LENGTH_POS, CRC_POS, HEADER_BYTES};
     // As sent: almost always refused by length or CRC.
-    let _ = engine::batch::ValidBatch::new(data, usize::MAX);
+    let _ = engine::record_check::ValidBatch::new(data, usize::MAX);
     // With length and CRC made right, so the fuzzer gets past them into the records.
     if data.len() >= HEADER_BYTES {
         let mut b = data.to_vec();
@@ -184,7 +184,7 @@ pub fn record_batch(data: &[u8]) {
         b[16] = 2; // magic
         let crc = engine::batch::compute_crc(&b);
         b[CRC_POS..CRC_POS + 4].copy_from_slice(&crc.to_be_bytes());
-        if let Ok(v) = engine::batch::ValidBatch::new(&b, usize::MAX) {
+        if let Ok(v) = engine::record_check::ValidBatch::new(&b, usize::MAX) {
             let h = v.header();
             assert_eq!(h.size_bytes, b.len(), "a valid batch spans its bytes");
             assert_eq!(h.records_count, h.last_offset_delta + 1);

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use engine::batch::ValidBatch;
 use engine::log::DueRead;
+use engine::record_check::ValidBatch;
 use engine::{Durability, LogError, Partition};
 use fanout::cursor::{ChildSink, Clock, Cursor, CursorError, ParentLog, ReadError};
 use fanout::offset_file::{self, CursorFile, Start, Stored};

@@ -64,18 +64,19 @@ impl PartitionLog {
         durability: Durability,
     ) -> Result<AppendInfo, LogError> {
         let max_bytes = self.max_batch_bytes();
-        let valid =
-            batch::ValidBatch::new(batch, max_bytes).map_err(|source| LogError::InvalidBatch {
+        let valid = crate::record_check::ValidBatch::new(batch, max_bytes).map_err(|source| {
+            LogError::InvalidBatch {
                 dir: self.dir_name(),
                 source,
-            })?;
+            }
+        })?;
         self.append_valid(valid, durability).await
     }
 
     /// `append` for a batch the caller already validated.
     pub async fn append_valid(
         self: &Rc<Self>,
-        valid: batch::ValidBatch<'_>,
+        valid: crate::record_check::ValidBatch<'_>,
         durability: Durability,
     ) -> Result<AppendInfo, LogError> {
         let admit_all = |_base: u64| Ok::<(), std::convert::Infallible>(());
@@ -95,7 +96,7 @@ impl PartitionLog {
     /// every earlier batch and recorded only for a batch that is in the log.
     pub async fn append_admitted<R>(
         self: &Rc<Self>,
-        valid: batch::ValidBatch<'_>,
+        valid: crate::record_check::ValidBatch<'_>,
         durability: Durability,
         admit: impl FnOnce(u64) -> Result<(), R>,
     ) -> Result<AppendInfo, AdmitError<R>> {
