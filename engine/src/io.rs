@@ -267,9 +267,16 @@ pub async fn remove(path: &Path) -> io::Result<()> {
     off_executor(move || blocking::remove(&path)).await
 }
 
-/// Removes several files (absent ones are fine) in one trip to the blocking pool.
+/// Removes several files (absent ones are fine) in one trip to the blocking pool; tries every
+/// one and returns the first error.
 pub async fn remove_all_of(paths: Vec<PathBuf>) -> io::Result<()> {
-    off_executor(move || paths.iter().try_for_each(|p| blocking::remove(p))).await
+    off_executor(move || {
+        paths
+            .iter()
+            .map(|p| blocking::remove(p))
+            .fold(Ok(()), |first, r| first.and(r))
+    })
+    .await
 }
 
 /// Removes a directory and everything in it; absent is fine.

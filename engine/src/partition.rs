@@ -153,6 +153,17 @@ impl Partition {
         durability: Durability,
     ) -> Result<Produced, PartitionError> {
         let h = *batch.header();
+        // A retry of a batch already admitted needs nothing from the log but its durability:
+        // answered without queueing behind other appends (and even when the log could not
+        // take a new batch: full disk, poisoned after the original was synced).
+        let stored = self.producers.borrow().check(&h);
+        if let SeqCheck::Duplicate {
+            base_offset,
+            last_offset,
+        } = stored
+        {
+            return self.duplicate(base_offset, last_offset).await;
+        }
         let admit = |base_offset: u64| {
             let mut producers = self.producers.borrow_mut();
             match producers.check(&h) {
@@ -184,16 +195,7 @@ impl Partition {
             Err(AdmitError::Refused(Refusal::Duplicate {
                 base_offset,
                 last_offset,
-            })) => {
-                // The original was admitted before this retry; acknowledge it only once durable.
-                self.log.sync_to(last_offset + 1).await?;
-                Ok(Produced {
-                    base_offset,
-                    last_offset,
-                    log_append_time_ms: None,
-                    duplicate: true,
-                })
-            }
+            })) => self.duplicate(base_offset, last_offset).await,
             Err(AdmitError::Refused(Refusal::OutOfOrder { expected, got })) => {
                 Err(PartitionError::OutOfOrderSequence {
                     dir: self.dir_name(),
@@ -211,6 +213,24 @@ impl Partition {
                 })
             }
         }
+    }
+
+    /// The answer to a retry of the stored batch at `base_offset..=last_offset`: its offsets,
+    /// once it is durable (a retry must not be acknowledged before its original).
+    async fn duplicate(
+        &self,
+        base_offset: u64,
+        last_offset: u64,
+    ) -> Result<Produced, PartitionError> {
+        if self.log.high_watermark() <= last_offset {
+            self.log.sync_to(last_offset + 1).await?;
+        }
+        Ok(Produced {
+            base_offset,
+            last_offset,
+            log_append_time_ms: None,
+            duplicate: true,
+        })
     }
 
     /// Closes the log cleanly (flush, sync, seal, clean marker).

@@ -228,3 +228,37 @@ fn commit_times_come_from_the_core_clock_and_never_decrease() {
         assert_eq!(log.commit_time_of(2).await.unwrap(), Some(2_000_005));
     });
 }
+
+#[test]
+fn a_cancelled_producer_leaves_neither_a_half_flush_nor_a_blocked_log() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let (core, faults) = faulty_core(dir.path()).await;
+        let p = open_partition(&core, dir.path()).await;
+        faults.hold_syncs();
+        // Its batch is admitted and its flush starts; then the task is dropped mid-fdatasync
+        // (a stopped fan-out cursor, a closed connection).
+        let task = {
+            let p = p.clone();
+            glommio::spawn_local(
+                async move { produce(&p, &idempotent_batch(0, 2, 10, 5, 0, 0)).await },
+            )
+        };
+        glommio::timer::sleep(Duration::from_millis(50)).await;
+        task.cancel().await;
+        faults.release_syncs();
+        // The flush finished on its own: the cancelled batch is durable, and the log takes
+        // more (a roll included).
+        let next = produce(&p, &idempotent_batch(1, 1, 10, 5, 0, 2))
+            .await
+            .unwrap();
+        assert_eq!((next.base_offset, next.duplicate), (2, false));
+        p.log().roll().await.unwrap();
+        let after = produce(&p, &idempotent_batch(2, 1, 10, 5, 0, 3))
+            .await
+            .unwrap();
+        assert_eq!(after.base_offset, 3);
+        assert_eq!(read_all(p.log(), 0).await.len(), 3);
+        p.close().await.unwrap();
+    });
+}

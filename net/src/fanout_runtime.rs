@@ -110,11 +110,13 @@ impl ChildSink for CoreChild {
     }
 }
 
-pub struct GlommioClock;
+/// The core's clock (the one commit times come from, so the delay gate compares like with
+/// like) and glommio's timer.
+pub struct GlommioClock(pub Rc<dyn engine::clock::Clock>);
 
 impl Clock for GlommioClock {
     fn now_ms(&self) -> i64 {
-        engine::clock::system_now_ms()
+        self.0.now_ms()
     }
 
     async fn sleep(&self, d: Duration) {
@@ -203,13 +205,21 @@ async fn reconcile(state: &Rc<CoreState>, pass: u64) {
                 }
             }
         };
+        // Loading the file (and confirming the epoch) awaited: the partition may have been
+        // closed, or closed and reopened, meanwhile; the next pass starts it afresh.
+        if !state
+            .partition(&parent, p)
+            .is_some_and(|now| Rc::ptr_eq(&now, &part))
+        {
+            continue;
+        }
         let cursor = Cursor::new(
             LocalParent(part.partition.clone()),
             CoreChild {
                 state: state.clone(),
                 child: child.clone(),
             },
-            GlommioClock,
+            GlommioClock(state.storage.clock()),
             child.clone(),
             epoch,
             delay_ms,

@@ -28,30 +28,48 @@ impl PartitionLog {
         .detach();
     }
 
-    /// Waits until everything below `target` is durable, running the flush itself when none is
-    /// in flight (group commit: whoever finds the flusher idle flushes for everyone).
-    pub async fn sync_to(&self, target: u64) -> Result<(), LogError> {
+    /// Waits until everything below `target` is durable, starting a flush when none is in
+    /// flight (group commit: whoever finds the flusher idle starts one for everyone).
+    ///
+    /// The flush runs as its own task, not inside the caller: a caller that is cancelled
+    /// (a fan-out cursor stopped mid-commit, say) cannot leave a flush half done, with its
+    /// blocks taken from the tail but never written, or `io_busy` held forever.
+    pub async fn sync_to(self: &Rc<Self>, target: u64) -> Result<(), LogError> {
         loop {
-            let gen = {
+            let (gen, start_flush) = {
                 let mut st = self.st.borrow_mut();
                 if st.high_watermark >= target {
                     return Ok(());
                 }
                 self.check_usable(&st)?;
-                if !st.io_busy {
-                    st.io_busy = true;
-                    break;
-                }
-                st.change_gen
+                let start_flush = !st.io_busy;
+                st.io_busy = true;
+                (st.change_gen, start_flush)
             };
+            if start_flush {
+                // Outside the borrow: the flush task borrows the state itself.
+                self.spawn_flush();
+            }
             self.wait_change(gen).await;
         }
-        let res = self.flush_once().await;
-        let mut st = self.st.borrow_mut();
-        assert!(st.io_busy, "the flusher still holds io_busy");
-        st.io_busy = false;
-        st.notify();
-        res
+    }
+
+    /// Runs one flush in its own task; the caller has taken `io_busy` for it. Its failure
+    /// poisons the log, which every waiter then sees.
+    fn spawn_flush(self: &Rc<Self>) {
+        let me = self.clone();
+        glommio::spawn_local(async move {
+            let res = me.flush_once().await;
+            let mut st = me.st.borrow_mut();
+            assert!(st.io_busy, "the flusher still holds io_busy");
+            st.io_busy = false;
+            st.notify();
+            debug_assert!(
+                res.is_ok() || st.poisoned.is_some(),
+                "a failed flush poisons"
+            );
+        })
+        .detach();
     }
 
     /// Flushes everything appended so far and syncs it. Caller holds `io_busy`.

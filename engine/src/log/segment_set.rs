@@ -115,14 +115,36 @@ impl PartitionLog {
         st.notify();
     }
 
-    /// Closes the active segment and starts a new one at the log end offset.
-    pub async fn roll(&self) -> Result<(), LogError> {
+    /// Closes the active segment and starts a new one at the log end offset. The roll runs as
+    /// its own task once it holds the log (see `sync_to`): a cancelled caller cannot leave a
+    /// segment half sealed or appends blocked.
+    pub async fn roll(self: &Rc<Self>) -> Result<(), LogError> {
         if !self.acquire_exclusive().await? {
             return Ok(());
         }
-        let res = self.roll_exclusive().await;
-        self.release_exclusive();
-        res
+        let me = self.clone();
+        self.run_detached(async move {
+            let res = me.roll_exclusive().await;
+            me.release_exclusive();
+            res
+        })
+        .await
+    }
+
+    /// Runs `work` as a task of its own and waits for it (work on files that must not stop
+    /// half way when the caller is dropped).
+    async fn run_detached(
+        &self,
+        work: impl std::future::Future<Output = Result<(), LogError>> + 'static,
+    ) -> Result<(), LogError> {
+        glommio::spawn_local(work)
+            .detach()
+            .await
+            .unwrap_or_else(|| {
+                Err(LogError::Closed {
+                    dir: self.dir_name(),
+                })
+            })
     }
 
     pub(super) async fn roll_exclusive(&self) -> Result<(), LogError> {
@@ -186,11 +208,18 @@ impl PartitionLog {
     /// Flushes and syncs everything, seals the files of the active segment and writes the clean
     /// shutdown marker, so the next open skips the recovery scan. A poisoned log closes its
     /// files without the marker.
-    pub async fn close(&self) -> Result<(), LogError> {
+    pub async fn close(self: &Rc<Self>) -> Result<(), LogError> {
         let poisoned = self.st.borrow().poisoned.is_some();
         if !poisoned && !self.acquire_exclusive().await? {
             return Box::pin(self.close()).await;
         }
+        let me = self.clone();
+        self.run_detached(async move { me.close_exclusive(poisoned).await })
+            .await
+    }
+
+    /// The close itself; the caller holds the log (unless it is poisoned).
+    async fn close_exclusive(&self, poisoned: bool) -> Result<(), LogError> {
         let res = async {
             if !poisoned {
                 self.flush_once().await?;
