@@ -271,10 +271,14 @@ pub async fn remove(path: &Path) -> io::Result<()> {
 /// one and returns the first error.
 pub async fn remove_all_of(paths: Vec<PathBuf>) -> io::Result<()> {
     off_executor(move || {
-        paths
-            .iter()
-            .map(|p| blocking::remove(p))
-            .fold(Ok(()), |first, r| first.and(r))
+        let mut first = Ok(());
+        for p in &paths {
+            let r = blocking::remove(p);
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
     })
     .await
 }

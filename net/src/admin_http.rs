@@ -211,7 +211,7 @@ async fn respond(
         body.len()
     );
     stream.write_all(msg.as_bytes()).await?;
-    stream.close().await.map_err(std::io::Error::from)
+    stream.close().await
 }
 
 /// Every core's snapshot, in core order.
