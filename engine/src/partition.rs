@@ -78,7 +78,6 @@ pub struct Partition {
     log: Rc<PartitionLog>,
     producers: RefCell<ProducerStates>,
     incarnation: String,
-    dir: PathBuf,
 }
 
 impl Partition {
@@ -114,13 +113,12 @@ impl Partition {
                 .await
                 .map_err(io_err("writing the incarnation"))?;
         }
-        let (log, summary) = PartitionLog::open(core, dir.clone(), config).await?;
+        let (log, summary) = PartitionLog::open(core, dir, config).await?;
         let producers = producer_state::rebuild(&log).await?;
         let p = Rc::new(Self {
             log,
             producers: RefCell::new(producers),
             incarnation: incarnation.to_string(),
-            dir,
         });
         Ok((p, summary))
     }
@@ -130,7 +128,7 @@ impl Partition {
     }
 
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.log.dir()
     }
 
     pub fn incarnation(&self) -> &str {
@@ -138,7 +136,7 @@ impl Partition {
     }
 
     fn dir_name(&self) -> String {
-        self.dir.display().to_string()
+        self.dir().display().to_string()
     }
 
     /// Appends a producer's batch. An idempotent producer's batch is checked against its
@@ -242,23 +240,23 @@ impl Partition {
     /// topic directory if this was its last partition.
     pub async fn close_and_delete(&self) -> Result<(), PartitionError> {
         if let Err(e) = self.log.close().await {
-            tracing::warn!(dir = %self.dir.display(), error = %e, "closing a deleted partition");
+            tracing::warn!(dir = %self.dir().display(), error = %e, "closing a deleted partition");
         }
-        io::remove_dir_tree(&self.dir)
+        io::remove_dir_tree(self.dir())
             .await
             .map_err(|source| PartitionError::Io {
                 dir: self.dir_name(),
                 op: "removing the directory",
                 source,
             })?;
-        if let Some(topic_dir) = self.dir.parent() {
+        if let Some(topic_dir) = self.dir().parent() {
             io::remove_dir_if_empty(topic_dir).await;
         }
         Ok(())
     }
 
     fn cursor_file(&self, child: &str) -> PathBuf {
-        self.dir
+        self.dir()
             .join(format!("{CURSOR_FILE_PREFIX}{child}{CURSOR_FILE_SUFFIX}"))
     }
 
@@ -279,7 +277,7 @@ impl Partition {
 
     /// The children that have a cursor file in this partition's directory, sorted.
     pub async fn cursor_files(&self) -> std::io::Result<Vec<String>> {
-        let mut out: Vec<String> = io::list_dir(&self.dir)
+        let mut out: Vec<String> = io::list_dir(self.dir())
             .await?
             .iter()
             .filter_map(|n| {

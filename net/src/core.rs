@@ -205,7 +205,12 @@ impl CoreState {
             if self.applied_index.get() >= index {
                 Poll::Ready(())
             } else {
-                self.applied_waiters.borrow_mut().push(cx.waker().clone());
+                // One entry per waiting task, however often it is polled: the list is bounded
+                // by the requests in flight (a task's waker clones count in glommio's i16).
+                let mut waiters = self.applied_waiters.borrow_mut();
+                if !waiters.iter().any(|w| w.will_wake(cx.waker())) {
+                    waiters.push(cx.waker().clone());
+                }
                 Poll::Pending
             }
         })

@@ -98,7 +98,9 @@ pub(super) async fn recover(
         .filter(|n| n.ends_with(".tmp"))
         .map(|n| dir.join(n))
         .collect();
-    io::remove_all_of(leftovers).await?;
+    if !leftovers.is_empty() {
+        io::remove_all_of(leftovers).await?;
+    }
     let mut bases: Vec<u64> = names
         .iter()
         .filter_map(|n| segment::parse_log_name(n))
