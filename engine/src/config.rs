@@ -25,6 +25,57 @@ pub const DEFAULT_INDEX_SYNC_INTERVAL_MS: u64 = 1000;
 /// Kafka's default `max.message.bytes` (1 MiB + a little).
 pub const DEFAULT_MAX_BATCH_BYTES: usize = 1_048_588;
 
+/// Kafka's default `delete.retention.ms` (1 day): how long a tombstone stays readable after the
+/// cleaner first kept it.
+pub const DEFAULT_DELETE_RETENTION_MS: i64 = 24 * 3600 * 1000;
+/// Kafka's default `min.cleanable.dirty.ratio`.
+pub const DEFAULT_MIN_CLEANABLE_DIRTY_RATIO: f64 = 0.5;
+
+/// What happens to old data (`cleanup.policy`): deleted by retention, compacted to the latest
+/// record per key, or both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CleanupPolicy {
+    pub delete: bool,
+    pub compact: bool,
+}
+
+impl CleanupPolicy {
+    pub const DELETE: Self = Self {
+        delete: true,
+        compact: false,
+    };
+    pub const COMPACT: Self = Self {
+        delete: false,
+        compact: true,
+    };
+
+    /// Kafka's spelling: `delete`, `compact`, or both comma-separated in any order.
+    pub fn parse(v: &str) -> Option<Self> {
+        let mut p = Self {
+            delete: false,
+            compact: false,
+        };
+        for part in v.split(',').map(str::trim) {
+            match part {
+                "delete" => p.delete = true,
+                "compact" => p.compact = true,
+                _ => return None,
+            }
+        }
+        (p.delete || p.compact).then_some(p)
+    }
+}
+
+impl std::fmt::Display for CleanupPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.compact, self.delete) {
+            (true, true) => write!(f, "compact,delete"),
+            (true, false) => write!(f, "compact"),
+            _ => write!(f, "delete"),
+        }
+    }
+}
+
 /// How a topic's record timestamps are kept (`message.timestamp.type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TimestampType {
@@ -53,6 +104,18 @@ pub struct LogConfig {
     pub max_batch_bytes: usize,
     pub timestamp_type: TimestampType,
     pub index_sync_interval_ms: u64,
+    /// `cleanup.policy`: retention deletes closed segments only with `delete`; the cleaner
+    /// compacts the log only with `compact`.
+    pub cleanup_policy: CleanupPolicy,
+    /// `min.cleanable.dirty.ratio`: the cleaner takes a log once this share of its closed bytes
+    /// is dirty (not cleaned yet).
+    pub min_cleanable_dirty_ratio: f64,
+    /// `min.compaction.lag.ms`: a segment holding a record newer than this is not cleaned.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: a dirty segment older than this is cleaned whatever the ratio.
+    pub max_compaction_lag_ms: i64,
+    /// `delete.retention.ms`: how long a tombstone survives after the cleaner first kept it.
+    pub delete_retention_ms: i64,
 }
 
 impl Default for LogConfig {
@@ -69,6 +132,11 @@ impl Default for LogConfig {
             max_batch_bytes: DEFAULT_MAX_BATCH_BYTES,
             timestamp_type: TimestampType::CreateTime,
             index_sync_interval_ms: DEFAULT_INDEX_SYNC_INTERVAL_MS,
+            cleanup_policy: CleanupPolicy::DELETE,
+            min_cleanable_dirty_ratio: DEFAULT_MIN_CLEANABLE_DIRTY_RATIO,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            delete_retention_ms: DEFAULT_DELETE_RETENTION_MS,
         }
     }
 }
@@ -109,6 +177,27 @@ impl LogConfig {
             return Err(format!(
                 "max_unflushed_bytes {} is below max_batch_bytes {}",
                 self.max_unflushed_bytes, self.max_batch_bytes
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.min_cleanable_dirty_ratio) {
+            return Err(format!(
+                "min_cleanable_dirty_ratio {} must lie in [0, 1]",
+                self.min_cleanable_dirty_ratio
+            ));
+        }
+        if self.min_compaction_lag_ms < 0
+            || self.max_compaction_lag_ms < 1
+            || self.delete_retention_ms < 0
+        {
+            return Err(format!(
+                "compaction lags and delete retention must be non-negative (min lag {} ms, max lag {} ms, delete retention {} ms)",
+                self.min_compaction_lag_ms, self.max_compaction_lag_ms, self.delete_retention_ms
+            ));
+        }
+        if self.max_compaction_lag_ms < self.min_compaction_lag_ms {
+            return Err(format!(
+                "max.compaction.lag.ms {} is below min.compaction.lag.ms {}: raise the first",
+                self.max_compaction_lag_ms, self.min_compaction_lag_ms
             ));
         }
         Ok(())

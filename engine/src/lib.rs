@@ -29,7 +29,7 @@ pub mod recovery_marker;
 pub mod segment;
 pub mod shard;
 
-pub use config::{LogConfig, TimestampType};
+pub use config::{CleanupPolicy, LogConfig, TimestampType};
 pub use core_storage::CoreStorage;
 pub use data_dir::DataDir;
 pub use log::{AppendInfo, Durability, LogError, PartitionLog, RecoverySummary, TimestampOffset};

@@ -168,6 +168,23 @@ fn prepare_placement(meta: &MetaHandle, node_id: u64, cores: usize) -> Result<()
             }
         }
     }
+    // A data dir from before compaction: its offsets topic becomes compacted too.
+    if let Some(t) = state.topic(crate::group::OFFSETS_TOPIC) {
+        if !t.configs.contains_key("cleanup.policy") {
+            let set = [("cleanup.policy".to_string(), "compact".to_string())]
+                .into_iter()
+                .collect();
+            meta.write_blocking(Command::AlterConfigs {
+                name: crate::group::OFFSETS_TOPIC.to_string(),
+                set,
+                remove: Vec::new(),
+            })
+            .map_err(meta_err(format!(
+                "making {} compacted",
+                crate::group::OFFSETS_TOPIC
+            )))?;
+        }
+    }
     if state.topic(crate::group::OFFSETS_TOPIC).is_none() {
         let assignments = (0..cores)
             .map(|c| Assignment {
@@ -175,9 +192,12 @@ fn prepare_placement(meta: &MetaHandle, node_id: u64, cores: usize) -> Result<()
                 core_index: c as u32,
             })
             .collect();
-        let configs = [("retention.ms".to_string(), "-1".to_string())]
-            .into_iter()
-            .collect();
+        let configs = [
+            ("retention.ms".to_string(), "-1".to_string()),
+            ("cleanup.policy".to_string(), "compact".to_string()),
+        ]
+        .into_iter()
+        .collect();
         meta.write_blocking(Command::create_topic(
             crate::group::OFFSETS_TOPIC,
             cores as u32,

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use engine::{LogConfig, TimestampType};
+use engine::{CleanupPolicy, LogConfig, TimestampType};
 
 /// Kafka's DescribeConfigs `config_type` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -12,16 +12,22 @@ pub enum ConfigType {
     String = 2,
     Int = 3,
     Long = 5,
+    Double = 6,
+    List = 7,
 }
 
 /// Every topic config the broker knows, with its type.
 pub const TOPIC_CONFIGS: &[(&str, ConfigType)] = &[
-    ("cleanup.policy", ConfigType::String),
+    ("cleanup.policy", ConfigType::List),
+    ("delete.retention.ms", ConfigType::Long),
     ("fanout.delay.ms", ConfigType::Long),
     ("fanout.parent", ConfigType::String),
     ("compression.type", ConfigType::String),
+    ("max.compaction.lag.ms", ConfigType::Long),
     ("max.message.bytes", ConfigType::Int),
     ("message.timestamp.type", ConfigType::String),
+    ("min.cleanable.dirty.ratio", ConfigType::Double),
+    ("min.compaction.lag.ms", ConfigType::Long),
     ("min.insync.replicas", ConfigType::Int),
     ("retention.bytes", ConfigType::Long),
     ("retention.ms", ConfigType::Long),
@@ -34,6 +40,8 @@ pub const TOPIC_CONFIGS: &[(&str, ConfigType)] = &[
 pub enum InvalidTopicConfig {
     #[error("{key}={value:?} is not an integer")]
     NotAnInteger { key: String, value: String },
+    #[error("{key}={value:?} is not a number")]
+    NotANumber { key: String, value: String },
     #[error("{key}={value} is out of range [{min}, {max}]")]
     OutOfRange {
         key: String,
@@ -114,13 +122,22 @@ pub fn to_log_config(
                 }
             }
             "cleanup.policy" => {
-                if v != "delete" {
-                    return Err(unsupported(
-                        k,
-                        v,
-                        "only \"delete\" is supported (no compaction)",
-                    ));
+                c.cleanup_policy = CleanupPolicy::parse(v).ok_or_else(|| {
+                    unsupported(k, v, "use delete, compact, or compact,delete")
+                })?;
+            }
+            "delete.retention.ms" => c.delete_retention_ms = parse_i64(k, v, 0, i64::MAX)?,
+            "min.compaction.lag.ms" => c.min_compaction_lag_ms = parse_i64(k, v, 0, i64::MAX)?,
+            "max.compaction.lag.ms" => c.max_compaction_lag_ms = parse_i64(k, v, 1, i64::MAX)?,
+            "min.cleanable.dirty.ratio" => {
+                let r: f64 = v.trim().parse().map_err(|_| InvalidTopicConfig::NotANumber {
+                    key: k.clone(),
+                    value: v.clone(),
+                })?;
+                if !(0.0..=1.0).contains(&r) {
+                    return Err(unsupported(k, v, "use a ratio between 0 and 1"));
                 }
+                c.min_cleanable_dirty_ratio = r;
             }
             "compression.type" => {
                 if v != "producer" {
@@ -176,7 +193,11 @@ pub fn describe(
 
 fn default_value(name: &str, d: &LogConfig) -> String {
     match name {
-        "cleanup.policy" => "delete".into(),
+        "cleanup.policy" => d.cleanup_policy.to_string(),
+        "delete.retention.ms" => d.delete_retention_ms.to_string(),
+        "max.compaction.lag.ms" => d.max_compaction_lag_ms.to_string(),
+        "min.cleanable.dirty.ratio" => d.min_cleanable_dirty_ratio.to_string(),
+        "min.compaction.lag.ms" => d.min_compaction_lag_ms.to_string(),
         "fanout.delay.ms" => "0".into(),
         "fanout.parent" => String::new(),
         "compression.type" => "producer".into(),
@@ -221,7 +242,16 @@ mod tests {
         assert_eq!(e, InvalidTopicConfig::Unknown("retention.msx".into()));
         let e = to_log_config(&cfg(&[("segment.ms", "zero")]), &d).unwrap_err();
         assert!(matches!(e, InvalidTopicConfig::NotAnInteger { .. }), "{e}");
-        assert!(to_log_config(&cfg(&[("cleanup.policy", "compact")]), &d).is_err());
+        let c = to_log_config(&cfg(&[("cleanup.policy", "delete,compact")]), &d).unwrap();
+        assert_eq!(c.cleanup_policy.to_string(), "compact,delete");
+        assert!(to_log_config(&cfg(&[("cleanup.policy", "shred")]), &d).is_err());
+        assert!(to_log_config(&cfg(&[("min.cleanable.dirty.ratio", "1.5")]), &d).is_err());
+        let e = to_log_config(
+            &cfg(&[("min.compaction.lag.ms", "10"), ("max.compaction.lag.ms", "5")]),
+            &d,
+        )
+        .unwrap_err();
+        assert!(matches!(e, InvalidTopicConfig::Log(_)), "{e}");
         assert_eq!(describe(&BTreeMap::new(), &d).len(), TOPIC_CONFIGS.len());
     }
 }

@@ -6,7 +6,8 @@ use crate::segment;
 
 impl PartitionLog {
     /// Deletes whole closed segments past `retention_ms` (by their newest record timestamp) or
-    /// beyond `retention_bytes`, oldest first, and advances the log start offset.
+    /// beyond `retention_bytes`, oldest first, and advances the log start offset; only under
+    /// a `cleanup.policy` with `delete`.
     pub async fn enforce_retention(&self, now_ms: i64) -> Result<RetentionSummary, LogError> {
         let (doomed, log_start) = {
             let mut st = self.st.borrow_mut();
@@ -15,7 +16,9 @@ impl PartitionLog {
             let mut total: u64 = st.closed.values().map(|s| s.size_bytes).sum::<u64>() + active_len;
             let mut doomed = Vec::new();
             let cfg = self.config.borrow();
-            for seg in st.closed.values() {
+            // `cleanup.policy=compact` alone keeps every segment (the cleaner shrinks them).
+            let deletes = cfg.cleanup_policy.delete;
+            for seg in st.closed.values().take_while(|_| deletes) {
                 let by_time = cfg.retention_ms.is_some_and(|r| {
                     seg.max_timestamp_ms >= 0 && seg.max_timestamp_ms < now_ms - r
                 });
