@@ -55,6 +55,8 @@ pub enum BatchError {
     InvalidRecords(String),
     #[error("record batch inflates past {max_bytes} bytes; refused (decompression bound)")]
     DecompressedTooLarge { max_bytes: u64 },
+    #[error("record {record} has no key; a compacted topic (cleanup.policy=compact) accepts only keyed records")]
+    MissingKey { record: i32 },
 }
 
 /// The parsed fixed header of one batch.
@@ -200,6 +202,34 @@ pub fn validate(b: &[u8]) -> Result<BatchHeader, BatchError> {
     Ok(h)
 }
 
+/// `validate` for a batch read back from the log: a batch the cleaner filtered keeps its
+/// offset range (base offset, last offset delta) but holds fewer records, possibly none.
+pub fn validate_stored(b: &[u8]) -> Result<BatchHeader, BatchError> {
+    let h = parse_header(b)?;
+    if h.size_bytes != b.len() {
+        return Err(BatchError::LengthMismatch {
+            declared: h.size_bytes as i64 - LOG_OVERHEAD_BYTES as i64,
+            actual: b.len() - LOG_OVERHEAD_BYTES,
+        });
+    }
+    let stored = be_u32(b, CRC_POS);
+    let computed = compute_crc(b);
+    if stored != computed {
+        return Err(BatchError::CrcMismatch { stored, computed });
+    }
+    if h.last_offset_delta < 0
+        || h.records_count < 0
+        || h.records_count > h.last_offset_delta.saturating_add(1)
+        || h.compression() > 4
+    {
+        return Err(BatchError::RecordCountMismatch {
+            count: h.records_count,
+            last_offset_delta: h.last_offset_delta,
+        });
+    }
+    Ok(h)
+}
+
 fn check_counts(h: &BatchHeader) -> Result<(), BatchError> {
     if h.last_offset_delta < 0 || h.records_count != h.last_offset_delta.saturating_add(1) {
         return Err(BatchError::RecordCountMismatch {
@@ -250,7 +280,7 @@ pub fn with_records_section(b: &[u8], codec: i16, section: &[u8]) -> Vec<u8> {
 }
 
 /// Reads a zig-zag varint (Kafka's varint/varlong) at `*pos`.
-fn read_varlong(b: &[u8], pos: &mut usize) -> Option<i64> {
+pub(crate) fn read_varlong(b: &[u8], pos: &mut usize) -> Option<i64> {
     let mut raw: u64 = 0;
     for shift in (0..64).step_by(7) {
         let byte = *b.get(*pos)?;

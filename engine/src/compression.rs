@@ -1,6 +1,7 @@
 //! Decompression of a record batch's records section, for the few engine paths that must look
-//! inside a batch (ListOffsets by timestamp). Batches are always stored as sent; nothing here
-//! is on the append path. Pure-Rust decoders: gzip (flate2/miniz_oxide), snappy (raw, or the
+//! inside a batch (ListOffsets by timestamp, the log cleaner), and compression for the cleaner,
+//! which writes a filtered batch back with its codec. Batches are always appended as sent;
+//! nothing here is on the append path. Pure-Rust decoders: gzip (flate2/miniz_oxide), snappy (raw, or the
 //! xerial framing the Java client writes), lz4 (frame format), zstd (ruzstd).
 
 use std::io::Read;
@@ -66,5 +67,70 @@ pub fn decompress(codec: i16, data: &[u8]) -> Result<Vec<u8>, String> {
             read_bounded(ruzstd::decoding::StreamingDecoder::new(data).map_err(|e| e.to_string())?)
         }
         other => Err(format!("unknown compression codec {other}")),
+    }
+}
+
+/// Raw snappy block size inside the xerial framing (the Java client's default).
+const XERIAL_BLOCK_BYTES: usize = 32 << 10;
+
+/// Whether `data` (a compressed records section) uses the xerial snappy framing.
+pub fn is_xerial_snappy(data: &[u8]) -> bool {
+    data.starts_with(XERIAL_MAGIC)
+}
+
+/// Compresses a records section with Kafka codec `codec` (1 gzip, 2 snappy, 3 lz4, 4 zstd);
+/// snappy is written in the xerial framing when `xerial` (as the batch it replaces was).
+pub fn compress(codec: i16, data: &[u8], xerial: bool) -> Result<Vec<u8>, String> {
+    use std::io::Write;
+    let err = |e: std::io::Error| e.to_string();
+    match codec {
+        1 => {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            e.write_all(data).map_err(err)?;
+            e.finish().map_err(err)
+        }
+        2 if xerial => {
+            let mut out = XERIAL_MAGIC.to_vec();
+            out.extend_from_slice(&1i32.to_be_bytes());
+            out.extend_from_slice(&1i32.to_be_bytes());
+            for block in data.chunks(XERIAL_BLOCK_BYTES) {
+                let c = snap::raw::Encoder::new()
+                    .compress_vec(block)
+                    .map_err(|e| e.to_string())?;
+                out.extend_from_slice(&(c.len() as u32).to_be_bytes());
+                out.extend_from_slice(&c);
+            }
+            Ok(out)
+        }
+        2 => snap::raw::Encoder::new()
+            .compress_vec(data)
+            .map_err(|e| e.to_string()),
+        3 => {
+            let mut e = lz4_flex::frame::FrameEncoder::new(Vec::new());
+            e.write_all(data).map_err(err)?;
+            e.finish().map_err(|e| e.to_string())
+        }
+        4 => Ok(ruzstd::encoding::compress_to_vec(
+            data,
+            ruzstd::encoding::CompressionLevel::Fastest,
+        )),
+        other => Err(format!("unknown compression codec {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_codec_round_trips() {
+        let data: Vec<u8> = (0..100_000u32)
+            .flat_map(|i| (i % 251).to_be_bytes())
+            .collect();
+        for (codec, xerial) in [(1, false), (2, false), (2, true), (3, false), (4, false)] {
+            let c = compress(codec, &data, xerial).unwrap();
+            assert_eq!(is_xerial_snappy(&c), xerial, "codec {codec}");
+            assert_eq!(decompress(codec, &c).unwrap(), data, "codec {codec}");
+        }
     }
 }

@@ -283,6 +283,22 @@ pub async fn remove_all_of(paths: Vec<PathBuf>) -> io::Result<()> {
     .await
 }
 
+/// Renames each `(from, to)` whose `from` exists (replacing `to`), in order, in one trip to
+/// the blocking pool; a missing `from` was renamed before (steps that may be repeated).
+pub async fn rename_existing(pairs: Vec<(PathBuf, PathBuf)>) -> io::Result<()> {
+    off_executor(move || {
+        for (from, to) in &pairs {
+            match std::fs::rename(from, to) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_context("renaming", from, e)),
+            }
+        }
+        Ok(())
+    })
+    .await
+}
+
 /// Removes a directory and everything in it; absent is fine.
 pub async fn remove_dir_tree(dir: &Path) -> io::Result<()> {
     let dir = dir.to_path_buf();

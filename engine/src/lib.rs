@@ -6,12 +6,14 @@
 //! entries), `segment` (file names, recovery scan, closed-segment reader), `recovery_marker`,
 //! `log` (`PartitionLog`, one file per concern under `log/`), `partition` (`Partition`: the log
 //! plus the state that must change with it, and the partition directory), `producer_state`
-//! (idempotent producers), `clock`, `core_storage` (per-core read cache, clock),
+//! (idempotent producers), `cleaner` (compaction: offset map, record filter, checkpoint,
+//! swap, throttle; one pass is `log/compact.rs`), `clock`, `core_storage` (per-core read cache, clock),
 //! `data_dir` (lock + probe).
 
 pub mod appender;
 pub mod batch;
 pub mod batch_encode;
+pub mod cleaner;
 pub mod clock;
 pub mod compression;
 pub mod config;

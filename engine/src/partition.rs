@@ -231,6 +231,26 @@ impl Partition {
         })
     }
 
+    /// One cleaner pass over a compacted log, if one is due (`PartitionLog::clean`): the
+    /// newest batch of every known idempotent producer is kept, emptied if need be, so its
+    /// sequence survives compaction.
+    pub async fn clean(
+        &self,
+        now_ms: i64,
+        dedupe_buffer_bytes: usize,
+        throttle: &crate::cleaner::Throttle,
+    ) -> Result<Option<crate::log::CleanSummary>, LogError> {
+        let keep_batches = self.producers.borrow().last_batch_offsets();
+        self.log
+            .clean(&crate::log::CleanOptions {
+                now_ms,
+                dedupe_buffer_bytes,
+                throttle,
+                keep_batches: &keep_batches,
+            })
+            .await
+    }
+
     /// Closes the log cleanly (flush, sync, seal, clean marker).
     pub async fn close(&self) -> Result<(), LogError> {
         self.log.close().await

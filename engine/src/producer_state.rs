@@ -117,6 +117,15 @@ impl ProducerStates {
         }
     }
 
+    /// Base offset of every known producer's newest batch: the cleaner keeps those batches
+    /// (emptied if need be) so a producer's sequence survives compaction.
+    pub fn last_batch_offsets(&self) -> std::collections::HashSet<u64> {
+        self.producers
+            .values()
+            .filter_map(|p| p.batches.back().map(|b| b.base_offset))
+            .collect()
+    }
+
     /// Records an appended batch (or one found in the log on rebuild).
     pub fn record(&mut self, h: &BatchHeader, base_offset: u64) {
         if !is_idempotent(h) {

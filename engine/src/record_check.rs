@@ -26,24 +26,48 @@ fn invalid(why: impl Into<String>) -> BatchError {
     BatchError::InvalidRecords(why.into())
 }
 
+/// What a log asks of the batches it takes, beyond their being well formed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchRules {
+    /// The topic's `max.message.bytes`.
+    pub max_bytes: usize,
+    /// Every record must have a key (a compacted topic, as Kafka refuses keyless records).
+    pub require_keys: bool,
+}
+
+impl BatchRules {
+    /// Any well-formed batch up to `max_bytes`.
+    pub fn max_bytes(max_bytes: usize) -> Self {
+        Self {
+            max_bytes,
+            require_keys: false,
+        }
+    }
+}
+
 /// Checks the records of batch `b` (whose header `h` already passed `batch::validate`).
 pub fn validate_records(b: &[u8], h: &BatchHeader) -> Result<(), BatchError> {
+    validate_records_with(b, h, false)
+}
+
+fn validate_records_with(b: &[u8], h: &BatchHeader, require_keys: bool) -> Result<(), BatchError> {
     let data = &b[HEADER_BYTES..];
+    let k = require_keys;
     match h.compression() {
-        0 => walk_source(SliceSource(data), h, "uncompressed"),
-        1 => walk(flate2::read::GzDecoder::new(data), h, "gzip"),
-        2 => walk_snappy(data, h),
-        3 => walk(lz4_flex::frame::FrameDecoder::new(data), h, "lz4"),
+        0 => walk_source(SliceSource(data), h, "uncompressed", k),
+        1 => walk(flate2::read::GzDecoder::new(data), h, "gzip", k),
+        2 => walk_snappy(data, h, k),
+        3 => walk(lz4_flex::frame::FrameDecoder::new(data), h, "lz4", k),
         4 => {
             let dec = ruzstd::decoding::StreamingDecoder::new(data)
                 .map_err(|e| invalid(format!("zstd records do not decode: {e}")))?;
-            walk(dec, h, "zstd")
+            walk(dec, h, "zstd", k)
         }
         other => Err(BatchError::InvalidCompression(other)),
     }
 }
 
-fn walk_snappy(data: &[u8], h: &BatchHeader) -> Result<(), BatchError> {
+fn walk_snappy(data: &[u8], h: &BatchHeader, require_keys: bool) -> Result<(), BatchError> {
     let raw = |block: &[u8], budget: u64| -> Result<Vec<u8>, BatchError> {
         let len = snap::raw::decompress_len(block)
             .map_err(|e| invalid(format!("snappy records do not decode: {e}")))?;
@@ -66,7 +90,7 @@ fn walk_snappy(data: &[u8], h: &BatchHeader) -> Result<(), BatchError> {
     };
     if !data.starts_with(XERIAL_MAGIC) {
         let out = raw(data, MAX_DECOMPRESSED_BATCH_BYTES)?;
-        return walk_source(SliceSource(&out), h, "snappy");
+        return walk_source(SliceSource(&out), h, "snappy", require_keys);
     }
     // xerial framing (the Java client): magic, two i32 versions, then [i32 length | raw block].
     let mut rest = data
@@ -85,7 +109,7 @@ fn walk_snappy(data: &[u8], h: &BatchHeader) -> Result<(), BatchError> {
         out.extend(raw(block, budget)?);
         rest = &rest[4 + len..];
     }
-    walk_source(SliceSource(&out), h, "snappy")
+    walk_source(SliceSource(&out), h, "snappy", require_keys)
 }
 
 /// Where records are read from: a slice (uncompressed: skipping a value is a pointer move)
@@ -232,8 +256,8 @@ impl<S: Source> Records<S> {
         i32::try_from(v).map_err(|_| invalid(format!("record {what} {v} does not fit an int32")))
     }
 
-    /// A length-prefixed field: `min` is -1 where null is allowed.
-    fn field(&mut self, what: &str, min: i32, room: u64) -> Result<(), BatchError> {
+    /// A length-prefixed field: `min` is -1 where null is allowed. Returns its length.
+    fn field(&mut self, what: &str, min: i32, room: u64) -> Result<i32, BatchError> {
         let len = self.varint(what)?;
         if len < min {
             return Err(invalid(format!("record {what} length {len} is negative")));
@@ -247,11 +271,16 @@ impl<S: Source> Records<S> {
             self.r.skip(len as u64).map_err(|e| self.err(e))?;
             self.used += len as u64;
         }
-        Ok(())
+        Ok(len)
     }
 }
 
-fn walk(r: impl Read, h: &BatchHeader, codec: &'static str) -> Result<(), BatchError> {
+fn walk(
+    r: impl Read,
+    h: &BatchHeader,
+    codec: &'static str,
+    require_keys: bool,
+) -> Result<(), BatchError> {
     walk_source(
         StreamSource {
             inner: io::BufReader::with_capacity(STREAM_BUFFER_BYTES, r),
@@ -259,10 +288,16 @@ fn walk(r: impl Read, h: &BatchHeader, codec: &'static str) -> Result<(), BatchE
         },
         h,
         codec,
+        require_keys,
     )
 }
 
-fn walk_source(r: impl Source, h: &BatchHeader, codec: &'static str) -> Result<(), BatchError> {
+fn walk_source(
+    r: impl Source,
+    h: &BatchHeader,
+    codec: &'static str,
+    require_keys: bool,
+) -> Result<(), BatchError> {
     let mut rec = Records { r, used: 0, codec };
     for i in 0..h.records_count {
         let len = rec.varint("length")?;
@@ -282,7 +317,9 @@ fn walk_source(r: impl Source, h: &BatchHeader, codec: &'static str) -> Result<(
         if h.base_timestamp.checked_add(ts_delta).is_none() {
             return Err(invalid(format!("record {i} timestamp overflows")));
         }
-        rec.field("key", -1, len)?;
+        if rec.field("key", -1, len)? < 0 && require_keys {
+            return Err(BatchError::MissingKey { record: i });
+        }
         rec.field("value", -1, len)?;
         let headers = rec.varint("header count")?;
         if headers < 0 {
@@ -326,18 +363,19 @@ pub struct ValidBatch<'a> {
 }
 
 impl<'a> ValidBatch<'a> {
-    /// Validates the size against `max_bytes` (the topic's `max.message.bytes`) first, so an
-    /// oversized batch costs no more work, then the header and CRC, then the records
-    /// themselves (`validate_records`): what enters the log from outside.
-    pub fn new(bytes: &'a [u8], max_bytes: usize) -> Result<Self, BatchError> {
-        if bytes.len() > max_bytes {
+    /// Validates the size against `rules.max_bytes` (the topic's `max.message.bytes`) first,
+    /// so an oversized batch costs no more work, then the header and CRC, then the records
+    /// themselves (`validate_records`, and keys where `rules` require them): what enters the
+    /// log from outside.
+    pub fn new(bytes: &'a [u8], rules: BatchRules) -> Result<Self, BatchError> {
+        if bytes.len() > rules.max_bytes {
             return Err(BatchError::TooLarge {
                 len: bytes.len(),
-                max_bytes,
+                max_bytes: rules.max_bytes,
             });
         }
         let header = crate::batch::validate(bytes)?;
-        validate_records(bytes, &header)?;
+        validate_records_with(bytes, &header, rules.require_keys)?;
         Ok(Self { header, bytes })
     }
 

@@ -140,15 +140,27 @@ impl<S: ScanSource + ?Sized> ScanWindow<'_, S> {
     }
 }
 
+/// Whether a scan accepts batches that start past the previous batch's end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetGaps {
+    /// Appended segments: every batch starts where the previous one ended (a jump is damage,
+    /// since the CRC does not cover the base offset).
+    Refuse,
+    /// Segments the cleaner may have rewritten (any closed segment): whole batches can be
+    /// gone, so offsets may jump forward, never back.
+    Forward,
+}
+
 /// Validates the batches of a segment's log from its start, as recovery does: stops at the
-/// first CRC failure, offset gap, length past end of file, partial batch or zero padding. The
-/// one recovery scan: `PartitionLog::open` runs it on the segment file, `ringlog
+/// first CRC failure, offset gap (`gaps`), length past end of file, partial batch or zero
+/// padding. The one recovery scan: `PartitionLog::open` runs it on the segment file, `ringlog
 /// dump-segment` on a file's bytes. `base_offset` is the segment's (from its file name);
 /// `None` takes the first batch's base offset as the start.
 pub async fn scan_log<S: ScanSource + ?Sized>(
     file: &S,
     base_offset: Option<u64>,
     file_len: u64,
+    gaps: OffsetGaps,
 ) -> io::Result<ScanResult> {
     let mut res = ScanResult {
         next_offset: base_offset.unwrap_or(0),
@@ -187,7 +199,7 @@ pub async fn scan_log<S: ScanSource + ?Sized>(
             }
             break;
         };
-        let h = match batch::validate(bytes) {
+        let h = match batch::validate_stored(bytes) {
             Ok(h) => h,
             Err(e) => {
                 res.stop = Some(ScanStop::Corrupt(e.to_string()));
@@ -199,7 +211,8 @@ pub async fn scan_log<S: ScanSource + ?Sized>(
             res.next_offset = h.base_offset.max(0) as u64;
             res.next_offset
         });
-        if h.base_offset != res.next_offset as i64 {
+        let jump_ok = gaps == OffsetGaps::Forward && h.base_offset > res.next_offset as i64;
+        if h.base_offset != res.next_offset as i64 && !jump_ok {
             res.stop = Some(ScanStop::OffsetGap {
                 expected: res.next_offset,
                 found: h.base_offset,
@@ -207,6 +220,7 @@ pub async fn scan_log<S: ScanSource + ?Sized>(
             res.stop_header = Some(h);
             break;
         }
+        res.next_offset = h.base_offset as u64;
         let rel = res.next_offset - base;
         if rel + h.offset_count() > u32::MAX as u64 || pos + declared as u64 > u32::MAX as u64 {
             res.stop = Some(ScanStop::Corrupt(

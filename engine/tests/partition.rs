@@ -48,7 +48,8 @@ async fn open_partition(core: &Rc<CoreStorage>, root: &std::path::Path) -> Rc<Pa
 }
 
 async fn produce(p: &Partition, b: &[u8]) -> Result<engine::Produced, PartitionError> {
-    let valid = ValidBatch::new(b, usize::MAX).expect("valid batch");
+    let valid = ValidBatch::new(b, engine::record_check::BatchRules::max_bytes(usize::MAX))
+        .expect("valid batch");
     p.produce(valid, Durability::Sync).await
 }
 

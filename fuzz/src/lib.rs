@@ -175,7 +175,10 @@ pub fn request_dispatch(data: &[u8]) {
 pub fn record_batch(data: &[u8]) {
     use engine::batch::{BATCH_LENGTH_POS, CRC_POS, HEADER_BYTES};
     // As sent: almost always refused by length or CRC.
-    let _ = engine::record_check::ValidBatch::new(data, usize::MAX);
+    let _ = engine::record_check::ValidBatch::new(
+        data,
+        engine::record_check::BatchRules::max_bytes(usize::MAX),
+    );
     // With length and CRC made right, so the fuzzer gets past them into the records.
     if data.len() >= HEADER_BYTES {
         let mut b = data.to_vec();
@@ -184,7 +187,10 @@ pub fn record_batch(data: &[u8]) {
         b[16] = 2; // magic
         let crc = engine::batch::compute_crc(&b);
         b[CRC_POS..CRC_POS + 4].copy_from_slice(&crc.to_be_bytes());
-        if let Ok(v) = engine::record_check::ValidBatch::new(&b, usize::MAX) {
+        if let Ok(v) = engine::record_check::ValidBatch::new(
+            &b,
+            engine::record_check::BatchRules::max_bytes(usize::MAX),
+        ) {
             let h = v.header();
             assert_eq!(h.size_bytes, b.len(), "a valid batch spans its bytes");
             assert_eq!(h.records_count, h.last_offset_delta + 1);

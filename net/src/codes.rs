@@ -53,7 +53,8 @@ pub fn for_batch_error(e: &BatchError) -> i16 {
         BatchError::TooLarge { .. } => MESSAGE_TOO_LARGE,
         BatchError::LengthMismatch { .. }
         | BatchError::InvalidRecords(_)
-        | BatchError::DecompressedTooLarge { .. } => INVALID_RECORD,
+        | BatchError::DecompressedTooLarge { .. }
+        | BatchError::MissingKey { .. } => INVALID_RECORD,
         _ => CORRUPT_MESSAGE,
     }
 }

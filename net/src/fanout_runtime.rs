@@ -92,13 +92,12 @@ impl ChildSink for CoreChild {
             let Some(part) = s.partition(&child, partition) else {
                 return Ok(false);
             };
-            let valid =
-                ValidBatch::new(&batch, part.log().max_batch_bytes()).map_err(|source| {
-                    LogError::InvalidBatch {
-                        dir: part.dir().display().to_string(),
-                        source,
-                    }
-                })?;
+            let valid = ValidBatch::new(&batch, part.log().batch_rules()).map_err(|source| {
+                LogError::InvalidBatch {
+                    dir: part.dir().display().to_string(),
+                    source,
+                }
+            })?;
             part.produce(valid, Durability::Sync).await.map(|_| true)
         };
         match route::on_core(&self.state, core, append).await {

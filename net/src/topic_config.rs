@@ -122,18 +122,20 @@ pub fn to_log_config(
                 }
             }
             "cleanup.policy" => {
-                c.cleanup_policy = CleanupPolicy::parse(v).ok_or_else(|| {
-                    unsupported(k, v, "use delete, compact, or compact,delete")
-                })?;
+                c.cleanup_policy = CleanupPolicy::parse(v)
+                    .ok_or_else(|| unsupported(k, v, "use delete, compact, or compact,delete"))?;
             }
             "delete.retention.ms" => c.delete_retention_ms = parse_i64(k, v, 0, i64::MAX)?,
             "min.compaction.lag.ms" => c.min_compaction_lag_ms = parse_i64(k, v, 0, i64::MAX)?,
             "max.compaction.lag.ms" => c.max_compaction_lag_ms = parse_i64(k, v, 1, i64::MAX)?,
             "min.cleanable.dirty.ratio" => {
-                let r: f64 = v.trim().parse().map_err(|_| InvalidTopicConfig::NotANumber {
-                    key: k.clone(),
-                    value: v.clone(),
-                })?;
+                let r: f64 = v
+                    .trim()
+                    .parse()
+                    .map_err(|_| InvalidTopicConfig::NotANumber {
+                        key: k.clone(),
+                        value: v.clone(),
+                    })?;
                 if !(0.0..=1.0).contains(&r) {
                     return Err(unsupported(k, v, "use a ratio between 0 and 1"));
                 }
@@ -247,7 +249,10 @@ mod tests {
         assert!(to_log_config(&cfg(&[("cleanup.policy", "shred")]), &d).is_err());
         assert!(to_log_config(&cfg(&[("min.cleanable.dirty.ratio", "1.5")]), &d).is_err());
         let e = to_log_config(
-            &cfg(&[("min.compaction.lag.ms", "10"), ("max.compaction.lag.ms", "5")]),
+            &cfg(&[
+                ("min.compaction.lag.ms", "10"),
+                ("max.compaction.lag.ms", "5"),
+            ]),
             &d,
         )
         .unwrap_err();

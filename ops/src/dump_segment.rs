@@ -101,6 +101,9 @@ fn batch_json(pos: u64, h: &BatchHeader, crc_valid: bool) -> Value {
         "compression": compression_name(h.compression()),
         "timestamp_type": if h.is_log_append_time() { "LogAppendTime" } else { "CreateTime" },
         "base_timestamp": h.base_timestamp,
+        // Set by the log cleaner on a batch that kept a tombstone (KIP-534): the base
+        // timestamp is then the time after which its tombstones may be removed.
+        "delete_horizon_ms": engine::cleaner::records::delete_horizon_ms(h),
         "max_timestamp": h.max_timestamp,
         "producer_id": h.producer_id,
         "producer_epoch": h.producer_epoch,
@@ -119,7 +122,10 @@ fn batch_row(pos: u64, h: &BatchHeader, crc_valid: bool) -> Vec<String> {
         h.size_bytes.to_string(),
         if crc_valid { "valid" } else { "INVALID" }.to_string(),
         compression_name(h.compression()).to_string(),
-        h.base_timestamp.to_string(),
+        match engine::cleaner::records::delete_horizon_ms(h) {
+            Some(t) => format!("{t} (delete horizon)"),
+            None => h.base_timestamp.to_string(),
+        },
         h.max_timestamp.to_string(),
         h.producer_id.to_string(),
         h.producer_epoch.to_string(),
@@ -150,8 +156,13 @@ type ScanOutcome = (Vec<(u64, BatchHeader)>, Option<(Stop, Option<BatchHeader>)>
 /// run on the file's bytes), so the tool and recovery can never disagree.
 fn scan(bytes: &[u8], base: Option<u64>) -> ScanOutcome {
     let len = bytes.len() as u64;
-    let r = futures_lite::future::block_on(segment::scan_log(bytes, base, len))
-        .expect("reading bytes in memory cannot fail");
+    let r = futures_lite::future::block_on(segment::scan_log(
+        bytes,
+        base,
+        len,
+        segment::OffsetGaps::Forward,
+    ))
+    .expect("reading bytes in memory cannot fail");
     let batches = r
         .batches
         .iter()

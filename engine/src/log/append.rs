@@ -63,13 +63,13 @@ impl PartitionLog {
         batch: &[u8],
         durability: Durability,
     ) -> Result<AppendInfo, LogError> {
-        let max_bytes = self.max_batch_bytes();
-        let valid = crate::record_check::ValidBatch::new(batch, max_bytes).map_err(|source| {
-            LogError::InvalidBatch {
-                dir: self.dir_name(),
-                source,
-            }
-        })?;
+        let valid =
+            crate::record_check::ValidBatch::new(batch, self.batch_rules()).map_err(|source| {
+                LogError::InvalidBatch {
+                    dir: self.dir_name(),
+                    source,
+                }
+            })?;
         self.append_valid(valid, durability).await
     }
 

@@ -9,9 +9,11 @@
 //! One file per concern: `segment_set` (the active segment, roll, seal, close), `append`
 //! (admission in arrival order, the synchronous append), `flush` (group commit, poisoning),
 //! `read` (fetch ranges, the delay gate, timestamp lookups, waiting for data), `retention`,
+//! `compact` (one cleaner pass: compaction of closed segments, the swap gate readers pass),
 //! `recovery` (open: the recovery scan, index rebuild).
 
 mod append;
+mod compact;
 mod flush;
 mod read;
 mod recovery;
@@ -19,6 +21,7 @@ mod retention;
 mod segment_set;
 
 pub use append::AdmitError;
+pub use compact::{CleanOptions, CleanReason, CleanSummary, DirtyInfo};
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -176,6 +179,8 @@ struct State {
     waiters: std::collections::BTreeMap<u64, Waker>,
     next_waiter_id: u64,
     stats: LogStats,
+    /// The cleaner's progress and its swap gate (`compact.rs`).
+    cleaner: compact::CleanerState,
 }
 
 impl State {
@@ -294,6 +299,15 @@ impl PartitionLog {
     /// The largest batch an append takes (the topic's `max.message.bytes`).
     pub fn max_batch_bytes(&self) -> usize {
         self.config.borrow().max_batch_bytes
+    }
+
+    /// What the log asks of a batch before it is appended (`ValidBatch::new`).
+    pub fn batch_rules(&self) -> crate::record_check::BatchRules {
+        let c = self.config.borrow();
+        crate::record_check::BatchRules {
+            max_bytes: c.max_batch_bytes,
+            require_keys: c.cleanup_policy.compact,
+        }
     }
 
     /// Replaces the config (an altered topic config). Takes effect from the next append, roll

@@ -57,11 +57,35 @@ impl PartitionLog {
         max_bytes: usize,
         due_by_commit_ms: i64,
     ) -> Result<DueRead, LogError> {
+        let mut from = from;
+        loop {
+            match self
+                .read_due_once(from, max_bytes, due_by_commit_ms)
+                .await?
+            {
+                ReadStep::Done(r) => return Ok(r),
+                ReadStep::Replan => {}
+                ReadStep::SkipTo(next) => {
+                    assert!(next > from, "a skip moves forward");
+                    from = next;
+                }
+            }
+        }
+    }
+
+    /// One try of `read_due`: the read, or where to try again. A cleaned segment has gaps
+    /// (whole batches gone): a read that lands in one skips to the next batch or segment.
+    async fn read_due_once(
+        &self,
+        from: u64,
+        max_bytes: usize,
+        due_by_commit_ms: i64,
+    ) -> Result<ReadStep, LogError> {
         enum Plan {
             Read(Rc<SegmentFile>, u64, u64, Option<i64>),
             Closed(ClosedSegment),
         }
-        let (plan, hwm) = {
+        let (plan, hwm, planned_swaps) = {
             let st = self.st.borrow();
             if st.closed_for_good {
                 return Err(LogError::Closed {
@@ -77,7 +101,7 @@ impl PartitionLog {
                 });
             }
             if from == st.high_watermark {
-                return Ok(DueRead::default());
+                return Ok(ReadStep::Done(DueRead::default()));
             }
             let plan = match &st.active {
                 Some(a) if from >= a.base_offset => {
@@ -95,10 +119,10 @@ impl PartitionLog {
                             Plan::Read(a.log.file().clone(), pos, len, r.first_undue_commit_ms)
                         }
                         None => {
-                            return Ok(DueRead {
+                            return Ok(ReadStep::Done(DueRead {
                                 bytes: Vec::new(),
                                 first_undue_commit_ms: r.first_undue_commit_ms,
-                            })
+                            }))
                         }
                     }
                 }
@@ -112,16 +136,14 @@ impl PartitionLog {
                     Plan::Closed(seg)
                 }
             };
-            (plan, st.high_watermark)
+            (plan, st.high_watermark, st.cleaner.swaps())
         };
-        let (file, pos, len, first_undue_commit_ms) = match plan {
-            Plan::Read(f, p, l, u) => (f, p, l, u),
+        let (file, pos, len, first_undue_commit_ms, next_base) = match plan {
+            Plan::Read(f, p, l, u) => (f, p, l, u, None),
             Plan::Closed(seg) => {
-                let reader = self
-                    .core
-                    .closed_reader(self.id, &self.dir, &seg)
-                    .await
-                    .map_err(|e| self.io_err(e))?;
+                let Some(reader) = self.segment_reader(&seg, planned_swaps).await? else {
+                    return Ok(ReadStep::Replan);
+                };
                 let r = batch_range(
                     &reader.entries,
                     reader.size_bytes,
@@ -132,12 +154,23 @@ impl PartitionLog {
                     due_by_commit_ms,
                 );
                 match r.range {
-                    Some((p, l)) => (reader.file.clone(), p, l, r.first_undue_commit_ms),
+                    Some((p, l)) => (
+                        reader.file.clone(),
+                        p,
+                        l,
+                        r.first_undue_commit_ms,
+                        Some(r.next_base.unwrap_or(seg.next_offset)),
+                    ),
+                    // Nothing at or after `from` in this segment (a cleaned segment's empty
+                    // tail): the next segment has it.
+                    None if r.first_undue_commit_ms.is_none() && seg.next_offset < hwm => {
+                        return Ok(ReadStep::SkipTo(seg.next_offset.max(from + 1)))
+                    }
                     None => {
-                        return Ok(DueRead {
+                        return Ok(ReadStep::Done(DueRead {
                             bytes: Vec::new(),
                             first_undue_commit_ms: r.first_undue_commit_ms,
-                        })
+                        }))
                     }
                 }
             }
@@ -146,10 +179,21 @@ impl PartitionLog {
             .read(pos, len as usize)
             .await
             .map_err(|e| self.io_err(e))?;
-        Ok(DueRead {
-            bytes: self.check_read(r.to_vec(), pos, len)?,
+        let mut bytes = self.check_read(r.to_vec(), pos, len)?;
+        // The first batch may end before `from` when the batches after it were cleaned away.
+        if let Some((h, _)) = batch::stored_batches(&bytes).next() {
+            if (h.last_offset() as u64) < from {
+                bytes.drain(..h.size_bytes);
+                if bytes.is_empty() {
+                    let next = next_base.expect("only closed segments have gaps");
+                    return Ok(ReadStep::SkipTo(next.max(from + 1)));
+                }
+            }
+        }
+        Ok(ReadStep::Done(DueRead {
+            bytes,
             first_undue_commit_ms,
-        })
+        }))
     }
 
     pub(super) fn check_read(
@@ -187,87 +231,87 @@ impl PartitionLog {
         &self,
         target_ms: i64,
     ) -> Result<Option<TimestampOffset>, LogError> {
-        let (candidates, hwm) = {
-            let st = self.st.borrow();
-            let mut c: Vec<ClosedSegment> = st
-                .closed
-                .values()
-                .filter(|s| s.max_timestamp_ms >= target_ms)
-                .cloned()
-                .collect();
-            if let Some(a) = &st.active {
-                if a.max_timestamp_ms >= target_ms {
-                    c.push(ClosedSegment {
-                        base_offset: a.base_offset,
-                        next_offset: st.next_offset,
-                        size_bytes: a.log.len(),
-                        max_timestamp_ms: a.max_timestamp_ms,
-                    });
-                }
-            }
-            (c, st.high_watermark)
-        };
-        for seg in candidates {
-            let active = {
+        'replan: loop {
+            let (candidates, hwm, planned_swaps) = {
                 let st = self.st.borrow();
-                st.active
-                    .as_ref()
-                    .filter(|a| a.base_offset == seg.base_offset)
-                    .map(|a| {
-                        (
-                            a.log.file().clone(),
-                            a.entries.clone(),
-                            index::time_lookup(&a.time_entries, target_ms),
-                        )
-                    })
+                let mut c: Vec<ClosedSegment> = st
+                    .closed
+                    .values()
+                    .filter(|s| s.max_timestamp_ms >= target_ms)
+                    .cloned()
+                    .collect();
+                if let Some(a) = &st.active {
+                    if a.max_timestamp_ms >= target_ms {
+                        c.push(ClosedSegment {
+                            base_offset: a.base_offset,
+                            next_offset: st.next_offset,
+                            size_bytes: a.log.len(),
+                            max_timestamp_ms: a.max_timestamp_ms,
+                        });
+                    }
+                }
+                (c, st.high_watermark, st.cleaner.swaps())
             };
-            let (file, entries, start_rel) = match active {
-                Some(found) => found,
-                None => {
-                    let r = self
-                        .core
-                        .closed_reader(self.id, &self.dir, &seg)
+            for seg in candidates {
+                let active = {
+                    let st = self.st.borrow();
+                    st.active
+                        .as_ref()
+                        .filter(|a| a.base_offset == seg.base_offset)
+                        .map(|a| {
+                            (
+                                a.log.file().clone(),
+                                a.entries.clone(),
+                                index::time_lookup(&a.time_entries, target_ms),
+                            )
+                        })
+                };
+                let (file, entries, start_rel) = match active {
+                    Some(found) => found,
+                    None => {
+                        let Some(r) = self.segment_reader(&seg, planned_swaps).await? else {
+                            continue 'replan;
+                        };
+                        (
+                            r.file.clone(),
+                            r.entries.clone(),
+                            index::time_lookup(&r.time_entries, target_ms),
+                        )
+                    }
+                };
+                let Some(first) = index::find_batch(&entries, start_rel) else {
+                    continue;
+                };
+                for i in first..entries.len() {
+                    if seg.base_offset + entries[i].relative_offset as u64 >= hwm {
+                        break;
+                    }
+                    let end = entries
+                        .get(i + 1)
+                        .map_or(seg.size_bytes, |e| e.position as u64);
+                    let pos = entries[i].position as u64;
+                    let bytes = file
+                        .read(pos, (end - pos) as usize)
                         .await
                         .map_err(|e| self.io_err(e))?;
-                    (
-                        r.file.clone(),
-                        r.entries.clone(),
-                        index::time_lookup(&r.time_entries, target_ms),
-                    )
+                    let bytes = self.check_read(bytes.to_vec(), pos, end - pos)?;
+                    let h = batch::parse_header(&bytes).map_err(|e| LogError::InvalidBatch {
+                        dir: self.dir_name(),
+                        source: e,
+                    })?;
+                    if h.max_timestamp < target_ms {
+                        continue;
+                    }
+                    let found = batch::first_offset_at_or_after(&bytes, &h, target_ms)
+                        .unwrap_or((h.base_offset, h.max_timestamp));
+                    return Ok(Some(TimestampOffset {
+                        offset: found.0 as u64,
+                        timestamp_ms: found.1,
+                    }));
                 }
-            };
-            let Some(first) = index::find_batch(&entries, start_rel) else {
-                continue;
-            };
-            for i in first..entries.len() {
-                if seg.base_offset + entries[i].relative_offset as u64 >= hwm {
-                    break;
-                }
-                let end = entries
-                    .get(i + 1)
-                    .map_or(seg.size_bytes, |e| e.position as u64);
-                let pos = entries[i].position as u64;
-                let bytes = file
-                    .read(pos, (end - pos) as usize)
-                    .await
-                    .map_err(|e| self.io_err(e))?;
-                let bytes = self.check_read(bytes.to_vec(), pos, end - pos)?;
-                let h = batch::parse_header(&bytes).map_err(|e| LogError::InvalidBatch {
-                    dir: self.dir_name(),
-                    source: e,
-                })?;
-                if h.max_timestamp < target_ms {
-                    continue;
-                }
-                let found = batch::first_offset_at_or_after(&bytes, &h, target_ms)
-                    .unwrap_or((h.base_offset, h.max_timestamp));
-                return Ok(Some(TimestampOffset {
-                    offset: found.0 as u64,
-                    timestamp_ms: found.1,
-                }));
             }
+            return Ok(None);
         }
-        Ok(None)
     }
 
     /// Waits until data after `offset` becomes readable (the high watermark passes it) or until
@@ -294,33 +338,35 @@ impl PartitionLog {
 
     /// Commit time of the batch holding `offset` (what seed 000's delay gate compares).
     pub async fn commit_time_of(&self, offset: u64) -> Result<Option<i64>, LogError> {
-        let seg = {
-            let st = self.st.borrow();
-            if offset < st.log_start_offset || offset >= st.next_offset {
-                return Ok(None);
-            }
-            match &st.active {
-                Some(a) if offset >= a.base_offset => {
-                    let rel = (offset - a.base_offset) as u32;
-                    return Ok(
-                        index::find_batch(&a.entries, rel).map(|i| a.entries[i].commit_time_ms)
-                    );
+        loop {
+            let (seg, planned_swaps) = {
+                let st = self.st.borrow();
+                if offset < st.log_start_offset || offset >= st.next_offset {
+                    return Ok(None);
                 }
-                _ => st
-                    .closed
-                    .range(..=offset)
-                    .next_back()
-                    .map(|(_, s)| s.clone()),
-            }
-        };
-        let Some(seg) = seg else { return Ok(None) };
-        let r = self
-            .core
-            .closed_reader(self.id, &self.dir, &seg)
-            .await
-            .map_err(|e| self.io_err(e))?;
-        let rel = (offset - seg.base_offset) as u32;
-        Ok(index::find_batch(&r.entries, rel).map(|i| r.entries[i].commit_time_ms))
+                match &st.active {
+                    Some(a) if offset >= a.base_offset => {
+                        let rel = (offset - a.base_offset) as u32;
+                        return Ok(
+                            index::find_batch(&a.entries, rel).map(|i| a.entries[i].commit_time_ms)
+                        );
+                    }
+                    _ => (
+                        st.closed
+                            .range(..=offset)
+                            .next_back()
+                            .map(|(_, s)| s.clone()),
+                        st.cleaner.swaps(),
+                    ),
+                }
+            };
+            let Some(seg) = seg else { return Ok(None) };
+            let Some(r) = self.segment_reader(&seg, planned_swaps).await? else {
+                continue;
+            };
+            let rel = (offset - seg.base_offset) as u32;
+            return Ok(index::find_batch(&r.entries, rel).map(|i| r.entries[i].commit_time_ms));
+        }
     }
 }
 
@@ -329,6 +375,17 @@ impl PartitionLog {
 pub(super) struct BatchRange {
     range: Option<(u64, u64)>,
     first_undue_commit_ms: Option<i64>,
+    /// Base offset of the batch after the first one read, if the segment has one.
+    next_base: Option<u64>,
+}
+
+/// What one try of a read found.
+enum ReadStep {
+    Done(DueRead),
+    /// A cleaner swap replaced the segment the read chose: choose again.
+    Replan,
+    /// Nothing readable at the offset asked for (a cleaned-away range): read from here.
+    SkipTo(u64),
 }
 
 /// The byte range `(position, len)` to read for a fetch from `from`: whole batches, starting
@@ -346,6 +403,7 @@ pub(super) fn batch_range(
     let none = BatchRange {
         range: None,
         first_undue_commit_ms: None,
+        next_base: None,
     };
     let Some(first) = index::find_batch(entries, (from - seg_base) as u32) else {
         return none;
@@ -360,6 +418,7 @@ pub(super) fn batch_range(
         return BatchRange {
             range: None,
             first_undue_commit_ms: Some(entries[first].commit_time_ms),
+            next_base: None,
         };
     }
     let start = entries[first].position as u64;
@@ -378,5 +437,6 @@ pub(super) fn batch_range(
     BatchRange {
         range: Some((start, end_of(last) - start)),
         first_undue_commit_ms,
+        next_base: (first + 1 < entries.len()).then(|| base_of(first + 1)),
     }
 }

@@ -44,6 +44,9 @@ impl PartitionLog {
         .await
         .map_err(io_err)?;
         let log_start_offset = closed.keys().next().copied().unwrap_or(active.base_offset);
+        let checkpoint = crate::cleaner::CleanerCheckpoint::load(&dir)
+            .await
+            .map_err(io_err)?;
         let next = summary.next_offset;
         let log = Rc::new(Self {
             core: core.clone(),
@@ -72,6 +75,7 @@ impl PartitionLog {
                 waiters: Default::default(),
                 next_waiter_id: 0,
                 stats: LogStats::default(),
+                cleaner: super::compact::CleanerState::new(checkpoint),
             }),
         });
         Ok((log, summary))
@@ -92,6 +96,8 @@ pub(super) async fn recover(
     dir: &Path,
     config: &LogConfig,
 ) -> std::io::Result<Recovered> {
+    // A cleaner swap cut short by a crash is finished (or its files removed) first.
+    crate::cleaner::swap::recover(dir).await?;
     let names = io::list_dir(dir).await?;
     let leftovers: Vec<PathBuf> = names
         .iter()
@@ -158,7 +164,15 @@ pub(super) async fn recover(
         }
         tracing::info!(dir = %dir.display(), segment = base, progress = format!("{}/{}", i + 1, total), "recovery scanning segment");
         let truncated_before = summary.truncations.len();
-        let (content, next, commit) = scan_segment(core, config, dir, base, &mut summary).await?;
+        // Only the last segment was being appended to; an earlier one may have been cleaned
+        // (whole batches gone), so its offsets may jump forward.
+        let gaps = if is_last {
+            segment::OffsetGaps::Refuse
+        } else {
+            segment::OffsetGaps::Forward
+        };
+        let (content, next, commit) =
+            scan_segment(core, config, dir, base, gaps, &mut summary).await?;
         last_commit = last_commit.max(commit);
         summary.next_offset = next;
         let cut = summary.truncations.len() > truncated_before
@@ -271,12 +285,13 @@ pub(super) async fn scan_segment(
     config: &LogConfig,
     dir: &Path,
     base: u64,
+    gaps: segment::OffsetGaps,
     summary: &mut RecoverySummary,
 ) -> std::io::Result<(SegmentContent, u64, i64)> {
     let log_path = segment::log_path(dir, base);
     let file = SegmentFile::open_rw(&log_path, None).await?;
     let file_len = file.size().await?;
-    let scan = segment::scan_log(&file, Some(base), file_len).await?;
+    let scan = segment::scan_log(&file, Some(base), file_len, gaps).await?;
     summary.segments_scanned += 1;
     summary.batches_scanned += scan.batches.len() as u64;
     if scan.valid_len < file_len {

@@ -9,6 +9,13 @@ impl PartitionLog {
     /// beyond `retention_bytes`, oldest first, and advances the log start offset; only under
     /// a `cleanup.policy` with `delete`.
     pub async fn enforce_retention(&self, now_ms: i64) -> Result<RetentionSummary, LogError> {
+        if self.swap_in_progress() {
+            // The cleaner is replacing segments; the next round looks again.
+            return Ok(RetentionSummary {
+                deleted_segments: Vec::new(),
+                log_start_offset: self.log_start_offset(),
+            });
+        }
         let (doomed, log_start) = {
             let mut st = self.st.borrow_mut();
             self.check_usable(&st)?;

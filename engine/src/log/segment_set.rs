@@ -209,6 +209,7 @@ impl PartitionLog {
     /// shutdown marker, so the next open skips the recovery scan. A poisoned log closes its
     /// files without the marker.
     pub async fn close(self: &Rc<Self>) -> Result<(), LogError> {
+        self.stop_cleaner().await;
         let poisoned = self.st.borrow().poisoned.is_some();
         if !poisoned && !self.acquire_exclusive().await? {
             return Box::pin(self.close()).await;
@@ -307,10 +308,22 @@ pub(super) async fn open_segment(
     config: &LogConfig,
     c: SegmentContent,
 ) -> std::io::Result<ActiveSegment> {
+    open_segment_at(core, &segment::paths(dir, base), base, config, c).await
+}
+
+/// `open_segment` on the files `paths` (`.log`, `.index`, `.timeindex`): the cleaner writes a
+/// cleaned segment under other names and swaps it in.
+pub(super) async fn open_segment_at(
+    core: &CoreStorage,
+    paths: &[std::path::PathBuf; 3],
+    base: u64,
+    config: &LogConfig,
+    c: SegmentContent,
+) -> std::io::Result<ActiveSegment> {
     let prealloc = config.preallocate_bytes.min(align_up(config.segment_bytes));
     let index_chunk = crate::config::INDEX_WRITE_CHUNK_BYTES;
     let log = open_appender(
-        &segment::log_path(dir, base),
+        &paths[0],
         c.log_len,
         core,
         config.write_chunk_bytes,
@@ -324,16 +337,9 @@ pub(super) async fn open_segment(
     } else {
         0
     };
-    let index = open_appender(
-        &segment::index_path(dir, base),
-        c.index_len,
-        core,
-        index_chunk,
-        index_prealloc,
-    )
-    .await?;
+    let index = open_appender(&paths[1], c.index_len, core, index_chunk, index_prealloc).await?;
     let time_index = open_appender(
-        &segment::time_index_path(dir, base),
+        &paths[2],
         c.time_index_len,
         core,
         index_chunk,

@@ -177,8 +177,7 @@ async fn append_one(
         return answer(index, codes::INVALID_RECORD, Some("null records".into()));
     };
     // Exactly one v2 batch per partition (Kafka refuses more from Produce v3 on).
-    let valid = match engine::record_check::ValidBatch::new(&records, part.log().max_batch_bytes())
-    {
+    let valid = match engine::record_check::ValidBatch::new(&records, part.log().batch_rules()) {
         Ok(v) => v,
         Err(e) => {
             let declared = engine::batch::declared_size(&records).unwrap_or(0);

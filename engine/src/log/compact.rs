@@ -1,0 +1,815 @@
+//! One cleaner pass over a compacted log (Kafka's log cleaner, `cleanup.policy=compact`).
+//!
+//! The log is split at the cleaner checkpoint: below `first_dirty_offset` every key appears at
+//! most once (it was cleaned), above it is dirty, up to the first uncleanable offset (the
+//! active segment, or the first segment holding a record newer than `min.compaction.lag.ms`).
+//! A pass maps every key of the dirty range to its latest offset (a bounded `OffsetMap`: when
+//! it is full the pass ends there), then rewrites the closed segments below the map's end,
+//! group by group (consecutive segments of at most `segment.bytes` together), keeping a record
+//! only if no later record has its key. Records keep their offsets; batches keep their base
+//! offset, last offset delta, producer fields and codec. Tombstones get a delete horizon when
+//! first kept and go once it passed (`delete.retention.ms`); a record without a key goes.
+//!
+//! Each group's cleaned segment is written under `.cleaned` names and swapped in crash-safely
+//! (`cleaner::swap`). Readers never see a mix: a swap takes the gate (`CleanerState::swapping`)
+//! once no reader is opening a closed segment, and readers wait at the gate and re-plan when a
+//! swap happened since they chose a segment. A reader that already holds a segment's files
+//! keeps reading the old ones (their fds stay valid after the rename), a consistent view.
+
+use std::collections::HashSet;
+use std::rc::Rc;
+
+use super::segment_set::{open_segment_at, seal_segment, SegmentContent};
+use super::{LogError, PartitionLog};
+use crate::batch::{self, BatchHeader};
+use crate::cleaner::records::{self, RecordView};
+use crate::cleaner::swap::{self, Swap};
+use crate::cleaner::{CleanerCheckpoint, OffsetMap, Throttle};
+use crate::config::LogConfig;
+use crate::index::OffsetEntry;
+use crate::io;
+use crate::segment::{ClosedReader, ClosedSegment};
+
+/// Bytes of whole batches the cleaner reads at a time.
+pub const CLEANER_READ_BYTES: usize = 1 << 20;
+/// The cleaned segment's buffered bytes are written out once this many are pending.
+pub const CLEANER_WRITE_BATCH_BYTES: u64 = 4 << 20;
+
+/// The cleaner's part of a log's state.
+pub(super) struct CleanerState {
+    checkpoint: CleanerCheckpoint,
+    last_clean_ms: Option<i64>,
+    /// A swap holds the gate: no reader opens a closed segment meanwhile.
+    swapping: bool,
+    /// The log is closing: no new swap starts.
+    closing: bool,
+    /// Readers opening a closed segment's files right now.
+    reader_opens: u32,
+    /// Swaps done so far (a reader that planned before one re-plans).
+    swaps: u64,
+    totals: CleanerTotals,
+}
+
+impl CleanerState {
+    /// Swaps done so far: a reader notes it when it chooses a closed segment.
+    pub(super) fn swaps(&self) -> u64 {
+        self.swaps
+    }
+
+    pub(super) fn new(checkpoint: CleanerCheckpoint) -> Self {
+        Self {
+            checkpoint,
+            last_clean_ms: None,
+            swapping: false,
+            closing: false,
+            reader_opens: 0,
+            swaps: 0,
+            totals: CleanerTotals::default(),
+        }
+    }
+}
+
+/// What the cleaner did to one log since it was opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CleanerTotals {
+    pub passes: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+}
+
+/// Why a pass is due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CleanReason {
+    /// The dirty share of the cleanable bytes reached `min.cleanable.dirty.ratio`.
+    DirtyRatio,
+    /// Dirty data older than `max.compaction.lag.ms`.
+    MaxCompactionLag,
+    /// A kept tombstone's delete horizon passed.
+    TombstonesDue,
+}
+
+/// How dirty a compacted log is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DirtyInfo {
+    pub first_dirty_offset: u64,
+    pub first_uncleanable_offset: u64,
+    pub clean_bytes: u64,
+    pub dirty_bytes: u64,
+    /// dirty / (clean + dirty) over the closed segments below the first uncleanable offset.
+    pub dirty_ratio: f64,
+    pub due: Option<CleanReason>,
+    pub last_clean_ms: Option<i64>,
+    pub totals: CleanerTotals,
+}
+
+/// What a pass needs from its caller.
+pub struct CleanOptions<'a> {
+    pub now_ms: i64,
+    /// Size of the key → offset map (`log-cleaner-dedupe-buffer-bytes`).
+    pub dedupe_buffer_bytes: usize,
+    pub throttle: &'a Throttle,
+    /// Base offsets of batches kept (empty) even when every record in them lost: the last
+    /// batch of each idempotent producer, so its sequence survives (Kafka does the same).
+    pub keep_batches: &'a HashSet<u64>,
+}
+
+/// What one pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CleanSummary {
+    pub reason: Option<CleanReason>,
+    pub keys: usize,
+    /// The dirty range mapped: `[from, to)`; the next pass starts at `to`.
+    pub mapped_from: u64,
+    pub mapped_to: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub segments_before: usize,
+    pub segments_after: usize,
+    pub records_removed: u64,
+    /// The pass stopped without finishing: the log changed under it (retention, a close).
+    pub abandoned: bool,
+}
+
+/// One source batch's fate.
+enum Fate {
+    Keep,
+    Drop,
+    Rewrite(Vec<u8>),
+}
+
+/// What `filter_batch` decided and saw.
+struct Filtered {
+    fate: Fate,
+    removed: u64,
+    /// The delete horizon of the output batch, if it keeps a tombstone.
+    tombstone_horizon_ms: Option<i64>,
+}
+
+/// Decides which records of one batch below the map's end survive.
+fn filter_batch(
+    bytes: &[u8],
+    h: &BatchHeader,
+    map: &OffsetMap,
+    now_ms: i64,
+    delete_retention_ms: i64,
+    keep_empty: bool,
+) -> Result<Filtered, batch::BatchError> {
+    let section = records::section(bytes, h)?;
+    let all = records::parse(&section, h)?;
+    let horizon = records::delete_horizon_ms(h);
+    let tombstones_expired = horizon.is_some_and(|t| now_ms >= t);
+    let kept: Vec<RecordView<'_>> = all
+        .iter()
+        .copied()
+        .filter(|r| {
+            let offset = h.base_offset as u64 + r.offset_delta as u64;
+            let Some(key) = r.key else { return false };
+            let latest = map.get(key).is_none_or(|m| offset >= m);
+            latest && !(r.tombstone && tombstones_expired)
+        })
+        .collect();
+    let removed = (all.len() - kept.len()) as u64;
+    let keeps_tombstone = kept.iter().any(|r| r.tombstone);
+    let new_horizon =
+        (keeps_tombstone && horizon.is_none()).then(|| now_ms.saturating_add(delete_retention_ms));
+    let tombstone_horizon_ms = keeps_tombstone.then(|| horizon.or(new_horizon)).flatten();
+    let fate = if removed == 0 && new_horizon.is_none() {
+        Fate::Keep
+    } else if kept.is_empty() && !keep_empty {
+        Fate::Drop
+    } else {
+        Fate::Rewrite(records::rebuild(bytes, h, &kept, new_horizon)?)
+    };
+    Ok(Filtered {
+        fate,
+        removed,
+        tombstone_horizon_ms,
+    })
+}
+
+/// Consecutive segments cleaned into one, each group at most `max_bytes` of input and within
+/// 32-bit relative offsets (Kafka's `groupSegmentsBySize`).
+fn group_segments(segs: &[ClosedSegment], max_bytes: u64) -> Vec<Vec<ClosedSegment>> {
+    let mut groups: Vec<Vec<ClosedSegment>> = Vec::new();
+    let mut bytes = 0u64;
+    for s in segs {
+        let fits = groups.last().is_some_and(|g| {
+            bytes + s.size_bytes <= max_bytes && s.next_offset - g[0].base_offset < u32::MAX as u64
+        });
+        if fits {
+            bytes += s.size_bytes;
+            groups.last_mut().expect("checked").push(s.clone());
+        } else {
+            bytes = s.size_bytes;
+            groups.push(vec![s.clone()]);
+        }
+    }
+    groups
+}
+
+/// A closed segment's batches, read a chunk at a time.
+struct SegmentWalk {
+    seg: ClosedSegment,
+    reader: Rc<ClosedReader>,
+    next: usize,
+}
+
+/// Clears the swap gate when the swap ends, however it ends.
+struct SwapGate<'a>(&'a PartitionLog);
+
+impl Drop for SwapGate<'_> {
+    fn drop(&mut self) {
+        let mut st = self.0.st.borrow_mut();
+        st.cleaner.swapping = false;
+        st.notify();
+    }
+}
+
+/// Counts a reader opening a closed segment's files, so a swap waits for it.
+struct OpenGuard<'a>(&'a PartitionLog);
+
+impl Drop for OpenGuard<'_> {
+    fn drop(&mut self) {
+        let mut st = self.0.st.borrow_mut();
+        st.cleaner.reader_opens -= 1;
+        if st.cleaner.reader_opens == 0 {
+            st.notify();
+        }
+    }
+}
+
+impl PartitionLog {
+    /// The reader of closed segment `seg`, chosen when the log had done `planned_swaps` swaps;
+    /// `None` when a swap happened since (the caller plans again). Waits while a swap runs.
+    pub(super) async fn segment_reader(
+        &self,
+        seg: &ClosedSegment,
+        planned_swaps: u64,
+    ) -> Result<Option<Rc<ClosedReader>>, LogError> {
+        loop {
+            let gen = {
+                let mut st = self.st.borrow_mut();
+                if st.cleaner.swaps != planned_swaps {
+                    return Ok(None);
+                }
+                if !st.cleaner.swapping {
+                    st.cleaner.reader_opens += 1;
+                    break;
+                }
+                st.change_gen
+            };
+            self.wait_change(gen).await;
+        }
+        let _open = OpenGuard(self);
+        self.core
+            .closed_reader(self.id, &self.dir, seg)
+            .await
+            .map(Some)
+            .map_err(|e| self.io_err(e))
+    }
+
+    /// How dirty the log is, and whether a pass is due at `now_ms`; `None` unless the log's
+    /// `cleanup.policy` compacts.
+    pub fn dirty_info(&self, now_ms: i64) -> Option<DirtyInfo> {
+        let cfg = self.config.borrow();
+        if !cfg.cleanup_policy.compact {
+            return None;
+        }
+        let st = self.st.borrow();
+        let first_dirty = st
+            .cleaner
+            .checkpoint
+            .first_dirty_offset
+            .clamp(st.log_start_offset, st.next_offset);
+        let active_base = st.active.as_ref().map_or(st.next_offset, |a| a.base_offset);
+        let lag_cut = now_ms.saturating_sub(cfg.min_compaction_lag_ms);
+        let too_new = st.closed.values().find(|s| {
+            s.next_offset > first_dirty
+                && cfg.min_compaction_lag_ms > 0
+                && s.max_timestamp_ms > lag_cut
+        });
+        let first_uncleanable = too_new
+            .map_or(active_base, |s| s.base_offset)
+            .max(first_dirty);
+        let (mut clean, mut dirty) = (0u64, 0u64);
+        let mut oldest_dirty_ts: Option<i64> = None;
+        for s in st
+            .closed
+            .values()
+            .take_while(|s| s.base_offset < first_uncleanable)
+        {
+            if s.next_offset <= first_dirty {
+                clean += s.size_bytes;
+            } else {
+                dirty += s.size_bytes;
+                oldest_dirty_ts.get_or_insert(s.max_timestamp_ms);
+            }
+        }
+        let total = clean + dirty;
+        let ratio = if total == 0 {
+            0.0
+        } else {
+            dirty as f64 / total as f64
+        };
+        // The newest record of the oldest dirty segment: once it is older than the max lag,
+        // every record in that segment is.
+        let overdue = oldest_dirty_ts
+            .is_some_and(|t| t >= 0 && now_ms.saturating_sub(t) > cfg.max_compaction_lag_ms);
+        let tombstones_due = st
+            .cleaner
+            .checkpoint
+            .tombstones_due_ms
+            .is_some_and(|t| now_ms >= t);
+        let due = if dirty > 0 && ratio >= cfg.min_cleanable_dirty_ratio {
+            Some(CleanReason::DirtyRatio)
+        } else if dirty > 0 && overdue {
+            Some(CleanReason::MaxCompactionLag)
+        } else if total > 0 && tombstones_due {
+            Some(CleanReason::TombstonesDue)
+        } else {
+            None
+        };
+        Some(DirtyInfo {
+            first_dirty_offset: first_dirty,
+            first_uncleanable_offset: first_uncleanable,
+            clean_bytes: clean,
+            dirty_bytes: dirty,
+            dirty_ratio: ratio,
+            due,
+            last_clean_ms: st.cleaner.last_clean_ms,
+            totals: st.cleaner.totals,
+        })
+    }
+
+    /// Reads the next chunk of whole batches of a walk, checked against the segment's index
+    /// (each batch's base offset where the index puts it, its CRC valid). `None` at the end.
+    async fn walk_chunk(
+        &self,
+        w: &mut SegmentWalk,
+        throttle: &Throttle,
+    ) -> Result<Option<(Vec<u8>, Vec<OffsetEntry>)>, LogError> {
+        let e = &w.reader.entries;
+        if w.next >= e.len() {
+            return Ok(None);
+        }
+        let end_of = |i: usize| e.get(i + 1).map_or(w.seg.size_bytes, |x| x.position as u64);
+        let start = e[w.next].position as u64;
+        let mut last = w.next;
+        while last + 1 < e.len() && end_of(last + 1) - start <= CLEANER_READ_BYTES as u64 {
+            last += 1;
+        }
+        let len = end_of(last) - start;
+        throttle.take(len).await;
+        let bytes = w
+            .reader
+            .file
+            .read(start, len as usize)
+            .await
+            .map_err(|e| self.io_err(e))?;
+        let bytes = self.check_read(bytes.to_vec(), start, len)?;
+        let entries = e[w.next..=last].to_vec();
+        w.next = last + 1;
+        let corrupt = |why: String| {
+            self.io_err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("segment {}: {why}; not cleaned", w.seg.base_offset),
+            ))
+        };
+        let mut pos = 0usize;
+        for entry in &entries {
+            let b = bytes.get(pos..).unwrap_or_default();
+            let size = batch::declared_size(b).unwrap_or(0);
+            let one = usize::try_from(size)
+                .ok()
+                .and_then(|s| b.get(..s))
+                .ok_or_else(|| {
+                    corrupt(format!("batch at position {} is cut short", entry.position))
+                })?;
+            let h = batch::validate_stored(one)
+                .map_err(|e| corrupt(format!("batch at position {}: {e}", entry.position)))?;
+            if h.base_offset as u64 != w.seg.base_offset + entry.relative_offset as u64 {
+                return Err(corrupt(format!(
+                    "the index puts offset {} at position {}, the log has {}",
+                    w.seg.base_offset + entry.relative_offset as u64,
+                    entry.position,
+                    h.base_offset
+                )));
+            }
+            pos += one.len();
+        }
+        Ok(Some((bytes, entries)))
+    }
+
+    /// One cleaner pass, if one is due (see the module docs). `Ok(None)`: nothing to do.
+    pub async fn clean(
+        self: &Rc<Self>,
+        opts: &CleanOptions<'_>,
+    ) -> Result<Option<CleanSummary>, LogError> {
+        let Some(info) = self.dirty_info(opts.now_ms) else {
+            return Ok(None);
+        };
+        let Some(reason) = info.due else {
+            return Ok(None);
+        };
+        let cfg = self.config();
+        let first_dirty = info.first_dirty_offset;
+        let (segments, planned) = {
+            let st = self.st.borrow();
+            self.check_usable(&st)?;
+            let segs: Vec<ClosedSegment> = st
+                .closed
+                .values()
+                .take_while(|s| s.base_offset < info.first_uncleanable_offset)
+                .cloned()
+                .collect();
+            (segs, st.cleaner.swaps)
+        };
+        let mut summary = CleanSummary {
+            reason: Some(reason),
+            mapped_from: first_dirty,
+            segments_before: segments.len(),
+            ..Default::default()
+        };
+
+        // 1. The latest offset of every key in the dirty range.
+        let mut map = OffsetMap::new(
+            opts.dedupe_buffer_bytes,
+            info.first_uncleanable_offset - first_dirty,
+        );
+        let mut map_end = info.first_uncleanable_offset;
+        'map: for seg in segments.iter().filter(|s| s.next_offset > first_dirty) {
+            let Some(reader) = self.segment_reader(seg, planned).await? else {
+                summary.abandoned = true;
+                return Ok(Some(summary));
+            };
+            let mut walk = SegmentWalk {
+                seg: seg.clone(),
+                reader,
+                next: 0,
+            };
+            while let Some((bytes, entries)) = self.walk_chunk(&mut walk, opts.throttle).await? {
+                summary.bytes_read += bytes.len() as u64;
+                for (h, one) in batch::stored_batches(&bytes).take(entries.len()) {
+                    if (h.last_offset() as u64) < first_dirty || h.is_control() {
+                        continue;
+                    }
+                    if !map.has_room_for(h.records_count.max(0) as usize) {
+                        map_end = h.base_offset as u64;
+                        break 'map;
+                    }
+                    let section = records::section(one, &h).map_err(|e| self.batch_err(e))?;
+                    for r in records::parse(&section, &h).map_err(|e| self.batch_err(e))? {
+                        let offset = h.base_offset as u64 + r.offset_delta as u64;
+                        if let (Some(key), true) = (r.key, offset >= first_dirty) {
+                            let stored = map.put(key, offset);
+                            debug_assert!(stored, "room was checked for the whole batch");
+                        }
+                    }
+                }
+                glommio::yield_if_needed().await;
+            }
+        }
+        if map_end == first_dirty && reason != CleanReason::TombstonesDue {
+            tracing::warn!(dir = %self.dir.display(), offset = first_dirty, map_bytes = map.size_bytes(), "the cleaner's dedupe buffer cannot hold one batch's keys; raise log-cleaner-dedupe-buffer-bytes");
+            return Ok(None);
+        }
+        summary.keys = map.len();
+        summary.mapped_to = map_end;
+
+        // 2. Rewrite the segments below the map's end, group by group.
+        let to_clean: Vec<ClosedSegment> = segments
+            .iter()
+            .filter(|s| s.base_offset < map_end)
+            .cloned()
+            .collect();
+        let mut tombstones_due: Option<i64> = None;
+        for group in group_segments(&to_clean, cfg.segment_bytes) {
+            let done = self
+                .clean_group(
+                    &group,
+                    &map,
+                    map_end,
+                    opts,
+                    &cfg,
+                    planned,
+                    &mut summary,
+                    &mut tombstones_due,
+                )
+                .await;
+            match done {
+                Ok(true) => {}
+                Ok(false) => {
+                    summary.abandoned = true;
+                    break;
+                }
+                Err(e) => {
+                    let _ = io::remove_all_of(
+                        swap::cleaned_paths(&self.dir, group[0].base_offset).to_vec(),
+                    )
+                    .await;
+                    return Err(e);
+                }
+            }
+        }
+        // Groups not rewritten keep the tombstones they had (and their horizons).
+        let checkpoint = {
+            let mut st = self.st.borrow_mut();
+            summary.segments_after = st.closed.range(..info.first_uncleanable_offset).count();
+            let c = &mut st.cleaner;
+            c.totals.passes += 1;
+            c.totals.bytes_read += summary.bytes_read;
+            c.totals.bytes_written += summary.bytes_written;
+            if !summary.abandoned {
+                c.checkpoint = CleanerCheckpoint {
+                    first_dirty_offset: map_end.max(first_dirty),
+                    tombstones_due_ms: tombstones_due,
+                };
+                c.last_clean_ms = Some(opts.now_ms);
+            }
+            c.checkpoint
+        };
+        if !summary.abandoned {
+            checkpoint
+                .store(&self.dir)
+                .await
+                .map_err(|e| self.io_err(e))?;
+        }
+        tracing::info!(dir = %self.dir.display(), ?reason, keys = summary.keys, mapped = format!("{}..{}", summary.mapped_from, summary.mapped_to), read = summary.bytes_read, written = summary.bytes_written, removed = summary.records_removed, segments = format!("{} -> {}", summary.segments_before, summary.segments_after), abandoned = summary.abandoned, "cleaner pass");
+        Ok(Some(summary))
+    }
+
+    fn batch_err(&self, source: batch::BatchError) -> LogError {
+        LogError::InvalidBatch {
+            dir: self.dir_name(),
+            source,
+        }
+    }
+
+    /// Cleans one group into one segment and swaps it in. `Ok(false)`: the log changed under
+    /// the pass (it stops; nothing was swapped).
+    #[allow(clippy::too_many_arguments)]
+    async fn clean_group(
+        self: &Rc<Self>,
+        group: &[ClosedSegment],
+        map: &OffsetMap,
+        map_end: u64,
+        opts: &CleanOptions<'_>,
+        cfg: &LogConfig,
+        planned: u64,
+        summary: &mut CleanSummary,
+        tombstones_due: &mut Option<i64>,
+    ) -> Result<bool, LogError> {
+        let base = group[0].base_offset;
+        let paths = swap::cleaned_paths(&self.dir, base);
+        let io_err = |e| self.io_err(e);
+        io::remove_all_of(paths.to_vec()).await.map_err(io_err)?;
+        let out_cfg = LogConfig {
+            preallocate_bytes: 0,
+            ..cfg.clone()
+        };
+        let mut out = open_segment_at(
+            &self.core,
+            &paths,
+            base,
+            &out_cfg,
+            SegmentContent::default(),
+        )
+        .await
+        .map_err(io_err)?;
+        let mut changed = false;
+        let mut written = 0u64;
+        for seg in group {
+            let Some(reader) = self.segment_reader(seg, planned).await? else {
+                let _ = seal_segment(out).await;
+                io::remove_all_of(paths.to_vec()).await.map_err(io_err)?;
+                return Ok(false);
+            };
+            let mut walk = SegmentWalk {
+                seg: seg.clone(),
+                reader,
+                next: 0,
+            };
+            while let Some((bytes, entries)) = self.walk_chunk(&mut walk, opts.throttle).await? {
+                summary.bytes_read += bytes.len() as u64;
+                for ((h, one), entry) in batch::stored_batches(&bytes).zip(&entries) {
+                    let filtered = if h.is_control() || h.base_offset as u64 >= map_end {
+                        None
+                    } else {
+                        let keep_empty = opts.keep_batches.contains(&(h.base_offset as u64));
+                        Some(
+                            filter_batch(
+                                one,
+                                &h,
+                                map,
+                                opts.now_ms,
+                                cfg.delete_retention_ms,
+                                keep_empty,
+                            )
+                            .map_err(|e| self.batch_err(e))?,
+                        )
+                    };
+                    let (fate, horizon) = match filtered {
+                        None => (Fate::Keep, None),
+                        Some(f) => {
+                            summary.records_removed += f.removed;
+                            (f.fate, f.tombstone_horizon_ms)
+                        }
+                    };
+                    let out_bytes: &[u8] = match &fate {
+                        Fate::Keep => one,
+                        Fate::Drop => {
+                            changed = true;
+                            continue;
+                        }
+                        Fate::Rewrite(b) => {
+                            changed = true;
+                            b
+                        }
+                    };
+                    if let Some(t) = horizon {
+                        *tombstones_due = Some(tombstones_due.map_or(t, |d| d.min(t)));
+                    }
+                    let position = out.log.len();
+                    if position + out_bytes.len() as u64 > u32::MAX as u64 {
+                        return Err(self.io_err(std::io::Error::other(format!(
+                            "cleaned segment {base} would pass 4 GiB (32-bit positions); not cleaned"
+                        ))));
+                    }
+                    let oh = batch::parse_header(out_bytes).map_err(|e| self.batch_err(e))?;
+                    // An emptied batch (kept for its producer) has no timestamp to index.
+                    let max_ts = if oh.records_count > 0 {
+                        oh.max_timestamp
+                    } else {
+                        -1
+                    };
+                    out.push_batch(
+                        (h.base_offset as u64 - base) as u32,
+                        position as u32,
+                        entry.commit_time_ms,
+                        max_ts,
+                        out_bytes.len() as u64,
+                        cfg.index_interval_bytes,
+                    );
+                    out.log.append(out_bytes);
+                }
+                if out.log.unflushed_bytes() >= CLEANER_WRITE_BATCH_BYTES {
+                    let n = out.log.unflushed_bytes();
+                    opts.throttle.take(n).await;
+                    let jobs: Vec<_> = [
+                        out.log.take_flush(),
+                        out.index.take_flush(),
+                        out.time_index.take_flush(),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                    for r in crate::join::join_all(jobs.into_iter().map(|j| j.write())).await {
+                        r.map_err(io_err)?;
+                    }
+                }
+                glommio::yield_if_needed().await;
+            }
+        }
+        let new_seg = ClosedSegment {
+            base_offset: base,
+            next_offset: group.last().expect("a group has a segment").next_offset,
+            size_bytes: out.log.len(),
+            max_timestamp_ms: out.max_timestamp_ms,
+        };
+        written += out.log.len();
+        seal_segment(out).await.map_err(io_err)?;
+        if !changed {
+            io::remove_all_of(paths.to_vec()).await.map_err(io_err)?;
+            return Ok(true);
+        }
+        summary.bytes_written += written;
+        io::sync_dir(&self.dir).await.map_err(io_err)?;
+        let swapped = self.swap_in(group, new_seg).await?;
+        if !swapped {
+            io::remove_all_of(paths.to_vec()).await.map_err(io_err)?;
+        }
+        Ok(swapped)
+    }
+
+    /// Swaps the cleaned segment `new_seg` in for `group` (files, then memory) under the gate.
+    /// `Ok(false)` when the group changed meanwhile or the log is closing.
+    async fn swap_in(
+        &self,
+        group: &[ClosedSegment],
+        new_seg: ClosedSegment,
+    ) -> Result<bool, LogError> {
+        loop {
+            let gen = {
+                let mut st = self.st.borrow_mut();
+                self.check_usable(&st)?;
+                if st.cleaner.closing {
+                    return Ok(false);
+                }
+                if !st.cleaner.swapping {
+                    st.cleaner.swapping = true;
+                    break;
+                }
+                st.change_gen
+            };
+            self.wait_change(gen).await;
+        }
+        let _gate = SwapGate(self);
+        loop {
+            let gen = {
+                let st = self.st.borrow();
+                if st.cleaner.reader_opens == 0 {
+                    break;
+                }
+                st.change_gen
+            };
+            self.wait_change(gen).await;
+        }
+        let unchanged = {
+            let st = self.st.borrow();
+            group.iter().all(|g| {
+                st.closed
+                    .get(&g.base_offset)
+                    .is_some_and(|s| s.next_offset == g.next_offset && s.size_bytes == g.size_bytes)
+            }) && !st.cleaner.closing
+        };
+        if !unchanged {
+            return Ok(false);
+        }
+        let members: Vec<u64> = group.iter().map(|g| g.base_offset).collect();
+        if let Err(e) = (Swap {
+            members: members.clone(),
+        })
+        .commit(&self.dir)
+        .await
+        {
+            // The swap is recorded (or not) on disk and the next open finishes it; the files
+            // the memory describes may be gone, so nothing more is served from this log.
+            return Err(self.poison("cleaner swap", e));
+        }
+        let mut st = self.st.borrow_mut();
+        for m in &members {
+            st.closed.remove(m);
+            self.core.evict(self.id, *m);
+        }
+        assert!(
+            st.closed
+                .range(new_seg.base_offset..new_seg.next_offset)
+                .next()
+                .is_none(),
+            "a swapped group leaves no segment inside its range"
+        );
+        st.closed.insert(new_seg.base_offset, new_seg);
+        st.cleaner.swaps += 1;
+        Ok(true)
+    }
+
+    /// Marks the log closing for the cleaner and waits for a swap under way to finish.
+    pub(super) async fn stop_cleaner(&self) {
+        loop {
+            let gen = {
+                let mut st = self.st.borrow_mut();
+                st.cleaner.closing = true;
+                if !st.cleaner.swapping {
+                    return;
+                }
+                st.change_gen
+            };
+            self.wait_change(gen).await;
+        }
+    }
+
+    /// Whether a swap holds the gate (retention waits for the next round).
+    pub(super) fn swap_in_progress(&self) -> bool {
+        self.st.borrow().cleaner.swapping
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seg(base: u64, next: u64, size: u64) -> ClosedSegment {
+        ClosedSegment {
+            base_offset: base,
+            next_offset: next,
+            size_bytes: size,
+            max_timestamp_ms: 0,
+        }
+    }
+
+    #[test]
+    fn groups_stay_within_the_segment_size() {
+        let segs = [
+            seg(0, 10, 40),
+            seg(10, 20, 40),
+            seg(20, 30, 40),
+            seg(30, 40, 100),
+        ];
+        let g = group_segments(&segs, 100);
+        let bases: Vec<Vec<u64>> = g
+            .iter()
+            .map(|g| g.iter().map(|s| s.base_offset).collect())
+            .collect();
+        assert_eq!(bases, vec![vec![0, 10], vec![20], vec![30]]);
+    }
+}
