@@ -45,15 +45,21 @@ pub(super) struct CleanerState {
     closing: bool,
     /// Readers opening a closed segment's files right now.
     reader_opens: u32,
-    /// Swaps done so far (a reader that planned before one re-plans).
-    swaps: u64,
+    /// Changes to the closed-segment set that remove or replace files (swaps, retention):
+    /// a reader that chose a segment before one re-plans.
+    generation: u64,
     totals: CleanerTotals,
 }
 
 impl CleanerState {
-    /// Swaps done so far: a reader notes it when it chooses a closed segment.
-    pub(super) fn swaps(&self) -> u64 {
-        self.swaps
+    /// A reader notes it when it chooses a closed segment (see `segment_reader`).
+    pub(super) fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Segments were removed or replaced.
+    pub(super) fn segments_changed(&mut self) {
+        self.generation += 1;
     }
 
     pub(super) fn new(checkpoint: CleanerCheckpoint) -> Self {
@@ -63,7 +69,7 @@ impl CleanerState {
             swapping: false,
             closing: false,
             reader_opens: 0,
-            swaps: 0,
+            generation: 0,
             totals: CleanerTotals::default(),
         }
     }
@@ -239,17 +245,18 @@ impl Drop for OpenGuard<'_> {
 }
 
 impl PartitionLog {
-    /// The reader of closed segment `seg`, chosen when the log had done `planned_swaps` swaps;
-    /// `None` when a swap happened since (the caller plans again). Waits while a swap runs.
+    /// The reader of closed segment `seg`, chosen at segment generation `planned`; `None`
+    /// when segments were replaced or removed since (the caller plans again). Waits while a
+    /// swap runs.
     pub(super) async fn segment_reader(
         &self,
         seg: &ClosedSegment,
-        planned_swaps: u64,
+        planned: u64,
     ) -> Result<Option<Rc<ClosedReader>>, LogError> {
         loop {
             let gen = {
                 let mut st = self.st.borrow_mut();
-                if st.cleaner.swaps != planned_swaps {
+                if st.cleaner.generation != planned {
                     return Ok(None);
                 }
                 if !st.cleaner.swapping {
@@ -413,7 +420,7 @@ impl PartitionLog {
         };
         let cfg = self.config();
         let first_dirty = info.first_dirty_offset;
-        let (segments, planned) = {
+        let (segments, mut planned) = {
             let st = self.st.borrow();
             self.check_usable(&st)?;
             let segs: Vec<ClosedSegment> = st
@@ -422,7 +429,7 @@ impl PartitionLog {
                 .take_while(|s| s.base_offset < info.first_uncleanable_offset)
                 .cloned()
                 .collect();
-            (segs, st.cleaner.swaps)
+            (segs, st.cleaner.generation)
         };
         let mut summary = CleanSummary {
             reason: Some(reason),
@@ -491,7 +498,7 @@ impl PartitionLog {
                     map_end,
                     opts,
                     &cfg,
-                    planned,
+                    &mut planned,
                     &mut summary,
                     &mut tombstones_due,
                 )
@@ -555,7 +562,7 @@ impl PartitionLog {
         map_end: u64,
         opts: &CleanOptions<'_>,
         cfg: &LogConfig,
-        planned: u64,
+        planned: &mut u64,
         summary: &mut CleanSummary,
         tombstones_due: &mut Option<i64>,
     ) -> Result<bool, LogError> {
@@ -579,7 +586,7 @@ impl PartitionLog {
         let mut changed = false;
         let mut written = 0u64;
         for seg in group {
-            let Some(reader) = self.segment_reader(seg, planned).await? else {
+            let Some(reader) = self.segment_reader(seg, *planned).await? else {
                 let _ = seal_segment(out).await;
                 io::remove_all_of(paths.to_vec()).await.map_err(io_err)?;
                 return Ok(false);
@@ -684,11 +691,13 @@ impl PartitionLog {
         }
         summary.bytes_written += written;
         io::sync_dir(&self.dir).await.map_err(io_err)?;
-        let swapped = self.swap_in(group, new_seg).await?;
+        let swapped = self.swap_in(group, new_seg, *planned).await?;
         if !swapped {
             io::remove_all_of(paths.to_vec()).await.map_err(io_err)?;
+            return Ok(false);
         }
-        Ok(swapped)
+        *planned += 1;
+        Ok(true)
     }
 
     /// Swaps the cleaned segment `new_seg` in for `group` (files, then memory) under the gate.
@@ -697,6 +706,7 @@ impl PartitionLog {
         &self,
         group: &[ClosedSegment],
         new_seg: ClosedSegment,
+        planned: u64,
     ) -> Result<bool, LogError> {
         loop {
             let gen = {
@@ -726,11 +736,7 @@ impl PartitionLog {
         }
         let unchanged = {
             let st = self.st.borrow();
-            group.iter().all(|g| {
-                st.closed
-                    .get(&g.base_offset)
-                    .is_some_and(|s| s.next_offset == g.next_offset && s.size_bytes == g.size_bytes)
-            }) && !st.cleaner.closing
+            st.cleaner.generation == planned && !st.cleaner.closing
         };
         if !unchanged {
             return Ok(false);
@@ -759,7 +765,7 @@ impl PartitionLog {
             "a swapped group leaves no segment inside its range"
         );
         st.closed.insert(new_seg.base_offset, new_seg);
-        st.cleaner.swaps += 1;
+        st.cleaner.segments_changed();
         Ok(true)
     }
 

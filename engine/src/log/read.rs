@@ -85,7 +85,7 @@ impl PartitionLog {
             Read(Rc<SegmentFile>, u64, u64, Option<i64>),
             Closed(ClosedSegment),
         }
-        let (plan, hwm, planned_swaps) = {
+        let (plan, hwm, planned_generation) = {
             let st = self.st.borrow();
             if st.closed_for_good {
                 return Err(LogError::Closed {
@@ -136,12 +136,12 @@ impl PartitionLog {
                     Plan::Closed(seg)
                 }
             };
-            (plan, st.high_watermark, st.cleaner.swaps())
+            (plan, st.high_watermark, st.cleaner.generation())
         };
         let (file, pos, len, first_undue_commit_ms, next_base) = match plan {
             Plan::Read(f, p, l, u) => (f, p, l, u, None),
             Plan::Closed(seg) => {
-                let Some(reader) = self.segment_reader(&seg, planned_swaps).await? else {
+                let Some(reader) = self.segment_reader(&seg, planned_generation).await? else {
                     return Ok(ReadStep::Replan);
                 };
                 let r = batch_range(
@@ -232,7 +232,7 @@ impl PartitionLog {
         target_ms: i64,
     ) -> Result<Option<TimestampOffset>, LogError> {
         'replan: loop {
-            let (candidates, hwm, planned_swaps) = {
+            let (candidates, hwm, planned_generation) = {
                 let st = self.st.borrow();
                 let mut c: Vec<ClosedSegment> = st
                     .closed
@@ -250,7 +250,7 @@ impl PartitionLog {
                         });
                     }
                 }
-                (c, st.high_watermark, st.cleaner.swaps())
+                (c, st.high_watermark, st.cleaner.generation())
             };
             for seg in candidates {
                 let active = {
@@ -269,7 +269,7 @@ impl PartitionLog {
                 let (file, entries, start_rel) = match active {
                     Some(found) => found,
                     None => {
-                        let Some(r) = self.segment_reader(&seg, planned_swaps).await? else {
+                        let Some(r) = self.segment_reader(&seg, planned_generation).await? else {
                             continue 'replan;
                         };
                         (
@@ -339,7 +339,7 @@ impl PartitionLog {
     /// Commit time of the batch holding `offset` (what seed 000's delay gate compares).
     pub async fn commit_time_of(&self, offset: u64) -> Result<Option<i64>, LogError> {
         loop {
-            let (seg, planned_swaps) = {
+            let (seg, planned_generation) = {
                 let st = self.st.borrow();
                 if offset < st.log_start_offset || offset >= st.next_offset {
                     return Ok(None);
@@ -356,12 +356,12 @@ impl PartitionLog {
                             .range(..=offset)
                             .next_back()
                             .map(|(_, s)| s.clone()),
-                        st.cleaner.swaps(),
+                        st.cleaner.generation(),
                     ),
                 }
             };
             let Some(seg) = seg else { return Ok(None) };
-            let Some(r) = self.segment_reader(&seg, planned_swaps).await? else {
+            let Some(r) = self.segment_reader(&seg, planned_generation).await? else {
                 continue;
             };
             let rel = (offset - seg.base_offset) as u32;
@@ -405,8 +405,11 @@ pub(super) fn batch_range(
         first_undue_commit_ms: None,
         next_base: None,
     };
-    let Some(first) = index::find_batch(entries, (from - seg_base) as u32) else {
-        return none;
+    // `from` before the first batch: a cleaned segment whose first batches are gone.
+    let first = match index::find_batch(entries, (from - seg_base) as u32) {
+        Some(i) => i,
+        None if !entries.is_empty() => 0,
+        None => return none,
     };
     let base_of = |i: usize| seg_base + entries[i].relative_offset as u64;
     let end_of = |i: usize| entries.get(i + 1).map_or(seg_end, |e| e.position as u64);

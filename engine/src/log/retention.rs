@@ -42,6 +42,9 @@ impl PartitionLog {
             for b in &doomed {
                 st.closed.remove(b);
             }
+            if !doomed.is_empty() {
+                st.cleaner.segments_changed();
+            }
             let start = st
                 .closed
                 .keys()

@@ -108,7 +108,7 @@ pub fn split_batches(mut bytes: &[u8]) -> Vec<Vec<u8>> {
     while !bytes.is_empty() {
         let size = engine::batch::declared_size(bytes).expect("batch prefix") as usize;
         let b = &bytes[..size];
-        engine::batch::validate(b).expect("stored batch is valid");
+        engine::batch::validate_stored(b).expect("stored batch is valid");
         out.push(b.to_vec());
         bytes = &bytes[size..];
     }
