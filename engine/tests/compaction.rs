@@ -143,7 +143,11 @@ fn the_latest_record_per_key_survives_with_its_offset() {
 
         let want = latest_per_key();
         assert_eq!(contents(&log).await, want);
-        assert!(log.size_bytes() < before / 10, "{before} -> {} bytes", log.size_bytes());
+        assert!(
+            log.size_bytes() < before / 10,
+            "{before} -> {} bytes",
+            log.size_bytes()
+        );
         assert_eq!(log.log_start_offset(), 0, "offsets never change");
         let after = log.dirty_info(T0 + 1_000).unwrap();
         assert_eq!((after.dirty_bytes, after.due), (0, None));

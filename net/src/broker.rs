@@ -275,6 +275,7 @@ pub fn run(
                     .map_err(|e| core_err(format!("cannot listen on {listen}: {e}")))?;
                 glommio::spawn_local(crate::conn::accept_loop(state.clone(), listener)).detach();
                 glommio::spawn_local(state.clone().retention_loop()).detach();
+                crate::log_cleaner::spawn(state.clone());
                 glommio::spawn_local(state.clone().group_tick_loop()).detach();
                 glommio::spawn_local(crate::fanout_runtime::reconcile_loop(state.clone())).detach();
                 if let (0, Some(addr)) = (core, ctx.config.metrics_listen) {

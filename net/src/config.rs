@@ -35,6 +35,12 @@ pub const DEFAULT_FETCH_MAX_BYTES: usize = 57_671_680;
 /// How often each core applies retention to its partitions (Kafka:
 /// `log.retention.check.interval.ms`, 5 min).
 pub const DEFAULT_RETENTION_CHECK_INTERVAL_MS: u64 = 300_000;
+/// How long each core's cleaner sleeps when no compacted log needs cleaning (Kafka:
+/// `log.cleaner.backoff.ms`, 15 s).
+pub const DEFAULT_LOG_CLEANER_BACKOFF_MS: u64 = 15_000;
+/// Size of each core's cleaner key → offset map (Kafka: `log.cleaner.dedupe.buffer.size`).
+pub const DEFAULT_LOG_CLEANER_DEDUPE_BUFFER_BYTES: usize =
+    engine::cleaner::DEFAULT_DEDUPE_BUFFER_BYTES;
 /// Longest Fetch long-poll the broker honours, whatever the client asks.
 pub const MAX_FETCH_WAIT_MS: u64 = 30_000;
 /// Registered I/O memory per executor (3 rings each): 3 × this × cores must fit in memlock.
@@ -69,6 +75,11 @@ pub struct BrokerConfig {
     /// Defaults for topic configs (`log.segment.bytes`, `log.retention.ms`, ...).
     pub log_defaults: LogConfig,
     pub retention_check_interval_ms: u64,
+    /// Each core's cleaner: pause between rounds when nothing is due, key map size, and an
+    /// I/O cap (read + written bytes per second; `None`: unthrottled, Kafka's default).
+    pub log_cleaner_backoff_ms: u64,
+    pub log_cleaner_dedupe_buffer_bytes: usize,
+    pub log_cleaner_io_max_bytes_per_second: Option<u64>,
     pub io_memory_bytes: usize,
     pub read_cache_segments: usize,
     pub spin_before_park_us: u64,
@@ -105,6 +116,9 @@ impl BrokerConfig {
             default_partitions: 1,
             log_defaults: LogConfig::default(),
             retention_check_interval_ms: DEFAULT_RETENTION_CHECK_INTERVAL_MS,
+            log_cleaner_backoff_ms: DEFAULT_LOG_CLEANER_BACKOFF_MS,
+            log_cleaner_dedupe_buffer_bytes: DEFAULT_LOG_CLEANER_DEDUPE_BUFFER_BYTES,
+            log_cleaner_io_max_bytes_per_second: None,
             io_memory_bytes: DEFAULT_IO_MEMORY_BYTES,
             read_cache_segments: DEFAULT_READ_CACHE_SEGMENTS,
             spin_before_park_us: DEFAULT_SPIN_BEFORE_PARK_US,
@@ -135,6 +149,7 @@ impl BrokerConfig {
             ("connections-max-idle-ms", self.connections_max_idle_ms),
             ("request-timeout-ms", self.request_timeout_ms),
             ("fetch-max-bytes", self.fetch_max_bytes as u64),
+            ("log-cleaner-backoff-ms", self.log_cleaner_backoff_ms),
         ];
         for (name, v) in nonzero {
             if v == 0 {
@@ -152,6 +167,11 @@ impl BrokerConfig {
                 max_request_bytes: self.max_request_bytes,
             });
         }
+        if self.log_cleaner_dedupe_buffer_bytes < MIN_LOG_CLEANER_DEDUPE_BUFFER_BYTES {
+            return Err(InvalidBrokerConfig::DedupeBufferTooSmall {
+                bytes: self.log_cleaner_dedupe_buffer_bytes,
+            });
+        }
         Ok(())
     }
 
@@ -162,11 +182,16 @@ impl BrokerConfig {
     }
 }
 
+/// Smallest cleaner map accepted (about 43,000 keys).
+pub const MIN_LOG_CLEANER_DEDUPE_BUFFER_BYTES: usize = 1 << 20;
+
 /// Broker limits that contradict each other; each names the setting to change.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidBrokerConfig {
     #[error("{setting} must be at least 1")]
     Zero { setting: &'static str },
+    #[error("log-cleaner-dedupe-buffer-bytes {bytes} is below the minimum {MIN_LOG_CLEANER_DEDUPE_BUFFER_BYTES}: raise it")]
+    DedupeBufferTooSmall { bytes: usize },
     #[error("max-request-bytes {max_request_bytes} exceeds the Kafka frame limit 2147483647")]
     FrameLimit { max_request_bytes: usize },
     #[error("queued-max-request-bytes-per-core ({per_core}) is below max-request-bytes ({max_request_bytes}): the largest request could never be read; raise it or lower max-request-bytes")]

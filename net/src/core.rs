@@ -247,6 +247,7 @@ impl CoreState {
             ..Default::default()
         };
         self.metrics.snapshot_into(&mut s);
+        let now_ms = self.storage.clock().now_ms();
         let mut parts: Vec<crate::metrics::PartitionFigures> = self
             .partitions
             .borrow()
@@ -258,6 +259,10 @@ impl CoreState {
                 high_watermark: p.log().high_watermark(),
                 log_start_offset: p.log().log_start_offset(),
                 segments: p.log().segment_count(),
+                cleaner: p.log().dirty_info(now_ms).map(|d| {
+                    let since = d.last_clean_ms.map(|t| (now_ms - t).max(0) as f64 / 1000.0);
+                    (d.dirty_ratio, since)
+                }),
             })
             .collect();
         parts.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));

@@ -16,6 +16,7 @@ pub mod fanout_runtime;
 pub mod fd_budget;
 pub mod group;
 pub mod lazy_reserve;
+pub mod log_cleaner;
 pub mod metrics;
 pub mod reconcile;
 pub mod route;

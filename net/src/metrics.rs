@@ -31,6 +31,11 @@ pub struct CoreMetrics {
     pub recovery_truncations: Cell<u64>,
     /// Executor run time accumulated over scrapes (glommio resets its counter when read).
     pub busy_seconds: Cell<f64>,
+    /// The core's log cleaner: passes run, bytes it read and wrote, records it removed.
+    pub cleaner_passes: Cell<u64>,
+    pub cleaner_bytes_read: Cell<u64>,
+    pub cleaner_bytes_written: Cell<u64>,
+    pub cleaner_records_removed: Cell<u64>,
 }
 
 impl CoreMetrics {
@@ -61,6 +66,9 @@ pub struct PartitionFigures {
     pub high_watermark: u64,
     pub log_start_offset: u64,
     pub segments: usize,
+    /// Compacted partitions only: the dirty share of the cleanable bytes, and seconds since
+    /// the cleaner last finished a pass over it (`None` before the first).
+    pub cleaner: Option<(f64, Option<f64>)>,
 }
 
 /// One fan-out cursor's figures in a snapshot.
@@ -100,6 +108,10 @@ pub struct Snapshot {
     pub recovered_partitions: u64,
     pub recovery_segments_scanned: u64,
     pub recovery_truncations: u64,
+    pub cleaner_passes: u64,
+    pub cleaner_bytes_read: u64,
+    pub cleaner_bytes_written: u64,
+    pub cleaner_records_removed: u64,
     pub partitions: Vec<PartitionFigures>,
     pub cursors: Vec<CursorFigures>,
 }
@@ -127,6 +139,10 @@ impl CoreMetrics {
         s.recovered_partitions = self.recovered_partitions.get();
         s.recovery_segments_scanned = self.recovery_segments_scanned.get();
         s.recovery_truncations = self.recovery_truncations.get();
+        s.cleaner_passes = self.cleaner_passes.get();
+        s.cleaner_bytes_read = self.cleaner_bytes_read.get();
+        s.cleaner_bytes_written = self.cleaner_bytes_written.get();
+        s.cleaner_records_removed = self.cleaner_records_removed.get();
     }
 }
 
@@ -290,6 +306,30 @@ pub fn render(snaps: &[Snapshot]) -> String {
             |s| s.recovered_partitions as f64,
         ),
         (
+            "ringlog_cleaner_passes_total",
+            "counter",
+            "Passes of the core's log cleaner over compacted partitions.",
+            |s| s.cleaner_passes as f64,
+        ),
+        (
+            "ringlog_cleaner_read_bytes_total",
+            "counter",
+            "Log bytes the core's cleaner read.",
+            |s| s.cleaner_bytes_read as f64,
+        ),
+        (
+            "ringlog_cleaner_written_bytes_total",
+            "counter",
+            "Cleaned segment bytes the core's cleaner wrote.",
+            |s| s.cleaner_bytes_written as f64,
+        ),
+        (
+            "ringlog_cleaner_removed_records_total",
+            "counter",
+            "Records the core's cleaner removed (superseded, expired tombstones, keyless).",
+            |s| s.cleaner_records_removed as f64,
+        ),
+        (
             "ringlog_recovery_segments_scanned_total",
             "counter",
             "Segments scanned by crash recovery.",
@@ -408,6 +448,37 @@ pub fn render(snaps: &[Snapshot]) -> String {
                 ],
                 p.log_bytes,
             );
+        }
+    }
+    type Cleaner = fn(&(f64, Option<f64>)) -> Option<f64>;
+    let cleaner: [(&str, &str, Cleaner); 2] = [
+        (
+            "ringlog_partition_cleaner_dirty_ratio",
+            "Dirty (not yet cleaned) share of a compacted partition's cleanable bytes.",
+            |c| Some(c.0),
+        ),
+        (
+            "ringlog_partition_cleaner_seconds_since_last_clean",
+            "Seconds since the cleaner last finished a pass over a compacted partition.",
+            |c| c.1,
+        ),
+    ];
+    for (name, help, get) in cleaner {
+        f.head(name, "gauge", help);
+        for s in snaps {
+            for p in &s.partitions {
+                if let Some(v) = p.cleaner.as_ref().and_then(get) {
+                    f.sample(
+                        name,
+                        &[
+                            ("core", s.core.to_string()),
+                            ("topic", p.topic.clone()),
+                            ("partition", p.partition.to_string()),
+                        ],
+                        v,
+                    );
+                }
+            }
         }
     }
     f.head(

@@ -81,6 +81,12 @@ struct FileConfig {
     log_retention_ms: Option<i64>,
     log_retention_bytes: Option<i64>,
     log_retention_check_interval_ms: Option<u64>,
+    /// Each core's cleaner: pause between rounds when nothing is due (`log.cleaner.backoff.ms`).
+    log_cleaner_backoff_ms: Option<u64>,
+    /// Each core's cleaner key map (`log.cleaner.dedupe.buffer.size`).
+    log_cleaner_dedupe_buffer_bytes: Option<usize>,
+    /// Each core's cleaner I/O cap, read + written bytes per second (0: none).
+    log_cleaner_io_max_bytes_per_second: Option<u64>,
     io_memory_bytes: Option<usize>,
     /// Busy-poll of an idle core before it sleeps, in µs.
     spin_before_park_us: Option<u64>,
@@ -185,6 +191,15 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
     }
     if let Some(n) = file.log_retention_check_interval_ms {
         c.retention_check_interval_ms = n;
+    }
+    if let Some(n) = file.log_cleaner_backoff_ms {
+        c.log_cleaner_backoff_ms = n;
+    }
+    if let Some(n) = file.log_cleaner_dedupe_buffer_bytes {
+        c.log_cleaner_dedupe_buffer_bytes = n;
+    }
+    if let Some(n) = file.log_cleaner_io_max_bytes_per_second {
+        c.log_cleaner_io_max_bytes_per_second = (n > 0).then_some(n);
     }
     if let Some(n) = file.io_memory_bytes {
         c.io_memory_bytes = n;

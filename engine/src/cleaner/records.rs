@@ -115,7 +115,8 @@ fn put_varlong(out: &mut Vec<u8>, v: i64) {
 }
 
 /// Batch `b` (header `h`) holding only `kept`, in order. `new_horizon_ms` sets a delete
-/// horizon on a batch that has none. A snappy batch keeps its framing (xerial or raw).
+/// horizon on a batch that has none. A snappy batch keeps its framing (xerial or raw); an
+/// emptied batch (kept for its producer's sequence) is uncompressed.
 pub fn rebuild(
     b: &[u8],
     h: &BatchHeader,
@@ -157,7 +158,9 @@ pub fn rebuild(
     head[MAX_TIMESTAMP_POS..MAX_TIMESTAMP_POS + 8].copy_from_slice(&max_ts.to_be_bytes());
     head[RECORDS_COUNT_POS..RECORDS_COUNT_POS + 4]
         .copy_from_slice(&(kept.len() as i32).to_be_bytes());
-    let codec = h.compression();
+    // An emptied batch is written uncompressed, as Kafka does: an empty compressed section
+    // is not something every client decodes (librdkafka asserts on it).
+    let codec = if kept.is_empty() { 0 } else { h.compression() };
     let section = match codec {
         0 => records,
         c => {
@@ -201,6 +204,12 @@ mod tests {
             let recs = parse(&sec, &h).unwrap();
             assert_eq!(recs.len(), 6);
             assert!(recs[4].tombstone && !recs[3].tombstone);
+            let empty = rebuild(&b, &h, &[], None).unwrap();
+            let eh = batch::validate_stored(&empty).unwrap();
+            assert_eq!(
+                (eh.compression(), eh.records_count, eh.last_offset_delta),
+                (0, 0, 5)
+            );
             let kept: Vec<_> = recs
                 .iter()
                 .copied()

@@ -1,0 +1,307 @@
+//! Log compaction with real clients (issue #11): confluent-kafka writes 100,000 records over
+//! 1,000 keys with tombstones into a compacted topic with small segments; once the broker's
+//! cleaner has run, a consumer from the beginning sees exactly the latest value per key at its
+//! original offset (tombstones gone after `delete.retention.ms`), and records newer than
+//! `min.compaction.lag.ms` are left alone. Then SIGKILL during cleaning, ten times: after
+//! each restart the log reads in offset order and holds the latest value of every key.
+//!
+//! `RINGLOG_TEST_SEED` reproduces the kill moments.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use support::*;
+
+const RECORDS: u64 = 100_000;
+const KEYS: u64 = 1_000;
+/// The cleaner's pause when nothing is due, for the broker under test.
+const CLEANER_CONFIG: &str = "log-cleaner-backoff-ms = 100\n";
+
+/// What `compaction.py produce` writes as record `i` of a run ending at `end` (keep in step
+/// with `is_tombstone` there): `None` is a tombstone.
+fn value_of(i: u64, end: u64) -> Option<String> {
+    let tomb = i % 997 == 0 || (i >= end - KEYS && (i % KEYS) % 10 == 3);
+    (!tomb).then(|| format!("v{i}"))
+}
+
+type Records = BTreeMap<u64, (String, Option<String>)>;
+
+/// The log as a consumer from the beginning sees it: `(low watermark, offset → record)`;
+/// asserts offsets strictly increase.
+fn consume(broker: &Broker, topic: &str) -> (u64, u64, Records) {
+    let out = run_python(
+        "compaction.py",
+        &["consume", &broker.bootstrap(), topic],
+        &[],
+        Duration::from_secs(90),
+    );
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect("consumer JSON");
+    let mut records = Records::new();
+    let mut last: Option<u64> = None;
+    for r in v["records"].as_array().unwrap() {
+        let off = r[0].as_u64().unwrap();
+        assert!(
+            last.is_none_or(|l| off > l),
+            "offsets increase: {off} after {last:?}"
+        );
+        last = Some(off);
+        records.insert(
+            off,
+            (
+                r[1].as_str().unwrap().to_string(),
+                r[2].as_str().map(str::to_string),
+            ),
+        );
+    }
+    (
+        v["low"].as_u64().unwrap(),
+        v["high"].as_u64().unwrap(),
+        records,
+    )
+}
+
+fn produce(broker: &Broker, topic: &str, start: u64, count: u64, codec: &str) {
+    run_python(
+        "compaction.py",
+        &[
+            "produce",
+            &broker.bootstrap(),
+            topic,
+            &start.to_string(),
+            &count.to_string(),
+            &KEYS.to_string(),
+            codec,
+        ],
+        &[],
+        Duration::from_secs(120),
+    );
+}
+
+fn produce_one(broker: &Broker, topic: &str, key: &str, value: &str) {
+    run_python(
+        "compaction.py",
+        &["produce-one", &broker.bootstrap(), topic, key, value],
+        &[],
+        Duration::from_secs(30),
+    );
+}
+
+/// The latest record of every key among records `start..end` of one producer run, at its
+/// offset (`offset = i`: one partition, one idempotent producer), tombstones included.
+fn latest(start: u64, end: u64) -> Records {
+    let mut by_key: BTreeMap<String, u64> = BTreeMap::new();
+    for i in start..end {
+        by_key.insert(format!("k{}", i % KEYS), i);
+    }
+    by_key
+        .into_iter()
+        .map(|(k, i)| (i, (k, value_of(i, end))))
+        .collect()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn config_file(broker_dir: &std::path::Path, text: &str) -> String {
+    let path = broker_dir.join("ringlog.toml");
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// Polls until `want` holds for what a consumer sees, or fails with the last view.
+fn wait_for(broker: &Broker, topic: &str, what: &str, want: impl Fn(&Records) -> bool) -> Records {
+    let t0 = Instant::now();
+    loop {
+        let (low, _, seen) = consume(broker, topic);
+        assert_eq!(low, 0, "compaction never moves the log start");
+        if want(&seen) {
+            return seen;
+        }
+        if t0.elapsed() > Duration::from_secs(90) {
+            panic!(
+                "{what}: not reached in 90 s; the consumer saw {} records, first {:?}\n--- broker ---\n{}",
+                seen.len(),
+                seen.iter().take(5).collect::<Vec<_>>(),
+                tail(&broker.stderr_text(), 8_000)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+#[test]
+fn a_consumer_sees_the_latest_value_per_key() {
+    let topic = "table";
+    let cfg_dir = tempfile::tempdir().unwrap();
+    let cfg = config_file(cfg_dir.path(), CLEANER_CONFIG);
+    let admin = format!("127.0.0.1:{}", free_port());
+    let broker = Broker::start_with(2, &["--config", &cfg, "--metrics-listen", &admin]);
+    create_topic(
+        &broker,
+        topic,
+        1,
+        &[
+            ("cleanup.policy", "compact"),
+            ("segment.bytes", "65536"),
+            ("segment.ms", "1000"),
+            ("delete.retention.ms", "3000"),
+            ("min.cleanable.dirty.ratio", "0.01"),
+        ],
+    );
+    // A keyless record is refused (INVALID_RECORD), as Kafka does on a compacted topic.
+    let mut kcat_cmd = Command::new(kcat());
+    kcat_cmd.args(["-b", &broker.bootstrap(), "-P", "-t", topic, "-p", "0"]);
+    let out = run_with_timeout(kcat_cmd, Some(b"no key\n"), Duration::from_secs(30));
+    assert!(
+        out.stderr.contains("failed to validate record"),
+        "kcat: {}",
+        out.stderr
+    );
+
+    produce(&broker, topic, 0, RECORDS, "lz4");
+    // Past segment.ms, one more record rolls the segment holding the last of the 100,000, so
+    // all of them are in closed segments the cleaner may take.
+    std::thread::sleep(Duration::from_millis(1_200));
+    produce_one(&broker, topic, "marker", "one");
+
+    let mut want = latest(0, RECORDS);
+    want.insert(RECORDS, ("marker".into(), Some("one".into())));
+    let mut live = want.clone();
+    live.retain(|_, (_, v)| v.is_some());
+    let seen = wait_for(
+        &broker,
+        topic,
+        "latest value per key, tombstones gone",
+        |s| *s == live,
+    );
+    // 101 keys end deleted (the 100 ending in 3, and k700 at i = 99,700 = 997 × 100).
+    assert_eq!(
+        seen.len() as u64,
+        KEYS - 101 + 1,
+        "the live keys and the marker"
+    );
+
+    let metrics = http_request(&admin, "GET", "/metrics");
+    for name in [
+        "ringlog_cleaner_passes_total",
+        "ringlog_cleaner_read_bytes_total",
+        "ringlog_cleaner_written_bytes_total",
+    ] {
+        let total: f64 = metrics
+            .lines()
+            .filter(|l| l.starts_with(name))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        assert!(total > 0.0, "{name} = {total}\n{metrics}");
+    }
+    assert!(
+        metrics.contains("ringlog_partition_cleaner_dirty_ratio{")
+            && metrics.contains(&format!("topic=\"{topic}\"")),
+        "{metrics}"
+    );
+
+    // Records newer than min.compaction.lag.ms are left alone, even those that overwrite
+    // keys: 5,000 more, then a roll so they are in a closed segment too.
+    let lag = Command::new(ringlog_bin())
+        .args(["topic", "alter-config", "--brokers", &broker.bootstrap()])
+        .args(["--set", "min.compaction.lag.ms=3600000", topic])
+        .output()
+        .unwrap();
+    assert!(
+        lag.status.success(),
+        "{}",
+        String::from_utf8_lossy(&lag.stderr)
+    );
+    let start = RECORDS + 1;
+    produce(&broker, topic, start, 5_000, "none");
+    std::thread::sleep(Duration::from_millis(1_200));
+    produce_one(&broker, topic, "marker", "two");
+    // Give the cleaner several rounds to (wrongly) touch them.
+    std::thread::sleep(Duration::from_millis(1_500));
+    let (_, high, seen) = consume(&broker, topic);
+    assert_eq!(high, start + 5_000 + 1);
+    for (off, r) in &live {
+        assert_eq!(seen.get(off), Some(r), "compacted record at {off} stays");
+    }
+    let end = start + 5_000;
+    for i in start..end {
+        let want = (format!("k{}", i % KEYS), value_of(i, end));
+        assert_eq!(
+            seen.get(&i),
+            Some(&want),
+            "record {i} is newer than the lag: untouched"
+        );
+    }
+}
+
+#[test]
+fn sigkill_during_cleaning_loses_no_latest_value() {
+    let topic = "crashy";
+    let mut rng = Rng::from_env_or_time("compaction crash test");
+    let cfg_dir = tempfile::tempdir().unwrap();
+    // A slow cleaner (2 MB/s), so kills land inside passes.
+    let cfg = config_file(
+        cfg_dir.path(),
+        &format!("{CLEANER_CONFIG}log-cleaner-io-max-bytes-per-second = 2000000\n"),
+    );
+    let mut broker = Broker::start_with(1, &["--config", &cfg]);
+    create_topic(
+        &broker,
+        topic,
+        1,
+        &[
+            ("cleanup.policy", "compact"),
+            ("segment.bytes", "16384"),
+            ("min.cleanable.dirty.ratio", "0.01"),
+        ],
+    );
+    let per_trial: u64 = 20_000;
+    let mut expected: BTreeMap<String, Option<String>> = BTreeMap::new();
+    let mut next: u64 = 0;
+    for trial in 0..10 {
+        produce(
+            &broker,
+            topic,
+            next,
+            per_trial,
+            if trial % 2 == 0 { "none" } else { "gzip" },
+        );
+        for i in next..next + per_trial {
+            expected.insert(format!("k{}", i % KEYS), value_of(i, next + per_trial));
+        }
+        next += per_trial;
+        // The cleaner starts within a backoff; kill somewhere in its pass.
+        std::thread::sleep(Duration::from_millis(rng.range(50, 1_500)));
+        broker.kill();
+        broker.restart();
+        let (low, high, seen) = consume(&broker, topic);
+        assert_eq!(
+            (low, high),
+            (0, next),
+            "trial {trial}: the log keeps its offsets"
+        );
+        let mut last: BTreeMap<&str, &Option<String>> = BTreeMap::new();
+        for (k, v) in seen.values() {
+            last.insert(k, v);
+        }
+        for (k, v) in &expected {
+            // A tombstone may be gone or present; a live value must be the latest.
+            match v {
+                Some(_) => assert_eq!(last.get(k.as_str()), Some(&v), "trial {trial}: key {k}"),
+                None => assert!(
+                    matches!(last.get(k.as_str()), None | Some(None)),
+                    "trial {trial}: key {k} was deleted, the log has {:?}",
+                    last.get(k.as_str())
+                ),
+            }
+        }
+    }
+    broker.assert_alive();
+}
