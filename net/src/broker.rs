@@ -146,7 +146,12 @@ fn cluster_id(data_dir: &DataDir) -> Result<String, StartError> {
 /// Before the cores start: moves partitions placed on cores this run does not have (started
 /// earlier with more `--cores`) onto existing ones, and creates `__consumer_offsets` (one
 /// partition per core) on the first start.
-fn prepare_placement(meta: &MetaHandle, node_id: u64, cores: usize) -> Result<(), StartError> {
+fn prepare_placement(
+    meta: &MetaHandle,
+    node_id: u64,
+    cores: usize,
+    offsets_segment_bytes: u64,
+) -> Result<(), StartError> {
     let meta_err = |what: String| move |source| StartError::Metastore { what, source };
     let (_, state) = meta
         .read_blocking()
@@ -195,6 +200,10 @@ fn prepare_placement(meta: &MetaHandle, node_id: u64, cores: usize) -> Result<()
         let configs = [
             ("retention.ms".to_string(), "-1".to_string()),
             ("cleanup.policy".to_string(), "compact".to_string()),
+            (
+                "segment.bytes".to_string(),
+                offsets_segment_bytes.to_string(),
+            ),
         ]
         .into_iter()
         .collect();
@@ -239,7 +248,12 @@ pub fn run(
     } else {
         config.cpus.len()
     };
-    if let Err(e) = prepare_placement(&meta, config.node_id, cores) {
+    if let Err(e) = prepare_placement(
+        &meta,
+        config.node_id,
+        cores,
+        config.offsets_topic_segment_bytes,
+    ) {
         let _ = meta.shutdown();
         return Err(e);
     }

@@ -41,6 +41,9 @@ pub const DEFAULT_LOG_CLEANER_BACKOFF_MS: u64 = 15_000;
 /// Size of each core's cleaner key → offset map (Kafka: `log.cleaner.dedupe.buffer.size`).
 pub const DEFAULT_LOG_CLEANER_DEDUPE_BUFFER_BYTES: usize =
     engine::cleaner::DEFAULT_DEDUPE_BUFFER_BYTES;
+/// Segment size of `__consumer_offsets` when the broker creates it (Kafka:
+/// `offsets.topic.segment.bytes`, 100 MiB): small segments let the cleaner compact it early.
+pub const DEFAULT_OFFSETS_TOPIC_SEGMENT_BYTES: u64 = 100 << 20;
 /// Longest Fetch long-poll the broker honours, whatever the client asks.
 pub const MAX_FETCH_WAIT_MS: u64 = 30_000;
 /// Registered I/O memory per executor (3 rings each): 3 × this × cores must fit in memlock.
@@ -80,6 +83,7 @@ pub struct BrokerConfig {
     pub log_cleaner_backoff_ms: u64,
     pub log_cleaner_dedupe_buffer_bytes: usize,
     pub log_cleaner_io_max_bytes_per_second: Option<u64>,
+    pub offsets_topic_segment_bytes: u64,
     pub io_memory_bytes: usize,
     pub read_cache_segments: usize,
     pub spin_before_park_us: u64,
@@ -119,6 +123,7 @@ impl BrokerConfig {
             log_cleaner_backoff_ms: DEFAULT_LOG_CLEANER_BACKOFF_MS,
             log_cleaner_dedupe_buffer_bytes: DEFAULT_LOG_CLEANER_DEDUPE_BUFFER_BYTES,
             log_cleaner_io_max_bytes_per_second: None,
+            offsets_topic_segment_bytes: DEFAULT_OFFSETS_TOPIC_SEGMENT_BYTES,
             io_memory_bytes: DEFAULT_IO_MEMORY_BYTES,
             read_cache_segments: DEFAULT_READ_CACHE_SEGMENTS,
             spin_before_park_us: DEFAULT_SPIN_BEFORE_PARK_US,

@@ -87,6 +87,8 @@ struct FileConfig {
     log_cleaner_dedupe_buffer_bytes: Option<usize>,
     /// Each core's cleaner I/O cap, read + written bytes per second (0: none).
     log_cleaner_io_max_bytes_per_second: Option<u64>,
+    /// Segment size of `__consumer_offsets` when it is created (`offsets.topic.segment.bytes`).
+    offsets_topic_segment_bytes: Option<u64>,
     io_memory_bytes: Option<usize>,
     /// Busy-poll of an idle core before it sleeps, in µs.
     spin_before_park_us: Option<u64>,
@@ -200,6 +202,9 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
     }
     if let Some(n) = file.log_cleaner_io_max_bytes_per_second {
         c.log_cleaner_io_max_bytes_per_second = (n > 0).then_some(n);
+    }
+    if let Some(n) = file.offsets_topic_segment_bytes {
+        c.offsets_topic_segment_bytes = n;
     }
     if let Some(n) = file.io_memory_bytes {
         c.io_memory_bytes = n;

@@ -5,6 +5,9 @@
 //! `min.compaction.lag.ms` are left alone. Then SIGKILL during cleaning, ten times: after
 //! each restart the log reads in offset order and holds the latest value of every key.
 //!
+//! `__consumer_offsets` is compacted too: after thousands of commits a restart replays only
+//! about the live state.
+//!
 //! `RINGLOG_TEST_SEED` reproduces the kill moments.
 
 mod support;
@@ -304,4 +307,44 @@ fn sigkill_during_cleaning_loses_no_latest_value() {
         }
     }
     broker.assert_alive();
+}
+
+#[test]
+fn consumer_offsets_replay_only_live_state() {
+    const COMMITS: u64 = 2_000;
+    let topic = "committed";
+    let cfg_dir = tempfile::tempdir().unwrap();
+    let cfg = config_file(
+        cfg_dir.path(),
+        &format!("{CLEANER_CONFIG}offsets-topic-segment-bytes = 16384\n"),
+    );
+    let mut broker = Broker::start_with(1, &["--config", &cfg]);
+    create_topic(&broker, topic, 1, &[]);
+    let boot = broker.bootstrap();
+    let py = |args: &[&str]| run_python("compaction.py", args, &[], Duration::from_secs(120));
+    py(&["commit-many", &boot, topic, "g", &COMMITS.to_string()]);
+    // Commits fill ~16 KiB segments; the cleaner compacts the closed ones within rounds.
+    std::thread::sleep(Duration::from_millis(1_500));
+    broker.terminate();
+    broker.restart();
+    let replayed: Vec<u64> = broker
+        .stderr_text()
+        .lines()
+        .filter(|l| l.contains("replayed committed offsets"))
+        .filter_map(|l| {
+            let at = l.find("records=")? + "records=".len();
+            l[at..].split_whitespace().next()?.parse().ok()
+        })
+        .collect();
+    let last = *replayed.last().expect("a replay line");
+    assert!(
+        last < COMMITS / 4,
+        "the restart replayed {last} offset records of {COMMITS} commits (all replays: {replayed:?})"
+    );
+    let committed = py(&["committed", &broker.bootstrap(), topic, "g"]);
+    assert_eq!(
+        committed.trim(),
+        COMMITS.to_string(),
+        "the latest commit survives"
+    );
 }

@@ -7,6 +7,10 @@
       whose number ends in 3 (i >= START+COUNT-KEYS). Idempotent, acks=all; exits 1 if any
       delivery failed.
   compaction.py produce-one BOOTSTRAP TOPIC KEY VALUE
+  compaction.py commit-many BOOTSTRAP TOPIC GROUP COUNT
+      Commits offsets 1..=COUNT of partition 0 for GROUP, one synchronous commit each.
+  compaction.py committed BOOTSTRAP TOPIC GROUP
+      Prints GROUP's committed offset of partition 0.
   compaction.py consume BOOTSTRAP TOPIC
       Partition 0 from the beginning to the high watermark: JSON
       {"low": L, "high": H, "records": [[offset, key, value or null], ...]}.
@@ -63,6 +67,15 @@ def main():
         deliver_all(producer(bootstrap, sys.argv[7]), items, topic)
     elif cmd == "produce-one":
         deliver_all(producer(bootstrap), [(sys.argv[4], sys.argv[5])], topic)
+    elif cmd in ("commit-many", "committed"):
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": sys.argv[4],
+                      "enable.auto.commit": False})
+        if cmd == "commit-many":
+            for i in range(1, int(sys.argv[5]) + 1):
+                c.commit(offsets=[TopicPartition(topic, 0, i)], asynchronous=False)
+        else:
+            print(c.committed([TopicPartition(topic, 0)], timeout=30)[0].offset)
+        c.close()
     elif cmd == "consume":
         c = Consumer({
             "bootstrap.servers": bootstrap,
