@@ -99,6 +99,14 @@ pub fn sample_request(key: ApiKey) -> Option<RequestKind> {
         ApiKey::ListGroups => RequestKind::ListGroups(Default::default()),
         ApiKey::DescribeGroups => RequestKind::DescribeGroups(Default::default()),
         ApiKey::DeleteGroups => RequestKind::DeleteGroups(Default::default()),
+        ApiKey::OffsetDelete => {
+            RequestKind::OffsetDelete(OffsetDeleteRequest::default().with_topics(vec![
+                offset_delete_request::OffsetDeleteRequestTopic::default()
+                    .with_name(name("fuzz"))
+                    .with_partitions(vec![Default::default()]),
+            ]))
+        }
+        ApiKey::DescribeCluster => RequestKind::DescribeCluster(Default::default()),
         _ => return None,
     })
 }

@@ -46,6 +46,9 @@ pub const GROUP_MAX_SIZE_REACHED: i16 = E::GroupMaxSizeReached.code();
 pub const FENCED_INSTANCE_ID: i16 = E::FencedInstanceId.code();
 pub const INVALID_RECORD: i16 = E::InvalidRecord.code();
 pub const UNKNOWN_TOPIC_ID: i16 = E::UnknownTopicId.code();
+pub const GROUP_SUBSCRIBED_TO_TOPIC: i16 = E::GroupSubscribedToTopic.code();
+pub const MISMATCHED_ENDPOINT_TYPE: i16 = E::MismatchedEndpointType.code();
+pub const UNSUPPORTED_ENDPOINT_TYPE: i16 = E::UnsupportedEndpointType.code();
 
 /// The Kafka error code for an invalid record batch.
 pub fn for_batch_error(e: &BatchError) -> i16 {

@@ -523,6 +523,8 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::CreatePartitions => "CreatePartitions",
         ApiKey::DeleteGroups => "DeleteGroups",
         ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
+        ApiKey::OffsetDelete => "OffsetDelete",
+        ApiKey::DescribeCluster => "DescribeCluster",
         _ => "Other",
     }
 }

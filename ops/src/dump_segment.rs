@@ -1,6 +1,8 @@
 //! `ringlog dump-segment FILE`: decodes a segment's `.log`, `.index` or `.timeindex` (like
 //! Kafka's DumpLogSegments) and, for a damaged file, says at which byte and why it stops being
-//! valid, with the same rules as the engine's recovery scan (`engine::segment::scan_log`).
+//! valid, with the same rules as the engine's recovery scan (`engine::segment::scan_log`;
+//! offset jumps, which a cleaned segment has, are accepted unless the file is its directory's
+//! last segment, as recovery does).
 //! Plain std reads: meant for a stopped broker's files.
 
 use std::path::{Path, PathBuf};
@@ -154,15 +156,10 @@ type ScanOutcome = (Vec<(u64, BatchHeader)>, Option<(Stop, Option<BatchHeader>)>
 
 /// Walks the batches of a `.log` with the engine's recovery scan (`engine::segment::scan_log`,
 /// run on the file's bytes), so the tool and recovery can never disagree.
-fn scan(bytes: &[u8], base: Option<u64>) -> ScanOutcome {
+fn scan(bytes: &[u8], base: Option<u64>, gaps: segment::OffsetGaps) -> ScanOutcome {
     let len = bytes.len() as u64;
-    let r = futures_lite::future::block_on(segment::scan_log(
-        bytes,
-        base,
-        len,
-        segment::OffsetGaps::Forward,
-    ))
-    .expect("reading bytes in memory cannot fail");
+    let r = futures_lite::future::block_on(segment::scan_log(bytes, base, len, gaps))
+        .expect("reading bytes in memory cannot fail");
     let batches = r
         .batches
         .iter()
@@ -192,8 +189,28 @@ fn scan(bytes: &[u8], base: Option<u64>) -> ScanOutcome {
     (batches, stop)
 }
 
+/// Recovery's rule for offset jumps: accepted in every segment of a directory but the last
+/// (which was being appended to; a cleaned segment may skip offsets), refused in the last.
+fn gap_rule(path: &Path) -> segment::OffsetGaps {
+    let Some(base) = base_offset_of(path) else {
+        return segment::OffsetGaps::Refuse;
+    };
+    let later = path
+        .parent()
+        .and_then(|d| std::fs::read_dir(d).ok())
+        .into_iter()
+        .flatten()
+        .filter_map(|e| segment::parse_log_name(e.ok()?.file_name().to_str()?))
+        .any(|b| b > base);
+    if later {
+        segment::OffsetGaps::Forward
+    } else {
+        segment::OffsetGaps::Refuse
+    }
+}
+
 fn dump_log(path: &Path, bytes: &[u8], base: Option<u64>, args: &DumpArgs) -> Option<Stop> {
-    let (batches, stop) = scan(bytes, base);
+    let (batches, stop) = scan(bytes, base, gap_rule(path));
     let valid_bytes = batches
         .last()
         .map(|(p, h)| p + h.size_bytes as u64)
@@ -290,8 +307,9 @@ fn print_stop(stop: Option<&Stop>, file_len: u64) {
 
 /// Batch headers of the sibling `.log`, by position, to check that index entries point at them.
 fn sibling_log(path: &Path, base: Option<u64>) -> Option<Vec<(u64, BatchHeader)>> {
-    let bytes = std::fs::read(path.with_extension("log")).ok()?;
-    Some(scan(&bytes, base).0)
+    let log = path.with_extension("log");
+    let bytes = std::fs::read(&log).ok()?;
+    Some(scan(&bytes, base, gap_rule(&log)).0)
 }
 
 fn trailing(bytes: &[u8], entry: usize, stop: &mut Option<Stop>) {

@@ -132,6 +132,10 @@ pub struct CleanSummary {
     pub segments_before: usize,
     pub segments_after: usize,
     pub records_removed: u64,
+    /// Dirty bytes (closed segments past the checkpoint) when the pass began.
+    pub dirty_bytes: u64,
+    /// Wall time of the pass.
+    pub elapsed_ms: u64,
     /// The pass stopped without finishing: the log changed under it (retention, a close).
     pub abandoned: bool,
 }
@@ -431,7 +435,9 @@ impl PartitionLog {
                 .collect();
             (segs, st.cleaner.generation)
         };
+        let started = std::time::Instant::now();
         let mut summary = CleanSummary {
+            dirty_bytes: info.dirty_bytes,
             reason: Some(reason),
             mapped_from: first_dirty,
             segments_before: segments.len(),
@@ -457,6 +463,7 @@ impl PartitionLog {
             while let Some((bytes, entries)) = self.walk_chunk(&mut walk, opts.throttle).await? {
                 summary.bytes_read += bytes.len() as u64;
                 for (h, one) in batch::stored_batches(&bytes).take(entries.len()) {
+                    opts.throttle.slice().await;
                     if (h.last_offset() as u64) < first_dirty || h.is_control() {
                         continue;
                     }
@@ -473,7 +480,7 @@ impl PartitionLog {
                         }
                     }
                 }
-                glommio::yield_if_needed().await;
+                opts.throttle.slice().await;
             }
         }
         if map_end == first_dirty && reason != CleanReason::TombstonesDue {
@@ -541,7 +548,8 @@ impl PartitionLog {
                 .await
                 .map_err(|e| self.io_err(e))?;
         }
-        tracing::info!(dir = %self.dir.display(), ?reason, keys = summary.keys, mapped = format!("{}..{}", summary.mapped_from, summary.mapped_to), read = summary.bytes_read, written = summary.bytes_written, removed = summary.records_removed, segments = format!("{} -> {}", summary.segments_before, summary.segments_after), abandoned = summary.abandoned, "cleaner pass");
+        summary.elapsed_ms = started.elapsed().as_millis() as u64;
+        tracing::info!(dir = %self.dir.display(), ?reason, elapsed_ms = summary.elapsed_ms, dirty = summary.dirty_bytes, keys = summary.keys, mapped = format!("{}..{}", summary.mapped_from, summary.mapped_to), read = summary.bytes_read, written = summary.bytes_written, removed = summary.records_removed, segments = format!("{} -> {}", summary.segments_before, summary.segments_after), abandoned = summary.abandoned, "cleaner pass");
         Ok(Some(summary))
     }
 
@@ -599,6 +607,7 @@ impl PartitionLog {
             while let Some((bytes, entries)) = self.walk_chunk(&mut walk, opts.throttle).await? {
                 summary.bytes_read += bytes.len() as u64;
                 for ((h, one), entry) in batch::stored_batches(&bytes).zip(&entries) {
+                    opts.throttle.slice().await;
                     let filtered = if h.is_control() || h.base_offset as u64 >= map_end {
                         None
                     } else {
@@ -674,7 +683,7 @@ impl PartitionLog {
                         r.map_err(io_err)?;
                     }
                 }
-                glommio::yield_if_needed().await;
+                opts.throttle.slice().await;
             }
         }
         let new_seg = ClosedSegment {

@@ -8,7 +8,9 @@ use std::rc::Rc;
 
 use engine::join::join_all;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
-use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult,
@@ -38,6 +40,25 @@ const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
 
 type Refusal = (i16, String);
+
+/// A topic's configs as DescribeConfigs and CreateTopics (v5+) show them: every key, its value,
+/// its source (the topic's own, or the broker default) and its type.
+fn topic_config_entries(
+    state: &CoreState,
+    configs: &BTreeMap<String, String>,
+) -> Vec<(String, String, i8, topic_config::ConfigType)> {
+    topic_config::describe(configs, &state.ctx.config.log_defaults)
+        .into_iter()
+        .map(|(k, v, is_default, ty)| {
+            let source = if is_default {
+                SOURCE_DEFAULT_CONFIG
+            } else {
+                SOURCE_TOPIC_CONFIG
+            };
+            (k, v, source, ty)
+        })
+        .collect()
+}
 
 /// Waits until every core has applied the metastore change at `log_index`.
 pub async fn wait_all_cores(state: &Rc<CoreState>, log_index: u64) {
@@ -265,6 +286,7 @@ pub async fn create_topics(
             (-1, None) => state.ctx.config.default_partitions as i32,
             (n, _) => n,
         };
+        let shown_configs = configs.clone();
         let outcome: Result<[u8; 16], Refusal> = if !t.assignments.is_empty() {
             Err((
                 codes::INVALID_REPLICA_ASSIGNMENT,
@@ -303,7 +325,22 @@ pub async fn create_topics(
         match outcome {
             Ok(id) => {
                 if version >= 5 {
-                    r = r.with_num_partitions(partitions).with_replication_factor(1);
+                    // Kafka answers the new topic's configs (KIP-525), as DescribeConfigs would.
+                    let configs = topic_config_entries(state, &shown_configs)
+                        .into_iter()
+                        .map(|(k, v, source, _)| {
+                            CreatableTopicConfigs::default()
+                                .with_name(str_bytes(k))
+                                .with_value(Some(str_bytes(v)))
+                                .with_read_only(false)
+                                .with_config_source(source)
+                                .with_is_sensitive(false)
+                        })
+                        .collect();
+                    r = r
+                        .with_num_partitions(partitions)
+                        .with_replication_factor(1)
+                        .with_configs(Some(configs));
                 }
                 if version >= 7 {
                     r.topic_id = Uuid::from_bytes(id);
@@ -466,43 +503,36 @@ pub fn describe_configs(
             let mut out = DescribeConfigsResult::default()
                 .with_resource_type(res.resource_type)
                 .with_resource_name(res.resource_name.clone());
-            let entries: Vec<(String, String, bool, topic_config::ConfigType)> = match res
-                .resource_type
-            {
-                RESOURCE_TOPIC => match m.topic(&name) {
-                    Some(t) => topic_config::describe(&t.configs, &state.ctx.config.log_defaults),
-                    None => {
-                        out.error_code = codes::UNKNOWN_TOPIC_OR_PARTITION;
-                        out.error_message = Some(str_bytes(format!("unknown topic '{name}'")));
+            let entries: Vec<(String, String, i8, topic_config::ConfigType)> =
+                match res.resource_type {
+                    RESOURCE_TOPIC => match m.topic(&name) {
+                        Some(t) => topic_config_entries(state, &t.configs),
+                        None => {
+                            out.error_code = codes::UNKNOWN_TOPIC_OR_PARTITION;
+                            out.error_message = Some(str_bytes(format!("unknown topic '{name}'")));
+                            return out;
+                        }
+                    },
+                    RESOURCE_BROKER => topic_config_entries(state, &BTreeMap::new()),
+                    other => {
+                        out.error_code = codes::INVALID_REQUEST;
+                        out.error_message =
+                            Some(str_bytes(format!("resource type {other} is not supported")));
                         return out;
                     }
-                },
-                RESOURCE_BROKER => {
-                    topic_config::describe(&BTreeMap::new(), &state.ctx.config.log_defaults)
-                }
-                other => {
-                    out.error_code = codes::INVALID_REQUEST;
-                    out.error_message =
-                        Some(str_bytes(format!("resource type {other} is not supported")));
-                    return out;
-                }
-            };
+                };
             let wanted = res
                 .configuration_keys
                 .map(|k| k.into_iter().map(|s| s.to_string()).collect::<Vec<_>>());
             out.configs = entries
                 .into_iter()
                 .filter(|(k, ..)| wanted.as_ref().is_none_or(|w| w.contains(k)))
-                .map(|(k, v, is_default, ty)| {
+                .map(|(k, v, source, ty)| {
                     let mut e = DescribeConfigsResourceResult::default()
                         .with_name(str_bytes(k))
                         .with_value(Some(str_bytes(v)))
-                        .with_read_only(false);
-                    e.config_source = if is_default {
-                        SOURCE_DEFAULT_CONFIG
-                    } else {
-                        SOURCE_TOPIC_CONFIG
-                    };
+                        .with_read_only(false)
+                        .with_config_source(source);
                     if version >= 3 {
                         e.config_type = ty as i8;
                     }

@@ -1,8 +1,9 @@
 //! Consumer-group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-//! OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups. Every group lives on
-//! one core (the owner of its `__consumer_offsets` partition); a request for it is routed
-//! there with the engine's cross-core primitive, like a partition request.
+//! OffsetCommit, OffsetFetch, OffsetDelete, ListGroups, DescribeGroups, DeleteGroups. Every
+//! group lives on one core (the owner of its `__consumer_offsets` partition); a request for it
+//! is routed there with the engine's cross-core primitive, like a partition request.
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::rc::Rc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -19,6 +20,9 @@ use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
@@ -28,14 +32,14 @@ use kafka_protocol::messages::{
     DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse, GroupId,
     HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
     LeaveGroupResponse, ListGroupsRequest, ListGroupsResponse, OffsetCommitRequest,
-    OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest,
-    SyncGroupResponse, TopicName,
+    OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest,
+    OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse, TopicName,
 };
 
 use super::str_bytes;
 use crate::codes::{
-    self, COORDINATOR_NOT_AVAILABLE, GROUP_ID_NOT_FOUND, INVALID_GROUP_ID, NON_EMPTY_GROUP,
-    OFFSET_METADATA_TOO_LARGE, UNKNOWN_MEMBER_ID,
+    self, COORDINATOR_NOT_AVAILABLE, GROUP_ID_NOT_FOUND, GROUP_SUBSCRIBED_TO_TOPIC,
+    INVALID_GROUP_ID, NON_EMPTY_GROUP, OFFSET_METADATA_TOO_LARGE, UNKNOWN_MEMBER_ID,
 };
 use crate::core::CoreState;
 use crate::group::state::{JoinArgs, JoinResult, Reply, SyncResult};
@@ -388,15 +392,22 @@ async fn persist_offsets(
             codes::for_log_error(&e)
         })?;
     let mut groups = s.groups.borrow_mut();
-    if let Some(g) = groups.get_mut(group_id) {
-        for (t, p, c) in items {
-            match c {
-                Some(c) => {
-                    g.offsets.insert((t.clone(), *p), c.clone());
-                }
-                None => {
-                    g.offsets.remove(&(t.clone(), *p));
-                }
+    // The group may have been dropped meanwhile (a memberless group with no offsets yet, e.g.
+    // the first commit of a simple consumer, is vacant to the tick while the append waits):
+    // what is now in the log exists, as a replay would find it.
+    if !groups.contains_key(group_id) && items.iter().all(|(_, _, c)| c.is_none()) {
+        return Ok(());
+    }
+    let g = groups
+        .entry(group_id.to_string())
+        .or_insert_with(|| GroupEntry::new(group_id, partition, s.initial_rebalance_delay()));
+    for (t, p, c) in items {
+        match c {
+            Some(c) => {
+                g.offsets.insert((t.clone(), *p), c.clone());
+            }
+            None => {
+                g.offsets.remove(&(t.clone(), *p));
             }
         }
     }
@@ -814,6 +825,164 @@ pub async fn delete_groups(
     DeleteGroupsResponse::default().with_results(join_all(futs).await)
 }
 
+/// The protocol type of groups whose member metadata is Kafka's consumer protocol.
+const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
+
+/// The topics of one member's `ConsumerProtocolSubscription`, read as Kafka's coordinator does
+/// with the v0 layout every later version starts with (`version i16 | topics [str16] | ...`);
+/// `None` when it does not parse.
+pub fn subscribed_topics(metadata: &[u8]) -> Option<Vec<String>> {
+    fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+        if b.len() < n {
+            return None;
+        }
+        let (head, rest) = b.split_at(n);
+        *b = rest;
+        Some(head)
+    }
+    fn int16(b: &mut &[u8]) -> Option<i16> {
+        take(b, 2).map(|x| i16::from_be_bytes([x[0], x[1]]))
+    }
+    let mut b = metadata;
+    let _version = int16(&mut b)?;
+    let count = take(&mut b, 4).map(|x| i32::from_be_bytes([x[0], x[1], x[2], x[3]]))?;
+    // A negative count is a null array, which the schema does not allow; each topic takes at
+    // least its two length bytes, so a count beyond that cannot be honest.
+    if count < 0 || count as usize > b.len() / 2 {
+        return None;
+    }
+    let mut topics = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let len = usize::try_from(int16(&mut b)?).ok()?;
+        topics.push(String::from_utf8(take(&mut b, len)?.to_vec()).ok()?);
+    }
+    Some(topics)
+}
+
+/// The topics whose offsets an OffsetDelete may not remove from `g`, as Kafka's classic group
+/// decides (`ClassicGroup.validateOffsetDelete`, `isSubscribedToTopic`): `Ok(Some(topics))`
+/// the live consumers subscribe to, `Ok(None)` when that is unknown (no protocol chosen yet,
+/// metadata that does not parse: every topic counts as subscribed), `Err(code)` for the whole
+/// request (GROUP_ID_NOT_FOUND for a dead group, NON_EMPTY_GROUP for a live group of another
+/// protocol type).
+fn offset_delete_guard(g: &crate::group::Group) -> Result<Option<HashSet<String>>, i16> {
+    match g.state {
+        GroupState::Dead => Err(GROUP_ID_NOT_FOUND),
+        GroupState::Empty => Ok(Some(HashSet::new())),
+        _ if g.protocol_type.as_deref() != Some(CONSUMER_PROTOCOL_TYPE) => Err(NON_EMPTY_GROUP),
+        _ => Ok(g.protocol.as_ref().and_then(|p| {
+            g.members.values().try_fold(HashSet::new(), |mut all, m| {
+                all.extend(subscribed_topics(&m.metadata(p))?);
+                Some(all)
+            })
+        })),
+    }
+}
+
+/// Per topic of an OffsetDelete, per partition: `None` goes to the coordinator, `Some(code)` is
+/// answered without it.
+type DeleteSlots = Vec<(String, Vec<(i32, Option<i16>)>)>;
+
+/// OffsetDelete (KIP-496) as Kafka answers it: per partition UNKNOWN_TOPIC_OR_PARTITION for a
+/// topic or partition the cluster does not have, GROUP_SUBSCRIBED_TO_TOPIC while the group's
+/// live consumers subscribe to the topic, else NONE (a committed offset is forgotten with a
+/// durable tombstone; one that was never committed is nothing to do). A group error answers
+/// the whole request alone: INVALID_GROUP_ID, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP (a live group
+/// of another protocol type, e.g. a Connect cluster), COORDINATOR_NOT_AVAILABLE, or the log's
+/// error when the tombstones cannot be written.
+pub async fn offset_delete(
+    state: &Rc<CoreState>,
+    req: OffsetDeleteRequest,
+) -> OffsetDeleteResponse {
+    let group_id = req.group_id.0.to_string();
+    let mut slots: DeleteSlots = Vec::with_capacity(req.topics.len());
+    for t in &req.topics {
+        let name = t.name.0.to_string();
+        let known = state.meta.borrow().topic(&name).map(|m| m.partitions);
+        let parts = t
+            .partitions
+            .iter()
+            .map(|p| {
+                let i = p.partition_index;
+                match known {
+                    Some(n) if i >= 0 && (i as u32) < n => (i, None),
+                    _ => (i, Some(codes::UNKNOWN_TOPIC_OR_PARTITION)),
+                }
+            })
+            .collect();
+        slots.push((name, parts));
+    }
+    let asked: Vec<(String, i32)> = slots
+        .iter()
+        .flat_map(|(t, ps)| {
+            ps.iter()
+                .filter(|(_, c)| c.is_none())
+                .map(move |(p, _)| (t.clone(), *p))
+        })
+        .collect();
+    let gid = group_id.clone();
+    // The topics refused as subscribed, or the group's error.
+    let outcome: Result<Result<HashSet<String>, i16>, i16> =
+        on_coordinator(state, &group_id, move |s, partition| async move {
+            let (subscribed, tombstones) = {
+                let groups = s.groups.borrow();
+                let Some(g) = groups.get(&gid) else {
+                    return Err(GROUP_ID_NOT_FOUND);
+                };
+                let guard = offset_delete_guard(&g.group)?;
+                let is_subscribed = |t: &str| guard.as_ref().is_none_or(|set| set.contains(t));
+                let mut subscribed: HashSet<String> = HashSet::new();
+                // A partition named twice is forgotten once.
+                let mut doomed: HashSet<(String, i32)> = HashSet::new();
+                for (t, p) in asked {
+                    if is_subscribed(&t) {
+                        subscribed.insert(t);
+                    } else if g.offsets.contains_key(&(t.clone(), p)) {
+                        doomed.insert((t, p));
+                    }
+                }
+                let tombstones: OffsetRecords =
+                    doomed.into_iter().map(|(t, p)| (t, p, None)).collect();
+                (subscribed, tombstones)
+            };
+            persist_offsets(&s, &gid, partition, &tombstones).await?;
+            if !tombstones.is_empty() {
+                tracing::info!(group = %gid, partitions = tombstones.len(), "committed offsets deleted");
+            }
+            Ok(subscribed)
+        })
+        .await;
+    let subscribed = match outcome {
+        Ok(Ok(s)) => s,
+        Ok(Err(code)) | Err(code) => {
+            return OffsetDeleteResponse::default().with_error_code(code);
+        }
+    };
+    let topics = slots
+        .into_iter()
+        .map(|(name, parts)| {
+            let refused = subscribed.contains(&name);
+            OffsetDeleteResponseTopic::default()
+                .with_name(TopicName(str_bytes(name)))
+                .with_partitions(
+                    parts
+                        .into_iter()
+                        .map(|(p, code)| {
+                            OffsetDeleteResponsePartition::default()
+                                .with_partition_index(p)
+                                .with_error_code(code.unwrap_or(if refused {
+                                    GROUP_SUBSCRIBED_TO_TOPIC
+                                } else {
+                                    codes::NONE
+                                }))
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    OffsetDeleteResponse::default().with_topics(topics)
+}
+
 /// Forgets (with tombstones) every committed offset of a deleted topic in this core's groups.
 pub async fn forget_topic(state: &Rc<CoreState>, topic: &str) {
     let doomed: Vec<(String, u32, OffsetRecords)> = state
@@ -834,5 +1003,51 @@ pub async fn forget_topic(state: &Rc<CoreState>, topic: &str) {
         if let Err(code) = persist_offsets(state, &group_id, partition, &items).await {
             tracing::warn!(group = %group_id, %topic, code, "could not forget offsets of a deleted topic");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::subscribed_topics;
+
+    /// A `ConsumerProtocolSubscription` of `version` with `topics`, and some bytes after them
+    /// (user data, owned partitions: whatever a later version adds).
+    fn subscription(version: i16, topics: &[&str]) -> Vec<u8> {
+        let mut b = version.to_be_bytes().to_vec();
+        b.extend_from_slice(&(topics.len() as i32).to_be_bytes());
+        for t in topics {
+            b.extend_from_slice(&(t.len() as i16).to_be_bytes());
+            b.extend_from_slice(t.as_bytes());
+        }
+        b.extend_from_slice(&(-1i32).to_be_bytes());
+        b.extend_from_slice(&[0, 0, 0, 0]);
+        b
+    }
+
+    #[test]
+    fn consumer_subscriptions_parse_with_the_v0_prefix_of_every_version() {
+        for v in [0, 1, 3] {
+            assert_eq!(
+                subscribed_topics(&subscription(v, &["a", "bb"])),
+                Some(vec!["a".to_string(), "bb".to_string()])
+            );
+        }
+        assert_eq!(subscribed_topics(&subscription(0, &[])), Some(vec![]));
+    }
+
+    #[test]
+    fn malformed_subscriptions_are_unknown_not_a_panic() {
+        assert_eq!(subscribed_topics(&[]), None);
+        assert_eq!(subscribed_topics(&[0, 0, 0]), None);
+        // A count far beyond the bytes that follow, a negative count, a cut topic name.
+        assert_eq!(
+            subscribed_topics(&[0, 0, 0x7f, 0xff, 0xff, 0xff, 0, 1]),
+            None
+        );
+        assert_eq!(subscribed_topics(&[0, 0, 0xff, 0xff, 0xff, 0xff]), None);
+        assert_eq!(subscribed_topics(&[0, 0, 0, 0, 0, 1, 0, 5, b'a']), None);
+        assert_eq!(subscribed_topics(&[0, 0, 0, 0, 0, 1, 0xff, 0xff]), None);
+        // Not UTF-8.
+        assert_eq!(subscribed_topics(&[0, 0, 0, 0, 0, 1, 0, 1, 0xff]), None);
     }
 }

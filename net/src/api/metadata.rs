@@ -1,12 +1,16 @@
 //! Metadata: this node as the only broker and the leader of every partition, topics with their
-//! stable topic UUIDs.
+//! stable topic UUIDs. DescribeCluster: the cluster id, this node as broker and controller.
 
 use std::rc::Rc;
 
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
-use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::messages::{
+    BrokerId, DescribeClusterRequest, DescribeClusterResponse, MetadataRequest, MetadataResponse,
+    TopicName,
+};
 use uuid::Uuid;
 
 use super::str_bytes;
@@ -108,4 +112,69 @@ pub async fn handle(state: &Rc<CoreState>, version: i16, req: MetadataRequest) -
         resp.cluster_id = Some(str_bytes(state.ctx.cluster_id.clone()));
     }
     resp
+}
+
+/// KIP-919 endpoint types (Kafka's `EndpointType`): what a DescribeCluster asks to list.
+const ENDPOINT_TYPE_BROKER: i8 = 1;
+const ENDPOINT_TYPE_CONTROLLER: i8 = 2;
+
+/// KIP-430 bit field of the operations a client may perform on the cluster. With no authorizer
+/// (ringlog has none) Kafka answers every operation the cluster resource supports
+/// (`AclEntry.supportedOperations(CLUSTER)`): CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9,
+/// DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
+pub const CLUSTER_AUTHORIZED_OPERATIONS: i32 =
+    (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
+
+/// DescribeCluster (v0–2), as Kafka's `AuthHelper.computeDescribeClusterResponse` answers on a
+/// broker: this node is the one broker (never fenced) and the controller id. A request for
+/// controller endpoints gets MISMATCHED_ENDPOINT_TYPE, an unknown endpoint type
+/// UNSUPPORTED_ENDPOINT_TYPE (both INVALID_REQUEST at v0, whose error table predates KIP-919),
+/// each with Kafka's message and nothing else.
+pub fn describe_cluster(
+    state: &CoreState,
+    version: i16,
+    req: DescribeClusterRequest,
+) -> DescribeClusterResponse {
+    let refuse = |code: i16, msg: String| {
+        DescribeClusterResponse::default()
+            .with_error_code(if version == 0 {
+                codes::INVALID_REQUEST
+            } else {
+                code
+            })
+            .with_error_message(Some(str_bytes(msg)))
+    };
+    match req.endpoint_type {
+        ENDPOINT_TYPE_BROKER => {}
+        ENDPOINT_TYPE_CONTROLLER => {
+            return refuse(
+                codes::MISMATCHED_ENDPOINT_TYPE,
+                "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER".into(),
+            )
+        }
+        other => {
+            return refuse(
+                codes::UNSUPPORTED_ENDPOINT_TYPE,
+                format!("Unsupported endpoint type {other}"),
+            )
+        }
+    }
+    let node = state.node_id() as i32;
+    let (host, port) = state.ctx.config.advertised();
+    DescribeClusterResponse::default()
+        .with_error_message(None)
+        .with_endpoint_type(ENDPOINT_TYPE_BROKER)
+        .with_cluster_id(str_bytes(state.ctx.cluster_id.clone()))
+        .with_controller_id(BrokerId(node))
+        .with_brokers(vec![DescribeClusterBroker::default()
+            .with_broker_id(BrokerId(node))
+            .with_host(str_bytes(host))
+            .with_port(port as i32)
+            .with_rack(None)
+            .with_is_fenced(false)])
+        .with_cluster_authorized_operations(if req.include_cluster_authorized_operations {
+            CLUSTER_AUTHORIZED_OPERATIONS
+        } else {
+            i32::MIN
+        })
 }

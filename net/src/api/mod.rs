@@ -45,6 +45,8 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::DescribeGroups, 0, 6),
     (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::OffsetDelete, 0, 0),
+    (ApiKey::DescribeCluster, 0, 2),
 ];
 
 /// A decoded request, ready for a handler.
@@ -129,6 +131,14 @@ pub fn first_error(resp: &ResponseKind) -> i16 {
             &mut std::iter::once(r.error_code).chain(r.coordinators.iter().map(|c| c.error_code)),
         ),
         ResponseKind::InitProducerId(r) => r.error_code,
+        ResponseKind::OffsetDelete(r) => first(
+            &mut std::iter::once(r.error_code).chain(
+                r.topics
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+            ),
+        ),
+        ResponseKind::DescribeCluster(r) => r.error_code,
         ResponseKind::ApiVersions(r) => r.error_code,
         _ => 0,
     }
@@ -203,6 +213,12 @@ pub async fn dispatch(state: &Rc<CoreState>, req: Request) -> Option<ResponseKin
         RequestKind::DeleteGroups(r) => {
             ResponseKind::DeleteGroups(group::delete_groups(state, r).await)
         }
+        RequestKind::OffsetDelete(r) => {
+            ResponseKind::OffsetDelete(group::offset_delete(state, r).await)
+        }
+        RequestKind::DescribeCluster(r) => {
+            ResponseKind::DescribeCluster(metadata::describe_cluster(state, version, r))
+        }
         other => {
             // decode_request admits only keys in SUPPORTED_APIS.
             tracing::error!(request = ?other, "no handler for a supported API");
@@ -248,6 +264,8 @@ mod tests {
             ApiKey::ListGroups => both::<ListGroupsRequest, ListGroupsResponse>(),
             ApiKey::DescribeGroups => both::<DescribeGroupsRequest, DescribeGroupsResponse>(),
             ApiKey::DeleteGroups => both::<DeleteGroupsRequest, DeleteGroupsResponse>(),
+            ApiKey::OffsetDelete => both::<OffsetDeleteRequest, OffsetDeleteResponse>(),
+            ApiKey::DescribeCluster => both::<DescribeClusterRequest, DescribeClusterResponse>(),
             other => panic!("no codec range for {other:?}; add it"),
         }
     }
