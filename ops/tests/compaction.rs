@@ -204,13 +204,20 @@ fn a_consumer_sees_the_latest_value_per_key() {
         .arg(&logs[0])
         .output()
         .unwrap();
-    assert!(dump.status.success(), "{}", String::from_utf8_lossy(&dump.stderr));
+    assert!(
+        dump.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dump.stderr)
+    );
     let j: serde_json::Value = serde_json::from_slice(&dump.stdout).unwrap();
     assert_eq!(j["stop"], serde_json::Value::Null, "{j}");
     let batches = j["batches"].as_array().unwrap();
     let records: i64 = batches.iter().map(|b| b["count"].as_i64().unwrap()).sum();
     let span = batches.last().unwrap()["last_offset"].as_i64().unwrap() + 1;
-    assert!(records * 10 < span, "a cleaned segment: {records} records over {span} offsets");
+    assert!(
+        records * 10 < span,
+        "a cleaned segment: {records} records over {span} offsets"
+    );
 
     let metrics = http_request(&admin, "GET", "/metrics");
     for name in [

@@ -1,9 +1,9 @@
-//! Swapping cleaned segments in, crash-safely. The cleaner writes a group's cleaned segment as
-//! `<base>.log.cleaned` (and `.index.cleaned`, `.timeindex.cleaned`), fdatasyncs them and the
-//! directory, then commits the swap by writing `cleaner-swap` (atomically: temp, fsync,
-//! rename, directory fsync) naming the replaced segments. Then it renames the cleaned files
-//! over the first member's, removes the other members' files, syncs the directory and removes
-//! `cleaner-swap`.
+//! Swapping cleaned segments in, crash-safely. The cleaner writes each group's cleaned segment
+//! as `<base>.log.cleaned` (and `.index.cleaned`, `.timeindex.cleaned`), fdatasyncs them and
+//! the directory, then commits the swap of every group of its pass by writing `cleaner-swap`
+//! (atomically: temp, fsync, rename, directory fsync) naming the replaced segments of each
+//! group. Then it renames each group's cleaned files over its first member's, removes the other
+//! members' files, syncs the directory and removes `cleaner-swap`.
 //!
 //! On open, before the log's files are listed: a `cleaner-swap` is finished (every step is
 //! idempotent: a missing `.cleaned` file was already renamed, a missing member file already
@@ -27,38 +27,45 @@ pub fn cleaned_paths(dir: &Path, base: u64) -> [PathBuf; 3] {
     })
 }
 
-/// One committed swap: the cleaned files take the name of `members[0]`, and every other member
-/// segment goes.
+/// One committed swap: in each group the cleaned files take the name of the first member, and
+/// every other member segment goes. Text: `v1`, then each group's bases, groups separated by
+/// `;`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Swap {
-    pub members: Vec<u64>,
+    pub groups: Vec<Vec<u64>>,
 }
 
 impl Swap {
     fn encode(&self) -> Vec<u8> {
-        let mut s = String::from("v1");
-        for m in &self.members {
-            s.push_str(&format!(" {m}"));
-        }
-        s.push('\n');
-        s.into_bytes()
+        let groups: Vec<String> = self
+            .groups
+            .iter()
+            .map(|g| g.iter().map(u64::to_string).collect::<Vec<_>>().join(" "))
+            .collect();
+        format!("v1 {}\n", groups.join(" ; ")).into_bytes()
     }
 
     fn decode(b: &[u8]) -> Option<Self> {
         let s = std::str::from_utf8(b).ok()?;
-        let mut it = s.split_whitespace();
-        if it.next()? != "v1" {
-            return None;
-        }
-        let members: Vec<u64> = it.map(|m| m.parse().ok()).collect::<Option<_>>()?;
-        (!members.is_empty()).then_some(Self { members })
+        let rest = s.trim().strip_prefix("v1")?;
+        let groups: Vec<Vec<u64>> = rest
+            .split(';')
+            .map(|g| {
+                let members: Vec<u64> = g
+                    .split_whitespace()
+                    .map(|m| m.parse().ok())
+                    .collect::<Option<_>>()?;
+                (!members.is_empty()).then_some(members)
+            })
+            .collect::<Option<_>>()?;
+        (!groups.is_empty()).then_some(Self { groups })
     }
 
     /// Commits the swap (its record is durable when this returns) and carries it out.
     pub async fn commit(&self, dir: &Path) -> std::io::Result<()> {
         assert!(
-            !self.members.is_empty(),
-            "a swap replaces at least one segment"
+            !self.groups.is_empty() && self.groups.iter().all(|g| !g.is_empty()),
+            "a swap replaces at least one segment per group"
         );
         io::write_atomic(&dir.join(SWAP_FILE_NAME), self.encode()).await?;
         self.finish(dir).await
@@ -66,15 +73,20 @@ impl Swap {
 
     /// The steps after the commit point; each may already be done.
     async fn finish(&self, dir: &Path) -> std::io::Result<()> {
-        let base = self.members[0];
-        let renames: Vec<(PathBuf, PathBuf)> = cleaned_paths(dir, base)
-            .into_iter()
-            .zip(segment::paths(dir, base))
+        let renames: Vec<(PathBuf, PathBuf)> = self
+            .groups
+            .iter()
+            .flat_map(|g| {
+                cleaned_paths(dir, g[0])
+                    .into_iter()
+                    .zip(segment::paths(dir, g[0]))
+            })
             .collect();
         io::rename_existing(renames).await?;
-        let doomed: Vec<PathBuf> = self.members[1..]
+        let doomed: Vec<PathBuf> = self
+            .groups
             .iter()
-            .flat_map(|&m| segment::paths(dir, m))
+            .flat_map(|g| g[1..].iter().flat_map(|&m| segment::paths(dir, m)))
             .collect();
         io::remove_all_of(doomed).await?;
         io::sync_dir(dir).await?;
@@ -97,7 +109,7 @@ pub async fn recover(dir: &Path) -> std::io::Result<()> {
                 ),
             )
         })?;
-        tracing::info!(dir = %dir.display(), members = ?swap.members, "finishing a cleaner swap interrupted by a crash");
+        tracing::info!(dir = %dir.display(), groups = ?swap.groups, "finishing a cleaner swap interrupted by a crash");
         swap.finish(dir).await?;
     }
     let leftovers: Vec<PathBuf> = io::list_dir(dir)
@@ -119,11 +131,16 @@ mod tests {
 
     #[test]
     fn record_round_trip() {
-        let s = Swap {
-            members: vec![0, 100, 250],
-        };
-        assert_eq!(Swap::decode(&s.encode()), Some(s));
+        for groups in [vec![vec![0, 100, 250]], vec![vec![0], vec![300, 400]]] {
+            let s = Swap { groups };
+            assert_eq!(Swap::decode(&s.encode()), Some(s));
+        }
+        assert_eq!(
+            Swap::decode(b"v1 0 1 ; 5 6\n").unwrap().groups,
+            vec![vec![0, 1], vec![5, 6]]
+        );
         assert_eq!(Swap::decode(b"v1\n"), None);
+        assert_eq!(Swap::decode(b"v1 0 ; ; 5\n"), None);
         assert_eq!(
             cleaned_paths(Path::new("/d"), 7)[0],
             PathBuf::from("/d/00000000000000000007.log.cleaned")

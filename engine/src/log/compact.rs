@@ -10,8 +10,9 @@
 //! offset, last offset delta, producer fields and codec. Tombstones get a delete horizon when
 //! first kept and go once it passed (`delete.retention.ms`); a record without a key goes.
 //!
-//! Each group's cleaned segment is written under `.cleaned` names and swapped in crash-safely
-//! (`cleaner::swap`). Readers never see a mix: a swap takes the gate (`CleanerState::swapping`)
+//! Each group's cleaned segment is written under `.cleaned` names; at the end of the pass they
+//! are all swapped in at once, crash-safely (`cleaner::swap`: one commit record, so a pass
+//! costs a few directory syncs whatever its number of groups). Readers never see a mix: a swap takes the gate (`CleanerState::swapping`)
 //! once no reader is opening a closed segment, and readers wait at the gate and re-plan when a
 //! swap happened since they chose a segment. A reader that already holds a segment's files
 //! keeps reading the old ones (their fds stay valid after the rename), a consistent view.
@@ -424,7 +425,7 @@ impl PartitionLog {
         };
         let cfg = self.config();
         let first_dirty = info.first_dirty_offset;
-        let (segments, mut planned) = {
+        let (segments, planned) = {
             let st = self.st.borrow();
             self.check_usable(&st)?;
             let segs: Vec<ClosedSegment> = st
@@ -497,6 +498,14 @@ impl PartitionLog {
             .cloned()
             .collect();
         let mut tombstones_due: Option<i64> = None;
+        // Cleaned groups waiting for the swap: (the segments replaced, the new one).
+        let mut cleaned: Vec<(Vec<ClosedSegment>, ClosedSegment)> = Vec::new();
+        let remove_cleaned = |cleaned: &[(Vec<ClosedSegment>, ClosedSegment)]| {
+            cleaned
+                .iter()
+                .flat_map(|(_, n)| swap::cleaned_paths(&self.dir, n.base_offset))
+                .collect::<Vec<_>>()
+        };
         for group in group_segments(&to_clean, cfg.segment_bytes) {
             let done = self
                 .clean_group(
@@ -505,24 +514,37 @@ impl PartitionLog {
                     map_end,
                     opts,
                     &cfg,
-                    &mut planned,
+                    planned,
                     &mut summary,
                     &mut tombstones_due,
                 )
                 .await;
             match done {
-                Ok(true) => {}
-                Ok(false) => {
+                Ok(Some(Some(new_seg))) => cleaned.push((group, new_seg)),
+                Ok(Some(None)) => {}
+                Ok(None) => {
                     summary.abandoned = true;
                     break;
                 }
                 Err(e) => {
-                    let _ = io::remove_all_of(
-                        swap::cleaned_paths(&self.dir, group[0].base_offset).to_vec(),
-                    )
-                    .await;
+                    let mut doomed = remove_cleaned(&cleaned);
+                    doomed.extend(swap::cleaned_paths(&self.dir, group[0].base_offset));
+                    let _ = io::remove_all_of(doomed).await;
                     return Err(e);
                 }
+            }
+        }
+        // 3. One swap for every cleaned group of the pass (one commit, a few directory syncs).
+        if !cleaned.is_empty() {
+            let swapped = !summary.abandoned && {
+                io::sync_dir(&self.dir).await.map_err(|e| self.io_err(e))?;
+                self.swap_in(&cleaned, planned).await?
+            };
+            if !swapped {
+                summary.abandoned = true;
+                io::remove_all_of(remove_cleaned(&cleaned))
+                    .await
+                    .map_err(|e| self.io_err(e))?;
             }
         }
         // Groups not rewritten keep the tombstones they had (and their horizons).
@@ -560,8 +582,9 @@ impl PartitionLog {
         }
     }
 
-    /// Cleans one group into one segment and swaps it in. `Ok(false)`: the log changed under
-    /// the pass (it stops; nothing was swapped).
+    /// Cleans one group into one segment written under the `.cleaned` names, sealed and
+    /// synced: `Some(Some(segment))` to swap in, `Some(None)` when nothing in it changed (no
+    /// files left), `None` when the log changed under the pass (it stops).
     #[allow(clippy::too_many_arguments)]
     async fn clean_group(
         self: &Rc<Self>,
@@ -570,10 +593,10 @@ impl PartitionLog {
         map_end: u64,
         opts: &CleanOptions<'_>,
         cfg: &LogConfig,
-        planned: &mut u64,
+        planned: u64,
         summary: &mut CleanSummary,
         tombstones_due: &mut Option<i64>,
-    ) -> Result<bool, LogError> {
+    ) -> Result<Option<Option<ClosedSegment>>, LogError> {
         let base = group[0].base_offset;
         let paths = swap::cleaned_paths(&self.dir, base);
         let io_err = |e| self.io_err(e);
@@ -594,10 +617,10 @@ impl PartitionLog {
         let mut changed = false;
         let mut written = 0u64;
         for seg in group {
-            let Some(reader) = self.segment_reader(seg, *planned).await? else {
+            let Some(reader) = self.segment_reader(seg, planned).await? else {
                 let _ = seal_segment(out).await;
                 io::remove_all_of(paths.to_vec()).await.map_err(io_err)?;
-                return Ok(false);
+                return Ok(None);
             };
             let mut walk = SegmentWalk {
                 seg: seg.clone(),
@@ -696,25 +719,17 @@ impl PartitionLog {
         seal_segment(out).await.map_err(io_err)?;
         if !changed {
             io::remove_all_of(paths.to_vec()).await.map_err(io_err)?;
-            return Ok(true);
+            return Ok(Some(None));
         }
         summary.bytes_written += written;
-        io::sync_dir(&self.dir).await.map_err(io_err)?;
-        let swapped = self.swap_in(group, new_seg, *planned).await?;
-        if !swapped {
-            io::remove_all_of(paths.to_vec()).await.map_err(io_err)?;
-            return Ok(false);
-        }
-        *planned += 1;
-        Ok(true)
+        Ok(Some(Some(new_seg)))
     }
 
-    /// Swaps the cleaned segment `new_seg` in for `group` (files, then memory) under the gate.
-    /// `Ok(false)` when the group changed meanwhile or the log is closing.
+    /// Swaps each cleaned segment in for its group (files, then memory) under the gate, all in
+    /// one commit. `Ok(false)` when segments changed meanwhile or the log is closing.
     async fn swap_in(
         &self,
-        group: &[ClosedSegment],
-        new_seg: ClosedSegment,
+        cleaned: &[(Vec<ClosedSegment>, ClosedSegment)],
         planned: u64,
     ) -> Result<bool, LogError> {
         loop {
@@ -750,9 +765,12 @@ impl PartitionLog {
         if !unchanged {
             return Ok(false);
         }
-        let members: Vec<u64> = group.iter().map(|g| g.base_offset).collect();
+        let groups: Vec<Vec<u64>> = cleaned
+            .iter()
+            .map(|(g, _)| g.iter().map(|s| s.base_offset).collect())
+            .collect();
         if let Err(e) = (Swap {
-            members: members.clone(),
+            groups: groups.clone(),
         })
         .commit(&self.dir)
         .await
@@ -762,18 +780,20 @@ impl PartitionLog {
             return Err(self.poison("cleaner swap", e));
         }
         let mut st = self.st.borrow_mut();
-        for m in &members {
-            st.closed.remove(m);
-            self.core.evict(self.id, *m);
+        for (members, (_, new_seg)) in groups.iter().zip(cleaned) {
+            for m in members {
+                st.closed.remove(m);
+                self.core.evict(self.id, *m);
+            }
+            assert!(
+                st.closed
+                    .range(new_seg.base_offset..new_seg.next_offset)
+                    .next()
+                    .is_none(),
+                "a swapped group leaves no segment inside its range"
+            );
+            st.closed.insert(new_seg.base_offset, new_seg.clone());
         }
-        assert!(
-            st.closed
-                .range(new_seg.base_offset..new_seg.next_offset)
-                .next()
-                .is_none(),
-            "a swapped group leaves no segment inside its range"
-        );
-        st.closed.insert(new_seg.base_offset, new_seg);
         st.cleaner.segments_changed();
         Ok(true)
     }
