@@ -291,6 +291,7 @@ pub fn run(
                 glommio::spawn_local(state.clone().retention_loop()).detach();
                 crate::log_cleaner::spawn(state.clone());
                 glommio::spawn_local(state.clone().group_tick_loop()).detach();
+                glommio::spawn_local(state.clone().offsets_expiry_loop()).detach();
                 glommio::spawn_local(crate::fanout_runtime::reconcile_loop(state.clone())).detach();
                 if let (0, Some(addr)) = (core, ctx.config.metrics_listen) {
                     let admin = glommio::net::TcpListener::bind(addr).map_err(|e| {

@@ -44,6 +44,11 @@ pub const DEFAULT_LOG_CLEANER_DEDUPE_BUFFER_BYTES: usize =
 /// Segment size of `__consumer_offsets` when the broker creates it (Kafka:
 /// `offsets.topic.segment.bytes`, 100 MiB): small segments let the cleaner compact it early.
 pub const DEFAULT_OFFSETS_TOPIC_SEGMENT_BYTES: u64 = 100 << 20;
+/// How long a memberless group's committed offsets are kept (Kafka:
+/// `offsets.retention.minutes`, 7 days).
+pub const DEFAULT_OFFSETS_RETENTION_MS: i64 = 7 * 24 * 3600 * 1000;
+/// How often each core looks for expired offsets (Kafka: `offsets.retention.check.interval.ms`).
+pub const DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS: u64 = 600_000;
 /// Longest Fetch long-poll the broker honours, whatever the client asks.
 pub const MAX_FETCH_WAIT_MS: u64 = 30_000;
 /// Registered I/O memory per executor (3 rings each): 3 × this × cores must fit in memlock.
@@ -84,6 +89,8 @@ pub struct BrokerConfig {
     pub log_cleaner_dedupe_buffer_bytes: usize,
     pub log_cleaner_io_max_bytes_per_second: Option<u64>,
     pub offsets_topic_segment_bytes: u64,
+    pub offsets_retention_ms: i64,
+    pub offsets_retention_check_interval_ms: u64,
     pub io_memory_bytes: usize,
     pub read_cache_segments: usize,
     pub spin_before_park_us: u64,
@@ -124,6 +131,8 @@ impl BrokerConfig {
             log_cleaner_dedupe_buffer_bytes: DEFAULT_LOG_CLEANER_DEDUPE_BUFFER_BYTES,
             log_cleaner_io_max_bytes_per_second: None,
             offsets_topic_segment_bytes: DEFAULT_OFFSETS_TOPIC_SEGMENT_BYTES,
+            offsets_retention_ms: DEFAULT_OFFSETS_RETENTION_MS,
+            offsets_retention_check_interval_ms: DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS,
             io_memory_bytes: DEFAULT_IO_MEMORY_BYTES,
             read_cache_segments: DEFAULT_READ_CACHE_SEGMENTS,
             spin_before_park_us: DEFAULT_SPIN_BEFORE_PARK_US,
@@ -155,6 +164,14 @@ impl BrokerConfig {
             ("request-timeout-ms", self.request_timeout_ms),
             ("fetch-max-bytes", self.fetch_max_bytes as u64),
             ("log-cleaner-backoff-ms", self.log_cleaner_backoff_ms),
+            (
+                "offsets-retention-check-interval-ms",
+                self.offsets_retention_check_interval_ms,
+            ),
+            (
+                "offsets-retention-ms",
+                self.offsets_retention_ms.max(0) as u64,
+            ),
         ];
         for (name, v) in nonzero {
             if v == 0 {

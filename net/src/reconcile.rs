@@ -210,11 +210,28 @@ impl CoreState {
             glommio::timer::sleep(Duration::from_millis(group::GROUP_TICK_MS)).await;
             let now = std::time::Instant::now();
             let mut groups = self.groups.borrow_mut();
+            let now_ms = engine::clock::system_now_ms();
             for g in groups.values_mut() {
                 g.group.tick(now);
+                g.vacant_since_ms = if g.group.members.is_empty() {
+                    g.vacant_since_ms.or(Some(now_ms))
+                } else {
+                    None
+                };
             }
             // A group with nobody in it and nothing committed holds no state worth keeping.
             groups.retain(|_, g| !(g.group.is_vacant() && g.offsets.is_empty()));
+        }
+    }
+
+    /// Expires the committed offsets of this core's memberless groups every
+    /// `offsets_retention_check_interval_ms` (tombstones in `__consumer_offsets`).
+    pub async fn offsets_expiry_loop(self: Rc<Self>) {
+        let cfg = &self.ctx.config;
+        let interval = Duration::from_millis(cfg.offsets_retention_check_interval_ms.max(1));
+        loop {
+            glommio::timer::sleep(interval).await;
+            crate::api::group::expire_offsets(&self, cfg.offsets_retention_ms).await;
         }
     }
 

@@ -89,6 +89,10 @@ struct FileConfig {
     log_cleaner_io_max_bytes_per_second: Option<u64>,
     /// Segment size of `__consumer_offsets` when it is created (`offsets.topic.segment.bytes`).
     offsets_topic_segment_bytes: Option<u64>,
+    /// How long a memberless group's offsets are kept (`offsets.retention.minutes`, in ms).
+    offsets_retention_ms: Option<i64>,
+    /// How often expired offsets are looked for (`offsets.retention.check.interval.ms`).
+    offsets_retention_check_interval_ms: Option<u64>,
     io_memory_bytes: Option<usize>,
     /// Busy-poll of an idle core before it sleeps, in µs.
     spin_before_park_us: Option<u64>,
@@ -202,6 +206,12 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
     }
     if let Some(n) = file.log_cleaner_io_max_bytes_per_second {
         c.log_cleaner_io_max_bytes_per_second = (n > 0).then_some(n);
+    }
+    if let Some(n) = file.offsets_retention_ms {
+        c.offsets_retention_ms = n;
+    }
+    if let Some(n) = file.offsets_retention_check_interval_ms {
+        c.offsets_retention_check_interval_ms = n;
     }
     if let Some(n) = file.offsets_topic_segment_bytes {
         c.offsets_topic_segment_bytes = n;

@@ -376,3 +376,42 @@ fn consumer_offsets_replay_only_live_state() {
         "the latest commit survives"
     );
 }
+
+#[test]
+fn a_memberless_groups_offsets_expire_with_tombstones() {
+    let topic = "expiring";
+    let cfg_dir = tempfile::tempdir().unwrap();
+    let cfg = config_file(
+        cfg_dir.path(),
+        "offsets-retention-ms = 4000\noffsets-retention-check-interval-ms = 200\n",
+    );
+    let mut broker = Broker::start_with(1, &["--config", &cfg]);
+    create_topic(&broker, topic, 1, &[]);
+    let py = |b: &Broker, cmd: &str, rest: &[&str]| {
+        let boot = b.bootstrap();
+        let mut a = vec![cmd, boot.as_str()];
+        a.extend_from_slice(rest);
+        run_python("compaction.py", &a, &[], Duration::from_secs(60))
+    };
+    let t0 = Instant::now();
+    py(&broker, "commit-many", &[topic, "gone", "5"]);
+    let fresh = py(&broker, "committed", &[topic, "gone"]);
+    if t0.elapsed() < Duration::from_millis(3_500) {
+        assert_eq!(fresh.trim(), "5", "a fresh commit is kept");
+    }
+    std::thread::sleep(Duration::from_millis(5_000));
+    // confluent-kafka answers -1001 (OFFSET_INVALID) for an offset the group does not have.
+    assert_eq!(py(&broker, "committed", &[topic, "gone"]).trim(), "-1001");
+    assert!(
+        broker.stderr_text().contains("committed offsets expired"),
+        "{}",
+        tail(&broker.stderr_text(), 4_000)
+    );
+    broker.terminate();
+    broker.restart();
+    assert_eq!(
+        py(&broker, "committed", &[topic, "gone"]).trim(),
+        "-1001",
+        "the expiry is durable (a tombstone)"
+    );
+}

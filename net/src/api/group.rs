@@ -984,6 +984,35 @@ pub async fn offset_delete(
 }
 
 /// Forgets (with tombstones) every committed offset of a deleted topic in this core's groups.
+/// Forgets (with tombstones) the committed offsets of this core's memberless groups that are
+/// older than `retention_ms` (`GroupEntry::expired_offsets`).
+pub async fn expire_offsets(state: &Rc<CoreState>, retention_ms: i64) {
+    let now = now_ms();
+    let doomed: Vec<(String, u32, OffsetRecords)> = state
+        .groups
+        .borrow()
+        .values()
+        .filter_map(|g| {
+            let items: OffsetRecords = g
+                .expired_offsets(now, retention_ms)
+                .into_iter()
+                .map(|(t, p)| (t, p, None))
+                .collect();
+            (!items.is_empty()).then(|| (g.group.id.clone(), g.partition, items))
+        })
+        .collect();
+    for (group_id, partition, items) in doomed {
+        match persist_offsets(state, &group_id, partition, &items).await {
+            Ok(()) => {
+                tracing::info!(group = %group_id, offsets = items.len(), "committed offsets expired (offsets-retention-ms)")
+            }
+            Err(code) => {
+                tracing::warn!(group = %group_id, code, "could not expire committed offsets; retrying at the next check")
+            }
+        }
+    }
+}
+
 pub async fn forget_topic(state: &Rc<CoreState>, topic: &str) {
     let doomed: Vec<(String, u32, OffsetRecords)> = state
         .groups

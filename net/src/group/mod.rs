@@ -48,6 +48,9 @@ pub struct GroupEntry {
     pub offsets: BTreeMap<(String, i32), Committed>,
     /// Partition of `__consumer_offsets` holding this group's records.
     pub partition: u32,
+    /// Wall-clock ms since which the group has had no members (`None` while it has some):
+    /// its offsets expire `offsets-retention-ms` after the later of this and their commit.
+    pub vacant_since_ms: Option<i64>,
 }
 
 impl GroupEntry {
@@ -56,7 +59,23 @@ impl GroupEntry {
             group: Group::new(id, initial_rebalance_delay),
             offsets: BTreeMap::new(),
             partition,
+            vacant_since_ms: None,
         }
+    }
+
+    /// The offsets expired at `now_ms` under `retention_ms` (Kafka's
+    /// `offsets.retention.minutes`, KIP-211): none while the group has members; once it has
+    /// none, each offset `retention_ms` after the later of its commit and the moment the group
+    /// emptied.
+    pub fn expired_offsets(&self, now_ms: i64, retention_ms: i64) -> Vec<(String, i32)> {
+        let Some(vacant) = self.vacant_since_ms else {
+            return Vec::new();
+        };
+        self.offsets
+            .iter()
+            .filter(|(_, c)| c.commit_ms.max(vacant).saturating_add(retention_ms) < now_ms)
+            .map(|(k, _)| k.clone())
+            .collect()
     }
 }
 
