@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `request_decode` | `net::conn::decode_frame`, the connection's decode entry point, for every advertised API key and version |
 //! | `request_dispatch` | a live in-process broker over loopback: frame decode + dispatch to the handlers |
-//! | `record_batch` | `engine::record_check::ValidBatch::new`: header, CRC, records, every codec (bounded inflation) |
+//! | `record_batch` | `engine::record_check::ValidBatch::new`: header, CRC, records, every codec (bounded inflation); on a valid batch the log cleaner's record parse and rebuild |
 //! | `segment_recovery` | `PartitionLog::open` of a partition whose active segment holds the input (the recovery scan), then reads |
 //! | `raft_log` | `meta::log_store::scan_log_records`, the raft log's recovery scan and entry decoder |
 //! | `meta_snapshot` | `meta::sm::check_snapshot_bytes`, the metastore snapshot decoder |
@@ -194,7 +194,39 @@ pub fn record_batch(data: &[u8]) {
             let h = v.header();
             assert_eq!(h.size_bytes, b.len(), "a valid batch spans its bytes");
             assert_eq!(h.records_count, h.last_offset_delta + 1);
+            cleaner_rebuild(&b, h);
         }
+    }
+}
+
+/// The log cleaner on a valid batch: its records parse, and a rebuild keeping every other
+/// record (with and without a delete horizon) is a valid stored batch holding exactly those.
+fn cleaner_rebuild(b: &[u8], h: &engine::batch::BatchHeader) {
+    use engine::cleaner::records;
+    let Ok(section) = records::section(b, h) else {
+        return;
+    };
+    let all = records::parse(&section, h).expect("a valid batch's records parse");
+    assert_eq!(all.len(), h.records_count as usize);
+    let kept: Vec<_> = all.iter().copied().step_by(2).collect();
+    for horizon in [None, Some(h.base_timestamp.wrapping_add(1))] {
+        let Ok(out) = records::rebuild(b, h, &kept, horizon) else {
+            continue;
+        };
+        let oh = engine::batch::validate_stored(&out).expect("a rebuilt batch is valid");
+        assert_eq!(
+            (oh.base_offset, oh.last_offset_delta),
+            (h.base_offset, h.last_offset_delta)
+        );
+        let osec = records::section(&out, &oh).expect("a rebuilt batch decompresses");
+        let again = records::parse(&osec, &oh).expect("a rebuilt batch's records parse");
+        fn key<'a>(r: &records::RecordView<'a>) -> (i32, i64, Option<&'a [u8]>, bool) {
+            (r.offset_delta, r.timestamp_ms, r.key, r.tombstone)
+        }
+        assert_eq!(
+            again.iter().map(key).collect::<Vec<_>>(),
+            kept.iter().map(key).collect::<Vec<_>>()
+        );
     }
 }
 

@@ -76,7 +76,7 @@ pub fn parse<'a>(section: &'a [u8], h: &BatchHeader) -> Result<Vec<RecordView<'a
         let key_len = read_varlong(section, &mut pos).ok_or_else(trunc)?;
         let key = match key_len {
             -1 => None,
-            n if n >= 0 && pos + n as usize <= end => {
+            n if n >= 0 && pos <= end && (n as u64) <= (end - pos) as u64 => {
                 let k = &section[pos..pos + n as usize];
                 pos += n as usize;
                 Some(k)
@@ -134,7 +134,7 @@ pub fn rebuild(
         // The record's fields before the key, re-based on the new base timestamp.
         body.clear();
         body.push(r.attributes);
-        put_varlong(&mut body, r.timestamp_ms - base_ts);
+        put_varlong(&mut body, r.timestamp_ms.wrapping_sub(base_ts));
         put_varlong(&mut body, r.offset_delta as i64);
         body.extend_from_slice(&r.raw[r.body_from..]);
         put_varlong(&mut records, body.len() as i64);

@@ -173,7 +173,7 @@ fn filter_batch(
         .iter()
         .copied()
         .filter(|r| {
-            let offset = h.base_offset as u64 + r.offset_delta as u64;
+            let offset = (h.base_offset as u64).wrapping_add(r.offset_delta as u64);
             let Some(key) = r.key else { return false };
             let latest = map.get(key).is_none_or(|m| offset >= m);
             latest && !(r.tombstone && tombstones_expired)
@@ -474,7 +474,7 @@ impl PartitionLog {
                     }
                     let section = records::section(one, &h).map_err(|e| self.batch_err(e))?;
                     for r in records::parse(&section, &h).map_err(|e| self.batch_err(e))? {
-                        let offset = h.base_offset as u64 + r.offset_delta as u64;
+                        let offset = (h.base_offset as u64).wrapping_add(r.offset_delta as u64);
                         if let (Some(key), true) = (r.key, offset >= first_dirty) {
                             let stored = map.put(key, offset);
                             debug_assert!(stored, "room was checked for the whole batch");
