@@ -70,21 +70,7 @@ run_variant() { # NAME POLICY ROUND
   [ "$2" = compact ] && cfg="$cfg --config cleanup.policy=compact --config min.cleanable.dirty.ratio=0.5"
   # shellcheck disable=SC2086
   "$ringlog" topic create --brokers "127.0.0.1:$port" noisy --partitions 1 $cfg >/dev/null
-  "$python" - "127.0.0.1:$port" "$noise_rate" <<'PY' &
-import sys, time
-from confluent_kafka import Producer
-p = Producer({"bootstrap.servers": sys.argv[1], "acks": "all", "linger.ms": 2})
-rate, value, sent, t0 = float(sys.argv[2]), b"n" * 1024, 0, time.time()
-while True:
-    due = int((time.time() - t0) * rate)
-    while sent < due:
-        try:
-            p.produce("noisy", value, key=b"key-%d" % (sent % 10000))
-            sent += 1
-        except BufferError:
-            p.poll(0.01)
-    p.poll(0.005)
-PY
+  "$python" scripts/noise_writer.py "127.0.0.1:$port" noisy "$noise_rate" 10000 &
   pids+=($!)
   sleep 5
   "$bench" -b "127.0.0.1:$port" -w bench/workloads/1-topic-6-partitions-1kb-2p-2c-20k-rate.yaml \

@@ -39,21 +39,7 @@ start_broker "$new" "$port_b" new
 for port in "$port_a" "$port_b"; do
   "$new" topic create --brokers "127.0.0.1:$port" noisy --partitions 1 --config segment.bytes=1048576
   "$new" topic create --brokers "127.0.0.1:$port" noisy-fan --partitions 1 --config fanout.parent=noisy
-  "$python" - "127.0.0.1:$port" "$noise_rate" <<'PY' &
-import sys, time
-from confluent_kafka import Producer
-p = Producer({"bootstrap.servers": sys.argv[1], "acks": "all", "linger.ms": 2})
-rate, value, sent, t0 = float(sys.argv[2]), b"n" * 1024, 0, time.time()
-while True:
-    due = int((time.time() - t0) * rate)
-    while sent < due:
-        try:
-            p.produce("noisy", value)
-            sent += 1
-        except BufferError:
-            p.poll(0.01)
-    p.poll(0.005)
-PY
+  "$python" scripts/noise_writer.py "127.0.0.1:$port" noisy "$noise_rate" &
   pids+=($!)
 done
 sleep 3

@@ -186,18 +186,7 @@ pub fn compute_crc(b: &[u8]) -> u32 {
 /// Validates that `b` is exactly one well-formed v2 batch: length, magic, CRC, record count
 /// against last offset delta, compression codec.
 pub fn validate(b: &[u8]) -> Result<BatchHeader, BatchError> {
-    let h = parse_header(b)?;
-    if h.size_bytes != b.len() {
-        return Err(BatchError::LengthMismatch {
-            declared: h.size_bytes as i64 - LOG_OVERHEAD_BYTES as i64,
-            actual: b.len() - LOG_OVERHEAD_BYTES,
-        });
-    }
-    let stored = be_u32(b, CRC_POS);
-    let computed = compute_crc(b);
-    if stored != computed {
-        return Err(BatchError::CrcMismatch { stored, computed });
-    }
+    let h = check_frame(b)?;
     check_counts(&h)?;
     Ok(h)
 }
@@ -205,18 +194,7 @@ pub fn validate(b: &[u8]) -> Result<BatchHeader, BatchError> {
 /// `validate` for a batch read back from the log: a batch the cleaner filtered keeps its
 /// offset range (base offset, last offset delta) but holds fewer records, possibly none.
 pub fn validate_stored(b: &[u8]) -> Result<BatchHeader, BatchError> {
-    let h = parse_header(b)?;
-    if h.size_bytes != b.len() {
-        return Err(BatchError::LengthMismatch {
-            declared: h.size_bytes as i64 - LOG_OVERHEAD_BYTES as i64,
-            actual: b.len() - LOG_OVERHEAD_BYTES,
-        });
-    }
-    let stored = be_u32(b, CRC_POS);
-    let computed = compute_crc(b);
-    if stored != computed {
-        return Err(BatchError::CrcMismatch { stored, computed });
-    }
+    let h = check_frame(b)?;
     if h.last_offset_delta < 0
         || h.records_count < 0
         || h.records_count > h.last_offset_delta.saturating_add(1)
@@ -226,6 +204,23 @@ pub fn validate_stored(b: &[u8]) -> Result<BatchHeader, BatchError> {
             count: h.records_count,
             last_offset_delta: h.last_offset_delta,
         });
+    }
+    Ok(h)
+}
+
+/// The header of `b` if `b` is exactly one batch (its declared length) with a matching CRC.
+fn check_frame(b: &[u8]) -> Result<BatchHeader, BatchError> {
+    let h = parse_header(b)?;
+    if h.size_bytes != b.len() {
+        return Err(BatchError::LengthMismatch {
+            declared: h.size_bytes as i64 - LOG_OVERHEAD_BYTES as i64,
+            actual: b.len() - LOG_OVERHEAD_BYTES,
+        });
+    }
+    let stored = be_u32(b, CRC_POS);
+    let computed = compute_crc(b);
+    if stored != computed {
+        return Err(BatchError::CrcMismatch { stored, computed });
     }
     Ok(h)
 }

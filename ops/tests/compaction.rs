@@ -104,14 +104,6 @@ fn latest(start: u64, end: u64) -> Records {
         .collect()
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn config_file(broker_dir: &std::path::Path, text: &str) -> String {
     let path = broker_dir.join("ringlog.toml");
     std::fs::write(&path, text).unwrap();

@@ -15,7 +15,7 @@ mod support;
 use std::collections::{BTreeMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -273,14 +273,6 @@ with zipfile.ZipFile(wheel) as z:
 // ---------------------------------------------------------------------------------------------
 // The worker
 // ---------------------------------------------------------------------------------------------
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A `ConnectDistributed` JVM; SIGKILLed on drop.
 struct Worker {

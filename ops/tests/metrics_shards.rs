@@ -5,19 +5,10 @@
 mod support;
 
 use std::collections::{BTreeMap, HashMap};
-use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use support::*;
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn broker_with_admin(cores: usize) -> (Broker, String) {
     let admin = format!("127.0.0.1:{}", free_port());

@@ -353,6 +353,22 @@ impl PartitionLog {
         })
     }
 
+    /// A walk over closed segment `seg`'s batches (`None`: segments changed since `planned`).
+    async fn walk(
+        &self,
+        seg: &ClosedSegment,
+        planned: u64,
+    ) -> Result<Option<SegmentWalk>, LogError> {
+        Ok(self
+            .segment_reader(seg, planned)
+            .await?
+            .map(|reader| SegmentWalk {
+                seg: seg.clone(),
+                reader,
+                next: 0,
+            }))
+    }
+
     /// Reads the next chunk of whole batches of a walk, checked against the segment's index
     /// (each batch's base offset where the index puts it, its CRC valid). `None` at the end.
     async fn walk_chunk(
@@ -452,14 +468,9 @@ impl PartitionLog {
         );
         let mut map_end = info.first_uncleanable_offset;
         'map: for seg in segments.iter().filter(|s| s.next_offset > first_dirty) {
-            let Some(reader) = self.segment_reader(seg, planned).await? else {
+            let Some(mut walk) = self.walk(seg, planned).await? else {
                 summary.abandoned = true;
                 return Ok(Some(summary));
-            };
-            let mut walk = SegmentWalk {
-                seg: seg.clone(),
-                reader,
-                next: 0,
             };
             while let Some((bytes, entries)) = self.walk_chunk(&mut walk, opts.throttle).await? {
                 summary.bytes_read += bytes.len() as u64;
@@ -617,15 +628,10 @@ impl PartitionLog {
         let mut changed = false;
         let mut written = 0u64;
         for seg in group {
-            let Some(reader) = self.segment_reader(seg, planned).await? else {
+            let Some(mut walk) = self.walk(seg, planned).await? else {
                 let _ = seal_segment(out).await;
                 io::remove_all_of(paths.to_vec()).await.map_err(io_err)?;
                 return Ok(None);
-            };
-            let mut walk = SegmentWalk {
-                seg: seg.clone(),
-                reader,
-                next: 0,
             };
             while let Some((bytes, entries)) = self.walk_chunk(&mut walk, opts.throttle).await? {
                 summary.bytes_read += bytes.len() as u64;
@@ -692,19 +698,8 @@ impl PartitionLog {
                     out.log.append(out_bytes);
                 }
                 if out.log.unflushed_bytes() >= CLEANER_WRITE_BATCH_BYTES {
-                    let n = out.log.unflushed_bytes();
-                    opts.throttle.take(n).await;
-                    let jobs: Vec<_> = [
-                        out.log.take_flush(),
-                        out.index.take_flush(),
-                        out.time_index.take_flush(),
-                    ]
-                    .into_iter()
-                    .flatten()
-                    .collect();
-                    for r in crate::join::join_all(jobs.into_iter().map(|j| j.write())).await {
-                        r.map_err(io_err)?;
-                    }
+                    opts.throttle.take(out.log.unflushed_bytes()).await;
+                    out.write_pending().await.map_err(io_err)?;
                 }
                 opts.throttle.slice().await;
             }

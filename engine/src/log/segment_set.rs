@@ -69,6 +69,22 @@ impl ActiveSegment {
         self.bytes_since_time_entry = 0;
     }
 
+    /// Writes (without syncing) what the three files hold in memory.
+    pub(super) async fn write_pending(&mut self) -> std::io::Result<()> {
+        let jobs: Vec<_> = [
+            self.log.take_flush(),
+            self.index.take_flush(),
+            self.time_index.take_flush(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        for r in crate::join::join_all(jobs.into_iter().map(|j| j.write())).await {
+            r?;
+        }
+        Ok(())
+    }
+
     /// A final time-index entry for the newest timestamp, so a closed segment's max timestamp
     /// is its time index's last entry.
     pub(super) fn seal_time_index(&mut self) {
@@ -372,17 +388,7 @@ pub(super) async fn open_segment_at(
 /// closes them. Afterwards the segment is immutable and holds no fd.
 pub(super) async fn seal_segment(mut seg: ActiveSegment) -> std::io::Result<()> {
     seg.seal_time_index();
-    let jobs: Vec<_> = [
-        seg.log.take_flush(),
-        seg.index.take_flush(),
-        seg.time_index.take_flush(),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    for r in crate::join::join_all(jobs.into_iter().map(|j| j.write())).await {
-        r?;
-    }
+    seg.write_pending().await?;
     let apps = [&seg.log, &seg.index, &seg.time_index];
     for r in crate::join::join_all(apps.iter().map(|a| a.trim_to_len())).await {
         r?;

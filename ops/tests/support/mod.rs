@@ -269,7 +269,8 @@ pub struct Broker {
     extra_args: Vec<String>,
 }
 
-fn free_port() -> u16 {
+/// A port on 127.0.0.1 that was free a moment ago (tests bind their own ports).
+pub fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
     l.local_addr().unwrap().port()
 }
