@@ -310,3 +310,103 @@ fn an_interrupted_swap_is_finished_or_undone_on_open() {
         assert_eq!(got, want);
     });
 }
+
+/// `n` records with keys `k0..k<n>` and values tagged `tag`, as producer `pid`'s batch from
+/// sequence `seq`.
+fn producer_batch(tag: &str, n: usize, pid: i64, seq: i32) -> Vec<u8> {
+    engine::batch_encode::encode_for_producer(
+        (0..n).map(|i| NewRecord {
+            key: Some(Bytes::from(format!("k{i}"))),
+            value: Some(Bytes::from(format!("{tag}-{i}"))),
+            timestamp_ms: T0,
+            ..Default::default()
+        }),
+        Some(engine::batch_encode::ProducerSeq {
+            producer_id: pid,
+            epoch: 0,
+            base_sequence: seq,
+        }),
+    )
+}
+
+#[test]
+fn an_idempotent_producer_continues_after_its_batches_are_cleaned_away() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let core = core(dir.path(), 4).await;
+        let pdir = dir.path().join("topics/t/p00000");
+        let open = || engine::Partition::open(&core, pdir.clone(), "inc", compacted_config());
+        let (p, _) = open().await.unwrap();
+        let produce = |p: Rc<engine::Partition>, b: Vec<u8>| async move {
+            let v = ValidBatch::new(&b, BatchRules::max_bytes(1 << 20)).unwrap();
+            p.produce(v, Durability::Sync).await
+        };
+        // Producer 7's two batches are overwritten by producer 8's: every record of 7 loses.
+        produce(p.clone(), producer_batch("a", 10, 7, 0))
+            .await
+            .unwrap();
+        let last7 = produce(p.clone(), producer_batch("b", 10, 7, 10))
+            .await
+            .unwrap();
+        produce(p.clone(), producer_batch("c", 10, 8, 0))
+            .await
+            .unwrap();
+        p.log().roll().await.unwrap();
+        let throttle = Throttle::new(None);
+        let s = p
+            .clean(T0 + 1, 1 << 20, &throttle)
+            .await
+            .unwrap()
+            .expect("due");
+        assert_eq!(s.records_removed, 20);
+        // Producer 7's newest batch stays, emptied, so its sequence survives a reopen.
+        let batches = read_all(p.log(), 0).await;
+        let heads: Vec<_> = batches
+            .iter()
+            .map(|b| engine::batch::parse_header(b).unwrap())
+            .map(|h| (h.base_offset, h.records_count, h.producer_id))
+            .collect();
+        assert_eq!(heads, vec![(10, 0, 7), (20, 10, 8)]);
+        p.close().await.unwrap();
+        let (p, _) = open().await.unwrap();
+        // A retry of the emptied batch is still a duplicate with its offsets; the next
+        // sequence is accepted.
+        let retry = produce(p.clone(), producer_batch("b", 10, 7, 10))
+            .await
+            .unwrap();
+        assert!(retry.duplicate);
+        assert_eq!(retry.base_offset, last7.base_offset);
+        let next = produce(p.clone(), producer_batch("d", 10, 7, 20))
+            .await
+            .unwrap();
+        assert_eq!((next.base_offset, next.duplicate), (30, false));
+    });
+}
+
+#[test]
+fn retention_deletes_a_compacted_log_only_under_compact_delete() {
+    run(|| async {
+        for (policy, deletes) in [
+            (CleanupPolicy::COMPACT, false),
+            (
+                CleanupPolicy {
+                    delete: true,
+                    compact: true,
+                },
+                true,
+            ),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let core = core(dir.path(), 4).await;
+            let cfg = LogConfig {
+                cleanup_policy: policy,
+                retention_ms: Some(1_000),
+                ..compacted_config()
+            };
+            let (log, _) = open(&core, dir.path(), cfg).await;
+            fill(&log, 0).await;
+            let r = log.enforce_retention(T0 + 10 * 86_400_000).await.unwrap();
+            assert_eq!(!r.deleted_segments.is_empty(), deletes, "{policy}");
+        }
+    });
+}

@@ -174,6 +174,12 @@ pub fn to_log_config(
             _ => return Err(InvalidTopicConfig::Unknown(k.clone())),
         }
     }
+    if c.cleanup_policy.compact && configs.contains_key("fanout.parent") {
+        return Err(InvalidTopicConfig::Incomplete {
+            key: "cleanup.policy".into(),
+            why: "with compact cannot go with fanout.parent: a fan-out child takes its parent's records as they are, keyless ones too, which a compacted topic refuses; keep the child's cleanup.policy=delete",
+        });
+    }
     c.max_unflushed_bytes = c.max_unflushed_bytes.max(c.max_batch_bytes as u64);
     c.validate().map_err(InvalidTopicConfig::Log)?;
     Ok(c)
@@ -257,6 +263,12 @@ mod tests {
         )
         .unwrap_err();
         assert!(matches!(e, InvalidTopicConfig::Log(_)), "{e}");
+        let e = to_log_config(
+            &cfg(&[("cleanup.policy", "compact"), ("fanout.parent", "p")]),
+            &d,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("fanout.parent"), "{e}");
         assert_eq!(describe(&BTreeMap::new(), &d).len(), TOPIC_CONFIGS.len());
     }
 }

@@ -185,8 +185,12 @@ impl PartitionLog {
             if (h.last_offset() as u64) < from {
                 bytes.drain(..h.size_bytes);
                 if bytes.is_empty() {
-                    let next = next_base.expect("only closed segments have gaps");
-                    return Ok(ReadStep::SkipTo(next.max(from + 1)));
+                    // Only a cleaned (closed) segment has gaps; in the active one there is
+                    // nothing to skip to, and the read is empty.
+                    return Ok(match next_base {
+                        Some(next) => ReadStep::SkipTo(next.max(from + 1)),
+                        None => ReadStep::Done(DueRead::default()),
+                    });
                 }
             }
         }
