@@ -142,6 +142,17 @@ impl Default for LogConfig {
 }
 
 impl LogConfig {
+    /// How old the active segment's first batch may get before a roll: `segment.ms`, and for
+    /// a compacted log at most `max.compaction.lag.ms` (only closed segments are cleaned), as
+    /// Kafka does.
+    pub fn roll_after_ms(&self) -> i64 {
+        if self.cleanup_policy.compact {
+            self.segment_ms.min(self.max_compaction_lag_ms)
+        } else {
+            self.segment_ms
+        }
+    }
+
     /// Checks the invariants the log relies on; a bad value is named with its fix.
     pub fn validate(&self) -> Result<(), String> {
         let align = crate::io::IO_ALIGNMENT_BYTES;

@@ -410,3 +410,64 @@ fn retention_deletes_a_compacted_log_only_under_compact_delete() {
         }
     });
 }
+
+#[test]
+fn a_close_stops_a_pass_and_leaves_no_cleaned_files() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let core = core(dir.path(), 4).await;
+        let (log, _) = open(&core, dir.path(), compacted_config()).await;
+        fill(&log, 0).await;
+        let before = contents(&log).await;
+        // A slow pass (100 KB/s: seconds for this log), closed under it.
+        let pass_log = log.clone();
+        let pass = glommio::spawn_local(async move {
+            let throttle = Throttle::new(Some(100_000));
+            pass_log
+                .clean(&engine::log::CleanOptions {
+                    now_ms: T0 + 1_000,
+                    dedupe_buffer_bytes: 1 << 20,
+                    throttle: &throttle,
+                    keep_batches: &HashSet::new(),
+                })
+                .await
+        });
+        glommio::timer::sleep(std::time::Duration::from_millis(300)).await;
+        log.close().await.unwrap();
+        let result = pass.await;
+        assert!(
+            matches!(result, Ok(None)) || matches!(&result, Ok(Some(s)) if s.abandoned),
+            "{result:?}"
+        );
+        let pdir = dir.path().join("topics/t/p00000");
+        let leftovers: Vec<String> = std::fs::read_dir(&pdir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.contains("cleaned") || n.contains("swap"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+        let (log, _) = open(&core, dir.path(), compacted_config()).await;
+        assert_eq!(contents(&log).await, before);
+    });
+}
+
+#[test]
+fn a_full_recovery_scan_keeps_cleaned_segments() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let core = core(dir.path(), 4).await;
+        let (log, _) = open(&core, dir.path(), compacted_config()).await;
+        fill(&log, 0).await;
+        clean(&log, T0 + 1_000).await.expect("due");
+        let want = contents(&log).await;
+        let segments = log.segment_count();
+        log.close().await.unwrap();
+        // Without its marker every segment is scanned, cleaned ones too (gaps, emptied tails).
+        std::fs::remove_file(dir.path().join("topics/t/p00000/recovery.marker")).unwrap();
+        let (log, summary) = open(&core, dir.path(), compacted_config()).await;
+        assert!(summary.segments_scanned >= segments, "{summary:?}");
+        assert!(summary.segments_deleted.is_empty(), "{summary:?}");
+        assert_eq!(contents(&log).await, want);
+        assert_eq!(log.segment_count(), segments);
+    });
+}

@@ -2,10 +2,11 @@
 //! with a small share of the core (`CLEANER_TASK_QUEUE_SHARES`), so produce and fetch run
 //! first whenever both have work. Each round it takes the due partition with the highest
 //! dirty ratio and runs one pass (`engine::Partition::clean`); when none is due it sleeps
-//! `log-cleaner-backoff-ms`. I/O is capped by `log-cleaner-io-max-bytes-per-second`.
+//! `log-cleaner-backoff-ms`; a partition whose pass failed rests `CLEANER_FAILED_RETRY_MS`. I/O is capped by `log-cleaner-io-max-bytes-per-second`.
 
+use std::collections::HashMap;
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use engine::cleaner::Throttle;
 
@@ -34,11 +35,23 @@ pub fn spawn(state: Rc<CoreState>) {
     }
 }
 
-/// The partition to clean now: the due one with the highest dirty ratio.
-fn pick(state: &CoreState, now_ms: i64) -> Option<Rc<OwnedPartition>> {
+/// A partition whose pass failed (or could do nothing) waits this long before it is taken
+/// again, so one broken log does not keep the others of its core from being cleaned.
+pub const CLEANER_FAILED_RETRY_MS: u64 = 60_000;
+
+/// Partitions waiting out a failed pass, until when. At most one entry per partition of the
+/// core; an entry goes when its time has passed.
+type Resting = HashMap<(String, u32), Instant>;
+
+/// The partition to clean now: the due one with the highest dirty ratio, among those not
+/// resting after a failed pass.
+fn pick(state: &CoreState, now_ms: i64, resting: &mut Resting) -> Option<Rc<OwnedPartition>> {
+    let now = Instant::now();
+    resting.retain(|_, until| *until > now);
     let parts: Vec<Rc<OwnedPartition>> = state.partitions.borrow().values().cloned().collect();
     parts
         .into_iter()
+        .filter(|p| !resting.contains_key(&(p.topic.clone(), p.index)))
         .filter_map(|p| {
             let info = p.log().dirty_info(now_ms)?;
             info.due.map(|_| (info.dirty_ratio, p))
@@ -51,9 +64,11 @@ async fn cleaner_loop(state: Rc<CoreState>) {
     let cfg = &state.ctx.config;
     let backoff = Duration::from_millis(cfg.log_cleaner_backoff_ms.max(1));
     let throttle = Throttle::new(cfg.log_cleaner_io_max_bytes_per_second);
+    let mut resting = Resting::new();
+    let rest = Duration::from_millis(CLEANER_FAILED_RETRY_MS);
     loop {
         let now = state.storage.clock().now_ms();
-        let Some(p) = pick(&state, now) else {
+        let Some(p) = pick(&state, now, &mut resting) else {
             glommio::timer::sleep(backoff).await;
             continue;
         };
@@ -72,10 +87,12 @@ async fn cleaner_loop(state: Rc<CoreState>) {
                 }
             }
             // Due but nothing could be done (the map cannot hold one batch): try later.
-            Ok(None) => glommio::timer::sleep(backoff).await,
+            Ok(None) => {
+                resting.insert((p.topic.clone(), p.index), Instant::now() + rest);
+            }
             Err(e) => {
-                tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "cleaner pass failed; retrying later");
-                glommio::timer::sleep(backoff).await;
+                tracing::warn!(topic = %p.topic, partition = p.index, error = %e, retry_ms = CLEANER_FAILED_RETRY_MS, "cleaner pass failed; the partition is retried later, the others go on");
+                resting.insert((p.topic.clone(), p.index), Instant::now() + rest);
             }
         }
     }

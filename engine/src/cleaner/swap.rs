@@ -67,6 +67,13 @@ impl Swap {
             !self.groups.is_empty() && self.groups.iter().all(|g| !g.is_empty()),
             "a swap replaces at least one segment per group"
         );
+        // Every cleaned file must be there before the swap is recorded (finishing tolerates
+        // missing ones only because it may be a repeat).
+        for g in &self.groups {
+            for p in cleaned_paths(dir, g[0]) {
+                io::file_len(&p).await?;
+            }
+        }
         io::write_atomic(&dir.join(SWAP_FILE_NAME), self.encode()).await?;
         self.finish(dir).await
     }

@@ -159,7 +159,7 @@ impl PartitionLog {
         let too_big = non_empty && a.log.len() + len > self.config.borrow().segment_bytes;
         let too_old = a
             .first_commit_time_ms
-            .is_some_and(|first| commit - first >= self.config.borrow().segment_ms);
+            .is_some_and(|first| commit - first >= self.config.borrow().roll_after_ms());
         let offsets_full = st.next_offset + h.offset_count() - a.base_offset > u32::MAX as u64;
         if too_big || too_old || offsets_full {
             return Ok(AppendStep::Roll);

@@ -42,8 +42,10 @@ pub(super) struct CleanerState {
     last_clean_ms: Option<i64>,
     /// A swap holds the gate: no reader opens a closed segment meanwhile.
     swapping: bool,
-    /// The log is closing: no new swap starts.
+    /// The log is closing: a pass under way stops at its next step, no new one starts.
     closing: bool,
+    /// A pass is under way (a close waits for it to end).
+    running: bool,
     /// Readers opening a closed segment's files right now.
     reader_opens: u32,
     /// Changes to the closed-segment set that remove or replace files (swaps, retention):
@@ -69,6 +71,7 @@ impl CleanerState {
             last_clean_ms: None,
             swapping: false,
             closing: false,
+            running: false,
             reader_opens: 0,
             generation: 0,
             totals: CleanerTotals::default(),
@@ -184,10 +187,11 @@ fn filter_batch(
     let new_horizon =
         (keeps_tombstone && horizon.is_none()).then(|| now_ms.saturating_add(delete_retention_ms));
     let tombstone_horizon_ms = keeps_tombstone.then(|| horizon.or(new_horizon)).flatten();
-    let fate = if removed == 0 && new_horizon.is_none() {
-        Fate::Keep
-    } else if kept.is_empty() && !keep_empty {
+    let fate = if kept.is_empty() && !keep_empty {
+        // Also a batch emptied earlier for a producer that has newer batches now.
         Fate::Drop
+    } else if removed == 0 && new_horizon.is_none() {
+        Fate::Keep
     } else {
         Fate::Rewrite(records::rebuild(bytes, h, &kept, new_horizon)?)
     };
@@ -236,6 +240,17 @@ impl Drop for SwapGate<'_> {
     }
 }
 
+/// Marks the end of a pass, however it ends.
+struct RunGuard<'a>(&'a PartitionLog);
+
+impl Drop for RunGuard<'_> {
+    fn drop(&mut self) {
+        let mut st = self.0.st.borrow_mut();
+        st.cleaner.running = false;
+        st.notify();
+    }
+}
+
 /// Counts a reader opening a closed segment's files, so a swap waits for it.
 struct OpenGuard<'a>(&'a PartitionLog);
 
@@ -261,7 +276,7 @@ impl PartitionLog {
         loop {
             let gen = {
                 let mut st = self.st.borrow_mut();
-                if st.cleaner.generation != planned {
+                if st.cleaner.generation != planned || st.closed_for_good {
                     return Ok(None);
                 }
                 if !st.cleaner.swapping {
@@ -332,7 +347,12 @@ impl PartitionLog {
             .checkpoint
             .tombstones_due_ms
             .is_some_and(|t| now_ms >= t);
-        let due = if dirty > 0 && ratio >= cfg.min_cleanable_dirty_ratio {
+        // While a roll is under way (or failed: no active segment) the newest closed segment
+        // may not be sealed yet, nor the recovery point moved past it: no pass then.
+        let settled = !st.rolling && st.active.is_some();
+        let due = if !settled {
+            None
+        } else if dirty > 0 && ratio >= cfg.min_cleanable_dirty_ratio {
             Some(CleanReason::DirtyRatio)
         } else if dirty > 0 && overdue {
             Some(CleanReason::MaxCompactionLag)
@@ -376,6 +396,11 @@ impl PartitionLog {
         w: &mut SegmentWalk,
         throttle: &Throttle,
     ) -> Result<Option<(Vec<u8>, Vec<OffsetEntry>)>, LogError> {
+        if self.st.borrow().cleaner.closing {
+            return Err(LogError::Closed {
+                dir: self.dir_name(),
+            });
+        }
         let e = &w.reader.entries;
         if w.next >= e.len() {
             return Ok(None);
@@ -425,11 +450,37 @@ impl PartitionLog {
             }
             pos += one.len();
         }
+        if pos != bytes.len() {
+            return Err(corrupt(format!(
+                "{} bytes at position {} have no index entry",
+                bytes.len() - pos,
+                start + pos as u64
+            )));
+        }
         Ok(Some((bytes, entries)))
     }
 
-    /// One cleaner pass, if one is due (see the module docs). `Ok(None)`: nothing to do.
+    /// One cleaner pass, if one is due (see the module docs). `Ok(None)`: nothing to do (or
+    /// the log began closing; a close waits for the pass to stop).
     pub async fn clean(
+        self: &Rc<Self>,
+        opts: &CleanOptions<'_>,
+    ) -> Result<Option<CleanSummary>, LogError> {
+        {
+            let mut st = self.st.borrow_mut();
+            if st.cleaner.closing || st.cleaner.running {
+                return Ok(None);
+            }
+            st.cleaner.running = true;
+        }
+        let _running = RunGuard(self);
+        match self.clean_pass(opts).await {
+            Err(_) if self.st.borrow().cleaner.closing => Ok(None),
+            other => other,
+        }
+    }
+
+    async fn clean_pass(
         self: &Rc<Self>,
         opts: &CleanOptions<'_>,
     ) -> Result<Option<CleanSummary>, LogError> {
@@ -730,8 +781,9 @@ impl PartitionLog {
         loop {
             let gen = {
                 let mut st = self.st.borrow_mut();
-                self.check_usable(&st)?;
-                if st.cleaner.closing {
+                // Before the commit point a refusal leaves nothing behind: the caller removes
+                // the cleaned files.
+                if st.cleaner.closing || self.check_usable(&st).is_err() {
                     return Ok(false);
                 }
                 if !st.cleaner.swapping {
@@ -793,13 +845,14 @@ impl PartitionLog {
         Ok(true)
     }
 
-    /// Marks the log closing for the cleaner and waits for a swap under way to finish.
+    /// Marks the log closing for the cleaner and waits for a pass under way to stop (at its
+    /// next step; a swap already committing finishes first).
     pub(super) async fn stop_cleaner(&self) {
         loop {
             let gen = {
                 let mut st = self.st.borrow_mut();
                 st.cleaner.closing = true;
-                if !st.cleaner.swapping {
+                if !st.cleaner.swapping && !st.cleaner.running {
                     return;
                 }
                 st.change_gen

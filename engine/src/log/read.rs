@@ -303,7 +303,8 @@ impl PartitionLog {
                         dir: self.dir_name(),
                         source: e,
                     })?;
-                    if h.max_timestamp < target_ms {
+                    // An emptied batch (kept by the cleaner for its producer) has no record to find.
+                    if h.max_timestamp < target_ms || h.records_count == 0 {
                         continue;
                     }
                     let found = batch::first_offset_at_or_after(&bytes, &h, target_ms)

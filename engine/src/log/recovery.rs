@@ -196,6 +196,12 @@ pub(super) async fn recover(
             content,
         )
         .await?;
+        // A cleaned segment's last batches may be gone: it still reaches its successor.
+        let next = if next <= bases[i + 1] {
+            bases[i + 1]
+        } else {
+            next
+        };
         let closed_seg = ClosedSegment {
             base_offset: base,
             next_offset: next,

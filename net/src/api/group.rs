@@ -1002,6 +1002,22 @@ pub async fn expire_offsets(state: &Rc<CoreState>, retention_ms: i64) {
         })
         .collect();
     for (group_id, partition, items) in doomed {
+        // Checked again right before the tombstones go: a commit since (a consumer back)
+        // keeps its offset.
+        let items: OffsetRecords = {
+            let groups = state.groups.borrow();
+            let Some(g) = groups.get(&group_id) else {
+                continue;
+            };
+            let still = g.expired_offsets(now_ms(), retention_ms);
+            items
+                .into_iter()
+                .filter(|(t, p, _)| still.iter().any(|(st, sp)| st == t && sp == p))
+                .collect()
+        };
+        if items.is_empty() {
+            continue;
+        }
         match persist_offsets(state, &group_id, partition, &items).await {
             Ok(()) => {
                 tracing::info!(group = %group_id, offsets = items.len(), "committed offsets expired (offsets-retention-ms)")
