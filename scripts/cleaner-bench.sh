@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue #11's cleaner benchmark, on one `ringlog` binary with one core.
+# Issue #11's cleaner benchmark, on one `ringlog` binary with one core. (The p99 rounds run
+# first: the throughput phase writes gigabytes, which leaves the disk busy for a while.)
 #
 # 1. Cleaner throughput: ringlog-bench fills a topic (64 MiB segments, 10,000 keys, 1 KiB
 #    values) for FILL_SECS, the topic is switched to cleanup.policy=compact, and the pass's own
@@ -42,26 +43,6 @@ start_broker() { # NAME PORT
   exit 1
 }
 
-echo "== cleaner throughput"
-port=$((19100 + RANDOM % 800))
-start_broker fill "$port"
-"$bench" -b "127.0.0.1:$port" --topics 1 --partitions 1 --message-size 1024 \
-  --key-distributor KEY_ROUND_ROBIN --producers-per-topic 1 --subscriptions-per-topic 0 \
-  --rate 0 --duration-secs "$fill_secs" --warmup-secs 0 --keep-topics --topic-prefix dirty \
-  --quiet -o "$work/fill" | sed -n 1p
-topic=$("$ringlog" topic list --brokers "127.0.0.1:$port" | awk '/^dirty/ {print $1}')
-"$ringlog" topic alter-config --brokers "127.0.0.1:$port" --set cleanup.policy=compact "$topic" >/dev/null
-for _ in $(seq 600); do
-  grep -q "cleaner pass.*$topic" "$work/fill.log" && break
-  sleep 0.1
-done
-line=$(grep "cleaner pass.*$topic" "$work/fill.log" | head -1)
-echo "$line" | sed 's/.*cleaner pass//'
-dirty=$(echo "$line" | sed -n 's/.* dirty=\([0-9]*\).*/\1/p')
-ms=$(echo "$line" | sed -n 's/.* elapsed_ms=\([0-9]*\).*/\1/p')
-python3 -c "print(f'cleaned {$dirty/2**20:.0f} MiB of dirty log in {$ms} ms: {$dirty/2**20/max($ms,1)*1000:.0f} MiB/s')"
-stop_all
-
 echo "== produce p99 next to the cleaner ($rounds rounds, $secs s each)"
 run_variant() { # NAME POLICY ROUND
   local name=$1-$3 port=$((19100 + RANDOM % 800))
@@ -99,3 +80,23 @@ for i in range(1, rounds + 1):
     print(f"round {i}: publish p99 idle {idle:.3f} ms, cleaning {clean:.3f} ms, ratio {clean / idle:.3f}")
 print(f"median clean/idle publish p99: {statistics.median(ratios):.3f}")
 PY
+echo "== cleaner throughput"
+port=$((19100 + RANDOM % 800))
+start_broker fill "$port"
+"$bench" -b "127.0.0.1:$port" --topics 1 --partitions 1 --message-size 1024 \
+  --key-distributor KEY_ROUND_ROBIN --producers-per-topic 1 --subscriptions-per-topic 0 \
+  --rate 0 --duration-secs "$fill_secs" --warmup-secs 0 --keep-topics --topic-prefix dirty \
+  --quiet -o "$work/fill" | sed -n 1p
+topic=$("$ringlog" topic list --brokers "127.0.0.1:$port" | awk '/^dirty/ {print $1}')
+"$ringlog" topic alter-config --brokers "127.0.0.1:$port" --set cleanup.policy=compact "$topic" >/dev/null
+for _ in $(seq 600); do
+  grep -q "cleaner pass.*$topic" "$work/fill.log" && break
+  sleep 0.1
+done
+line=$(grep "cleaner pass.*$topic" "$work/fill.log" | head -1)
+echo "$line" | sed 's/.*cleaner pass//'
+dirty=$(echo "$line" | sed -n 's/.* dirty=\([0-9]*\).*/\1/p')
+ms=$(echo "$line" | sed -n 's/.* elapsed_ms=\([0-9]*\).*/\1/p')
+python3 -c "print(f'cleaned {$dirty/2**20:.0f} MiB of dirty log in {$ms} ms: {$dirty/2**20/max($ms,1)*1000:.0f} MiB/s')"
+stop_all
+
