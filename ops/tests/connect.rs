@@ -651,6 +651,33 @@ fn connect_file_source_and_sink_survive_a_worker_crash() {
         "the sink file, before the crash"
     );
     eprintln!("{N} lines through after {:?}", t0.elapsed());
+    // Connect created its internal topics compacted (and checked that with DescribeConfigs).
+    for topic in ["connect-configs", "connect-offsets", "connect-status"] {
+        let out = Command::new(ringlog_bin())
+            .args([
+                "topic",
+                "describe",
+                "--json",
+                "--brokers",
+                &broker.bootstrap(),
+                topic,
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let policy = j["configs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "cleanup.policy")
+            .map(|c| c["value"].clone());
+        assert_eq!(policy, Some(serde_json::json!("compact")), "{topic}: {j}");
+    }
     // Both committed offsets (flushed every 500 ms) cover everything: the source's position in
     // the file, in the offsets topic, and the sink consumer group's offset, on the broker.
     // Restarted from them, neither may hand over any of it again.
