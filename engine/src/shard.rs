@@ -88,11 +88,15 @@ impl<S: 'static> Shards<S> {
             })
         });
         self.stats.messages_sent.fetch_add(1, Ordering::Relaxed);
-        self.inboxes[core]
-            .send_async(job)
-            .await
-            .map_err(|_| CoreGone { core })?;
-        rx.recv_async().await.map_err(|_| CoreGone { core })
+        // The target core wakes this task from its thread: see `crosswake`.
+        crosswake::home_wake(async {
+            self.inboxes[core]
+                .send_async(job)
+                .await
+                .map_err(|_| CoreGone { core })?;
+            rx.recv_async().await.map_err(|_| CoreGone { core })
+        })
+        .await
     }
 }
 
@@ -176,7 +180,7 @@ where
                 let stats = shards_for_inbox.stats.clone();
                 let running = Rc::new(glommio::sync::Semaphore::new(MAX_JOBS_IN_FLIGHT_PER_CORE));
                 let inbox_task = glommio::spawn_local(async move {
-                    while let Ok(job) = inbox.recv_async().await {
+                    while let Ok(job) = crosswake::home_wake(inbox.recv_async()).await {
                         stats.received[core].fetch_add(1, Ordering::Relaxed);
                         let Ok(permit) = running.acquire_static_permit(1).await else {
                             break;

@@ -238,11 +238,15 @@ impl MetaHandle {
 
     async fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Cmd) -> Result<T> {
         let (tx, rx) = flume::bounded(1);
-        self.tx
-            .send_async(make(tx))
-            .await
-            .map_err(|_| MetaError::Stopped)?;
-        rx.recv_async().await.map_err(|_| MetaError::Stopped)?
+        // Asked from the cores' executors, answered from the metastore thread: see `crosswake`.
+        crosswake::home_wake(async {
+            self.tx
+                .send_async(make(tx))
+                .await
+                .map_err(|_| MetaError::Stopped)?;
+            rx.recv_async().await.map_err(|_| MetaError::Stopped)?
+        })
+        .await
     }
 
     fn ask_blocking<T>(&self, make: impl FnOnce(Reply<T>) -> Cmd) -> Result<T> {

@@ -316,7 +316,7 @@ pub fn run(
         }
     };
     let run_core = |state: Rc<CoreState>| async move {
-        let _ = state.ctx.shutdown.recv_async().await;
+        let _ = crosswake::home_wake(state.ctx.shutdown.recv_async()).await;
         tracing::info!(core = state.core, "core shutting down");
         state.close_all().await;
     };

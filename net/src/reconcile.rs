@@ -43,7 +43,9 @@ impl CoreState {
         self.set_applied(index);
         let me = self.clone();
         glommio::spawn_local(async move {
-            while let Ok(AppliedChange { log_index, change }) = changes.recv_async().await {
+            while let Ok(AppliedChange { log_index, change }) =
+                crosswake::home_wake(changes.recv_async()).await
+            {
                 for name in deleted_topics(&change) {
                     crate::api::group::forget_topic(&me, &name).await;
                 }
