@@ -1052,7 +1052,9 @@ fn typos_get_suggestions() {
 #[test]
 fn one_produce_request_for_a_thousand_partitions() {
     let mut b = Broker::start(1);
-    create_topic(&b, "t3", 1_000, &[]);
+    // Small segments: each partition preallocates min(32 MiB, segment.bytes) plus its indexes
+    // at its first append, so 1 GiB segments would reserve 34 GB of disk for 1,000 of them.
+    create_topic(&b, "t3", 1_000, &[("segment.bytes", "1048576")]);
     let lines: String = (0..20_000).map(|i| format!("line-{i}\n")).collect();
     let mut c = rl(&["produce", "t3"]);
     c.arg("--brokers").arg(b.bootstrap());
