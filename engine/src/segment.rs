@@ -290,6 +290,10 @@ pub struct ClosedSegment {
     pub size_bytes: u64,
     /// Newest record timestamp in the segment (-1 if none).
     pub max_timestamp_ms: i64,
+    /// The first time-index entry's timestamp: the newest record of the segment's first
+    /// timestamped batch (Kafka's "first batch timestamp", what `max.compaction.lag.ms`
+    /// measures), -1 if none.
+    pub first_timestamp_ms: i64,
 }
 
 /// A closed segment opened for reads: its log file and its index, held by the per-core cache.

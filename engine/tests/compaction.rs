@@ -471,3 +471,37 @@ fn a_full_recovery_scan_keeps_cleaned_segments() {
         assert_eq!(log.segment_count(), segments);
     });
 }
+
+#[test]
+fn max_compaction_lag_forces_a_pass_below_the_dirty_ratio() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let core = core(dir.path(), 4).await;
+        let (log, _) = open(&core, dir.path(), compacted_config()).await;
+        fill(&log, 0).await;
+        clean(&log, T0 + 1_000).await.expect("due");
+        // A little new dirty data, far below the 0.5 ratio, first batch at T0 + 5 s.
+        let late = T0 + 5_000;
+        let b = encode_uncompressed((0..5).map(|i| NewRecord {
+            key: Some(Bytes::from(format!("key-{i}"))),
+            value: Some(Bytes::from_static(b"late")),
+            timestamp_ms: late,
+            ..Default::default()
+        }));
+        log.append(&b, Durability::Sync).await.unwrap();
+        log.roll().await.unwrap();
+        let mut cfg = log.config();
+        cfg.max_compaction_lag_ms = 10_000;
+        log.set_config(cfg).unwrap();
+        let early = log.dirty_info(late + 9_000).unwrap();
+        assert!(
+            early.dirty_ratio < 0.5 && early.dirty_bytes > 0,
+            "{early:?}"
+        );
+        assert_eq!(early.due, None);
+        let overdue = log.dirty_info(late + 10_001).unwrap();
+        assert_eq!(overdue.due, Some(CleanReason::MaxCompactionLag));
+        // A compacted log's active segment rolls by the max lag too.
+        assert_eq!(log.config().roll_after_ms(), 10_000);
+    });
+}

@@ -329,7 +329,7 @@ impl PartitionLog {
                 clean += s.size_bytes;
             } else {
                 dirty += s.size_bytes;
-                oldest_dirty_ts.get_or_insert(s.max_timestamp_ms);
+                oldest_dirty_ts.get_or_insert(s.first_timestamp_ms);
             }
         }
         let total = clean + dirty;
@@ -338,8 +338,8 @@ impl PartitionLog {
         } else {
             dirty as f64 / total as f64
         };
-        // The newest record of the oldest dirty segment: once it is older than the max lag,
-        // every record in that segment is.
+        // The first batch of the oldest dirty segment (Kafka's first batch timestamp): once it
+        // is older than the max lag, the log's oldest dirty data is.
         let overdue = oldest_dirty_ts
             .is_some_and(|t| t >= 0 && now_ms.saturating_sub(t) > cfg.max_compaction_lag_ms);
         let tombstones_due = st
@@ -760,6 +760,7 @@ impl PartitionLog {
             next_offset: group.last().expect("a group has a segment").next_offset,
             size_bytes: out.log.len(),
             max_timestamp_ms: out.max_timestamp_ms,
+            first_timestamp_ms: out.first_timestamp_ms(),
         };
         written += out.log.len();
         seal_segment(out).await.map_err(io_err)?;
@@ -877,6 +878,7 @@ mod tests {
             next_offset: next,
             size_bytes: size,
             max_timestamp_ms: 0,
+            first_timestamp_ms: 0,
         }
     }
 

@@ -251,6 +251,7 @@ impl PartitionLog {
                             next_offset: st.next_offset,
                             size_bytes: a.log.len(),
                             max_timestamp_ms: a.max_timestamp_ms,
+                            first_timestamp_ms: a.first_timestamp_ms(),
                         });
                     }
                 }

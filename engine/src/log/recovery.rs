@@ -145,6 +145,7 @@ pub(super) async fn recover(
                 next_offset: bases[i + 1],
                 size_bytes: size,
                 max_timestamp_ms: time_entries.last().map_or(-1, |t| t.timestamp_ms),
+                first_timestamp_ms: time_entries.first().map_or(-1, |t| t.timestamp_ms),
             };
             expected_next = Some(seg.next_offset);
             closed.insert(base, seg);
@@ -207,6 +208,7 @@ pub(super) async fn recover(
             next_offset: next,
             size_bytes: seg_files.log.len(),
             max_timestamp_ms: seg_files.max_timestamp_ms,
+            first_timestamp_ms: seg_files.first_timestamp_ms(),
         };
         seal_segment(seg_files).await?;
         expected_next = Some(next);

@@ -69,6 +69,11 @@ impl ActiveSegment {
         self.bytes_since_time_entry = 0;
     }
 
+    /// The first time-index entry's timestamp (see `ClosedSegment::first_timestamp_ms`).
+    pub(super) fn first_timestamp_ms(&self) -> i64 {
+        self.time_entries.first().map_or(-1, |t| t.timestamp_ms)
+    }
+
     /// Writes (without syncing) what the three files hold in memory.
     pub(super) async fn write_pending(&mut self) -> std::io::Result<()> {
         let jobs: Vec<_> = [
@@ -177,6 +182,7 @@ impl PartitionLog {
                         next_offset: new_base,
                         size_bytes: old.log.len(),
                         max_timestamp_ms: old.max_timestamp_ms,
+                        first_timestamp_ms: old.first_timestamp_ms(),
                     },
                 );
             }
