@@ -151,6 +151,18 @@ pub enum OffsetGaps {
     Forward,
 }
 
+impl OffsetGaps {
+    /// Recovery's rule: only the last segment of a log was being appended to; any earlier one
+    /// may have been cleaned.
+    pub fn for_segment(is_last: bool) -> Self {
+        if is_last {
+            Self::Refuse
+        } else {
+            Self::Forward
+        }
+    }
+}
+
 /// Validates the batches of a segment's log from its start, as recovery does: stops at the
 /// first CRC failure, offset gap (`gaps`), length past end of file, partial batch or zero
 /// padding. The one recovery scan: `PartitionLog::open` runs it on the segment file, `ringlog

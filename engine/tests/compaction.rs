@@ -61,6 +61,16 @@ async fn fill(log: &Rc<PartitionLog>, codec: i16) {
     log.roll().await.expect("roll");
 }
 
+/// A compacted log in a temp dir holding the `RECORDS` records, rolled (all in closed
+/// segments), its batches written with `codec`.
+async fn filled_log(codec: i16) -> (tempfile::TempDir, Rc<engine::CoreStorage>, Rc<PartitionLog>) {
+    let dir = tempfile::tempdir().unwrap();
+    let core = core(dir.path(), 4).await;
+    let (log, _) = open(&core, dir.path(), compacted_config()).await;
+    fill(&log, codec).await;
+    (dir, core, log)
+}
+
 /// Every record in the log: offset → (key, value or None for a tombstone).
 async fn contents(log: &PartitionLog) -> BTreeMap<u64, (String, Option<String>)> {
     let mut out = BTreeMap::new();
@@ -114,10 +124,7 @@ async fn clean(log: &Rc<PartitionLog>, now_ms: i64) -> Option<engine::log::Clean
 #[test]
 fn the_latest_record_per_key_survives_with_its_offset() {
     run(|| async {
-        let dir = tempfile::tempdir().unwrap();
-        let core = core(dir.path(), 4).await;
-        let (log, _) = open(&core, dir.path(), compacted_config()).await;
-        fill(&log, 0).await;
+        let (dir, core, log) = filled_log(0).await;
         let before = log.size_bytes();
         let info = log.dirty_info(T0).expect("compacted");
         assert_eq!(info.due, Some(CleanReason::DirtyRatio));
@@ -181,10 +188,7 @@ fn the_latest_record_per_key_survives_with_its_offset() {
 fn compressed_batches_keep_their_codec() {
     run(|| async {
         for codec in 1..=4i16 {
-            let dir = tempfile::tempdir().unwrap();
-            let core = core(dir.path(), 4).await;
-            let (log, _) = open(&core, dir.path(), compacted_config()).await;
-            fill(&log, codec).await;
+            let (_dir, _core, log) = filled_log(codec).await;
             clean(&log, T0 + 1_000).await.expect("due");
             assert_eq!(contents(&log).await, latest_per_key(), "codec {codec}");
             for b in read_all(&log, 0).await {
@@ -198,10 +202,7 @@ fn compressed_batches_keep_their_codec() {
 #[test]
 fn a_small_dedupe_buffer_cleans_in_several_passes() {
     run(|| async {
-        let dir = tempfile::tempdir().unwrap();
-        let core = core(dir.path(), 4).await;
-        let (log, _) = open(&core, dir.path(), compacted_config()).await;
-        fill(&log, 0).await;
+        let (_dir, _core, log) = filled_log(0).await;
         let throttle = Throttle::new(Some(50 << 20));
         let mut passes = 0;
         // 24 slots × 3/4: room for 18 keys per pass, so the 50 keys need several.
@@ -251,10 +252,7 @@ fn an_interrupted_swap_is_finished_or_undone_on_open() {
     run(|| async {
         // Two real logs cleaned the same way; in the second the swap "crashed" at its commit
         // point (cleaned files and swap record written, nothing renamed yet).
-        let dir = tempfile::tempdir().unwrap();
-        let core = core(dir.path(), 4).await;
-        let (log, _) = open(&core, dir.path(), compacted_config()).await;
-        fill(&log, 0).await;
+        let (dir, core, log) = filled_log(0).await;
         log.close().await.unwrap();
         let pdir = dir.path().join("topics/t/p00000");
         let names = |d: &std::path::Path| {
@@ -414,10 +412,7 @@ fn retention_deletes_a_compacted_log_only_under_compact_delete() {
 #[test]
 fn a_close_stops_a_pass_and_leaves_no_cleaned_files() {
     run(|| async {
-        let dir = tempfile::tempdir().unwrap();
-        let core = core(dir.path(), 4).await;
-        let (log, _) = open(&core, dir.path(), compacted_config()).await;
-        fill(&log, 0).await;
+        let (dir, core, log) = filled_log(0).await;
         let before = contents(&log).await;
         // A slow pass (100 KB/s: seconds for this log), closed under it.
         let pass_log = log.clone();
@@ -454,10 +449,7 @@ fn a_close_stops_a_pass_and_leaves_no_cleaned_files() {
 #[test]
 fn a_full_recovery_scan_keeps_cleaned_segments() {
     run(|| async {
-        let dir = tempfile::tempdir().unwrap();
-        let core = core(dir.path(), 4).await;
-        let (log, _) = open(&core, dir.path(), compacted_config()).await;
-        fill(&log, 0).await;
+        let (dir, core, log) = filled_log(0).await;
         clean(&log, T0 + 1_000).await.expect("due");
         let want = contents(&log).await;
         let segments = log.segment_count();
@@ -475,10 +467,7 @@ fn a_full_recovery_scan_keeps_cleaned_segments() {
 #[test]
 fn max_compaction_lag_forces_a_pass_below_the_dirty_ratio() {
     run(|| async {
-        let dir = tempfile::tempdir().unwrap();
-        let core = core(dir.path(), 4).await;
-        let (log, _) = open(&core, dir.path(), compacted_config()).await;
-        fill(&log, 0).await;
+        let (_dir, _core, log) = filled_log(0).await;
         clean(&log, T0 + 1_000).await.expect("due");
         // A little new dirty data, far below the 0.5 ratio, first batch at T0 + 5 s.
         let late = T0 + 5_000;

@@ -202,11 +202,7 @@ fn gap_rule(path: &Path) -> segment::OffsetGaps {
         .flatten()
         .filter_map(|e| segment::parse_log_name(e.ok()?.file_name().to_str()?))
         .any(|b| b > base);
-    if later {
-        segment::OffsetGaps::Forward
-    } else {
-        segment::OffsetGaps::Refuse
-    }
+    segment::OffsetGaps::for_segment(!later)
 }
 
 fn dump_log(path: &Path, bytes: &[u8], base: Option<u64>, args: &DumpArgs) -> Option<Stop> {

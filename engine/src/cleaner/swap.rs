@@ -103,10 +103,15 @@ impl Swap {
 }
 
 /// Finishes a committed swap, or removes the files of one that was never committed. Runs on
-/// open before the segments are listed.
-pub async fn recover(dir: &Path) -> std::io::Result<()> {
+/// open with the directory's file `names`, before the segments are listed; `true` when it
+/// changed the directory (the caller lists it again). Costs nothing when neither is there.
+pub async fn recover(dir: &Path, names: &[String]) -> std::io::Result<bool> {
+    let recorded = names.iter().any(|n| n == SWAP_FILE_NAME);
+    if !recorded && !names.iter().any(|n| n.ends_with(CLEANED_SUFFIX)) {
+        return Ok(false);
+    }
     let path = dir.join(SWAP_FILE_NAME);
-    if let Some(b) = io::read_small(&path).await? {
+    if let Some(b) = io::read_small(&path).await?.filter(|_| recorded) {
         let swap = Swap::decode(&b).ok_or_else(|| {
             std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
@@ -129,7 +134,7 @@ pub async fn recover(dir: &Path) -> std::io::Result<()> {
         io::remove_all_of(leftovers).await?;
         io::sync_dir(dir).await?;
     }
-    Ok(())
+    Ok(true)
 }
 
 #[cfg(test)]

@@ -229,36 +229,18 @@ struct SegmentWalk {
     next: usize,
 }
 
-/// Clears the swap gate when the swap ends, however it ends.
-struct SwapGate<'a>(&'a PartitionLog);
-
-impl Drop for SwapGate<'_> {
-    fn drop(&mut self) {
-        let mut st = self.0.st.borrow_mut();
-        st.cleaner.swapping = false;
-        st.notify();
-    }
+/// Undoes one step of the cleaner's state when it ends, however it ends (a swap's gate, a
+/// pass's running mark, a reader's open); `undo` says whether anyone waits for that (the
+/// log's waiters, long-polling fetches among them, are woken only then).
+struct EndOf<'a> {
+    log: &'a PartitionLog,
+    undo: fn(&mut CleanerState) -> bool,
 }
 
-/// Marks the end of a pass, however it ends.
-struct RunGuard<'a>(&'a PartitionLog);
-
-impl Drop for RunGuard<'_> {
+impl Drop for EndOf<'_> {
     fn drop(&mut self) {
-        let mut st = self.0.st.borrow_mut();
-        st.cleaner.running = false;
-        st.notify();
-    }
-}
-
-/// Counts a reader opening a closed segment's files, so a swap waits for it.
-struct OpenGuard<'a>(&'a PartitionLog);
-
-impl Drop for OpenGuard<'_> {
-    fn drop(&mut self) {
-        let mut st = self.0.st.borrow_mut();
-        st.cleaner.reader_opens -= 1;
-        if st.cleaner.reader_opens == 0 {
+        let mut st = self.log.st.borrow_mut();
+        if (self.undo)(&mut st.cleaner) {
             st.notify();
         }
     }
@@ -287,7 +269,13 @@ impl PartitionLog {
             };
             self.wait_change(gen).await;
         }
-        let _open = OpenGuard(self);
+        let _open = EndOf {
+            log: self,
+            undo: |c| {
+                c.reader_opens -= 1;
+                c.reader_opens == 0 && c.swapping
+            },
+        };
         self.core
             .closed_reader(self.id, &self.dir, seg)
             .await
@@ -473,7 +461,13 @@ impl PartitionLog {
             }
             st.cleaner.running = true;
         }
-        let _running = RunGuard(self);
+        let _running = EndOf {
+            log: self,
+            undo: |c| {
+                c.running = false;
+                true
+            },
+        };
         match self.clean_pass(opts).await {
             Err(_) if self.st.borrow().cleaner.closing => Ok(None),
             other => other,
@@ -795,7 +789,13 @@ impl PartitionLog {
             };
             self.wait_change(gen).await;
         }
-        let _gate = SwapGate(self);
+        let _gate = EndOf {
+            log: self,
+            undo: |c| {
+                c.swapping = false;
+                true
+            },
+        };
         loop {
             let gen = {
                 let st = self.st.borrow();

@@ -10,6 +10,8 @@ use super::segment_set::{open_segment, seal_segment, ActiveSegment, SegmentConte
 use super::{LogError, LogStats, PartitionLog, RecoverySummary, State, Truncation};
 use crate::appender::Appender;
 use crate::batch;
+use crate::cleaner::checkpoint::CHECKPOINT_FILE_NAME;
+use crate::cleaner::CleanerCheckpoint;
 use crate::config::LogConfig;
 use crate::core_storage::CoreStorage;
 use crate::index::{self, OffsetEntry, TimeEntry};
@@ -35,7 +37,7 @@ impl PartitionLog {
         };
         io::create_dir_all(&dir).await.map_err(io_err)?;
         let recovered = recover(core, &dir, &config).await.map_err(io_err)?;
-        let (active, closed, summary, last_commit) = recovered;
+        let (active, closed, summary, last_commit, checkpoint) = recovered;
         RecoveryMarker {
             clean: false,
             recovery_base: active.base_offset,
@@ -44,9 +46,6 @@ impl PartitionLog {
         .await
         .map_err(io_err)?;
         let log_start_offset = closed.keys().next().copied().unwrap_or(active.base_offset);
-        let checkpoint = crate::cleaner::CleanerCheckpoint::load(&dir)
-            .await
-            .map_err(io_err)?;
         let next = summary.next_offset;
         let log = Rc::new(Self {
             core: core.clone(),
@@ -87,6 +86,7 @@ pub(super) type Recovered = (
     BTreeMap<u64, ClosedSegment>,
     RecoverySummary,
     i64,
+    CleanerCheckpoint,
 );
 
 /// Recovery on open (seed 004, DESIGN.md §3): trust segments sealed before the recovery point,
@@ -96,9 +96,17 @@ pub(super) async fn recover(
     dir: &Path,
     config: &LogConfig,
 ) -> std::io::Result<Recovered> {
+    let mut names = io::list_dir(dir).await?;
     // A cleaner swap cut short by a crash is finished (or its files removed) first.
-    crate::cleaner::swap::recover(dir).await?;
-    let names = io::list_dir(dir).await?;
+    if crate::cleaner::swap::recover(dir, &names).await? {
+        names = io::list_dir(dir).await?;
+    }
+    // Only a log that was ever cleaned has a checkpoint to read.
+    let checkpoint = if names.iter().any(|n| n == CHECKPOINT_FILE_NAME) {
+        CleanerCheckpoint::load(dir).await?
+    } else {
+        CleanerCheckpoint::default()
+    };
     let leftovers: Vec<PathBuf> = names
         .iter()
         .filter(|n| n.ends_with(".tmp"))
@@ -165,13 +173,7 @@ pub(super) async fn recover(
         }
         tracing::info!(dir = %dir.display(), segment = base, progress = format!("{}/{}", i + 1, total), "recovery scanning segment");
         let truncated_before = summary.truncations.len();
-        // Only the last segment was being appended to; an earlier one may have been cleaned
-        // (whole batches gone), so its offsets may jump forward.
-        let gaps = if is_last {
-            segment::OffsetGaps::Refuse
-        } else {
-            segment::OffsetGaps::Forward
-        };
+        let gaps = segment::OffsetGaps::for_segment(is_last);
         let (content, next, commit) =
             scan_segment(core, config, dir, base, gaps, &mut summary).await?;
         last_commit = last_commit.max(commit);
@@ -236,7 +238,7 @@ pub(super) async fn recover(
     };
     let seg = open_segment(core, dir, base, config, content).await?;
     io::sync_dir(dir).await?;
-    Ok((seg, closed, summary, last_commit))
+    Ok((seg, closed, summary, last_commit, checkpoint))
 }
 
 /// The active segment after a clean shutdown: its files are exact, so its index is loaded as

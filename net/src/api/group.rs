@@ -74,6 +74,13 @@ where
         .map_err(|_| COORDINATOR_NOT_AVAILABLE)
 }
 
+/// Whether `topic` has partition `index`, by this core's metadata copy (OffsetCommit and
+/// OffsetDelete answer UNKNOWN_TOPIC_OR_PARTITION otherwise).
+fn partition_exists(state: &CoreState, topic: &str) -> impl Fn(i32) -> bool {
+    let count = state.meta.borrow().topic(topic).map(|m| m.partitions);
+    move |i| count.is_some_and(|n| i >= 0 && (i as u32) < n)
+}
+
 /// Runs `f` on the group, creating it if needed (JoinGroup, and an OffsetCommit that passes
 /// its check). `Err(code)` when the core already coordinates `MAX_GROUPS_PER_CORE` groups.
 fn with_group<R>(
@@ -432,32 +439,30 @@ pub async fn offset_commit(
     let mut slots: CommitSlots = Vec::new();
     for t in &req.topics {
         let name = t.name.0.to_string();
-        let known = state.meta.borrow().topic(&name).map(|m| m.partitions);
+        let exists = partition_exists(state, &name);
         let parts = t
             .partitions
             .iter()
             .map(|p| {
-                let r = match known {
-                    Some(n) if p.partition_index >= 0 && (p.partition_index as u32) < n => {
-                        if p.committed_metadata
-                            .as_ref()
-                            .is_some_and(|m| m.len() > MAX_OFFSET_METADATA_BYTES)
-                        {
-                            Err(OFFSET_METADATA_TOO_LARGE)
+                let r = if !exists(p.partition_index) {
+                    Err(codes::UNKNOWN_TOPIC_OR_PARTITION)
+                } else if p
+                    .committed_metadata
+                    .as_ref()
+                    .is_some_and(|m| m.len() > MAX_OFFSET_METADATA_BYTES)
+                {
+                    Err(OFFSET_METADATA_TOO_LARGE)
+                } else {
+                    Ok(Committed {
+                        offset: p.committed_offset,
+                        leader_epoch: if version >= 6 {
+                            p.committed_leader_epoch
                         } else {
-                            Ok(Committed {
-                                offset: p.committed_offset,
-                                leader_epoch: if version >= 6 {
-                                    p.committed_leader_epoch
-                                } else {
-                                    -1
-                                },
-                                metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
-                                commit_ms: now,
-                            })
-                        }
-                    }
-                    _ => Err(codes::UNKNOWN_TOPIC_OR_PARTITION),
+                            -1
+                        },
+                        metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+                        commit_ms: now,
+                    })
                 };
                 (p.partition_index, r)
             })
@@ -898,16 +903,13 @@ pub async fn offset_delete(
     let mut slots: DeleteSlots = Vec::with_capacity(req.topics.len());
     for t in &req.topics {
         let name = t.name.0.to_string();
-        let known = state.meta.borrow().topic(&name).map(|m| m.partitions);
+        let exists = partition_exists(state, &name);
         let parts = t
             .partitions
             .iter()
             .map(|p| {
                 let i = p.partition_index;
-                match known {
-                    Some(n) if i >= 0 && (i as u32) < n => (i, None),
-                    _ => (i, Some(codes::UNKNOWN_TOPIC_OR_PARTITION)),
-                }
+                (i, (!exists(i)).then_some(codes::UNKNOWN_TOPIC_OR_PARTITION))
             })
             .collect();
         slots.push((name, parts));
