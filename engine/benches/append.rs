@@ -4,7 +4,8 @@
 //! same run measures a baseline: plain O_DIRECT sequential writes of the same bytes with the same
 //! fdatasync cadence, done with std and libc, no glommio. Two shapes, rounds alternating engine
 //! and baseline so both see the same machine noise, medians and ratios reported:
-//! - one appender (one batch per fdatasync; also glommio's own write+fdatasync as the floor);
+//! - one appender (one batch per fdatasync), on `storage-io` io-uring (the default) and on
+//!   glommio; also glommio's own write+fdatasync;
 //! - 8 concurrent durable appenders (group commit), the baseline syncing after as many batches
 //!   as the engine put under one fdatasync in that round.
 //!
@@ -22,7 +23,9 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use engine::batch_encode::{encode_uncompressed, NewRecord};
-use engine::{CoreStorage, DataDir, Durability, LogConfig, PartitionLog};
+use engine::{
+    CoreStorage, CoreStorageOptions, DataDir, Durability, LogConfig, PartitionLog, StorageIo,
+};
 use glommio::{LocalExecutorBuilder, Placement};
 
 const RECORD_BYTES: usize = 1024;
@@ -180,6 +183,16 @@ struct EngineRun {
 }
 
 fn engine_run(dir: &Path, batch: Rc<Vec<u8>>, batches: usize, appenders: usize) -> EngineRun {
+    engine_run_on(dir, batch, batches, appenders, StorageIo::IoUring)
+}
+
+fn engine_run_on(
+    dir: &Path,
+    batch: Rc<Vec<u8>>,
+    batches: usize,
+    appenders: usize,
+    storage_io: StorageIo,
+) -> EngineRun {
     let root = dir.join("engine");
     let _ = std::fs::remove_dir_all(&root);
     let batch = batch.to_vec();
@@ -188,7 +201,12 @@ fn engine_run(dir: &Path, batch: Rc<Vec<u8>>, batches: usize, appenders: usize) 
         .spin_before_park(spin())
         .spawn(move || async move {
             let dd = Arc::new(DataDir::open(&root).expect("data dir"));
-            let core = CoreStorage::new(dd, 8).await.expect("core");
+            let options = CoreStorageOptions {
+                read_cache_segments: 8,
+                storage_io,
+                ..Default::default()
+            };
+            let core = CoreStorage::with_options(dd, options).await.expect("core");
             let (log, _) = PartitionLog::open(
                 &core,
                 root.join("topics/bench/p00000"),
@@ -249,12 +267,15 @@ fn main() {
     let mut base = Vec::new();
     let mut base_pre = Vec::new();
     let mut eng = Vec::new();
+    let mut eng_glommio = Vec::new();
     for round in 1..=args.rounds {
         let b = baseline(&args.dir, batch_bytes, batches, false, 1);
         let e = engine_run(&args.dir, batch.clone(), batches, 1);
         let p = baseline(&args.dir, batch_bytes, batches, true, 1);
         let g = glommio_raw(&args.dir, batch_bytes, batches);
-        println!("round {round}: glommio raw (DmaFile write + fdatasync) {g:.2} MiB/s");
+        let eg = engine_run_on(&args.dir, batch.clone(), batches, 1, StorageIo::Glommio);
+        println!("round {round}: glommio raw (DmaFile write + fdatasync) {g:.2} MiB/s, engine on storage-io glommio {:.2} MiB/s", eg.mib_per_s);
+        eng_glommio.push(eg.mib_per_s);
         println!(
             "round {round}/{}: baseline {b:.2} MiB/s, engine {:.2} MiB/s ({} appends, {} flushes), baseline+fallocate {p:.2} MiB/s",
             args.rounds, e.mib_per_s, e.appends, e.flushes
@@ -263,11 +284,17 @@ fn main() {
         base_pre.push(p);
         eng.push(e.mib_per_s);
     }
-    let (b, e, p) = (median(base), median(eng), median(base_pre));
+    let (b, e, p, eg) = (
+        median(base),
+        median(eng),
+        median(base_pre),
+        median(eng_glommio),
+    );
     println!(
-        "RESULT single appender (medians): baseline {b:.2} MiB/s, engine {e:.2} MiB/s, ratio {:.3}; baseline+fallocate {p:.2} MiB/s, ratio {:.3}",
+        "RESULT single appender (medians): baseline {b:.2} MiB/s, engine {e:.2} MiB/s, ratio {:.3}; baseline+fallocate {p:.2} MiB/s, ratio {:.3}; engine on storage-io glommio {eg:.2} MiB/s, ratio {:.3}",
         e / b,
-        e / p
+        e / p,
+        eg / b
     );
     // Group commit: concurrent durable appenders share each fdatasync. The baseline writes the
     // same bytes with the same cadence: an fdatasync after as many batches as the engine put

@@ -7,11 +7,9 @@
 
 use std::io;
 
-use glommio::io::DmaBuffer;
-
 use std::rc::Rc;
 
-use crate::io::{align_down, align_up, SegmentFile, IO_ALIGNMENT_BYTES};
+use crate::io::{align_down, align_up, IoBuf, SegmentFile, IO_ALIGNMENT_BYTES};
 
 pub struct Appender {
     file: Rc<SegmentFile>,
@@ -20,23 +18,29 @@ pub struct Appender {
     /// File position of the first byte of `chunks[0]` (aligned).
     tail_pos: u64,
     /// Aligned chunks holding bytes `tail_pos..len`; all but the last are full.
-    chunks: Vec<DmaBuffer>,
+    chunks: Vec<IoBuf>,
     /// Bytes used in the last chunk.
     last_fill: usize,
     chunk_bytes: usize,
     /// Bytes of file space reserved so far.
     allocated: u64,
     preallocate_bytes: u64,
+    /// Durable writes keep the blocks after the tail zeroed ahead (the `.log` on the core's
+    /// ring: its DSYNC writes then commit no metadata).
+    zero_ahead: bool,
 }
 
 /// The writes one flush performs, taken from the appender so that appends can continue.
 pub struct FlushJob {
     file: Rc<SegmentFile>,
     preallocate_bytes: u64,
-    writes: Vec<(DmaBuffer, u64)>,
+    writes: Vec<(IoBuf, u64)>,
     /// The logical size this flush makes durable once synced.
     pub end: u64,
     preallocate_to: Option<u64>,
+    /// The file's reserved space when the job was taken (how far zeroing ahead may go).
+    reserved_to: u64,
+    zero_ahead: bool,
 }
 
 impl Appender {
@@ -61,6 +65,7 @@ impl Appender {
             chunk_bytes,
             allocated,
             preallocate_bytes,
+            zero_ahead: false,
         };
         a.push_chunk();
         a.append(tail_block);
@@ -78,6 +83,12 @@ impl Appender {
 
     pub fn file(&self) -> &Rc<SegmentFile> {
         &self.file
+    }
+
+    /// Durable flushes keep the reserved blocks after the tail zeroed and synced ahead.
+    pub fn keep_zeroed_ahead(mut self) -> Self {
+        self.zero_ahead = true;
+        self
     }
 
     pub fn len(&self) -> u64 {
@@ -173,6 +184,8 @@ impl Appender {
             writes,
             end,
             preallocate_to,
+            reserved_to: self.allocated,
+            zero_ahead: self.zero_ahead,
         })
     }
 
@@ -198,20 +211,24 @@ impl FlushJob {
 
     /// Writes (without syncing) what the job holds; its writes are issued concurrently.
     pub async fn write(self) -> io::Result<u64> {
+        self.write_with(false).await
+    }
+
+    /// Writes what the job holds and makes it durable: one DSYNC write on the core's ring
+    /// (then the blocks after it are kept zeroed ahead), or writes and an fdatasync.
+    pub async fn write_durable(self) -> io::Result<u64> {
+        self.write_with(true).await
+    }
+
+    async fn write_with(self, durable: bool) -> io::Result<u64> {
         if let Some(to) = self.preallocate_to {
             if self.preallocate_bytes > 0 {
                 self.file.preallocate(to).await?;
             }
         }
-        let file = &self.file;
-        let results = crate::join::join_all(
-            self.writes
-                .into_iter()
-                .map(|(buf, pos)| file.write_block(buf, pos)),
-        )
-        .await;
-        for r in results {
-            r?;
+        self.file.write_blocks(self.writes, durable).await?;
+        if durable && self.zero_ahead {
+            self.file.zero_ahead(self.end, self.reserved_to);
         }
         Ok(self.end)
     }

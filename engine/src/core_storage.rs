@@ -11,12 +11,35 @@ use std::sync::Arc;
 
 use crate::clock::{Clock, SystemClock};
 use crate::data_dir::DataDir;
-use crate::io::FaultInjector;
+use crate::io::{FaultInjector, RingConfig, StorageIo};
 use crate::latency::LatencyHistogram;
 use crate::segment::{ClosedReader, ClosedSegment};
 
 /// Default number of closed segments a core keeps open for reads.
 pub const DEFAULT_READ_CACHE_SEGMENTS: usize = 64;
+/// Default bytes of the core ring's registered buffer pool (`storage-io = io-uring`).
+pub const DEFAULT_REGISTERED_BUFFER_BYTES: usize = 16 << 20;
+
+/// How a core's storage is set up.
+#[derive(Clone, Copy, Debug)]
+pub struct CoreStorageOptions {
+    /// Closed segments kept open for reads (LRU).
+    pub read_cache_segments: usize,
+    /// Which runtime carries appends (`storage-io`).
+    pub storage_io: StorageIo,
+    /// Bytes of registered write buffers on the core's ring.
+    pub registered_buffer_bytes: usize,
+}
+
+impl Default for CoreStorageOptions {
+    fn default() -> Self {
+        Self {
+            read_cache_segments: DEFAULT_READ_CACHE_SEGMENTS,
+            storage_io: StorageIo::default(),
+            registered_buffer_bytes: DEFAULT_REGISTERED_BUFFER_BYTES,
+        }
+    }
+}
 
 pub struct CoreStorage {
     data_dir: Arc<DataDir>,
@@ -27,13 +50,27 @@ pub struct CoreStorage {
     faults: Option<Rc<FaultInjector>>,
     /// The wall clock commit times come from (the system's unless a test sets another).
     clock: RefCell<Rc<dyn Clock>>,
+    /// The runtime this core's appends go through.
+    storage_io: StorageIo,
 }
 
 impl CoreStorage {
     /// Prepares this executor for direct I/O on the data dir (the device probe) and sets up the
     /// per-core cache holding at most `read_cache_segments` closed segments open.
     pub async fn new(data_dir: Arc<DataDir>, read_cache_segments: usize) -> io::Result<Rc<Self>> {
-        Self::build(data_dir, read_cache_segments, None).await
+        let options = CoreStorageOptions {
+            read_cache_segments,
+            ..Default::default()
+        };
+        Self::build(data_dir, options, None).await
+    }
+
+    /// As `new`, with every setting given.
+    pub async fn with_options(
+        data_dir: Arc<DataDir>,
+        options: CoreStorageOptions,
+    ) -> io::Result<Rc<Self>> {
+        Self::build(data_dir, options, None).await
     }
 
     /// As `new`, with every write and fdatasync of the logs opened here going through `faults`.
@@ -42,15 +79,37 @@ impl CoreStorage {
         read_cache_segments: usize,
         faults: Rc<FaultInjector>,
     ) -> io::Result<Rc<Self>> {
-        Self::build(data_dir, read_cache_segments, Some(faults)).await
+        let options = CoreStorageOptions {
+            read_cache_segments,
+            ..Default::default()
+        };
+        Self::build(data_dir, options, Some(faults)).await
     }
 
     async fn build(
         data_dir: Arc<DataDir>,
-        read_cache_segments: usize,
+        options: CoreStorageOptions,
         faults: Option<Rc<FaultInjector>>,
     ) -> io::Result<Rc<Self>> {
         data_dir.probe_device().await?;
+        let read_cache_segments = options.read_cache_segments;
+        let storage_io = match options.storage_io {
+            StorageIo::IoUring => match crate::io::install_core_ring(RingConfig {
+                registered_buffer_bytes: options.registered_buffer_bytes,
+                chunk_bytes: crate::config::DEFAULT_WRITE_CHUNK_BYTES,
+            }) {
+                Ok(_) => StorageIo::IoUring,
+                Err(e) => {
+                    crate::io::stop_using_core_ring();
+                    tracing::warn!(error = %e, "storage-io io-uring is not available here; using glommio");
+                    StorageIo::Glommio
+                }
+            },
+            StorageIo::Glommio => StorageIo::Glommio,
+        };
+        if storage_io == StorageIo::Glommio {
+            crate::io::stop_using_core_ring();
+        }
         Ok(Rc::new(Self {
             data_dir,
             flush_latency: RefCell::default(),
@@ -58,7 +117,13 @@ impl CoreStorage {
             next_log_id: Cell::new(1),
             faults,
             clock: RefCell::new(Rc::new(SystemClock)),
+            storage_io,
         }))
+    }
+
+    /// The runtime this core's appends go through (io-uring unless it was not available).
+    pub fn storage_io(&self) -> StorageIo {
+        self.storage_io
     }
 
     pub fn data_dir(&self) -> &Arc<DataDir> {

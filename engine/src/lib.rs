@@ -32,7 +32,8 @@ pub mod segment;
 pub mod shard;
 
 pub use config::{CleanupPolicy, LogConfig, TimestampType};
-pub use core_storage::CoreStorage;
+pub use core_storage::{CoreStorage, CoreStorageOptions};
 pub use data_dir::DataDir;
+pub use io::StorageIo;
 pub use log::{AppendInfo, Durability, LogError, PartitionLog, RecoverySummary, TimestampOffset};
 pub use partition::{Partition, PartitionError, Produced};

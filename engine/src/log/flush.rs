@@ -82,7 +82,7 @@ impl PartitionLog {
     /// due and at seal; recovery rebuilds it from the log.
     pub(super) async fn flush_once(&self) -> Result<(), LogError> {
         let sync_interval = Duration::from_millis(self.config.borrow().index_sync_interval_ms);
-        let (jobs, files, end, syncs_index) = {
+        let (log_job, index_job, time_job, index_sync, end, syncs_index) = {
             let mut st = self.st.borrow_mut();
             assert!(st.io_busy, "one flush in flight: the flusher holds io_busy");
             let end = st.next_offset;
@@ -90,45 +90,56 @@ impl PartitionLog {
             let Some(a) = st.active.as_mut() else {
                 return Ok(());
             };
-            let mut jobs = Vec::with_capacity(3);
-            let mut files = Vec::with_capacity(2);
-            if let Some(j) = a.log.take_flush() {
-                files.push(j.file().clone());
-                jobs.push(j);
-            }
-            let wrote_index = match a.index.take_flush() {
-                Some(j) => {
-                    jobs.push(j);
-                    true
-                }
-                None => false,
+            let log_job = a.log.take_flush();
+            let index_job = a.index.take_flush();
+            let time_job = if a.time_index.unflushed_bytes()
+                >= crate::config::INDEX_WRITE_CHUNK_BYTES as u64
+            {
+                a.time_index.take_flush()
+            } else {
+                None
             };
-            if a.time_index.unflushed_bytes() >= crate::config::INDEX_WRITE_CHUNK_BYTES as u64 {
-                jobs.extend(a.time_index.take_flush());
-            }
             let index_file = a.index.file().clone();
-            let index_dirty = st.index_dirty || wrote_index;
+            let index_dirty = st.index_dirty || index_job.is_some();
             let syncs_index = index_due && index_dirty;
-            if syncs_index {
-                files.push(index_file);
-            }
             st.index_dirty = index_dirty;
-            (jobs, files, end, syncs_index)
+            // An index sync with no index write pending syncs the file on its own.
+            let index_sync = (syncs_index && index_job.is_none()).then_some(index_file);
+            (log_job, index_job, time_job, index_sync, end, syncs_index)
         };
-        if jobs.is_empty() {
+        if log_job.is_none() && index_job.is_none() && time_job.is_none() && index_sync.is_none() {
             let mut st = self.st.borrow_mut();
             st.high_watermark = st.high_watermark.max(end);
             return Ok(());
         }
         let started = Instant::now();
-        for r in crate::join::join_all(jobs.into_iter().map(|j| j.write())).await {
-            if let Err(e) = r {
-                return Err(self.poison("write", e));
+        // The `.log` write is durable when it completes (one DSYNC write on the core's ring,
+        // or writes then an fdatasync on glommio); the indexes are written alongside, the
+        // `.index` made durable only when its sync is due. All in flight at once.
+        let log_done = async {
+            match log_job {
+                Some(j) => j.write_durable().await.map(|_| ()),
+                None => Ok(()),
             }
-        }
-        for r in crate::join::join_all(files.iter().map(|f| f.sync())).await {
+        };
+        let index_done = async {
+            match (index_job, &index_sync) {
+                (Some(j), _) if syncs_index => j.write_durable().await.map(|_| ()),
+                (Some(j), _) => j.write().await.map(|_| ()),
+                (None, Some(f)) => f.sync().await,
+                (None, None) => Ok(()),
+            }
+        };
+        let time_done = async {
+            match time_job {
+                Some(j) => j.write().await.map(|_| ()),
+                None => Ok(()),
+            }
+        };
+        let (l, i, t) = futures_util::join!(log_done, index_done, time_done);
+        for r in [l, i, t] {
             if let Err(e) = r {
-                return Err(self.poison("fdatasync", e));
+                return Err(self.poison("durable write", e));
             }
         }
         let mut st = self.st.borrow_mut();

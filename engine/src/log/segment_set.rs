@@ -304,9 +304,7 @@ pub(super) async fn open_appender(
     let file = Rc::new(SegmentFile::open_rw(path, core.faults()).await?);
     let tail_start = align_down(len);
     let tail = if tail_start < len {
-        file.read(tail_start, (len - tail_start) as usize)
-            .await?
-            .to_vec()
+        file.read(tail_start, (len - tail_start) as usize).await?
     } else {
         Vec::new()
     };
@@ -351,7 +349,8 @@ pub(super) async fn open_segment_at(
         config.write_chunk_bytes,
         prealloc,
     )
-    .await?;
+    .await?
+    .keep_zeroed_ahead();
     // The indexes reserve space in their own steps (when the log does), so a full disk
     // refuses a batch at admission rather than failing its flush.
     let index_prealloc = if prealloc > 0 {

@@ -16,7 +16,17 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use glommio::io::{DmaBuffer, DmaFile, OpenOptions, ReadResult};
+use glommio::io::{DmaFile, OpenOptions};
+
+mod buffer;
+mod uring;
+
+pub use buffer::IoBuf;
+pub(crate) use uring::{install as install_core_ring, stop_using as stop_using_core_ring};
+pub use uring::{
+    stats as core_ring_stats, RingConfig, RingStats, FIXED_FILE_SLOTS, RING_ENTRIES,
+    ZERO_AHEAD_BYTES, ZERO_STEP_BYTES,
+};
 
 /// Alignment of every direct-I/O write and of every write position. The device's logical block
 /// is 512 here; 4 KiB is safe on every device we target (DESIGN.md §4).
@@ -108,9 +118,49 @@ pub fn io_context(op: &'static str, path: &Path, err: impl Into<io::Error>) -> i
     io::Error::new(err.kind(), format!("{op} {}: {err}", path.display()))
 }
 
-/// One file opened for direct I/O on the current glommio executor.
+/// Which runtime carries a core's appends (`storage-io` in the config): the engine's own
+/// io_uring (`uring.rs`: DSYNC writes into blocks zeroed ahead, one ring per core), or
+/// glommio's `DmaFile` (a write, then an fdatasync, each its own ring round trip).
+/// `engine/benches/sync_paths.rs` measures both; ARCHITECTURE.md has the figures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StorageIo {
+    #[default]
+    IoUring,
+    Glommio,
+}
+
+impl std::str::FromStr for StorageIo {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "io-uring" => Ok(Self::IoUring),
+            "glommio" => Ok(Self::Glommio),
+            other => Err(format!(
+                "unknown storage-io '{other}'; expected io-uring or glommio"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for StorageIo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::IoUring => "io-uring",
+            Self::Glommio => "glommio",
+        })
+    }
+}
+
+enum Backend {
+    Glommio(DmaFile),
+    Uring(Rc<uring::UringFile>),
+}
+
+/// One file opened for direct I/O on the current executor: through the core's own ring when
+/// `storage-io = io-uring` set one up for this executor (files opened for writing), else
+/// through glommio.
 pub struct SegmentFile {
-    file: DmaFile,
+    backend: Backend,
     path: PathBuf,
     faults: Option<Rc<FaultInjector>>,
 }
@@ -118,27 +168,32 @@ pub struct SegmentFile {
 impl SegmentFile {
     /// Opens (creating if needed) `path` for direct-I/O reads and writes.
     pub async fn open_rw(path: &Path, faults: Option<Rc<FaultInjector>>) -> io::Result<Self> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .dma_open(path)
-            .await
-            .map_err(|e| io_context("opening", path, e))?;
+        let backend = match uring::core_ring() {
+            Some(ring) => Backend::Uring(Rc::new(uring::UringFile::open_rw(path, ring).await?)),
+            None => Backend::Glommio(
+                OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .dma_open(path)
+                    .await
+                    .map_err(|e| io_context("opening", path, e))?,
+            ),
+        };
         Ok(Self {
-            file,
+            backend,
             path: path.to_path_buf(),
             faults,
         })
     }
 
-    /// Opens `path` read-only for direct-I/O reads.
+    /// Opens `path` read-only for direct-I/O reads (closed segments: glommio's reads).
     pub async fn open_read(path: &Path) -> io::Result<Self> {
         let file = DmaFile::open(path)
             .await
             .map_err(|e| io_context("opening", path, e))?;
         Ok(Self {
-            file,
+            backend: Backend::Glommio(file),
             path: path.to_path_buf(),
             faults: None,
         })
@@ -148,14 +203,21 @@ impl SegmentFile {
         &self.path
     }
 
-    /// An aligned buffer of `len` bytes (a multiple of the alignment) for `write_block`.
-    pub fn alloc_buffer(&self, len: usize) -> DmaBuffer {
-        debug_assert_eq!(len as u64 % IO_ALIGNMENT_BYTES, 0);
-        self.file.alloc_dma_buffer(len)
+    /// Whether the file goes through the core's own ring.
+    pub fn on_core_ring(&self) -> bool {
+        matches!(self.backend, Backend::Uring(_))
     }
 
-    /// Writes the whole aligned buffer at the aligned position `pos`.
-    pub async fn write_block(&self, buf: DmaBuffer, pos: u64) -> io::Result<()> {
+    /// An aligned buffer of `len` bytes (a multiple of the alignment) for `write_block`.
+    pub fn alloc_buffer(&self, len: usize) -> IoBuf {
+        debug_assert_eq!(len as u64 % IO_ALIGNMENT_BYTES, 0);
+        match &self.backend {
+            Backend::Glommio(f) => IoBuf::Dma(f.alloc_dma_buffer(len)),
+            Backend::Uring(f) => f.alloc_buffer(len),
+        }
+    }
+
+    fn check_write(&self, buf: &IoBuf, pos: u64) -> io::Result<()> {
         assert_eq!(
             pos % IO_ALIGNMENT_BYTES,
             0,
@@ -169,77 +231,146 @@ impl SegmentFile {
         if let Some(f) = &self.faults {
             FaultInjector::tick(&f.writes_until_failure, "write", &self.path)?;
         }
-        let want = buf.len();
-        let wrote = self
-            .file
-            .write_at(buf, pos)
-            .await
-            .map_err(|e| io_context("writing", &self.path, e))?;
-        if wrote != want {
-            return Err(io::Error::new(
-                io::ErrorKind::WriteZero,
-                format!(
-                    "short write to {} at {pos}: {wrote} of {want} bytes",
-                    self.path.display()
-                ),
-            ));
-        }
         Ok(())
     }
 
-    /// Reads up to `len` bytes at `pos` (no alignment needed); shorter only at end of file.
-    pub async fn read(&self, pos: u64, len: usize) -> io::Result<ReadResult> {
-        self.file
-            .read_at(pos, len)
-            .await
-            .map_err(|e| io_context("reading", &self.path, e))
-    }
-
-    pub async fn sync(&self) -> io::Result<()> {
+    async fn check_sync(&self) -> io::Result<()> {
         if let Some(f) = &self.faults {
             f.wait_while_held().await;
             FaultInjector::tick(&f.syncs_until_failure, "fdatasync", &self.path)?;
         }
-        self.file
-            .fdatasync()
-            .await
-            .map_err(|e| io_context("fdatasync", &self.path, e))
+        Ok(())
+    }
+
+    /// Writes the whole aligned buffer at the aligned position `pos`.
+    pub async fn write_block(&self, buf: IoBuf, pos: u64) -> io::Result<()> {
+        self.write_blocks(vec![(buf, pos)], false).await
+    }
+
+    /// Writes aligned buffers at aligned positions, concurrently; with `durable`, they are
+    /// durable (as after an fdatasync) when this returns. On the core's ring a single durable
+    /// write is one RWF_DSYNC write; on glommio, writes then an fdatasync.
+    pub async fn write_blocks(&self, writes: Vec<(IoBuf, u64)>, durable: bool) -> io::Result<()> {
+        for (b, p) in &writes {
+            self.check_write(b, *p)?;
+        }
+        if durable {
+            self.check_sync().await?;
+        }
+        match &self.backend {
+            Backend::Uring(f) => f.write_all(writes, durable, &self.path).await,
+            Backend::Glommio(file) => {
+                let results =
+                    crate::join::join_all(writes.into_iter().map(|(buf, pos)| async move {
+                        let want = buf.len();
+                        let wrote = file
+                            .write_at(buf.into_dma(), pos)
+                            .await
+                            .map_err(|e| io_context("writing", &self.path, e))?;
+                        if wrote != want {
+                            return Err(io::Error::new(
+                                io::ErrorKind::WriteZero,
+                                format!(
+                                    "short write to {} at {pos}: {wrote} of {want} bytes",
+                                    self.path.display()
+                                ),
+                            ));
+                        }
+                        Ok(())
+                    }))
+                    .await;
+                for r in results {
+                    r?;
+                }
+                if durable {
+                    file.fdatasync()
+                        .await
+                        .map_err(|e| io_context("fdatasync", &self.path, e))?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Keeps the blocks after `tail` zeroed and synced ahead of the appends (up to `limit`,
+    /// the reserved space), so durable writes overwrite initialised blocks; on the core's ring
+    /// only (a background step), nothing on glommio.
+    pub fn zero_ahead(&self, tail: u64, limit: u64) {
+        if let Backend::Uring(f) = &self.backend {
+            f.zero_ahead(tail, limit, &self.path);
+        }
+    }
+
+    /// Reads up to `len` bytes at `pos` (no alignment needed); shorter only at end of file.
+    pub async fn read(&self, pos: u64, len: usize) -> io::Result<Vec<u8>> {
+        match &self.backend {
+            Backend::Glommio(f) => f
+                .read_at(pos, len)
+                .await
+                .map(|r| r.to_vec())
+                .map_err(|e| io_context("reading", &self.path, e)),
+            Backend::Uring(f) => f.read(pos, len, &self.path).await,
+        }
+    }
+
+    pub async fn sync(&self) -> io::Result<()> {
+        self.check_sync().await?;
+        match &self.backend {
+            Backend::Glommio(f) => f
+                .fdatasync()
+                .await
+                .map_err(|e| io_context("fdatasync", &self.path, e)),
+            Backend::Uring(f) => f.sync(&self.path).await,
+        }
     }
 
     /// Reserves space up to `len` bytes without changing the file size.
     pub async fn preallocate(&self, len: u64) -> io::Result<()> {
-        self.file
-            .pre_allocate(len, true)
-            .await
-            .map_err(|e| io_context("preallocating", &self.path, e))
+        match &self.backend {
+            Backend::Glommio(f) => f
+                .pre_allocate(len, true)
+                .await
+                .map_err(|e| io_context("preallocating", &self.path, e)),
+            Backend::Uring(f) => f.preallocate(len, &self.path).await,
+        }
     }
 
     pub async fn truncate(&self, len: u64) -> io::Result<()> {
-        self.file
-            .truncate(len)
-            .await
-            .map_err(|e| io_context("truncating", &self.path, e))
+        match &self.backend {
+            Backend::Glommio(f) => f
+                .truncate(len)
+                .await
+                .map_err(|e| io_context("truncating", &self.path, e)),
+            Backend::Uring(f) => f.truncate(len, &self.path).await,
+        }
     }
 
     pub async fn size(&self) -> io::Result<u64> {
-        self.file
-            .file_size()
-            .await
-            .map_err(|e| io_context("stat", &self.path, e))
+        match &self.backend {
+            Backend::Glommio(f) => f
+                .file_size()
+                .await
+                .map_err(|e| io_context("stat", &self.path, e)),
+            Backend::Uring(f) => f.size(&self.path),
+        }
     }
 
     pub async fn close(self) -> io::Result<()> {
         let path = self.path;
-        self.file
-            .close()
-            .await
-            .map_err(|e| io_context("closing", &path, e))
+        match self.backend {
+            Backend::Glommio(f) => f.close().await.map_err(|e| io_context("closing", &path, e)),
+            // The descriptor closes when the last operation holding the file is done.
+            Backend::Uring(f) => {
+                drop(f);
+                Ok(())
+            }
+        }
     }
 }
 
 /// Runs a blocking file-system call on the executor's blocking thread pool, so the reactor
 /// (every other partition of this core) is not stalled by it.
-async fn off_executor<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
+pub(crate) async fn off_executor<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
     glommio::executor().spawn_blocking(f).await
 }
 

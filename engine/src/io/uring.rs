@@ -1,0 +1,736 @@
+//! The engine's own io_uring (the `io-uring` crate), one per core, for the files it appends to
+//! (`storage-io = io-uring`, the default; `engine/benches/sync_paths.rs` measured why).
+//!
+//! - One ring per executor thread, with a sparse table of registered files and one registered
+//!   buffer pool (`buffer::BufferPool`).
+//! - Integration with glommio's reactor: the ring's eventfd is read through glommio (an
+//!   `IORING_OP_READ` on glommio's own ring, which the kernel arms as a poll: no thread), so a
+//!   completion wakes the core's reaper task, which drains the completion queue and wakes the
+//!   waiting futures. The core never blocks on this ring.
+//! - A durable append is one write with `RWF_DSYNC` into blocks that were zeroed and synced
+//!   ahead of the tail (`UringFile::zero_ahead`): overwriting initialised blocks inside the file
+//!   size needs no metadata commit, so the write is one device write and one cache flush,
+//!   issued in one `io_uring_enter` with no hand-off to an io-wq worker (an `IORING_OP_FSYNC`
+//!   always runs on one).
+//!
+//! Every buffer and file an operation uses is kept alive by its slot until the kernel posts
+//! its completion, even if the future that submitted it is dropped.
+
+use std::any::Any;
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::io::{AsRawFd, FromRawFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+
+use io_uring::{opcode, squeue, types, IoUring};
+
+use super::buffer::{BufferPool, IoBuf};
+use super::{align_down, align_up, io_context};
+
+/// Submission queue entries of a core's ring (the completion queue has twice as many).
+pub const RING_ENTRIES: u32 = 256;
+/// Operations in flight on one ring at most: the completion queue's size, so it never
+/// overflows; a submitter past it waits.
+const MAX_OPS_IN_FLIGHT: u64 = 2 * RING_ENTRIES as u64;
+/// Pause before a submission the kernel refused for now (EBUSY, EAGAIN) is tried again.
+const SUBMIT_RETRY_US: u64 = 50;
+/// Registered file slots per core; files past it use plain descriptors.
+pub const FIXED_FILE_SLOTS: u32 = 1024;
+/// Bytes of a log file kept zeroed and synced ahead of its tail, so its durable writes
+/// overwrite initialised blocks.
+pub const ZERO_AHEAD_BYTES: u64 = 8 << 20;
+/// One zeroing step: written (from the pool's zero chunk) and synced as one unit.
+pub const ZERO_STEP_BYTES: u64 = 4 << 20;
+
+/// Settings of a core's ring.
+#[derive(Clone, Copy, Debug)]
+pub struct RingConfig {
+    /// Bytes of the registered buffer pool (0: none; writes use unregistered buffers).
+    pub registered_buffer_bytes: usize,
+    /// Size of each pool chunk: the `.log` appenders' chunk size.
+    pub chunk_bytes: usize,
+}
+
+thread_local! {
+    static CORE_RING: RefCell<Option<Rc<CoreRing>>> = const { RefCell::new(None) };
+    /// Whether files opened for writing on this thread use the ring (the last `CoreStorage`
+    /// built here chose).
+    static RING_IN_USE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The ring of this executor, if `install` set one up and it is in use.
+pub(crate) fn core_ring() -> Option<Rc<CoreRing>> {
+    if !RING_IN_USE.with(Cell::get) {
+        return None;
+    }
+    CORE_RING.with(|r| r.borrow().clone())
+}
+
+/// What this thread's ring has done (tests, metrics).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RingStats {
+    /// Operations submitted so far.
+    pub submitted_ops: u64,
+    /// Registered buffer chunks free now (0 without a pool).
+    pub free_pool_chunks: usize,
+}
+
+/// This thread's ring's counters, if it has one in use.
+pub fn stats() -> Option<RingStats> {
+    core_ring().map(|r| r.stats())
+}
+
+/// Files opened for writing from now on, on this thread, go through glommio.
+pub(crate) fn stop_using() {
+    RING_IN_USE.with(|u| u.set(false));
+}
+
+/// Sets up this executor's ring (once per thread) and starts its reaper task; files opened
+/// for writing from now on use it. Must run on a glommio executor.
+pub(crate) fn install(config: RingConfig) -> io::Result<Rc<CoreRing>> {
+    if let Some(r) = CORE_RING.with(|r| r.borrow().clone()) {
+        RING_IN_USE.with(|u| u.set(true));
+        return Ok(r);
+    }
+    let ring = CoreRing::new(config)?;
+    CORE_RING.with(|r| *r.borrow_mut() = Some(ring.clone()));
+    RING_IN_USE.with(|u| u.set(true));
+    let reaper = ring.clone();
+    glommio::spawn_local(async move { reaper.reap_loop().await }).detach();
+    Ok(ring)
+}
+
+enum Slot {
+    Free {
+        next: Option<usize>,
+    },
+    Pending {
+        waker: Option<Waker>,
+        /// Buffers and files the kernel uses until completion.
+        _keep: Rc<dyn Any>,
+        /// The submitting future is gone: free the slot at completion.
+        orphaned: bool,
+    },
+    Done(i32),
+}
+
+struct Slots {
+    slots: Vec<Slot>,
+    free: Option<usize>,
+}
+
+impl Slots {
+    fn take(&mut self, keep: Rc<dyn Any>) -> usize {
+        let pending = Slot::Pending {
+            waker: None,
+            _keep: keep,
+            orphaned: false,
+        };
+        match self.free {
+            Some(i) => {
+                let Slot::Free { next } = self.slots[i] else {
+                    unreachable!("the free list holds free slots")
+                };
+                self.free = next;
+                self.slots[i] = pending;
+                i
+            }
+            None => {
+                self.slots.push(pending);
+                self.slots.len() - 1
+            }
+        }
+    }
+
+    fn release(&mut self, i: usize) {
+        self.slots[i] = Slot::Free { next: self.free };
+        self.free = Some(i);
+    }
+}
+
+pub struct CoreRing {
+    ring: RefCell<IoUring>,
+    slots: RefCell<Slots>,
+    /// The ring's eventfd, read through glommio's reactor.
+    wake: glommio::io::BufferedFile,
+    in_flight: glommio::sync::Semaphore,
+    free_file_slots: RefCell<Vec<u32>>,
+    pool: Option<Rc<BufferPool>>,
+    /// Operations submitted so far (metrics, tests).
+    submitted: Cell<u64>,
+}
+
+impl CoreRing {
+    fn new(config: RingConfig) -> io::Result<Rc<Self>> {
+        let ring = IoUring::builder()
+            .setup_cqsize(2 * RING_ENTRIES)
+            .build(RING_ENTRIES)
+            .map_err(|e| io::Error::new(e.kind(), format!("creating the core's io_uring: {e}")))?;
+        let files = match ring.submitter().register_files_sparse(FIXED_FILE_SLOTS) {
+            Ok(()) => (0..FIXED_FILE_SLOTS).rev().collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "io_uring: cannot register a file table; using plain descriptors");
+                Vec::new()
+            }
+        };
+        let pool = BufferPool::new(config.registered_buffer_bytes, config.chunk_bytes).and_then(
+            |pool| {
+                // SAFETY: the pool's memory lives as long as the pool, and the ring holds the
+                // pool (and so the memory) until it is dropped.
+                match unsafe { ring.submitter().register_buffers(&[pool.iovec()]) } {
+                    Ok(()) => Some(pool),
+                    Err(e) => {
+                        tracing::warn!(error = %e, bytes = config.registered_buffer_bytes, "io_uring: cannot register the buffer pool (locked-memory limit?); writes use unregistered buffers");
+                        None
+                    }
+                }
+            },
+        );
+        // SAFETY: plain syscall; the fd is handed to the BufferedFile, which closes it.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if efd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: efd is a fresh descriptor we own; the BufferedFile takes it over.
+        let wake = unsafe { glommio::io::BufferedFile::from_raw_fd(efd) };
+        ring.submitter().register_eventfd(efd)?;
+        Ok(Rc::new(Self {
+            ring: RefCell::new(ring),
+            slots: RefCell::new(Slots {
+                slots: Vec::new(),
+                free: None,
+            }),
+            wake,
+            in_flight: glommio::sync::Semaphore::new(MAX_OPS_IN_FLIGHT),
+            free_file_slots: RefCell::new(files),
+            pool,
+            submitted: Cell::new(0),
+        }))
+    }
+
+    fn stats(&self) -> RingStats {
+        RingStats {
+            submitted_ops: self.submitted.get(),
+            free_pool_chunks: self.pool.as_ref().map_or(0, |p| p.free_chunks()),
+        }
+    }
+
+    /// An aligned buffer of `len` bytes: a registered pool chunk when `len` is the pool's
+    /// chunk size and one is free, else a glommio DMA buffer.
+    pub fn alloc_buffer(&self, len: usize) -> IoBuf {
+        if let Some(p) = &self.pool {
+            if len == p.chunk_bytes() {
+                if let Some(c) = p.take() {
+                    return IoBuf::Pooled(c);
+                }
+            }
+        }
+        IoBuf::Dma(glommio::allocate_dma_buffer(len))
+    }
+
+    /// Waits for every completion posted to the ring (through its eventfd, read on glommio's
+    /// reactor) and hands the results to their futures.
+    async fn reap_loop(self: Rc<Self>) {
+        loop {
+            if let Err(e) = self.wake.read_at(0, 8).await {
+                // An eventfd read does not fail in practice; if it does, poll gently.
+                tracing::warn!(error = %e, "io_uring: reading the ring's eventfd");
+                glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
+            }
+            self.reap();
+        }
+    }
+
+    fn reap(&self) {
+        let mut done = 0;
+        {
+            let mut ring = self.ring.borrow_mut();
+            let mut slots = self.slots.borrow_mut();
+            for cqe in ring.completion() {
+                let i = cqe.user_data() as usize;
+                done += 1;
+                match std::mem::replace(&mut slots.slots[i], Slot::Done(cqe.result())) {
+                    Slot::Pending { orphaned: true, .. } => slots.release(i),
+                    Slot::Pending { waker, .. } => {
+                        if let Some(w) = waker {
+                            w.wake();
+                        }
+                    }
+                    other => unreachable!(
+                        "a completion for a slot that is not pending ({})",
+                        matches!(other, Slot::Done(_))
+                    ),
+                }
+            }
+        }
+        if done > 0 {
+            self.in_flight.signal(done);
+        }
+    }
+
+    /// Submits `chains` in one `io_uring_enter`: the entries of a chain are linked (each
+    /// starts after the one before succeeded; a failure cancels the rest), chains run
+    /// concurrently. Returns each entry's result, chain by chain. `keep` stays alive until
+    /// every entry completed.
+    pub(super) async fn run(
+        self: &Rc<Self>,
+        chains: Vec<Vec<squeue::Entry>>,
+        keep: Rc<dyn Any>,
+    ) -> Vec<Vec<i32>> {
+        let total: usize = chains.iter().map(Vec::len).sum();
+        assert!(
+            total as u64 <= MAX_OPS_IN_FLIGHT,
+            "one submission fits the ring"
+        );
+        self.in_flight
+            .acquire(total as u64)
+            .await
+            .expect("the ring's semaphore is never closed");
+        // The futures exist before the submission, so a caller dropped meanwhile still marks
+        // its slots orphaned (freed at completion).
+        let mut ops: Vec<Vec<OpFuture>> = Vec::with_capacity(chains.len());
+        {
+            let mut ring = self.ring.borrow_mut();
+            let mut slots = self.slots.borrow_mut();
+            for chain in chains {
+                let n = chain.len();
+                let mut chain_ids = Vec::with_capacity(n);
+                for (k, e) in chain.into_iter().enumerate() {
+                    let id = slots.take(keep.clone());
+                    let mut e = e.user_data(id as u64);
+                    if k + 1 < n {
+                        e = e.flags(squeue::Flags::IO_LINK);
+                    }
+                    // SAFETY: the entry's buffers and files are owned by `keep`, which the
+                    // slot holds until the completion is reaped.
+                    while unsafe { ring.submission().push(&e) }.is_err() {
+                        // The queue is full: hand what it holds to the kernel.
+                        if let Err(err) = ring.submit() {
+                            tracing::warn!(error = %err, "io_uring submit (queue full)");
+                        }
+                    }
+                    chain_ids.push(OpFuture {
+                        ring: self.clone(),
+                        id,
+                        finished: false,
+                    });
+                }
+                ops.push(chain_ids);
+            }
+        }
+        self.submit_queued().await;
+        self.submitted.set(self.submitted.get() + total as u64);
+        let mut out = Vec::with_capacity(ops.len());
+        for chain in ops {
+            let mut results = Vec::with_capacity(chain.len());
+            for op in chain {
+                results.push(op.await);
+            }
+            out.push(results);
+        }
+        out
+    }
+
+    /// Hands the queued entries to the kernel. A busy kernel (completions to reap first, or
+    /// no memory for the moment) is retried after reaping and a short pause; any other
+    /// refusal means a malformed entry, a bug.
+    async fn submit_queued(&self) {
+        loop {
+            let r = self.ring.borrow().submit();
+            match r {
+                Ok(_) => return,
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EAGAIN)) => {
+                    self.reap();
+                    glommio::timer::sleep(std::time::Duration::from_micros(SUBMIT_RETRY_US)).await;
+                }
+                Err(e) => panic!("io_uring submit refused: {e}"),
+            }
+        }
+    }
+
+    fn take_file_slot(&self, fd: RawFd) -> Option<u32> {
+        let slot = self.free_file_slots.borrow_mut().pop()?;
+        match self
+            .ring
+            .borrow()
+            .submitter()
+            .register_files_update(slot, &[fd])
+        {
+            Ok(_) => Some(slot),
+            Err(e) => {
+                tracing::debug!(error = %e, "io_uring: registering a file");
+                self.free_file_slots.borrow_mut().push(slot);
+                None
+            }
+        }
+    }
+
+    fn release_file_slot(&self, slot: u32) {
+        if let Err(e) = self
+            .ring
+            .borrow()
+            .submitter()
+            .register_files_update(slot, &[-1])
+        {
+            tracing::warn!(error = %e, "io_uring: unregistering a file");
+            return;
+        }
+        self.free_file_slots.borrow_mut().push(slot);
+    }
+}
+
+struct OpFuture {
+    ring: Rc<CoreRing>,
+    id: usize,
+    finished: bool,
+}
+
+impl Future for OpFuture {
+    type Output = i32;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<i32> {
+        let mut slots = self.ring.slots.borrow_mut();
+        let id = self.id;
+        match &mut slots.slots[id] {
+            Slot::Done(res) => {
+                let res = *res;
+                slots.release(id);
+                drop(slots);
+                self.finished = true;
+                Poll::Ready(res)
+            }
+            Slot::Pending { waker, .. } => {
+                *waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+            Slot::Free { .. } => unreachable!("a pending op's slot is not free"),
+        }
+    }
+}
+
+impl Drop for OpFuture {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        let mut slots = self.ring.slots.borrow_mut();
+        match &mut slots.slots[self.id] {
+            Slot::Done(_) => slots.release(self.id),
+            Slot::Pending {
+                orphaned, waker, ..
+            } => {
+                *orphaned = true;
+                *waker = None;
+            }
+            Slot::Free { .. } => unreachable!("a pending op's slot is not free"),
+        }
+    }
+}
+
+/// The result of an operation as `io::Result` (negative = errno).
+fn result(res: i32) -> io::Result<u32> {
+    if res < 0 {
+        Err(io::Error::from_raw_os_error(-res))
+    } else {
+        Ok(res as u32)
+    }
+}
+
+/// What a file operation names the file by: a registered slot or the plain descriptor.
+#[derive(Clone, Copy)]
+enum Target {
+    Fixed(u32),
+    Fd(RawFd),
+}
+
+macro_rules! on_target {
+    ($t:expr, |$f:ident| $e:expr) => {
+        match $t {
+            Target::Fixed(slot) => {
+                let $f = types::Fixed(slot);
+                $e
+            }
+            Target::Fd(fd) => {
+                let $f = types::Fd(fd);
+                $e
+            }
+        }
+    };
+}
+
+/// A file opened for direct I/O on the core's ring.
+pub struct UringFile {
+    file: std::fs::File,
+    ring: Rc<CoreRing>,
+    slot: Option<u32>,
+    /// Bytes `0..zeroed_to` are initialised blocks inside the file size, made durable: a DSYNC
+    /// write below it commits no metadata.
+    zeroed_to: Cell<u64>,
+    /// A zeroing step in flight writes `zeroing_from..zeroed_to_after` (writes there wait).
+    zeroing: Cell<Option<(u64, u64)>>,
+    zero_done: RefCell<Vec<Waker>>,
+}
+
+impl UringFile {
+    pub(super) async fn open_rw(path: &Path, ring: Rc<CoreRing>) -> io::Result<Self> {
+        let p = path.to_path_buf();
+        let file = super::off_executor(move || {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .custom_flags(libc::O_DIRECT | libc::O_CLOEXEC)
+                .open(&p)
+        })
+        .await
+        .map_err(|e| io_context("opening", path, e))?;
+        let size = file
+            .metadata()
+            .map_err(|e| io_context("stat", path, e))?
+            .len();
+        let slot = ring.take_file_slot(file.as_raw_fd());
+        Ok(Self {
+            file,
+            ring,
+            slot,
+            zeroed_to: Cell::new(align_down(size)),
+            zeroing: Cell::new(None),
+            zero_done: RefCell::new(Vec::new()),
+        })
+    }
+
+    fn target(&self) -> Target {
+        match self.slot {
+            Some(s) => Target::Fixed(s),
+            None => Target::Fd(self.file.as_raw_fd()),
+        }
+    }
+
+    pub(super) fn alloc_buffer(&self, len: usize) -> IoBuf {
+        self.ring.alloc_buffer(len)
+    }
+
+    fn write_entry(&self, buf: &IoBuf, pos: u64, dsync: bool) -> squeue::Entry {
+        let len = buf.len() as u32;
+        let ptr = buf.as_ptr();
+        let flags = if dsync { libc::RWF_DSYNC } else { 0 };
+        match buf.fixed_index() {
+            Some(index) => on_target!(self.target(), |f| opcode::WriteFixed::new(
+                f, ptr, len, index
+            )
+            .offset(pos)
+            .rw_flags(flags)
+            .build()),
+            None => on_target!(self.target(), |f| opcode::Write::new(f, ptr, len)
+                .offset(pos)
+                .rw_flags(flags)
+                .build()),
+        }
+    }
+
+    fn sync_entry(&self) -> squeue::Entry {
+        on_target!(self.target(), |f| opcode::Fsync::new(f)
+            .flags(types::FsyncFlags::DATASYNC)
+            .build())
+    }
+
+    /// Waits while a zeroing step covers any byte of `pos..end`.
+    async fn wait_zeroing(&self, pos: u64, end: u64) {
+        std::future::poll_fn(|cx| match self.zeroing.get() {
+            Some((a, b)) if pos < b && a < end => {
+                self.zero_done.borrow_mut().push(cx.waker().clone());
+                Poll::Pending
+            }
+            _ => Poll::Ready(()),
+        })
+        .await
+    }
+
+    /// Writes `writes` (aligned buffers at aligned positions); with `durable`, they are
+    /// durable when this returns: one write is issued with RWF_DSYNC, several are written
+    /// concurrently and followed by one fdatasync.
+    pub(super) async fn write_all(
+        self: &Rc<Self>,
+        writes: Vec<(IoBuf, u64)>,
+        durable: bool,
+        path: &Path,
+    ) -> io::Result<()> {
+        if writes.is_empty() {
+            return if durable {
+                self.sync(path).await
+            } else {
+                Ok(())
+            };
+        }
+        let lo = writes.iter().map(|(_, p)| *p).min().expect("writes");
+        let hi = writes
+            .iter()
+            .map(|(b, p)| p + b.len() as u64)
+            .max()
+            .expect("writes");
+        self.wait_zeroing(lo, hi).await;
+        let single = writes.len() == 1;
+        let chains: Vec<Vec<squeue::Entry>> = writes
+            .iter()
+            .map(|(b, p)| vec![self.write_entry(b, *p, durable && single)])
+            .collect();
+        let want: Vec<usize> = writes.iter().map(|(b, _)| b.len()).collect();
+        let positions: Vec<u64> = writes.iter().map(|(_, p)| *p).collect();
+        let keep: Rc<dyn Any> = Rc::new((writes, self.clone()));
+        let results = self.ring.run(chains, keep).await;
+        for ((r, want), pos) in results.iter().zip(want).zip(positions) {
+            let wrote = result(r[0]).map_err(|e| io_context("writing", path, e))?;
+            if wrote as usize != want {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    format!(
+                        "short write to {} at {pos}: {wrote} of {want} bytes",
+                        path.display()
+                    ),
+                ));
+            }
+        }
+        if durable && !single {
+            self.sync(path).await?;
+        }
+        Ok(())
+    }
+
+    pub(super) async fn sync(self: &Rc<Self>, path: &Path) -> io::Result<()> {
+        let r = self
+            .ring
+            .run(vec![vec![self.sync_entry()]], self.clone())
+            .await;
+        result(r[0][0])
+            .map(|_| ())
+            .map_err(|e| io_context("fdatasync", path, e))
+    }
+
+    /// Keeps the blocks after `tail` zeroed and synced up to `ZERO_AHEAD_BYTES` beyond it (at
+    /// most to `limit`, the file's reserved space), one `ZERO_STEP_BYTES` step at a time in
+    /// the background. Needs the registered pool (its zero chunk); without it, does nothing.
+    pub(super) fn zero_ahead(self: &Rc<Self>, tail: u64, limit: u64, path: &Path) {
+        if self.zeroing.get().is_some() {
+            return;
+        }
+        let Some(pool) = self.ring.pool.clone() else {
+            return;
+        };
+        let from = self.zeroed_to.get().max(align_up(tail));
+        let want = (tail + ZERO_AHEAD_BYTES).min(align_down(limit));
+        if from >= want || want - from < ZERO_STEP_BYTES.min(want - align_up(tail)) {
+            return;
+        }
+        let to = (from + ZERO_STEP_BYTES).min(want);
+        self.zeroing.set(Some((from, to)));
+        let me = self.clone();
+        let path: PathBuf = path.to_path_buf();
+        glommio::spawn_local(async move {
+            let chunk = pool.chunk_bytes() as u64;
+            let zeros = pool.zeros();
+            let mut writes = Vec::new();
+            let mut pos = from;
+            while pos < to {
+                let len = chunk.min(to - pos) as u32;
+                writes.push(vec![on_target!(me.target(), |f| opcode::WriteFixed::new(
+                    f,
+                    zeros as *mut u8,
+                    len,
+                    0
+                )
+                .offset(pos)
+                .build())]);
+                pos += len as u64;
+            }
+            let n = writes.len();
+            let keep: Rc<dyn Any> = Rc::new((pool, me.clone()));
+            let mut ok = me.ring.run(writes, keep).await.iter().all(|r| r[0] >= 0);
+            ok = ok && me.sync(&path).await.is_ok();
+            if ok {
+                me.zeroed_to.set(to);
+            } else {
+                // Not fatal: durable writes there still are (DSYNC commits what they need).
+                tracing::debug!(path = %path.display(), n, "zeroing ahead of the log tail failed");
+            }
+            me.zeroing.set(None);
+            for w in me.zero_done.borrow_mut().drain(..) {
+                w.wake();
+            }
+        })
+        .detach();
+    }
+
+    /// Reads `len` bytes at `pos` (any alignment) through an aligned bounce buffer; shorter
+    /// only at end of file.
+    pub(super) async fn read(
+        self: &Rc<Self>,
+        pos: u64,
+        len: usize,
+        path: &Path,
+    ) -> io::Result<Vec<u8>> {
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let start = align_down(pos);
+        let end = align_up(pos + len as u64);
+        let mut buf = IoBuf::Dma(glommio::allocate_dma_buffer((end - start) as usize));
+        let ptr = buf.as_bytes_mut().as_mut_ptr();
+        let n = (end - start) as u32;
+        let e = on_target!(self.target(), |f| opcode::Read::new(f, ptr, n)
+            .offset(start)
+            .build());
+        let holder = Rc::new(RefCell::new(Some(buf)));
+        let keep: Rc<dyn Any> = Rc::new((holder.clone(), self.clone()));
+        let r = self.ring.run(vec![vec![e]], keep).await;
+        let got = result(r[0][0]).map_err(|e| io_context("reading", path, e))? as u64;
+        let buf = holder.borrow_mut().take().expect("the read buffer");
+        let skip = (pos - start) as usize;
+        let avail = (got as usize).saturating_sub(skip).min(len);
+        Ok(buf.as_bytes()[skip..skip + avail].to_vec())
+    }
+
+    pub(super) async fn preallocate(self: &Rc<Self>, len: u64, path: &Path) -> io::Result<()> {
+        let e = on_target!(self.target(), |f| opcode::Fallocate::new(f, len)
+            .mode(libc::FALLOC_FL_KEEP_SIZE)
+            .build());
+        let r = self.ring.run(vec![vec![e]], self.clone()).await;
+        result(r[0][0])
+            .map(|_| ())
+            .map_err(|e| io_context("preallocating", path, e))
+    }
+
+    pub(super) async fn truncate(self: &Rc<Self>, len: u64, path: &Path) -> io::Result<()> {
+        self.wait_zeroing(0, u64::MAX).await;
+        let e = on_target!(self.target(), |f| opcode::Ftruncate::new(f, len).build());
+        let r = self.ring.run(vec![vec![e]], self.clone()).await;
+        result(r[0][0]).map_err(|e| io_context("truncating", path, e))?;
+        self.zeroed_to
+            .set(self.zeroed_to.get().min(align_down(len)));
+        Ok(())
+    }
+
+    pub(super) fn size(&self, path: &Path) -> io::Result<u64> {
+        // fstat reads the in-memory inode: it does not block on the device.
+        self.file
+            .metadata()
+            .map(|m| m.len())
+            .map_err(|e| io_context("stat", path, e))
+    }
+}
+
+impl Drop for UringFile {
+    fn drop(&mut self) {
+        // Every operation holds an Rc of the file, so none is in flight: the slot and the
+        // descriptor can go.
+        if let Some(s) = self.slot.take() {
+            self.ring.release_file_slot(s);
+        }
+    }
+}
