@@ -175,7 +175,7 @@ fn on_executor<R: Send + 'static>(
 ) -> R {
     LocalExecutorBuilder::new(Placement::Unbound)
         .io_memory(BENCH_IO_MEMORY_BYTES)
-        .spawn(move || f())
+        .spawn(f)
         .expect("executor")
         .join()
         .expect("executor run")
@@ -327,7 +327,10 @@ fn main() {
     let args = parse_args();
     std::fs::create_dir_all(&args.dir).expect("bench dir");
     let bytes = args.kib * 1024;
-    assert!(bytes % ALIGN_BYTES == 0, "--kib must be a multiple of 4");
+    assert!(
+        bytes.is_multiple_of(ALIGN_BYTES),
+        "--kib must be a multiple of 4"
+    );
     println!(
         "durable write paths: {} sequential {} KiB writes per run, each durable before the next, {} rounds, dir {}",
         args.ops, args.kib, args.rounds, args.dir.display()
@@ -342,7 +345,9 @@ fn main() {
         Box::new(|d, o, b| uring(d, o, b, UringMode::Linked, true)),
         Box::new(|d, o, b| uring(d, o, b, UringMode::Dsync, true)),
     ];
-    let mut rows: Vec<(&'static str, Vec<f64>, Vec<f64>, Vec<f64>)> = Vec::new();
+    // Per variant: name, p50s, p99s, rates (one per round).
+    type Row = (&'static str, Vec<f64>, Vec<f64>, Vec<f64>);
+    let mut rows: Vec<Row> = Vec::new();
     for round in 1..=args.rounds {
         for (i, v) in variants.iter().enumerate() {
             let r = v(&args.dir, args.ops, bytes);

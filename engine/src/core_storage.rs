@@ -14,6 +14,7 @@ use crate::data_dir::DataDir;
 use crate::io::{FaultInjector, RingConfig, StorageIo};
 use crate::latency::LatencyHistogram;
 use crate::segment::{ClosedReader, ClosedSegment};
+use crate::tail_cache::TailCache;
 
 /// Default number of closed segments a core keeps open for reads.
 pub const DEFAULT_READ_CACHE_SEGMENTS: usize = 64;
@@ -29,6 +30,8 @@ pub struct CoreStorageOptions {
     pub storage_io: StorageIo,
     /// Bytes of registered write buffers on the core's ring.
     pub registered_buffer_bytes: usize,
+    /// Bytes of recently appended batches kept for reads at the tail (0: off).
+    pub tail_cache_bytes: u64,
 }
 
 impl Default for CoreStorageOptions {
@@ -37,6 +40,7 @@ impl Default for CoreStorageOptions {
             read_cache_segments: DEFAULT_READ_CACHE_SEGMENTS,
             storage_io: StorageIo::default(),
             registered_buffer_bytes: DEFAULT_REGISTERED_BUFFER_BYTES,
+            tail_cache_bytes: crate::tail_cache::DEFAULT_TAIL_CACHE_BYTES,
         }
     }
 }
@@ -52,6 +56,7 @@ pub struct CoreStorage {
     clock: RefCell<Rc<dyn Clock>>,
     /// The runtime this core's appends go through.
     storage_io: StorageIo,
+    tail_cache: Rc<TailCache>,
 }
 
 impl CoreStorage {
@@ -118,12 +123,18 @@ impl CoreStorage {
             faults,
             clock: RefCell::new(Rc::new(SystemClock)),
             storage_io,
+            tail_cache: TailCache::new(options.tail_cache_bytes),
         }))
     }
 
     /// The runtime this core's appends go through (io-uring unless it was not available).
     pub fn storage_io(&self) -> StorageIo {
         self.storage_io
+    }
+
+    /// The core's cache of recently appended batches.
+    pub fn tail_cache(&self) -> &Rc<TailCache> {
+        &self.tail_cache
     }
 
     pub fn data_dir(&self) -> &Arc<DataDir> {

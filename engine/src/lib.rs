@@ -30,6 +30,7 @@ pub mod record_check;
 pub mod recovery_marker;
 pub mod segment;
 pub mod shard;
+pub mod tail_cache;
 
 pub use config::{CleanupPolicy, LogConfig, TimestampType};
 pub use core_storage::{CoreStorage, CoreStorageOptions};

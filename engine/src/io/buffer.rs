@@ -100,7 +100,7 @@ impl BufferPool {
     /// Allocates `total_bytes` (rounded down to whole chunks, at least 2) of zeroed aligned
     /// memory; `None` if that is less than two chunks.
     pub(super) fn new(total_bytes: usize, chunk_bytes: usize) -> Option<Rc<Self>> {
-        assert!(chunk_bytes > 0 && chunk_bytes as u64 % IO_ALIGNMENT_BYTES == 0);
+        assert!(chunk_bytes > 0 && (chunk_bytes as u64).is_multiple_of(IO_ALIGNMENT_BYTES));
         let chunks = total_bytes / chunk_bytes;
         if chunks < 2 {
             return None;

@@ -240,6 +240,9 @@ impl PartitionLog {
             batch::set_leader_epoch(&mut owned, epoch);
             batch::stamp_log_append_time(&mut owned, commit);
             a.log.append(&owned);
+            if let Some(t) = &a.tail {
+                t.push(position, &[&owned]);
+            }
             commit
         } else {
             let mut head = [0u8; batch::MAGIC_POS];
@@ -248,6 +251,9 @@ impl PartitionLog {
             batch::set_leader_epoch(&mut head, epoch);
             a.log.append(&head);
             a.log.append(&batch[batch::MAGIC_POS..]);
+            if let Some(t) = &a.tail {
+                t.push(position, &[&head, &batch[batch::MAGIC_POS..]]);
+            }
             h.max_timestamp
         };
         a.push_batch(

@@ -8,6 +8,7 @@ use crate::batch;
 use crate::index::{self, OffsetEntry};
 use crate::io::SegmentFile;
 use crate::segment::ClosedSegment;
+use crate::tail_cache::TailWindow;
 
 impl PartitionLog {
     /// Walks the stored batches from the one holding `from` up to the high watermark (or
@@ -82,7 +83,13 @@ impl PartitionLog {
         due_by_commit_ms: i64,
     ) -> Result<ReadStep, LogError> {
         enum Plan {
-            Read(Rc<SegmentFile>, u64, u64, Option<i64>),
+            Read(
+                Rc<SegmentFile>,
+                u64,
+                u64,
+                Option<i64>,
+                Option<Rc<TailWindow>>,
+            ),
             Closed(ClosedSegment),
         }
         let (plan, hwm, planned_generation) = {
@@ -115,9 +122,13 @@ impl PartitionLog {
                         due_by_commit_ms,
                     );
                     match r.range {
-                        Some((pos, len)) => {
-                            Plan::Read(a.log.file().clone(), pos, len, r.first_undue_commit_ms)
-                        }
+                        Some((pos, len)) => Plan::Read(
+                            a.log.file().clone(),
+                            pos,
+                            len,
+                            r.first_undue_commit_ms,
+                            a.tail.clone(),
+                        ),
                         None => {
                             return Ok(ReadStep::Done(DueRead {
                                 bytes: Vec::new(),
@@ -138,8 +149,8 @@ impl PartitionLog {
             };
             (plan, st.high_watermark, st.cleaner.generation())
         };
-        let (file, pos, len, first_undue_commit_ms, next_base) = match plan {
-            Plan::Read(f, p, l, u) => (f, p, l, u, None),
+        let (file, pos, len, first_undue_commit_ms, next_base, tail) = match plan {
+            Plan::Read(f, p, l, u, t) => (f, p, l, u, None, t),
             Plan::Closed(seg) => {
                 let Some(reader) = self.segment_reader(&seg, planned_generation).await? else {
                     return Ok(ReadStep::Replan);
@@ -160,6 +171,7 @@ impl PartitionLog {
                         l,
                         r.first_undue_commit_ms,
                         Some(r.next_base.unwrap_or(seg.next_offset)),
+                        None,
                     ),
                     // Nothing at or after `from` in this segment (a cleaned segment's empty
                     // tail): the next segment has it.
@@ -175,11 +187,17 @@ impl PartitionLog {
                 }
             }
         };
-        let r = file
-            .read(pos, len as usize)
-            .await
-            .map_err(|e| self.io_err(e))?;
-        let mut bytes = self.check_read(r.to_vec(), pos, len)?;
+        // At the tail, the core's tail cache has the bytes: no device read.
+        let mut bytes = match tail.and_then(|t| t.read(pos, len)) {
+            Some(b) => b,
+            None => {
+                let r = file
+                    .read(pos, len as usize)
+                    .await
+                    .map_err(|e| self.io_err(e))?;
+                self.check_read(r, pos, len)?
+            }
+        };
         // The first batch may end before `from` when the batches after it were cleaned away.
         if let Some((h, _)) = batch::stored_batches(&bytes).next() {
             if (h.last_offset() as u64) < from {

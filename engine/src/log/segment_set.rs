@@ -11,6 +11,7 @@ use crate::index::{self, OffsetEntry, TimeEntry};
 use crate::io::{self, align_down, align_up, SegmentFile};
 use crate::recovery_marker::RecoveryMarker;
 use crate::segment::{self, ClosedSegment};
+use crate::tail_cache::TailWindow;
 
 pub(super) struct ActiveSegment {
     pub(super) base_offset: u64,
@@ -23,6 +24,8 @@ pub(super) struct ActiveSegment {
     pub(super) max_timestamp_rel: u32,
     pub(super) bytes_since_time_entry: u64,
     pub(super) first_commit_time_ms: Option<i64>,
+    /// Copies of the newest batches, for reads at the tail (`None`: the core's cache is off).
+    pub(super) tail: Option<Rc<TailWindow>>,
 }
 
 impl ActiveSegment {
@@ -386,6 +389,7 @@ pub(super) async fn open_segment_at(
         max_timestamp_ms: max_ts,
         max_timestamp_rel: max_rel,
         bytes_since_time_entry: bytes_since,
+        tail: core.tail_cache().window(),
     })
 }
 
