@@ -91,6 +91,16 @@ impl CoreStorage {
         Self::build(data_dir, options, Some(faults)).await
     }
 
+    /// Sets up this executor's storage with every setting given, and (tests, drills) a fault
+    /// injector every write and fdatasync goes through.
+    pub async fn open(
+        data_dir: Arc<DataDir>,
+        options: CoreStorageOptions,
+        faults: Option<Rc<FaultInjector>>,
+    ) -> io::Result<Rc<Self>> {
+        Self::build(data_dir, options, faults).await
+    }
+
     async fn build(
         data_dir: Arc<DataDir>,
         options: CoreStorageOptions,

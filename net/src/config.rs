@@ -93,6 +93,12 @@ pub struct BrokerConfig {
     pub offsets_retention_check_interval_ms: u64,
     pub io_memory_bytes: usize,
     pub read_cache_segments: usize,
+    /// Which runtime carries each core's appends (`storage-io`).
+    pub storage_io: engine::StorageIo,
+    /// Registered write buffers of each core's ring (`storage-io = io-uring`).
+    pub registered_buffer_bytes: usize,
+    /// Recently appended batches each core keeps for fetches at the tail (0: off).
+    pub tail_cache_bytes: u64,
     pub spin_before_park_us: u64,
     /// How long a new group waits for more members before its first rebalance completes
     /// (Kafka's `group.initial.rebalance.delay.ms`).
@@ -135,6 +141,9 @@ impl BrokerConfig {
             offsets_retention_check_interval_ms: DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS,
             io_memory_bytes: DEFAULT_IO_MEMORY_BYTES,
             read_cache_segments: DEFAULT_READ_CACHE_SEGMENTS,
+            storage_io: engine::StorageIo::default(),
+            registered_buffer_bytes: engine::core_storage::DEFAULT_REGISTERED_BUFFER_BYTES,
+            tail_cache_bytes: engine::tail_cache::DEFAULT_TAIL_CACHE_BYTES,
             spin_before_park_us: DEFAULT_SPIN_BEFORE_PARK_US,
             group_initial_rebalance_delay_ms: crate::group::DEFAULT_INITIAL_REBALANCE_DELAY_MS,
             metrics_listen: None,

@@ -125,17 +125,13 @@ impl CoreState {
             .config
             .fault_injection
             .then(engine::io::FaultInjector::new);
-        let storage = match &faults {
-            Some(f) => {
-                CoreStorage::with_faults(
-                    ctx.data_dir.clone(),
-                    ctx.config.read_cache_segments,
-                    f.clone(),
-                )
-                .await?
-            }
-            None => CoreStorage::new(ctx.data_dir.clone(), ctx.config.read_cache_segments).await?,
+        let options = engine::CoreStorageOptions {
+            read_cache_segments: ctx.config.read_cache_segments,
+            storage_io: ctx.config.storage_io,
+            registered_buffer_bytes: ctx.config.registered_buffer_bytes,
+            tail_cache_bytes: ctx.config.tail_cache_bytes,
         };
+        let storage = CoreStorage::open(ctx.data_dir.clone(), options, faults.clone()).await?;
         let request_bytes = ctx.config.queued_max_request_bytes_per_core as u64;
         Ok(Rc::new(Self {
             core,

@@ -39,6 +39,10 @@ pub struct ServeArgs {
     /// Connections one client IP holds at once (default 16384).
     #[arg(long, value_name = "N")]
     max_connections_per_ip: Option<usize>,
+    /// Which runtime carries each core's appends: `io-uring` (default: the engine's own ring,
+    /// one DSYNC write per durable flush) or `glommio` (a write, then an fdatasync).
+    #[arg(long, value_name = "io-uring|glommio")]
+    storage_io: Option<String>,
     /// Tests and drills only: lets `POST /v1/debug/disk-fault?core=N&op=write|fdatasync|clear`
     /// on the admin listener make that core's next write or fdatasync fail with EIO.
     #[arg(long, hide = true)]
@@ -94,6 +98,12 @@ struct FileConfig {
     /// How often expired offsets are looked for (`offsets.retention.check.interval.ms`).
     offsets_retention_check_interval_ms: Option<u64>,
     io_memory_bytes: Option<usize>,
+    /// `io-uring` (default) or `glommio`: which runtime carries each core's appends.
+    storage_io: Option<String>,
+    /// Registered write buffers of each core's ring, bytes.
+    registered_buffer_bytes: Option<usize>,
+    /// Recently appended batches each core keeps for fetches at the tail, bytes (0: off).
+    tail_cache_bytes: Option<u64>,
     /// Busy-poll of an idle core before it sleeps, in µs.
     spin_before_park_us: Option<u64>,
     /// How long a new consumer group waits for more members before its first rebalance
@@ -218,6 +228,15 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
     }
     if let Some(n) = file.io_memory_bytes {
         c.io_memory_bytes = n;
+    }
+    if let Some(v) = args.storage_io.as_ref().or(file.storage_io.as_ref()) {
+        c.storage_io = v.parse()?;
+    }
+    if let Some(n) = file.registered_buffer_bytes {
+        c.registered_buffer_bytes = n;
+    }
+    if let Some(n) = file.tail_cache_bytes {
+        c.tail_cache_bytes = n;
     }
     if let Some(n) = file.spin_before_park_us {
         c.spin_before_park_us = n;
