@@ -225,6 +225,8 @@ impl CoreState {
         let mut s = crate::metrics::Snapshot {
             core: self.core,
             fsync_latency: self.storage.flush_latency(),
+            tail_cache: self.storage.tail_cache().stats(),
+            storage_ring_ops: engine::io::core_ring_stats().map_or(0, |r| r.submitted_ops),
             cross_core_received: self.shards.received(self.core),
             inbox_depth: self.shards.inbox_len(self.core) as u64,
             busy_seconds: {

@@ -112,6 +112,9 @@ pub struct Snapshot {
     pub cleaner_bytes_read: u64,
     pub cleaner_bytes_written: u64,
     pub cleaner_records_removed: u64,
+    pub tail_cache: engine::tail_cache::TailCacheStats,
+    /// Operations the core's own io_uring submitted (0 on `storage-io = glommio`).
+    pub storage_ring_ops: u64,
     pub partitions: Vec<PartitionFigures>,
     pub cursors: Vec<CursorFigures>,
 }
@@ -328,6 +331,36 @@ pub fn render(snaps: &[Snapshot]) -> String {
             "counter",
             "Records the core's cleaner removed (superseded, expired tombstones, keyless).",
             |s| s.cleaner_records_removed as f64,
+        ),
+        (
+            "ringlog_tail_cache_hits_total",
+            "counter",
+            "Reads at a log's tail served from the core's tail cache.",
+            |s| s.tail_cache.hits as f64,
+        ),
+        (
+            "ringlog_tail_cache_hit_bytes_total",
+            "counter",
+            "Bytes served from the core's tail cache.",
+            |s| s.tail_cache.hit_bytes as f64,
+        ),
+        (
+            "ringlog_tail_cache_misses_total",
+            "counter",
+            "Reads of an active segment that went to disk (not, or no longer, cached).",
+            |s| s.tail_cache.misses as f64,
+        ),
+        (
+            "ringlog_tail_cache_bytes",
+            "gauge",
+            "Bytes the core's tail cache holds.",
+            |s| s.tail_cache.held_bytes as f64,
+        ),
+        (
+            "ringlog_storage_ring_ops_total",
+            "counter",
+            "Operations submitted to the core's own io_uring (storage-io io-uring).",
+            |s| s.storage_ring_ops as f64,
         ),
         (
             "ringlog_recovery_segments_scanned_total",
