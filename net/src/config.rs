@@ -224,9 +224,9 @@ impl BrokerConfig {
     }
 
     /// Core-direct: the address each core listens on, by core (port 0: a free port picked at
-    /// start). Core c gets `core_direct_base_port + c`, or without a base port the listen port
-    /// + 1 + c (a free port each when the listen port is 0). Refuses ports past 65535 and a
-    /// range that holds the shared listen port.
+    /// start). Core c gets `core_direct_base_port + c`, or without a base port the port
+    /// `listen + 1 + c` (a free port each when the listen port is 0). Refuses ports past 65535
+    /// and a range that holds the shared listen port.
     pub fn core_listen_addrs(&self) -> Result<Vec<SocketAddr>, InvalidBrokerConfig> {
         let cores = self.cores();
         let listen_port = self.listen.port();
