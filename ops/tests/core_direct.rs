@@ -254,6 +254,45 @@ fn core_direct_clients_talk_to_the_owner_core() {
         "core-direct, bootstrapped at core 1: crossed cores {} times",
         after - before
     );
+
+    // Admin: DescribeCluster lists the same brokers; CreatePartitions accepts core broker ids
+    // and puts each new partition on the core its assignment names.
+    let out = run_python(
+        "core_direct_admin.py",
+        &[
+            &broker.bootstrap(),
+            TOPIC,
+            &(PARTITIONS + 2).to_string(),
+            &(CORE_BROKER_ID_BASE + 1).to_string(),
+            &CORE_BROKER_ID_BASE.to_string(),
+        ],
+        &[],
+        Duration::from_secs(60),
+    );
+    let admin_view: serde_json::Value =
+        serde_json::from_str(out.trim().lines().last().unwrap_or("")).expect("admin summary");
+    assert_eq!(
+        admin_view["controller"], CORE_BROKER_ID_BASE,
+        "{admin_view}"
+    );
+    assert_eq!(
+        admin_view["nodes"],
+        serde_json::json!([CORE_BROKER_ID_BASE, CORE_BROKER_ID_BASE + 1]),
+        "{admin_view}"
+    );
+    let new_owners = parse_owners(&broker.stderr_text(), TOPIC);
+    for (p, core) in [(PARTITIONS, 1), (PARTITIONS + 1, 0)] {
+        assert_eq!(
+            new_owners.get(&p),
+            Some(&core),
+            "partition {p}: {new_owners:?}"
+        );
+        assert_eq!(
+            admin_view["leaders"][p.to_string()].as_i64(),
+            Some(CORE_BROKER_ID_BASE + i64::from(core)),
+            "{admin_view}"
+        );
+    }
     drop(broker);
 }
 
