@@ -1,5 +1,6 @@
 //! Starting and stopping a broker: data dir lock, metastore, one executor per core each with
-//! its listener (SO_REUSEPORT), partitions and loops; clean shutdown on request.
+//! its listener (SO_REUSEPORT) and, in core-direct mode, a port of its own; partitions and
+//! loops; clean shutdown on request.
 
 use std::net::{SocketAddr, TcpListener as StdListener, TcpStream};
 use std::rc::Rc;
@@ -10,6 +11,7 @@ use engine::shard::{self, ShardConfig};
 use engine::DataDir;
 use meta::{Assignment, Command, MetaConfig, MetaHandle, Metastore};
 
+use crate::brokers::BrokerMap;
 use crate::config::BrokerConfig;
 use crate::core::{BrokerContext, CoreState};
 
@@ -24,6 +26,9 @@ const LISTEN_PROBE_TIMEOUT_MS: u64 = 300;
 /// the process is reaped).
 const LISTEN_DYING_SOCKET_WAIT_MS: u64 = 5_000;
 const LISTEN_DYING_SOCKET_POLL_MS: u64 = 50;
+/// Accept backlog of a core-direct listener (what glommio's `TcpListener::bind` uses for the
+/// shared one).
+const CORE_LISTEN_BACKLOG: i32 = 1024;
 
 /// What answers on a port.
 #[derive(Debug, PartialEq, Eq)]
@@ -124,6 +129,55 @@ fn claim_listen_addr(addr: SocketAddr) -> Result<SocketAddr, StartError> {
             }
         }
     }
+}
+
+/// Core-direct: binds each core's own listener before any core starts (so a busy port is a
+/// `StartError` and port 0 gets a free port with no window for another process to take it).
+/// A live process on a core's port is refused as for the shared one; the sockets do not set
+/// SO_REUSEPORT, so nothing else can bind the port while the broker runs.
+fn bind_core_listeners(config: &BrokerConfig) -> Result<Vec<StdListener>, StartError> {
+    use std::os::fd::AsRawFd;
+    let addrs = config.core_listen_addrs()?;
+    let mut listeners = Vec::with_capacity(addrs.len());
+    for (core, addr) in addrs.into_iter().enumerate() {
+        let addr = if addr.port() == 0 {
+            addr
+        } else {
+            claim_listen_addr(addr)?
+        };
+        let listen_err = |source| StartError::Listen { addr, source };
+        let l = StdListener::bind(addr).map_err(listen_err)?;
+        // std listens with a backlog of 128; raise it to the shared listener's. SAFETY: listen(2)
+        // on a valid socket fd we own, already listening (Linux then only updates the backlog).
+        if unsafe { libc::listen(l.as_raw_fd(), CORE_LISTEN_BACKLOG) } != 0 {
+            return Err(listen_err(std::io::Error::last_os_error()));
+        }
+        l.set_nonblocking(true).map_err(listen_err)?;
+        let bound = l.local_addr().map_err(listen_err)?;
+        tracing::info!(core, addr = %bound, broker_id = crate::brokers::core_broker_id(config.node_id, core), "core-direct listener");
+        listeners.push(l);
+    }
+    Ok(listeners)
+}
+
+/// This node's brokers as clients will see them (`crate::brokers`), from the bound addresses.
+fn broker_map(
+    config: &BrokerConfig,
+    core_listeners: &[StdListener],
+) -> Result<BrokerMap, StartError> {
+    let (host, port) = config.advertised();
+    if !config.core_direct {
+        return Ok(BrokerMap::single(config.node_id, host, port));
+    }
+    let ports = core_listeners
+        .iter()
+        .map(|l| l.local_addr().map(|a| a.port()))
+        .collect::<Result<Vec<u16>, _>>()
+        .map_err(|source| StartError::Listen {
+            addr: config.listen,
+            source,
+        })?;
+    Ok(BrokerMap::per_core(config.node_id, host, port, ports))
 }
 
 fn cluster_id(data_dir: &DataDir) -> Result<String, StartError> {
@@ -235,6 +289,16 @@ pub fn run(
     }
     let data_dir = Arc::new(DataDir::open(&config.data_dir).map_err(StartError::DataDir)?);
     config.listen = claim_listen_addr(config.listen)?;
+    let core_listeners = if config.core_direct {
+        bind_core_listeners(&config)?
+    } else {
+        Vec::new()
+    };
+    let brokers = broker_map(&config, &core_listeners)?;
+    // Each core takes its own listener at start (moved to its executor thread).
+    let core_listeners: Arc<std::sync::Mutex<Vec<Option<StdListener>>>> = Arc::new(
+        std::sync::Mutex::new(core_listeners.into_iter().map(Some).collect()),
+    );
     let cluster_id = cluster_id(&data_dir)?;
     let mut meta_config = MetaConfig::single_node(data_dir.root().join(META_DIR_NAME));
     meta_config.node_id = config.node_id;
@@ -243,11 +307,7 @@ pub fn run(
         source,
     })?;
     let listen = config.listen;
-    let cores = if config.cpus.is_empty() {
-        1
-    } else {
-        config.cpus.len()
-    };
+    let cores = config.cores();
     if let Err(e) = prepare_placement(
         &meta,
         config.node_id,
@@ -269,12 +329,14 @@ pub fn run(
         data_dir,
         cluster_id,
         shutdown,
+        brokers,
     ));
     let (ready_tx, ready_rx) = flume::unbounded::<Result<usize, StartError>>();
     let init_ctx = ctx.clone();
     let init = move |core: usize, shards| {
         let ctx = init_ctx.clone();
         let ready_tx = ready_tx.clone();
+        let core_listeners = core_listeners.clone();
         async move {
             let core_err = |detail: String| StartError::Core { core, detail };
             let started = async {
@@ -288,6 +350,22 @@ pub fn run(
                 let listener = glommio::net::TcpListener::bind(listen)
                     .map_err(|e| core_err(format!("cannot listen on {listen}: {e}")))?;
                 glommio::spawn_local(crate::conn::accept_loop(state.clone(), listener)).detach();
+                if ctx.config.core_direct {
+                    let own = core_listeners
+                        .lock()
+                        .ok()
+                        .and_then(|mut ls| ls.get_mut(core).and_then(Option::take))
+                        .ok_or_else(|| {
+                            core_err("no core-direct listener was bound for this core".into())
+                        })?;
+                    // SAFETY: the fd is a bound, listening, nonblocking socket that `own` owned
+                    // and gives up here; the glommio listener is its only owner from now on.
+                    let own = unsafe {
+                        use std::os::fd::{FromRawFd, IntoRawFd};
+                        glommio::net::TcpListener::from_raw_fd(own.into_raw_fd())
+                    };
+                    glommio::spawn_local(crate::conn::accept_loop(state.clone(), own)).detach();
+                }
                 glommio::spawn_local(state.clone().retention_loop()).detach();
                 crate::log_cleaner::spawn(state.clone());
                 glommio::spawn_local(state.clone().group_tick_loop()).detach();

@@ -57,6 +57,8 @@ pub const DEFAULT_IO_MEMORY_BYTES: usize = 1 << 20;
 pub const DEFAULT_SPIN_BEFORE_PARK_US: u64 = 0;
 /// Closed segments each core keeps open for reads.
 pub const DEFAULT_READ_CACHE_SEGMENTS: usize = engine::core_storage::DEFAULT_READ_CACHE_SEGMENTS;
+/// Core-direct routing (`--core-direct`): off until benchmarks set the default.
+pub const DEFAULT_CORE_DIRECT: bool = false;
 
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
@@ -100,6 +102,13 @@ pub struct BrokerConfig {
     /// Recently appended batches each core keeps for fetches at the tail (0: off).
     pub tail_cache_bytes: u64,
     pub spin_before_park_us: u64,
+    /// Core-direct routing (`--core-direct on`): each core also listens on a port of its own
+    /// and is advertised in Metadata as a broker of its own (`crate::brokers`), so clients
+    /// send each partition's and group's requests straight to its owner core.
+    pub core_direct: bool,
+    /// Core-direct: core c listens on this + c. `None`: on the listen port + 1 + c, or on a
+    /// free port each when the listen port is 0; `Some(0)`: a free port each.
+    pub core_direct_base_port: Option<u16>,
     /// How long a new group waits for more members before its first rebalance completes
     /// (Kafka's `group.initial.rebalance.delay.ms`).
     pub group_initial_rebalance_delay_ms: u64,
@@ -145,6 +154,8 @@ impl BrokerConfig {
             registered_buffer_bytes: engine::core_storage::DEFAULT_REGISTERED_BUFFER_BYTES,
             tail_cache_bytes: engine::tail_cache::DEFAULT_TAIL_CACHE_BYTES,
             spin_before_park_us: DEFAULT_SPIN_BEFORE_PARK_US,
+            core_direct: DEFAULT_CORE_DIRECT,
+            core_direct_base_port: None,
             group_initial_rebalance_delay_ms: crate::group::DEFAULT_INITIAL_REBALANCE_DELAY_MS,
             metrics_listen: None,
             fault_injection: false,
@@ -203,7 +214,56 @@ impl BrokerConfig {
                 bytes: self.log_cleaner_dedupe_buffer_bytes,
             });
         }
+        if self.core_direct {
+            self.core_listen_addrs()?;
+            let cores = self.cores();
+            if crate::brokers::core_broker_id(self.node_id, cores - 1).is_none() {
+                return Err(InvalidBrokerConfig::CoreBrokerIdRange {
+                    node_id: self.node_id,
+                    cores,
+                });
+            }
+        }
         Ok(())
+    }
+
+    /// Executors this broker runs (one per CPU given, at least one).
+    pub fn cores(&self) -> usize {
+        self.cpus.len().max(1)
+    }
+
+    /// Core-direct: the address each core listens on, by core (port 0: a free port picked at
+    /// start). Core c gets `core_direct_base_port + c`, or without a base port the port
+    /// `listen + 1 + c` (a free port each when the listen port is 0). Refuses ports past 65535
+    /// and a range that holds the shared listen port.
+    pub fn core_listen_addrs(&self) -> Result<Vec<SocketAddr>, InvalidBrokerConfig> {
+        let cores = self.cores();
+        let listen_port = self.listen.port();
+        let (base, setting) = match self.core_direct_base_port {
+            Some(b) => (u32::from(b), "core-direct-base-port"),
+            None if listen_port == 0 => (0, "listen"),
+            None => (u32::from(listen_port) + 1, "listen"),
+        };
+        let at = |port: u16| SocketAddr::new(self.listen.ip(), port);
+        if base == 0 {
+            return Ok(vec![at(0); cores]);
+        }
+        let last = base + cores as u32 - 1;
+        if last > u32::from(u16::MAX) {
+            return Err(InvalidBrokerConfig::CorePortOverflow {
+                setting,
+                base,
+                cores,
+            });
+        }
+        if listen_port != 0 && (base..=last).contains(&u32::from(listen_port)) {
+            return Err(InvalidBrokerConfig::CorePortCollision {
+                base,
+                last,
+                listen_port,
+            });
+        }
+        Ok((base..=last).map(|p| at(p as u16)).collect())
     }
 
     pub fn advertised(&self) -> (String, u16) {
@@ -223,6 +283,20 @@ pub enum InvalidBrokerConfig {
     Zero { setting: &'static str },
     #[error("log-cleaner-dedupe-buffer-bytes {bytes} is below the minimum {MIN_LOG_CLEANER_DEDUPE_BUFFER_BYTES}: raise it")]
     DedupeBufferTooSmall { bytes: usize },
+    #[error("core-direct: {cores} core ports from {base} (set by {setting}) run past port 65535; lower {setting} or --cores")]
+    CorePortOverflow {
+        setting: &'static str,
+        base: u32,
+        cores: usize,
+    },
+    #[error("core-direct: core ports {base}..={last} include the listen port {listen_port}; move core-direct-base-port out of the way")]
+    CorePortCollision {
+        base: u32,
+        last: u32,
+        listen_port: u16,
+    },
+    #[error("core-direct: node id {node_id} with {cores} cores does not fit the per-core broker ids (node id × {} + core: fewer cores than that stride, ids up to 2147483647)", crate::brokers::CORE_BROKER_ID_STRIDE)]
+    CoreBrokerIdRange { node_id: u64, cores: usize },
     #[error("max-request-bytes {max_request_bytes} exceeds the Kafka frame limit 2147483647")]
     FrameLimit { max_request_bytes: usize },
     #[error("queued-max-request-bytes-per-core ({per_core}) is below max-request-bytes ({max_request_bytes}): the largest request could never be read; raise it or lower max-request-bytes")]
@@ -230,4 +304,132 @@ pub enum InvalidBrokerConfig {
         per_core: usize,
         max_request_bytes: usize,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn core_direct(listen: &str, cores: usize, base: Option<u16>) -> BrokerConfig {
+        let mut c = BrokerConfig::new(
+            PathBuf::from("/unused"),
+            listen.parse().unwrap(),
+            (0..cores).collect(),
+        );
+        c.core_direct = true;
+        c.core_direct_base_port = base;
+        c
+    }
+
+    fn ports(c: &BrokerConfig) -> Vec<u16> {
+        c.core_listen_addrs()
+            .unwrap()
+            .iter()
+            .map(SocketAddr::port)
+            .collect()
+    }
+
+    #[test]
+    fn core_ports_follow_the_listen_port_or_the_base() {
+        assert_eq!(
+            ports(&core_direct("127.0.0.1:9092", 3, None)),
+            [9093, 9094, 9095]
+        );
+        assert_eq!(
+            ports(&core_direct("127.0.0.1:9092", 2, Some(19000))),
+            [19000, 19001]
+        );
+        // A base below the listen port, ending just before it.
+        assert_eq!(
+            ports(&core_direct("127.0.0.1:9092", 2, Some(9090))),
+            [9090, 9091]
+        );
+        let c = core_direct("0.0.0.0:9092", 2, None);
+        assert!(c
+            .core_listen_addrs()
+            .unwrap()
+            .iter()
+            .all(|a| a.ip() == c.listen.ip()));
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn port_zero_gives_each_core_a_free_port() {
+        assert_eq!(ports(&core_direct("127.0.0.1:0", 2, None)), [0, 0]);
+        assert_eq!(ports(&core_direct("127.0.0.1:9092", 2, Some(0))), [0, 0]);
+        // A base port with listen port 0 is taken as given.
+        assert_eq!(
+            ports(&core_direct("127.0.0.1:0", 2, Some(20000))),
+            [20000, 20001]
+        );
+    }
+
+    #[test]
+    fn core_ports_past_65535_are_refused() {
+        let c = core_direct("127.0.0.1:65534", 2, None);
+        assert!(matches!(
+            c.validate(),
+            Err(InvalidBrokerConfig::CorePortOverflow {
+                setting: "listen",
+                base: 65535,
+                cores: 2
+            })
+        ));
+        assert_eq!(ports(&core_direct("127.0.0.1:65534", 1, None)), [65535]);
+        let c = core_direct("127.0.0.1:9092", 3, Some(65534));
+        let err = c.validate().unwrap_err();
+        assert!(
+            matches!(err, InvalidBrokerConfig::CorePortOverflow { .. }),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("core-direct-base-port"), "{err}");
+        assert_eq!(
+            ports(&core_direct("127.0.0.1:9092", 2, Some(65534))),
+            [65534, 65535]
+        );
+    }
+
+    #[test]
+    fn core_ports_holding_the_listen_port_are_refused() {
+        for base in [9092, 9091, 9090] {
+            let c = core_direct("127.0.0.1:9092", 3, Some(base));
+            assert_eq!(
+                c.validate(),
+                Err(InvalidBrokerConfig::CorePortCollision {
+                    base: u32::from(base),
+                    last: u32::from(base) + 2,
+                    listen_port: 9092
+                }),
+                "base {base}"
+            );
+        }
+        assert!(core_direct("127.0.0.1:9092", 3, Some(9089))
+            .validate()
+            .is_ok());
+    }
+
+    #[test]
+    fn core_broker_ids_must_fit_i32() {
+        let mut c = core_direct("127.0.0.1:0", 2, None);
+        c.node_id = 2_147_483;
+        assert!(c.validate().is_ok(), "ids 2147483000 and 2147483001 fit");
+        c.node_id = 2_147_484;
+        assert!(matches!(
+            c.validate(),
+            Err(InvalidBrokerConfig::CoreBrokerIdRange { .. })
+        ));
+        let mut many = core_direct("127.0.0.1:0", 1001, None);
+        many.node_id = 1;
+        assert!(
+            matches!(
+                many.validate(),
+                Err(InvalidBrokerConfig::CoreBrokerIdRange { cores: 1001, .. })
+            ),
+            "more cores than the id stride"
+        );
+        // Off: nothing of this is checked, as before.
+        c.core_direct = false;
+        c.core_direct_base_port = Some(65535);
+        assert!(c.validate().is_ok());
+    }
 }

@@ -39,8 +39,9 @@ const ACCEPT_ERROR_LOG_INTERVAL_MS: u64 = 10_000;
 /// Room reserved for the response of a request other than Fetch.
 const RESPONSE_RESERVE_BYTES: usize = 64 << 10;
 
-/// Accepts connections on this core's listener (SO_REUSEPORT: every core listens on the same
-/// port and the kernel spreads connections) until the listener fails. A failed accept (out of
+/// Accepts connections on one of this core's listeners (the shared port, SO_REUSEPORT: every
+/// core listens on it and the kernel spreads connections; with core-direct on, also the core's
+/// own port) until the listener fails. A failed accept (out of
 /// file descriptors, say) backs off exponentially and is logged at most once per
 /// `ACCEPT_ERROR_LOG_INTERVAL_MS`.
 pub async fn accept_loop(state: Rc<CoreState>, listener: TcpListener) {

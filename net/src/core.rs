@@ -31,6 +31,9 @@ pub struct BrokerContext {
     pub connections: crate::conn_table::ConnectionTable,
     /// Partitions this node can keep open within its fd limit.
     pub fd_budget: crate::fd_budget::FdBudget,
+    /// This node's brokers as clients see them (one, or one per core in core-direct mode):
+    /// every broker id and endpoint a handler answers comes from here.
+    pub brokers: crate::brokers::BrokerMap,
 }
 
 impl BrokerContext {
@@ -40,6 +43,7 @@ impl BrokerContext {
         data_dir: Arc<DataDir>,
         cluster_id: String,
         shutdown: flume::Receiver<()>,
+        brokers: crate::brokers::BrokerMap,
     ) -> Self {
         // Producer ids: boot time in ms, shifted, plus a counter: unique across restarts of
         // this node without a metastore round trip.
@@ -61,6 +65,7 @@ impl BrokerContext {
             fd_budget,
             config,
             shutdown,
+            brokers,
         }
     }
 
@@ -70,6 +75,12 @@ impl BrokerContext {
 }
 
 pub type PartitionKey = (String, u32);
+
+/// The core of node `node_id` that owns `topic`/`partition` in metadata `m`.
+pub fn owner_core_in(m: &MetaState, node_id: u64, topic: &str, partition: u32) -> Option<usize> {
+    let a = m.assignment(topic, partition)?;
+    (a.node_id == node_id).then_some(a.core_index as usize)
+}
 
 /// A partition this core owns: the engine's `Partition` (log, producer state, directory) with
 /// the topic it belongs to and its place in the node's fd budget.
@@ -175,9 +186,15 @@ impl CoreState {
 
     /// The core that owns `topic`/`partition` on this node, per this core's metadata copy.
     pub fn owner_core(&self, topic: &str, partition: u32) -> Option<usize> {
-        let m = self.meta.borrow();
-        let a = m.assignment(topic, partition)?;
-        (a.node_id == self.node_id()).then_some(a.core_index as usize)
+        owner_core_in(&self.meta.borrow(), self.node_id(), topic, partition)
+    }
+
+    /// The broker id clients see leading `topic`/`partition`: its owner core's (core-direct),
+    /// else the node's. A partition with no owner here is shown on core 0, whose router
+    /// forwards what it gets.
+    pub fn leader_broker_id_in(&self, m: &MetaState, topic: &str, partition: u32) -> i32 {
+        let core = owner_core_in(m, self.node_id(), topic, partition).unwrap_or(0);
+        self.ctx.brokers.broker_id_of_core(core)
     }
 
     /// The `__consumer_offsets` partition of `group` and the core that coordinates it.

@@ -6,6 +6,7 @@
 pub mod admin_http;
 pub mod api;
 pub mod broker;
+pub mod brokers;
 pub mod codes;
 pub mod config;
 pub mod conn;

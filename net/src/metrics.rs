@@ -269,7 +269,7 @@ pub fn render(snaps: &[Snapshot]) -> String {
         (
             "ringlog_cross_core_messages_total",
             "counter",
-            "Cross-core jobs this core received.",
+            "Cross-core jobs this core received: requests forwarded from the core their connection is on (with --core-direct on, only clients that ignore partition leaders), admin fan-outs, metrics scrapes.",
             |s| s.cross_core_received as f64,
         ),
         (

@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 use net::BrokerConfig;
 use serde::Deserialize;
 
@@ -43,10 +43,47 @@ pub struct ServeArgs {
     /// one DSYNC write per durable flush) or `glommio` (a write, then an fdatasync).
     #[arg(long, value_name = "io-uring|glommio")]
     storage_io: Option<String>,
+    /// Core-direct routing: every core also listens on a port of its own and is advertised as a
+    /// broker of its own (id node × 1000 + core), so clients reach each partition's owner core
+    /// with no cross-core hop (default off).
+    #[arg(long, value_name = "on|off")]
+    core_direct: Option<Switch>,
+    /// Core-direct: core c listens on this port + c (default: the listen port + 1 + c; 0: a
+    /// free port each).
+    #[arg(long, value_name = "PORT")]
+    core_direct_base_port: Option<u16>,
     /// Tests and drills only: lets `POST /v1/debug/disk-fault?core=N&op=write|fdatasync|clear`
     /// on the admin listener make that core's next write or fdatasync fail with EIO.
     #[arg(long, hide = true)]
     enable_fault_injection: bool,
+}
+
+/// An on/off flag value (`--core-direct on`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Switch {
+    On,
+    Off,
+}
+
+/// An on/off config-file value: `true`/`false` or `"on"`/`"off"`.
+#[derive(Deserialize, Debug, Clone)]
+#[serde(untagged)]
+enum FileSwitch {
+    Bool(bool),
+    Word(String),
+}
+
+impl FileSwitch {
+    fn on(&self, key: &str) -> Result<bool, String> {
+        match self {
+            FileSwitch::Bool(b) => Ok(*b),
+            FileSwitch::Word(w) if w.eq_ignore_ascii_case("on") => Ok(true),
+            FileSwitch::Word(w) if w.eq_ignore_ascii_case("off") => Ok(false),
+            FileSwitch::Word(w) => Err(format!(
+                "{key} = {w:?}: expected \"on\", \"off\", true or false"
+            )),
+        }
+    }
 }
 
 /// The config file: every serve flag plus broker defaults. Unknown keys are errors.
@@ -109,6 +146,10 @@ struct FileConfig {
     /// How long a new consumer group waits for more members before its first rebalance
     /// completes (Kafka's `group.initial.rebalance.delay.ms`).
     group_initial_rebalance_delay_ms: Option<u64>,
+    /// Core-direct routing: `"on"`/`"off"` (or true/false).
+    core_direct: Option<FileSwitch>,
+    /// Core-direct: core c listens on this port + c.
+    core_direct_base_port: Option<u16>,
 }
 
 pub const DEFAULT_DATA_DIR: &str = "./ringlog-data";
@@ -244,6 +285,15 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
     if let Some(n) = file.group_initial_rebalance_delay_ms {
         c.group_initial_rebalance_delay_ms = n;
     }
+    c.core_direct = match (args.core_direct, &file.core_direct) {
+        (Some(s), _) => s == Switch::On,
+        (None, Some(f)) => f.on("core-direct")?,
+        (None, None) => net::config::DEFAULT_CORE_DIRECT,
+    };
+    c.core_direct_base_port = args.core_direct_base_port.or(file.core_direct_base_port);
+    if c.core_direct_base_port.is_some() && !c.core_direct {
+        tracing::warn!("core-direct-base-port is set but core-direct is off: ignored");
+    }
     c.log_defaults
         .validate()
         .map_err(|e| format!("invalid log defaults: {e}"))?;
@@ -332,7 +382,7 @@ pub fn run(args: ServeArgs) -> i32 {
         }
     };
     let cores = config.cpus.len().max(1);
-    tracing::info!(data_dir = %config.data_dir.display(), listen = %config.listen, cores, "starting ringlog");
+    tracing::info!(data_dir = %config.data_dir.display(), listen = %config.listen, cores, core_direct = config.core_direct, "starting ringlog");
     let shutdown = shutdown_on_signal(cores);
     match net::broker::run(config, shutdown, |addr| {
         eprintln!("ringlog ready on {addr}")

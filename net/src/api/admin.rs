@@ -452,8 +452,11 @@ pub async fn create_partitions(
             )),
             Some(_)
                 if t.assignments.as_ref().is_some_and(|a| {
-                    a.iter()
-                        .any(|x| x.broker_ids.iter().any(|b| b.0 as u64 != state.node_id()))
+                    a.iter().any(|x| {
+                        x.broker_ids
+                            .iter()
+                            .any(|b| !state.ctx.brokers.is_own_broker_id(b.0))
+                    })
                 }) =>
             {
                 Err((
@@ -466,7 +469,18 @@ pub async fn create_partitions(
             }
             Some(cur) => match place(state, t.count as u32 - cur) {
                 Err(refused) => Err(refused),
-                Ok(assignments) => {
+                Ok(mut assignments) => {
+                    // Core-direct: a new partition whose assignment names one of this node's
+                    // core brokers goes to that core (what Metadata will then show).
+                    for (a, named) in assignments.iter_mut().zip(t.assignments.iter().flatten()) {
+                        let core = named
+                            .broker_ids
+                            .first()
+                            .and_then(|b| state.ctx.brokers.core_of_broker_id(b.0));
+                        if let Some(core) = core {
+                            a.core_index = core as u32;
+                        }
+                    }
                     write(
                         state,
                         Command::AddPartitions {

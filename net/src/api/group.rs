@@ -114,9 +114,13 @@ pub async fn find_coordinator(
     version: i16,
     req: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
-    let (host, port) = state.ctx.config.advertised();
-    let node = state.node_id() as i32;
     let available = state.meta.borrow().topic(OFFSETS_TOPIC).is_some();
+    // The broker clients should send this group's requests to: the core that owns its
+    // `__consumer_offsets` partition (the node itself when core-direct is off).
+    let coordinator = |key: &str| {
+        let core = state.group_coordinator(key).map_or(0, |(_, core)| core);
+        state.ctx.brokers.endpoint_of_core(core)
+    };
     let answer = |key: &str| -> (i16, Option<String>) {
         if req.key_type != KEY_TYPE_GROUP {
             (
@@ -137,21 +141,27 @@ pub async fn find_coordinator(
             (codes::NONE, None)
         }
     };
+    // (node id, host, port): the coordinator's, or -1, "", -1 with an error.
+    let found = |key: &str, code: i16| {
+        if code == codes::NONE {
+            let e = coordinator(key);
+            (e.broker_id, e.host, i32::from(e.port))
+        } else {
+            (-1, String::new(), -1)
+        }
+    };
     if version >= 4 {
         let coordinators = req
             .coordinator_keys
             .iter()
             .map(|k| {
                 let (code, msg) = answer(k);
+                let (node, host, port) = found(k, code);
                 Coordinator::default()
                     .with_key(k.clone())
-                    .with_node_id(BrokerId(if code == 0 { node } else { -1 }))
-                    .with_host(str_bytes(if code == 0 {
-                        host.clone()
-                    } else {
-                        String::new()
-                    }))
-                    .with_port(if code == 0 { port as i32 } else { -1 })
+                    .with_node_id(BrokerId(node))
+                    .with_host(str_bytes(host))
+                    .with_port(port)
                     .with_error_code(code)
                     .with_error_message(msg.map(str_bytes))
             })
@@ -159,11 +169,12 @@ pub async fn find_coordinator(
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
     let (code, msg) = answer(&req.key);
+    let (node, host, port) = found(&req.key, code);
     let mut r = FindCoordinatorResponse::default()
         .with_error_code(code)
-        .with_node_id(BrokerId(if code == 0 { node } else { -1 }))
-        .with_host(str_bytes(if code == 0 { host } else { String::new() }))
-        .with_port(if code == 0 { port as i32 } else { -1 });
+        .with_node_id(BrokerId(node))
+        .with_host(str_bytes(host))
+        .with_port(port);
     if version >= 1 {
         r.error_message = msg.map(str_bytes);
     }

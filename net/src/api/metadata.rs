@@ -1,5 +1,6 @@
-//! Metadata: this node as the only broker and the leader of every partition, topics with their
-//! stable topic UUIDs. DescribeCluster: the cluster id, this node as broker and controller.
+//! Metadata: this node's brokers (the node, or one per core in core-direct mode, see
+//! `crate::brokers`), each partition led by its owner core's broker, topics with their stable
+//! topic UUIDs. DescribeCluster: the cluster id, the same brokers, core 0's as controller.
 
 use std::rc::Rc;
 
@@ -18,8 +19,6 @@ use crate::codes;
 use crate::core::CoreState;
 
 pub async fn handle(state: &Rc<CoreState>, version: i16, req: MetadataRequest) -> MetadataResponse {
-    let node = state.node_id() as i32;
-    let (host, port) = state.ctx.config.advertised();
     // Which topics: null (or an empty list before v1) means all.
     let wanted: Option<Vec<(Option<String>, Uuid)>> = match req.topics {
         None => None,
@@ -59,14 +58,15 @@ pub async fn handle(state: &Rc<CoreState>, version: i16, req: MetadataRequest) -
                 .with_error_code(codes::UNKNOWN_TOPIC_OR_PARTITION)
                 .with_name(Some(TopicName(str_bytes(name))));
         };
-        let partitions = (0..t.partitions as i32)
+        let partitions = (0..t.partitions)
             .map(|p| {
+                let leader = BrokerId(state.leader_broker_id_in(&m, name, p));
                 MetadataResponsePartition::default()
-                    .with_partition_index(p)
-                    .with_leader_id(BrokerId(node))
+                    .with_partition_index(p as i32)
+                    .with_leader_id(leader)
                     .with_leader_epoch(0)
-                    .with_replica_nodes(vec![BrokerId(node)])
-                    .with_isr_nodes(vec![BrokerId(node)])
+                    .with_replica_nodes(vec![leader])
+                    .with_isr_nodes(vec![leader])
             })
             .collect();
         let mut topic = MetadataResponseTopic::default()
@@ -99,14 +99,23 @@ pub async fn handle(state: &Rc<CoreState>, version: i16, req: MetadataRequest) -
             })
             .collect(),
     };
+    let brokers = &state.ctx.brokers;
     let mut resp = MetadataResponse::default()
-        .with_brokers(vec![MetadataResponseBroker::default()
-            .with_node_id(BrokerId(node))
-            .with_host(str_bytes(host))
-            .with_port(port as i32)])
+        .with_brokers(
+            brokers
+                .endpoints()
+                .into_iter()
+                .map(|e| {
+                    MetadataResponseBroker::default()
+                        .with_node_id(BrokerId(e.broker_id))
+                        .with_host(str_bytes(e.host))
+                        .with_port(i32::from(e.port))
+                })
+                .collect(),
+        )
         .with_topics(topics);
     if version >= 1 {
-        resp.controller_id = BrokerId(node);
+        resp.controller_id = BrokerId(brokers.controller_id());
     }
     if version >= 2 {
         resp.cluster_id = Some(str_bytes(state.ctx.cluster_id.clone()));
@@ -126,7 +135,7 @@ pub const CLUSTER_AUTHORIZED_OPERATIONS: i32 =
     (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
 
 /// DescribeCluster (v0–2), as Kafka's `AuthHelper.computeDescribeClusterResponse` answers on a
-/// broker: this node is the one broker (never fenced) and the controller id. A request for
+/// broker: this node's brokers as in Metadata (never fenced) and the controller id. A request for
 /// controller endpoints gets MISMATCHED_ENDPOINT_TYPE, an unknown endpoint type
 /// UNSUPPORTED_ENDPOINT_TYPE (both INVALID_REQUEST at v0, whose error table predates KIP-919),
 /// each with Kafka's message and nothing else.
@@ -159,19 +168,26 @@ pub fn describe_cluster(
             )
         }
     }
-    let node = state.node_id() as i32;
-    let (host, port) = state.ctx.config.advertised();
+    let brokers = &state.ctx.brokers;
     DescribeClusterResponse::default()
         .with_error_message(None)
         .with_endpoint_type(ENDPOINT_TYPE_BROKER)
         .with_cluster_id(str_bytes(state.ctx.cluster_id.clone()))
-        .with_controller_id(BrokerId(node))
-        .with_brokers(vec![DescribeClusterBroker::default()
-            .with_broker_id(BrokerId(node))
-            .with_host(str_bytes(host))
-            .with_port(port as i32)
-            .with_rack(None)
-            .with_is_fenced(false)])
+        .with_controller_id(BrokerId(brokers.controller_id()))
+        .with_brokers(
+            brokers
+                .endpoints()
+                .into_iter()
+                .map(|e| {
+                    DescribeClusterBroker::default()
+                        .with_broker_id(BrokerId(e.broker_id))
+                        .with_host(str_bytes(e.host))
+                        .with_port(i32::from(e.port))
+                        .with_rack(None)
+                        .with_is_fenced(false)
+                })
+                .collect(),
+        )
         .with_cluster_authorized_operations(if req.include_cluster_authorized_operations {
             CLUSTER_AUTHORIZED_OPERATIONS
         } else {
