@@ -69,6 +69,9 @@ for c in $cases; do
       bench/workloads/1-topic-6-partitions-1kb-1p-1c-20k-rate.yaml ;;
     max) compare max "$old" "${OLD_ARGS:-}" "$new" "${NEW_ARGS:-}" \
       bench/workloads/1-topic-6-partitions-1kb-2p-2c-max-rate.yaml ;;
+    core-low)
+      compare core-low "$new" "--core-direct off" "$new" "--core-direct on" \
+        bench/workloads/1-topic-1-partition-1kb-1p-1c-1k-rate.yaml --linger-ms 0 ;;
     core)
       compare core-max "$new" "--core-direct off" "$new" "--core-direct on" \
         bench/workloads/1-topic-6-partitions-1kb-2p-2c-max-rate.yaml

@@ -25,8 +25,9 @@ pub struct Appender {
     /// Bytes of file space reserved so far.
     allocated: u64,
     preallocate_bytes: u64,
-    /// Durable writes keep the blocks after the tail zeroed ahead (the `.log` on the core's
-    /// ring: its DSYNC writes then commit no metadata).
+    /// Writes keep the blocks after the tail zeroed ahead (a segment's files on the core's
+    /// ring: a `.log` DSYNC write then commits no metadata, and an index write is an overwrite
+    /// inside the file size, not an extending write that the kernel journals).
     zero_ahead: bool,
 }
 
@@ -85,7 +86,7 @@ impl Appender {
         &self.file
     }
 
-    /// Durable flushes keep the reserved blocks after the tail zeroed and synced ahead.
+    /// Flushes keep the reserved blocks after the tail zeroed and synced ahead.
     pub fn keep_zeroed_ahead(mut self) -> Self {
         self.zero_ahead = true;
         self
@@ -214,8 +215,8 @@ impl FlushJob {
         self.write_with(false).await
     }
 
-    /// Writes what the job holds and makes it durable: one DSYNC write on the core's ring
-    /// (then the blocks after it are kept zeroed ahead), or writes and an fdatasync.
+    /// Writes what the job holds and makes it durable: one DSYNC write on the core's ring, or
+    /// writes and an fdatasync.
     pub async fn write_durable(self) -> io::Result<u64> {
         self.write_with(true).await
     }
@@ -227,7 +228,7 @@ impl FlushJob {
             }
         }
         self.file.write_blocks(self.writes, durable).await?;
-        if durable && self.zero_ahead {
+        if self.zero_ahead {
             self.file.zero_ahead(self.end, self.reserved_to);
         }
         Ok(self.end)

@@ -361,7 +361,9 @@ pub(super) async fn open_segment_at(
     } else {
         0
     };
-    let index = open_appender(&paths[1], c.index_len, core, index_chunk, index_prealloc).await?;
+    let index = open_appender(&paths[1], c.index_len, core, index_chunk, index_prealloc)
+        .await?
+        .keep_zeroed_ahead();
     let time_index = open_appender(
         &paths[2],
         c.time_index_len,
@@ -369,7 +371,8 @@ pub(super) async fn open_segment_at(
         index_chunk,
         index_prealloc,
     )
-    .await?;
+    .await?
+    .keep_zeroed_ahead();
     let (max_ts, max_rel) = c.max_timestamp_ms.unwrap_or((-1, 0));
     let bytes_since = match c.time_entries.last() {
         Some(t) => {
