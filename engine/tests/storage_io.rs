@@ -179,3 +179,51 @@ fn tail_cache_off_at_zero_bytes() {
         log.close().await.unwrap();
     });
 }
+
+#[test]
+fn a_write_dropped_in_flight_keeps_its_buffer_until_the_kernel_is_done() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    run(move || async move {
+        let options = CoreStorageOptions {
+            registered_buffer_bytes: 4 << 20,
+            ..Default::default()
+        };
+        let _core = core_with(&root, options).await;
+        let path = root.join("dropped.dat");
+        let f = engine::io::SegmentFile::open_rw(&path, None).await.unwrap();
+        const MIB: usize = 1 << 20;
+        for i in 0..20u64 {
+            let mut b = f.alloc_buffer(MIB);
+            b.as_bytes_mut().fill(i as u8 + 1);
+            // Submitted, polled once, then dropped before its completion.
+            let dropped =
+                futures_lite::future::poll_once(f.write_blocks(vec![(b, i * MIB as u64)], true))
+                    .await;
+            assert!(
+                dropped.is_none(),
+                "a 1 MiB durable write is still in flight after one poll"
+            );
+        }
+        // Every orphaned operation completes and gives its registered chunk back.
+        let chunks = (4 << 20) / MIB - 1;
+        let mut waited = 0;
+        while engine::io::core_ring_stats().unwrap().free_pool_chunks != chunks {
+            assert!(waited < 5_000, "orphaned writes finish");
+            glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
+            waited += 1;
+        }
+        // The file holds what the dropped writes carried, and the ring still works.
+        let mut b = f.alloc_buffer(4096);
+        b.as_bytes_mut().fill(0xAB);
+        f.write_blocks(vec![(b, 20 * MIB as u64)], true)
+            .await
+            .unwrap();
+        for i in 0..20u64 {
+            let got = f.read(i * MIB as u64 + 100, 10).await.unwrap();
+            assert_eq!(got, vec![i as u8 + 1; 10], "block {i}");
+        }
+        assert_eq!(f.read(20 * MIB as u64, 4).await.unwrap(), vec![0xAB; 4]);
+        f.close().await.unwrap();
+    });
+}

@@ -24,8 +24,8 @@ mod uring;
 pub use buffer::IoBuf;
 pub(crate) use uring::{install as install_core_ring, stop_using as stop_using_core_ring};
 pub use uring::{
-    stats as core_ring_stats, RingConfig, RingStats, FIXED_FILE_SLOTS, RING_ENTRIES,
-    ZERO_AHEAD_BYTES, ZERO_STEP_BYTES,
+    stats as core_ring_stats, RingConfig, RingStats, FIXED_FILE_SLOTS, MIN_ZERO_AHEAD_BYTES,
+    RING_ENTRIES, ZERO_AHEAD_BYTES, ZERO_STEP_BYTES,
 };
 
 /// Alignment of every direct-I/O write and of every write position. The device's logical block

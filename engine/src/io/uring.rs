@@ -41,9 +41,12 @@ const MAX_OPS_IN_FLIGHT: u64 = 2 * RING_ENTRIES as u64;
 const SUBMIT_RETRY_US: u64 = 50;
 /// Registered file slots per core; files past it use plain descriptors.
 pub const FIXED_FILE_SLOTS: u32 = 1024;
-/// Bytes of a log file kept zeroed and synced ahead of its tail, so its durable writes
-/// overwrite initialised blocks.
+/// The most a file is kept zeroed and synced ahead of its tail (so its durable writes
+/// overwrite initialised blocks); a new zeroing step starts when less than half is left.
 pub const ZERO_AHEAD_BYTES: u64 = 8 << 20;
+/// The least a log file is kept zeroed ahead (while it holds less than `ZERO_AHEAD_BYTES`,
+/// the lead is what it holds: a fresh segment zeroes little).
+pub const MIN_ZERO_AHEAD_BYTES: u64 = 256 << 10;
 /// One zeroing step: written (from the pool's zero chunk) and synced as one unit.
 pub const ZERO_STEP_BYTES: u64 = 4 << 20;
 
@@ -613,9 +616,10 @@ impl UringFile {
             .map_err(|e| io_context("fdatasync", path, e))
     }
 
-    /// Keeps the blocks after `tail` zeroed and synced up to `ZERO_AHEAD_BYTES` beyond it (at
-    /// most to `limit`, the file's reserved space), one `ZERO_STEP_BYTES` step at a time in
-    /// the background. Needs the registered pool (its zero chunk); without it, does nothing.
+    /// Keeps the blocks after `tail` zeroed and synced ahead of it (between
+    /// `MIN_ZERO_AHEAD_BYTES` and `ZERO_AHEAD_BYTES`, growing with the file, at most to `limit`,
+    /// the file's reserved space), one `ZERO_STEP_BYTES` step at a time in the background.
+    /// Needs the registered pool (its zero chunk); without it, does nothing.
     pub(super) fn zero_ahead(self: &Rc<Self>, tail: u64, limit: u64, path: &Path) {
         if self.zeroing.get().is_some() {
             return;
@@ -623,9 +627,16 @@ impl UringFile {
         let Some(pool) = self.ring.pool.clone() else {
             return;
         };
-        let from = self.zeroed_to.get().max(align_up(tail));
-        let want = (tail + ZERO_AHEAD_BYTES).min(align_down(limit));
-        if from >= want || want - from < ZERO_STEP_BYTES.min(want - align_up(tail)) {
+        // How far ahead grows with what the file holds, so a quiet log (most of a broker's
+        // many partitions) zeroes little and a busy one keeps a lead its flushes never reach.
+        let ahead = align_up(tail).clamp(MIN_ZERO_AHEAD_BYTES, ZERO_AHEAD_BYTES);
+        let zeroed = self.zeroed_to.get();
+        if zeroed >= tail + ahead / 2 {
+            return;
+        }
+        let from = zeroed.max(align_up(tail));
+        let want = align_down((tail + ahead).min(limit));
+        if from >= want {
             return;
         }
         let to = (from + ZERO_STEP_BYTES).min(want);
