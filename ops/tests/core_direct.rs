@@ -336,54 +336,34 @@ fn serve_fails(args: &[&str]) -> Output {
 
 #[test]
 fn bad_core_direct_ports_are_refused() {
-    // Past 65535, from the listen port and from the base port.
-    let out = serve_fails(&[
-        "--listen",
-        "127.0.0.1:65535",
-        "--cores",
-        "1",
-        "--core-direct",
-        "on",
-    ]);
-    assert_eq!(out.status.code(), Some(2), "{}", out.stderr);
-    assert!(
-        out.stderr.contains("past port 65535") && out.stderr.contains("listen"),
-        "{}",
-        out.stderr
-    );
-    let out = serve_fails(&[
-        "--listen",
-        "127.0.0.1:9092",
-        "--cores",
-        "2",
-        "--core-direct",
-        "on",
-        "--core-direct-base-port",
-        "65535",
-    ]);
-    assert_eq!(out.status.code(), Some(2), "{}", out.stderr);
-    assert!(
-        out.stderr.contains("past port 65535") && out.stderr.contains("core-direct-base-port"),
-        "{}",
-        out.stderr
-    );
-    // A base port whose range holds the listen port.
-    let out = serve_fails(&[
-        "--listen",
-        "127.0.0.1:9092",
-        "--cores",
-        "2",
-        "--core-direct",
-        "on",
-        "--core-direct-base-port",
-        "9091",
-    ]);
-    assert_eq!(out.status.code(), Some(2), "{}", out.stderr);
-    assert!(
-        out.stderr.contains("include the listen port 9092"),
-        "{}",
-        out.stderr
-    );
+    // (listen, cores, base port, what the message must name): past 65535 from the listen
+    // port and from the base port, and a base port whose range holds the listen port.
+    let cases: [(&str, &str, Option<&str>, &[&str]); 3] = [
+        ("127.0.0.1:65535", "1", None, &["past port 65535", "listen"]),
+        (
+            "127.0.0.1:9092",
+            "2",
+            Some("65535"),
+            &["past port 65535", "core-direct-base-port"],
+        ),
+        (
+            "127.0.0.1:9092",
+            "2",
+            Some("9091"),
+            &["include the listen port 9092"],
+        ),
+    ];
+    for (listen, cores, base, wants) in cases {
+        let mut args = vec!["--listen", listen, "--cores", cores, "--core-direct", "on"];
+        if let Some(b) = base {
+            args.extend(["--core-direct-base-port", b]);
+        }
+        let out = serve_fails(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", out.stderr);
+        for want in wants {
+            assert!(out.stderr.contains(want), "{args:?}: {}", out.stderr);
+        }
+    }
     // The config-file key takes only on/off (or a bool).
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("ringlog.toml");

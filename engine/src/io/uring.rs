@@ -43,10 +43,10 @@ const SUBMIT_RETRY_US: u64 = 50;
 pub const FIXED_FILE_SLOTS: u32 = 1024;
 /// The most a file is kept zeroed and synced ahead of its tail (so its durable writes
 /// overwrite initialised blocks); a new zeroing step starts when less than half is left.
-pub const ZERO_AHEAD_BYTES: u64 = 8 << 20;
-/// The least a log file is kept zeroed ahead (while it holds less than `ZERO_AHEAD_BYTES`,
-/// the lead is what it holds: a fresh segment zeroes little).
-pub const MIN_ZERO_AHEAD_BYTES: u64 = 256 << 10;
+pub const ZERO_AHEAD_BYTES: u64 = 16 << 20;
+/// The least a file is kept zeroed ahead (the lead is twice what the file holds, between this
+/// and `ZERO_AHEAD_BYTES`: a fresh segment zeroes little).
+pub const MIN_ZERO_AHEAD_BYTES: u64 = 1 << 20;
 /// One zeroing step: written (from the pool's zero chunk) and synced as one unit.
 pub const ZERO_STEP_BYTES: u64 = 4 << 20;
 
@@ -264,10 +264,9 @@ impl CoreRing {
                             w.wake();
                         }
                     }
-                    other => unreachable!(
-                        "a completion for a slot that is not pending ({})",
-                        matches!(other, Slot::Done(_))
-                    ),
+                    Slot::Done(_) | Slot::Free { .. } => {
+                        unreachable!("a completion for slot {i}, which is not pending")
+                    }
                 }
             }
         }
@@ -276,16 +275,14 @@ impl CoreRing {
         }
     }
 
-    /// Submits `chains` in one `io_uring_enter`: the entries of a chain are linked (each
-    /// starts after the one before succeeded; a failure cancels the rest), chains run
-    /// concurrently. Returns each entry's result, chain by chain. `keep` stays alive until
-    /// every entry completed.
+    /// Submits `entries` in one `io_uring_enter` (they run concurrently) and returns each
+    /// one's result, in order. `keep` stays alive until every entry completed.
     pub(super) async fn run(
         self: &Rc<Self>,
-        chains: Vec<Vec<squeue::Entry>>,
+        entries: Vec<squeue::Entry>,
         keep: Rc<dyn Any>,
-    ) -> Vec<Vec<i32>> {
-        let total: usize = chains.iter().map(Vec::len).sum();
+    ) -> Vec<i32> {
+        let total = entries.len();
         assert!(
             total as u64 <= MAX_OPS_IN_FLIGHT,
             "one submission fits the ring"
@@ -296,45 +293,33 @@ impl CoreRing {
             .expect("the ring's semaphore is never closed");
         // The futures exist before the submission, so a caller dropped meanwhile still marks
         // its slots orphaned (freed at completion).
-        let mut ops: Vec<Vec<OpFuture>> = Vec::with_capacity(chains.len());
+        let mut ops: Vec<OpFuture> = Vec::with_capacity(total);
         {
             let mut ring = self.ring.borrow_mut();
             let mut slots = self.slots.borrow_mut();
-            for chain in chains {
-                let n = chain.len();
-                let mut chain_ids = Vec::with_capacity(n);
-                for (k, e) in chain.into_iter().enumerate() {
-                    let id = slots.take(keep.clone());
-                    let mut e = e.user_data(id as u64);
-                    if k + 1 < n {
-                        e = e.flags(squeue::Flags::IO_LINK);
+            for e in entries {
+                let id = slots.take(keep.clone());
+                let e = e.user_data(id as u64);
+                // SAFETY: the entry's buffers and files are owned by `keep`, which the slot
+                // holds until the completion is reaped.
+                while unsafe { ring.submission().push(&e) }.is_err() {
+                    // The queue is full: hand what it holds to the kernel.
+                    if let Err(err) = ring.submit() {
+                        tracing::warn!(error = %err, "io_uring submit (queue full)");
                     }
-                    // SAFETY: the entry's buffers and files are owned by `keep`, which the
-                    // slot holds until the completion is reaped.
-                    while unsafe { ring.submission().push(&e) }.is_err() {
-                        // The queue is full: hand what it holds to the kernel.
-                        if let Err(err) = ring.submit() {
-                            tracing::warn!(error = %err, "io_uring submit (queue full)");
-                        }
-                    }
-                    chain_ids.push(OpFuture {
-                        ring: self.clone(),
-                        id,
-                        finished: false,
-                    });
                 }
-                ops.push(chain_ids);
+                ops.push(OpFuture {
+                    ring: self.clone(),
+                    id,
+                    finished: false,
+                });
             }
         }
         self.submit_queued().await;
         self.submitted.set(self.submitted.get() + total as u64);
-        let mut out = Vec::with_capacity(ops.len());
-        for chain in ops {
-            let mut results = Vec::with_capacity(chain.len());
-            for op in chain {
-                results.push(op.await);
-            }
-            out.push(results);
+        let mut out = Vec::with_capacity(total);
+        for op in ops {
+            out.push(op.await);
         }
         out
     }
@@ -475,8 +460,10 @@ pub struct UringFile {
     /// Bytes `0..zeroed_to` are initialised blocks inside the file size, made durable: a DSYNC
     /// write below it commits no metadata.
     zeroed_to: Cell<u64>,
-    /// A zeroing step in flight writes `zeroing_from..zeroed_to_after` (writes there wait).
+    /// The zero writes of the step in flight cover this range (writes there wait for them).
     zeroing: Cell<Option<(u64, u64)>>,
+    /// A zeroing step is in flight (its writes, then its fdatasync); one at a time.
+    zero_busy: Cell<bool>,
     zero_done: RefCell<Vec<Waker>>,
 }
 
@@ -505,6 +492,7 @@ impl UringFile {
             slot,
             zeroed_to: Cell::new(align_down(size)),
             zeroing: Cell::new(None),
+            zero_busy: Cell::new(false),
             zero_done: RefCell::new(Vec::new()),
         })
     }
@@ -544,7 +532,8 @@ impl UringFile {
             .build())
     }
 
-    /// Waits while a zeroing step covers any byte of `pos..end`.
+    /// Waits while the zero writes of a step in flight cover any byte of `pos..end` (its
+    /// fdatasync may still run: a write after the zero writes completed is ordered after them).
     async fn wait_zeroing(&self, pos: u64, end: u64) {
         std::future::poll_fn(|cx| match self.zeroing.get() {
             Some((a, b)) if pos < b && a < end => {
@@ -554,6 +543,25 @@ impl UringFile {
             _ => Poll::Ready(()),
         })
         .await
+    }
+
+    /// Waits until no zeroing step is in flight at all.
+    async fn wait_zero_idle(&self) {
+        std::future::poll_fn(|cx| {
+            if self.zero_busy.get() {
+                self.zero_done.borrow_mut().push(cx.waker().clone());
+                Poll::Pending
+            } else {
+                Poll::Ready(())
+            }
+        })
+        .await
+    }
+
+    fn wake_zero_waiters(&self) {
+        for w in self.zero_done.borrow_mut().drain(..) {
+            w.wake();
+        }
     }
 
     /// Writes `writes` (aligned buffers at aligned positions); with `durable`, they are
@@ -580,16 +588,16 @@ impl UringFile {
             .expect("writes");
         self.wait_zeroing(lo, hi).await;
         let single = writes.len() == 1;
-        let chains: Vec<Vec<squeue::Entry>> = writes
+        let entries: Vec<squeue::Entry> = writes
             .iter()
-            .map(|(b, p)| vec![self.write_entry(b, *p, durable && single)])
+            .map(|(b, p)| self.write_entry(b, *p, durable && single))
             .collect();
         let want: Vec<usize> = writes.iter().map(|(b, _)| b.len()).collect();
         let positions: Vec<u64> = writes.iter().map(|(_, p)| *p).collect();
         let keep: Rc<dyn Any> = Rc::new((writes, self.clone()));
-        let results = self.ring.run(chains, keep).await;
-        for ((r, want), pos) in results.iter().zip(want).zip(positions) {
-            let wrote = result(r[0]).map_err(|e| io_context("writing", path, e))?;
+        let results = self.ring.run(entries, keep).await;
+        for ((r, want), pos) in results.into_iter().zip(want).zip(positions) {
+            let wrote = result(r).map_err(|e| io_context("writing", path, e))?;
             if wrote as usize != want {
                 return Err(io::Error::new(
                     io::ErrorKind::WriteZero,
@@ -607,11 +615,8 @@ impl UringFile {
     }
 
     pub(super) async fn sync(self: &Rc<Self>, path: &Path) -> io::Result<()> {
-        let r = self
-            .ring
-            .run(vec![vec![self.sync_entry()]], self.clone())
-            .await;
-        result(r[0][0])
+        let r = self.ring.run(vec![self.sync_entry()], self.clone()).await;
+        result(r[0])
             .map(|_| ())
             .map_err(|e| io_context("fdatasync", path, e))
     }
@@ -621,15 +626,16 @@ impl UringFile {
     /// the file's reserved space), one `ZERO_STEP_BYTES` step at a time in the background.
     /// Needs the registered pool (its zero chunk); without it, does nothing.
     pub(super) fn zero_ahead(self: &Rc<Self>, tail: u64, limit: u64, path: &Path) {
-        if self.zeroing.get().is_some() {
+        if self.zero_busy.get() {
             return;
         }
         let Some(pool) = self.ring.pool.clone() else {
             return;
         };
         // How far ahead grows with what the file holds, so a quiet log (most of a broker's
-        // many partitions) zeroes little and a busy one keeps a lead its flushes never reach.
-        let ahead = align_up(tail).clamp(MIN_ZERO_AHEAD_BYTES, ZERO_AHEAD_BYTES);
+        // many partitions) zeroes little and a busy one keeps a lead its flushes do not reach
+        // while a zeroing step's fdatasync waits for a slow journal commit.
+        let ahead = (2 * align_up(tail)).clamp(MIN_ZERO_AHEAD_BYTES, ZERO_AHEAD_BYTES);
         let zeroed = self.zeroed_to.get();
         if zeroed >= tail + ahead / 2 {
             return;
@@ -641,6 +647,7 @@ impl UringFile {
         }
         let to = (from + ZERO_STEP_BYTES).min(want);
         self.zeroing.set(Some((from, to)));
+        self.zero_busy.set(true);
         let me = self.clone();
         let path: PathBuf = path.to_path_buf();
         glommio::spawn_local(async move {
@@ -650,19 +657,22 @@ impl UringFile {
             let mut pos = from;
             while pos < to {
                 let len = chunk.min(to - pos) as u32;
-                writes.push(vec![on_target!(me.target(), |f| opcode::WriteFixed::new(
+                writes.push(on_target!(me.target(), |f| opcode::WriteFixed::new(
                     f,
                     zeros as *mut u8,
                     len,
                     0
                 )
                 .offset(pos)
-                .build())]);
+                .build()));
                 pos += len as u64;
             }
             let n = writes.len();
             let keep: Rc<dyn Any> = Rc::new((pool, me.clone()));
-            let mut ok = me.ring.run(writes, keep).await.iter().all(|r| r[0] >= 0);
+            let mut ok = me.ring.run(writes, keep).await.iter().all(|r| *r >= 0);
+            // The zero writes are done: writes there may go (they are ordered after them).
+            me.zeroing.set(None);
+            me.wake_zero_waiters();
             ok = ok && me.sync(&path).await.is_ok();
             if ok {
                 me.zeroed_to.set(to);
@@ -670,10 +680,8 @@ impl UringFile {
                 // Not fatal: durable writes there still are (DSYNC commits what they need).
                 tracing::debug!(path = %path.display(), n, "zeroing ahead of the log tail failed");
             }
-            me.zeroing.set(None);
-            for w in me.zero_done.borrow_mut().drain(..) {
-                w.wake();
-            }
+            me.zero_busy.set(false);
+            me.wake_zero_waiters();
         })
         .detach();
     }
@@ -699,8 +707,8 @@ impl UringFile {
             .build());
         let holder = Rc::new(RefCell::new(Some(buf)));
         let keep: Rc<dyn Any> = Rc::new((holder.clone(), self.clone()));
-        let r = self.ring.run(vec![vec![e]], keep).await;
-        let got = result(r[0][0]).map_err(|e| io_context("reading", path, e))? as u64;
+        let r = self.ring.run(vec![e], keep).await;
+        let got = result(r[0]).map_err(|e| io_context("reading", path, e))? as u64;
         let buf = holder.borrow_mut().take().expect("the read buffer");
         let skip = (pos - start) as usize;
         let avail = (got as usize).saturating_sub(skip).min(len);
@@ -711,17 +719,17 @@ impl UringFile {
         let e = on_target!(self.target(), |f| opcode::Fallocate::new(f, len)
             .mode(libc::FALLOC_FL_KEEP_SIZE)
             .build());
-        let r = self.ring.run(vec![vec![e]], self.clone()).await;
-        result(r[0][0])
+        let r = self.ring.run(vec![e], self.clone()).await;
+        result(r[0])
             .map(|_| ())
             .map_err(|e| io_context("preallocating", path, e))
     }
 
     pub(super) async fn truncate(self: &Rc<Self>, len: u64, path: &Path) -> io::Result<()> {
-        self.wait_zeroing(0, u64::MAX).await;
+        self.wait_zero_idle().await;
         let e = on_target!(self.target(), |f| opcode::Ftruncate::new(f, len).build());
-        let r = self.ring.run(vec![vec![e]], self.clone()).await;
-        result(r[0][0]).map_err(|e| io_context("truncating", path, e))?;
+        let r = self.ring.run(vec![e], self.clone()).await;
+        result(r[0]).map_err(|e| io_context("truncating", path, e))?;
         self.zeroed_to
             .set(self.zeroed_to.get().min(align_down(len)));
         Ok(())
