@@ -206,6 +206,11 @@ impl Appender {
 }
 
 impl FlushJob {
+    /// Bytes the job writes (whole blocks).
+    pub fn bytes(&self) -> u64 {
+        self.writes.iter().map(|(b, _)| b.len() as u64).sum()
+    }
+
     pub fn file(&self) -> &Rc<SegmentFile> {
         &self.file
     }

@@ -5,6 +5,9 @@ use std::time::{Duration, Instant};
 
 use super::{LogError, PartitionLog};
 
+/// A flush slower than this is logged (debug level) with where its time went.
+const SLOW_FLUSH_LOG_MS: u64 = 20;
+
 impl PartitionLog {
     pub(super) fn schedule_flush(self: &Rc<Self>) {
         {
@@ -116,19 +119,22 @@ impl PartitionLog {
         // The `.log` write is durable when it completes (one DSYNC write on the core's ring,
         // or writes then an fdatasync on glommio); the indexes are written alongside, the
         // `.index` made durable only when its sync is due. All in flight at once.
+        let log_bytes = log_job.as_ref().map_or(0, |j| j.bytes());
         let log_done = async {
-            match log_job {
+            let r = match log_job {
                 Some(j) => j.write_durable().await.map(|_| ()),
                 None => Ok(()),
-            }
+            };
+            (r, started.elapsed())
         };
         let index_done = async {
-            match (index_job, &index_sync) {
+            let r = match (index_job, &index_sync) {
                 (Some(j), _) if syncs_index => j.write_durable().await.map(|_| ()),
                 (Some(j), _) => j.write().await.map(|_| ()),
                 (None, Some(f)) => f.sync().await,
                 (None, None) => Ok(()),
-            }
+            };
+            (r, started.elapsed())
         };
         let time_done = async {
             match time_job {
@@ -136,7 +142,18 @@ impl PartitionLog {
                 None => Ok(()),
             }
         };
-        let (l, i, t) = futures_util::join!(log_done, index_done, time_done);
+        let ((l, log_took), (i, index_took), t) =
+            futures_util::join!(log_done, index_done, time_done);
+        if started.elapsed() >= Duration::from_millis(SLOW_FLUSH_LOG_MS) {
+            tracing::debug!(
+                dir = %self.dir.display(),
+                log_bytes,
+                log_ms = log_took.as_secs_f64() * 1e3,
+                index_ms = index_took.as_secs_f64() * 1e3,
+                index_synced = syncs_index,
+                "slow flush"
+            );
+        }
         for r in [l, i, t] {
             if let Err(e) = r {
                 return Err(self.poison("durable write", e));
