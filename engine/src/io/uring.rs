@@ -60,7 +60,9 @@ pub struct RingConfig {
 }
 
 thread_local! {
-    static CORE_RING: RefCell<Option<Rc<CoreRing>>> = const { RefCell::new(None) };
+    /// The ring and the executor whose reaper task serves it (a later executor on the same
+    /// thread gets a ring of its own).
+    static CORE_RING: RefCell<Option<(usize, Rc<CoreRing>)>> = const { RefCell::new(None) };
     /// Whether files opened for writing on this thread use the ring (the last `CoreStorage`
     /// built here chose).
     static RING_IN_USE: Cell<bool> = const { Cell::new(false) };
@@ -71,7 +73,11 @@ pub(crate) fn core_ring() -> Option<Rc<CoreRing>> {
     if !RING_IN_USE.with(Cell::get) {
         return None;
     }
-    CORE_RING.with(|r| r.borrow().clone())
+    let id = glommio::executor().id();
+    CORE_RING.with(|r| match &*r.borrow() {
+        Some((owner, ring)) if *owner == id => Some(ring.clone()),
+        _ => None,
+    })
 }
 
 /// What this thread's ring has done (tests, metrics).
@@ -96,12 +102,17 @@ pub(crate) fn stop_using() {
 /// Sets up this executor's ring (once per thread) and starts its reaper task; files opened
 /// for writing from now on use it. Must run on a glommio executor.
 pub(crate) fn install(config: RingConfig) -> io::Result<Rc<CoreRing>> {
-    if let Some(r) = CORE_RING.with(|r| r.borrow().clone()) {
+    let id = glommio::executor().id();
+    let existing = CORE_RING.with(|r| match &*r.borrow() {
+        Some((owner, ring)) if *owner == id => Some(ring.clone()),
+        _ => None,
+    });
+    if let Some(r) = existing {
         RING_IN_USE.with(|u| u.set(true));
         return Ok(r);
     }
     let ring = CoreRing::new(config)?;
-    CORE_RING.with(|r| *r.borrow_mut() = Some(ring.clone()));
+    CORE_RING.with(|r| *r.borrow_mut() = Some((id, ring.clone())));
     RING_IN_USE.with(|u| u.set(true));
     let reaper = ring.clone();
     glommio::spawn_local(async move { reaper.reap_loop().await }).detach();
