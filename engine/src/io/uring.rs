@@ -46,7 +46,7 @@ pub const FIXED_FILE_SLOTS: u32 = 1024;
 pub const ZERO_AHEAD_BYTES: u64 = 16 << 20;
 /// The least a file is kept zeroed ahead (the lead is twice what the file holds, between this
 /// and `ZERO_AHEAD_BYTES`: a fresh segment zeroes little).
-pub const MIN_ZERO_AHEAD_BYTES: u64 = 1 << 20;
+pub const MIN_ZERO_AHEAD_BYTES: u64 = 256 << 10;
 /// One zeroing step: written (from the pool's zero chunk) and synced as one unit.
 pub const ZERO_STEP_BYTES: u64 = 4 << 20;
 
