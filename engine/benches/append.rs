@@ -206,7 +206,7 @@ fn engine_run_on(
                 storage_io,
                 ..Default::default()
             };
-            let core = CoreStorage::with_options(dd, options).await.expect("core");
+            let core = CoreStorage::open(dd, options, None).await.expect("core");
             let (log, _) = PartitionLog::open(
                 &core,
                 root.join("topics/bench/p00000"),

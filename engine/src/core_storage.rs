@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::clock::{Clock, SystemClock};
 use crate::data_dir::DataDir;
-use crate::io::{FaultInjector, RingConfig, StorageIo};
+use crate::io::{CoreRing, FaultInjector, FileIo, RingConfig, RingStats, StorageIo};
 use crate::latency::LatencyHistogram;
 use crate::segment::{ClosedReader, ClosedSegment};
 use crate::tail_cache::TailCache;
@@ -51,11 +51,10 @@ pub struct CoreStorage {
     flush_latency: RefCell<LatencyHistogram>,
     cache: RefCell<ReadCache>,
     next_log_id: Cell<u64>,
-    faults: Option<Rc<FaultInjector>>,
+    /// How this core's logs open their files: its ring (or glommio) and the fault injector.
+    file_io: FileIo,
     /// The wall clock commit times come from (the system's unless a test sets another).
     clock: RefCell<Rc<dyn Clock>>,
-    /// The runtime this core's appends go through.
-    storage_io: StorageIo,
     tail_cache: Rc<TailCache>,
 }
 
@@ -67,14 +66,6 @@ impl CoreStorage {
             read_cache_segments,
             ..Default::default()
         };
-        Self::build(data_dir, options, None).await
-    }
-
-    /// As `new`, with every setting given.
-    pub async fn with_options(
-        data_dir: Arc<DataDir>,
-        options: CoreStorageOptions,
-    ) -> io::Result<Rc<Self>> {
         Self::build(data_dir, options, None).await
     }
 
@@ -108,38 +99,46 @@ impl CoreStorage {
     ) -> io::Result<Rc<Self>> {
         data_dir.probe_device().await?;
         let read_cache_segments = options.read_cache_segments;
-        let storage_io = match options.storage_io {
-            StorageIo::IoUring => match crate::io::install_core_ring(RingConfig {
+        let ring = match options.storage_io {
+            StorageIo::IoUring => match CoreRing::start(RingConfig {
                 registered_buffer_bytes: options.registered_buffer_bytes,
                 chunk_bytes: crate::config::DEFAULT_WRITE_CHUNK_BYTES,
             }) {
-                Ok(_) => StorageIo::IoUring,
+                Ok(ring) => Some(ring),
                 Err(e) => {
-                    crate::io::stop_using_core_ring();
                     tracing::warn!(error = %e, "storage-io io-uring is not available here; using glommio");
-                    StorageIo::Glommio
+                    None
                 }
             },
-            StorageIo::Glommio => StorageIo::Glommio,
+            StorageIo::Glommio => None,
         };
-        if storage_io == StorageIo::Glommio {
-            crate::io::stop_using_core_ring();
-        }
         Ok(Rc::new(Self {
             data_dir,
             flush_latency: RefCell::default(),
             cache: RefCell::new(ReadCache::new(read_cache_segments)),
             next_log_id: Cell::new(1),
-            faults,
+            file_io: FileIo::new(ring, faults),
             clock: RefCell::new(Rc::new(SystemClock)),
-            storage_io,
             tail_cache: TailCache::new(options.tail_cache_bytes),
         }))
     }
 
     /// The runtime this core's appends go through (io-uring unless it was not available).
     pub fn storage_io(&self) -> StorageIo {
-        self.storage_io
+        match self.file_io.ring() {
+            Some(_) => StorageIo::IoUring,
+            None => StorageIo::Glommio,
+        }
+    }
+
+    /// What this core's ring has done (`None` on glommio).
+    pub fn ring_stats(&self) -> Option<RingStats> {
+        self.file_io.ring().map(|r| r.stats())
+    }
+
+    /// How this core's logs open their files.
+    pub fn file_io(&self) -> &FileIo {
+        &self.file_io
     }
 
     /// The core's cache of recently appended batches.
@@ -172,10 +171,6 @@ impl CoreStorage {
 
     pub(crate) fn now_ms(&self) -> i64 {
         self.clock.borrow().now_ms()
-    }
-
-    pub(crate) fn faults(&self) -> Option<Rc<FaultInjector>> {
-        self.faults.clone()
     }
 
     pub(crate) fn new_log_id(&self) -> u64 {

@@ -14,7 +14,7 @@ use engine::{CoreStorage, CoreStorageOptions, DataDir, Durability, LogConfig, St
 
 async fn core_with(root: &Path, options: CoreStorageOptions) -> Rc<CoreStorage> {
     let dd = Arc::new(DataDir::open(root).expect("data dir"));
-    CoreStorage::with_options(dd, options)
+    CoreStorage::open(dd, options, None)
         .await
         .expect("core storage")
 }
@@ -45,7 +45,7 @@ fn round_trip(storage_io: StorageIo) {
         };
         let core = core_with(&root, options).await;
         assert_eq!(core.storage_io(), storage_io);
-        let ring_before = engine::io::core_ring_stats();
+        let ring_before = core.ring_stats();
         assert_eq!(ring_before.is_some(), storage_io == StorageIo::IoUring);
         let (log, _) = open(&core, &root, config()).await;
         let mut stored = Vec::new();
@@ -59,7 +59,7 @@ fn round_trip(storage_io: StorageIo) {
         }
         assert_eq!(read_all(&log, 0).await, stored);
         if storage_io == StorageIo::IoUring {
-            let after = engine::io::core_ring_stats().unwrap();
+            let after = core.ring_stats().unwrap();
             assert!(
                 after.submitted_ops >= ring_before.unwrap().submitted_ops + 300,
                 "every durable append went through the core's ring: {after:?}"
@@ -94,7 +94,7 @@ fn round_trip(storage_io: StorageIo) {
         assert!(summary.clean_shutdown);
         assert_eq!(read_all(&log, 0).await, stored);
         log.close().await.unwrap();
-        if let Some(s) = engine::io::core_ring_stats() {
+        if let Some(s) = core.ring_stats() {
             assert_eq!(
                 s.free_pool_chunks,
                 (4 << 20) / (1 << 20) - 1,
@@ -189,9 +189,11 @@ fn a_write_dropped_in_flight_keeps_its_buffer_until_the_kernel_is_done() {
             registered_buffer_bytes: 4 << 20,
             ..Default::default()
         };
-        let _core = core_with(&root, options).await;
+        let core = core_with(&root, options).await;
         let path = root.join("dropped.dat");
-        let f = engine::io::SegmentFile::open_rw(&path, None).await.unwrap();
+        let f = engine::io::SegmentFile::open_rw(&path, core.file_io())
+            .await
+            .unwrap();
         const MIB: usize = 1 << 20;
         for i in 0..20u64 {
             let mut b = f.alloc_buffer(MIB);
@@ -208,7 +210,7 @@ fn a_write_dropped_in_flight_keeps_its_buffer_until_the_kernel_is_done() {
         // Every orphaned operation completes and gives its registered chunk back.
         let chunks = (4 << 20) / MIB - 1;
         let mut waited = 0;
-        while engine::io::core_ring_stats().unwrap().free_pool_chunks != chunks {
+        while core.ring_stats().unwrap().free_pool_chunks != chunks {
             assert!(waited < 5_000, "orphaned writes finish");
             glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
             waited += 1;

@@ -243,7 +243,7 @@ impl CoreState {
             core: self.core,
             fsync_latency: self.storage.flush_latency(),
             tail_cache: self.storage.tail_cache().stats(),
-            storage_ring_ops: engine::io::core_ring_stats().map_or(0, |r| r.submitted_ops),
+            storage_ring_ops: self.storage.ring_stats().map_or(0, |r| r.submitted_ops),
             cross_core_received: self.shards.received(self.core),
             inbox_depth: self.shards.inbox_len(self.core) as u64,
             busy_seconds: {

@@ -68,18 +68,12 @@ impl IoBuf {
         }
     }
 
+    /// glommio's own buffer type, for a file on glommio. A file hands out buffers of its own
+    /// backend (`SegmentFile::alloc_buffer`), so a pool chunk never meets a glommio file.
     pub(super) fn into_dma(self) -> DmaBuffer {
         match self {
             IoBuf::Dma(b) => b,
-            IoBuf::Pooled(c) => {
-                // glommio's own path needs its own buffer type: copy (only when a pooled
-                // buffer meets a glommio file, which the engine does not do).
-                let mut b = glommio::allocate_dma_buffer(c.len);
-                // SAFETY: as in `as_bytes`.
-                b.as_bytes_mut()
-                    .copy_from_slice(unsafe { std::slice::from_raw_parts(c.ptr, c.len) });
-                b
-            }
+            IoBuf::Pooled(_) => unreachable!("a pool chunk belongs to a file on the core's ring"),
         }
     }
 }

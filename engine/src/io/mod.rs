@@ -22,11 +22,7 @@ mod buffer;
 mod uring;
 
 pub use buffer::IoBuf;
-pub(crate) use uring::{install as install_core_ring, stop_using as stop_using_core_ring};
-pub use uring::{
-    stats as core_ring_stats, RingConfig, RingStats, FIXED_FILE_SLOTS, MIN_ZERO_AHEAD_BYTES,
-    RING_ENTRIES, ZERO_AHEAD_BYTES, ZERO_STEP_BYTES,
-};
+pub use uring::{CoreRing, RingConfig, RingStats};
 
 /// Alignment of every direct-I/O write and of every write position. The device's logical block
 /// is 512 here; 4 KiB is safe on every device we target (DESIGN.md §4).
@@ -156,9 +152,41 @@ enum Backend {
     Uring(Rc<uring::UringFile>),
 }
 
-/// One file opened for direct I/O on the current executor: through the core's own ring when
-/// `storage-io = io-uring` set one up for this executor (files opened for writing), else
-/// through glommio.
+/// How a core opens files for writing: through its own ring (`storage-io = io-uring`) or
+/// glommio, and (tests, drills) through a fault injector. `CoreStorage::file_io` hands out the
+/// core's; `FileIo::default()` is glommio without faults (tools, tests).
+#[derive(Clone, Default)]
+pub struct FileIo {
+    ring: Option<Rc<CoreRing>>,
+    faults: Option<Rc<FaultInjector>>,
+}
+
+impl FileIo {
+    pub(crate) fn new(ring: Option<Rc<CoreRing>>, faults: Option<Rc<FaultInjector>>) -> Self {
+        Self { ring, faults }
+    }
+
+    /// The same runtime with no fault injection (recovery's own reads and truncation).
+    pub fn without_faults(&self) -> Self {
+        Self {
+            ring: self.ring.clone(),
+            faults: None,
+        }
+    }
+
+    pub(crate) fn faults(&self) -> Option<Rc<FaultInjector>> {
+        self.faults.clone()
+    }
+
+    /// The core's ring, when its files go through one.
+    pub fn ring(&self) -> Option<&Rc<CoreRing>> {
+        self.ring.as_ref()
+    }
+}
+
+/// One file opened for direct I/O on the current executor: files opened for writing go
+/// through the core's own ring when `FileIo` has one, else (and every read-only open) through
+/// glommio.
 pub struct SegmentFile {
     backend: Backend,
     path: PathBuf,
@@ -167,9 +195,11 @@ pub struct SegmentFile {
 
 impl SegmentFile {
     /// Opens (creating if needed) `path` for direct-I/O reads and writes.
-    pub async fn open_rw(path: &Path, faults: Option<Rc<FaultInjector>>) -> io::Result<Self> {
-        let backend = match uring::core_ring() {
-            Some(ring) => Backend::Uring(Rc::new(uring::UringFile::open_rw(path, ring).await?)),
+    pub async fn open_rw(path: &Path, io: &FileIo) -> io::Result<Self> {
+        let backend = match &io.ring {
+            Some(ring) => Backend::Uring(Rc::new(
+                uring::UringFile::open_rw(path, ring.clone()).await?,
+            )),
             None => Backend::Glommio(
                 OpenOptions::new()
                     .read(true)
@@ -183,7 +213,7 @@ impl SegmentFile {
         Ok(Self {
             backend,
             path: path.to_path_buf(),
-            faults,
+            faults: io.faults(),
         })
     }
 

@@ -59,64 +59,13 @@ pub struct RingConfig {
     pub chunk_bytes: usize,
 }
 
-thread_local! {
-    /// The ring and the executor whose reaper task serves it (a later executor on the same
-    /// thread gets a ring of its own).
-    static CORE_RING: RefCell<Option<(usize, Rc<CoreRing>)>> = const { RefCell::new(None) };
-    /// Whether files opened for writing on this thread use the ring (the last `CoreStorage`
-    /// built here chose).
-    static RING_IN_USE: Cell<bool> = const { Cell::new(false) };
-}
-
-/// The ring of this executor, if `install` set one up and it is in use.
-pub(crate) fn core_ring() -> Option<Rc<CoreRing>> {
-    if !RING_IN_USE.with(Cell::get) {
-        return None;
-    }
-    let id = glommio::executor().id();
-    CORE_RING.with(|r| match &*r.borrow() {
-        Some((owner, ring)) if *owner == id => Some(ring.clone()),
-        _ => None,
-    })
-}
-
-/// What this thread's ring has done (tests, metrics).
+/// What a core's ring has done (tests, metrics).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RingStats {
     /// Operations submitted so far.
     pub submitted_ops: u64,
     /// Registered buffer chunks free now (0 without a pool).
     pub free_pool_chunks: usize,
-}
-
-/// This thread's ring's counters, if it has one in use.
-pub fn stats() -> Option<RingStats> {
-    core_ring().map(|r| r.stats())
-}
-
-/// Files opened for writing from now on, on this thread, go through glommio.
-pub(crate) fn stop_using() {
-    RING_IN_USE.with(|u| u.set(false));
-}
-
-/// Sets up this executor's ring (once per thread) and starts its reaper task; files opened
-/// for writing from now on use it. Must run on a glommio executor.
-pub(crate) fn install(config: RingConfig) -> io::Result<Rc<CoreRing>> {
-    let id = glommio::executor().id();
-    let existing = CORE_RING.with(|r| match &*r.borrow() {
-        Some((owner, ring)) if *owner == id => Some(ring.clone()),
-        _ => None,
-    });
-    if let Some(r) = existing {
-        RING_IN_USE.with(|u| u.set(true));
-        return Ok(r);
-    }
-    let ring = CoreRing::new(config)?;
-    CORE_RING.with(|r| *r.borrow_mut() = Some((id, ring.clone())));
-    RING_IN_USE.with(|u| u.set(true));
-    let reaper = ring.clone();
-    glommio::spawn_local(async move { reaper.reap_loop().await }).detach();
-    Ok(ring)
 }
 
 enum Slot {
@@ -156,6 +105,10 @@ impl Slots {
             }
             None => {
                 self.slots.push(pending);
+                debug_assert!(
+                    self.slots.len() as u64 <= MAX_OPS_IN_FLIGHT,
+                    "slots are bounded by the operations in flight"
+                );
                 self.slots.len() - 1
             }
         }
@@ -227,7 +180,16 @@ impl CoreRing {
         }))
     }
 
-    fn stats(&self) -> RingStats {
+    /// Sets up a ring for this executor and starts its reaper task (which holds the ring for
+    /// as long as the executor runs). Must run on a glommio executor.
+    pub(crate) fn start(config: RingConfig) -> io::Result<Rc<Self>> {
+        let ring = Self::new(config)?;
+        let reaper = ring.clone();
+        glommio::spawn_local(async move { reaper.reap_loop().await }).detach();
+        Ok(ring)
+    }
+
+    pub fn stats(&self) -> RingStats {
         RingStats {
             submitted_ops: self.submitted.get(),
             free_pool_chunks: self.pool.as_ref().map_or(0, |p| p.free_chunks()),
@@ -548,7 +510,7 @@ impl UringFile {
     async fn wait_zeroing(&self, pos: u64, end: u64) {
         std::future::poll_fn(|cx| match self.zeroing.get() {
             Some((a, b)) if pos < b && a < end => {
-                self.zero_done.borrow_mut().push(cx.waker().clone());
+                self.wait_zero_done(cx);
                 Poll::Pending
             }
             _ => Poll::Ready(()),
@@ -560,13 +522,22 @@ impl UringFile {
     async fn wait_zero_idle(&self) {
         std::future::poll_fn(|cx| {
             if self.zero_busy.get() {
-                self.zero_done.borrow_mut().push(cx.waker().clone());
+                self.wait_zero_done(cx);
                 Poll::Pending
             } else {
                 Poll::Ready(())
             }
         })
         .await
+    }
+
+    /// Registers the task to wake at the next zeroing change, once per task (a task polled
+    /// again does not add itself twice), so the list holds at most the file's writers.
+    fn wait_zero_done(&self, cx: &Context<'_>) {
+        let mut w = self.zero_done.borrow_mut();
+        if !w.iter().any(|x| x.will_wake(cx.waker())) {
+            w.push(cx.waker().clone());
+        }
     }
 
     fn wake_zero_waiters(&self) {
@@ -603,11 +574,10 @@ impl UringFile {
             .iter()
             .map(|(b, p)| self.write_entry(b, *p, durable && single))
             .collect();
-        let want: Vec<usize> = writes.iter().map(|(b, _)| b.len()).collect();
-        let positions: Vec<u64> = writes.iter().map(|(_, p)| *p).collect();
+        let shapes: Vec<(usize, u64)> = writes.iter().map(|(b, p)| (b.len(), *p)).collect();
         let keep: Rc<dyn Any> = Rc::new((writes, self.clone()));
         let results = self.ring.run(entries, keep).await;
-        for ((r, want), pos) in results.into_iter().zip(want).zip(positions) {
+        for (r, (want, pos)) in results.into_iter().zip(shapes) {
             let wrote = result(r).map_err(|e| io_context("writing", path, e))?;
             if wrote as usize != want {
                 return Err(io::Error::new(
@@ -716,11 +686,10 @@ impl UringFile {
         let e = on_target!(self.target(), |f| opcode::Read::new(f, ptr, n)
             .offset(start)
             .build());
-        let holder = Rc::new(RefCell::new(Some(buf)));
-        let keep: Rc<dyn Any> = Rc::new((holder.clone(), self.clone()));
+        let buf = Rc::new(buf);
+        let keep: Rc<dyn Any> = Rc::new((buf.clone(), self.clone()));
         let r = self.ring.run(vec![e], keep).await;
         let got = result(r[0]).map_err(|e| io_context("reading", path, e))? as u64;
-        let buf = holder.borrow_mut().take().expect("the read buffer");
         let skip = (pos - start) as usize;
         let avail = (got as usize).saturating_sub(skip).min(len);
         Ok(buf.as_bytes()[skip..skip + avail].to_vec())

@@ -299,7 +299,7 @@ pub(super) async fn scan_segment(
     summary: &mut RecoverySummary,
 ) -> std::io::Result<(SegmentContent, u64, i64)> {
     let log_path = segment::log_path(dir, base);
-    let file = SegmentFile::open_rw(&log_path, None).await?;
+    let file = SegmentFile::open_rw(&log_path, &core.file_io().without_faults()).await?;
     let file_len = file.size().await?;
     let scan = segment::scan_log(&file, Some(base), file_len, gaps).await?;
     summary.segments_scanned += 1;
@@ -380,7 +380,7 @@ pub(super) async fn scan_segment(
                 .collect::<Vec<u8>>(),
         ),
     ] {
-        let f = Rc::new(SegmentFile::open_rw(&path, core.faults()).await?);
+        let f = Rc::new(SegmentFile::open_rw(&path, core.file_io()).await?);
         f.truncate(0).await?;
         let mut app = Appender::new(
             f.clone(),

@@ -304,7 +304,7 @@ pub(super) async fn open_appender(
     chunk: usize,
     prealloc: u64,
 ) -> std::io::Result<Appender> {
-    let file = Rc::new(SegmentFile::open_rw(path, core.faults()).await?);
+    let file = Rc::new(SegmentFile::open_rw(path, core.file_io()).await?);
     let tail_start = align_down(len);
     let tail = if tail_start < len {
         file.read(tail_start, (len - tail_start) as usize).await?
