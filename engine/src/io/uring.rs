@@ -34,8 +34,9 @@ use super::{align_down, align_up, io_context};
 
 /// Submission queue entries of a core's ring (the completion queue has twice as many).
 pub const RING_ENTRIES: u32 = 256;
-/// Operations in flight on one ring at most: the completion queue's size, so it never
-/// overflows; a submitter past it waits.
+/// Operations on one ring at most, from submission until their result is collected: the
+/// completion queue's size, so it never overflows, and the bound of the slot table; a
+/// submitter past it waits.
 const MAX_OPS_IN_FLIGHT: u64 = 2 * RING_ENTRIES as u64;
 /// Pause before a submission the kernel refused for now (EBUSY, EAGAIN) is tried again.
 const SUBMIT_RETRY_US: u64 = 50;
@@ -222,16 +223,21 @@ impl CoreRing {
         }
     }
 
+    /// Frees a slot whose completion was collected (or orphaned), and with it the operation's
+    /// permit: the slots in use never exceed `MAX_OPS_IN_FLIGHT`.
+    fn free_slot(&self, slots: &mut Slots, i: usize) {
+        slots.release(i);
+        self.in_flight.signal(1);
+    }
+
     fn reap(&self) {
-        let mut done = 0;
         {
             let mut ring = self.ring.borrow_mut();
             let mut slots = self.slots.borrow_mut();
             for cqe in ring.completion() {
                 let i = cqe.user_data() as usize;
-                done += 1;
                 match std::mem::replace(&mut slots.slots[i], Slot::Done(cqe.result())) {
-                    Slot::Pending { orphaned: true, .. } => slots.release(i),
+                    Slot::Pending { orphaned: true, .. } => self.free_slot(&mut slots, i),
                     Slot::Pending { waker, .. } => {
                         if let Some(w) = waker {
                             w.wake();
@@ -242,9 +248,6 @@ impl CoreRing {
                     }
                 }
             }
-        }
-        if done > 0 {
-            self.in_flight.signal(done);
         }
     }
 
@@ -361,7 +364,7 @@ impl Future for OpFuture {
         match &mut slots.slots[id] {
             Slot::Done(res) => {
                 let res = *res;
-                slots.release(id);
+                self.ring.free_slot(&mut slots, id);
                 drop(slots);
                 self.finished = true;
                 Poll::Ready(res)
@@ -382,7 +385,7 @@ impl Drop for OpFuture {
         }
         let mut slots = self.ring.slots.borrow_mut();
         match &mut slots.slots[self.id] {
-            Slot::Done(_) => slots.release(self.id),
+            Slot::Done(_) => self.ring.free_slot(&mut slots, self.id),
             Slot::Pending {
                 orphaned, waker, ..
             } => {
