@@ -67,6 +67,8 @@ pub struct RingStats {
     pub submitted_ops: u64,
     /// Registered buffer chunks free now (0 without a pool).
     pub free_pool_chunks: usize,
+    /// Operations submitted whose results are not collected yet (orphaned ones included).
+    pub ops_in_flight: u64,
 }
 
 enum Slot {
@@ -194,6 +196,7 @@ impl CoreRing {
         RingStats {
             submitted_ops: self.submitted.get(),
             free_pool_chunks: self.pool.as_ref().map_or(0, |p| p.free_chunks()),
+            ops_in_flight: MAX_OPS_IN_FLIGHT - self.in_flight.available(),
         }
     }
 
