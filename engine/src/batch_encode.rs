@@ -1,6 +1,7 @@
 //! Building uncompressed Kafka RecordBatch v2 bytes (with the `kafka-protocol` crate's encoder)
 //! for everything that writes records itself: the broker's `__consumer_offsets`, fan-out child
-//! batches, `ringlog produce`, benchmarks and tests.
+//! batches, `ringlog produce`, transactional batches (tests, transactional offset commits),
+//! benchmarks and tests.
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::indexmap::IndexMap;
@@ -38,13 +39,31 @@ pub fn encode_for_producer(
     records: impl IntoIterator<Item = NewRecord>,
     producer: Option<ProducerSeq>,
 ) -> Vec<u8> {
+    encode(records, producer, false)
+}
+
+/// `encode_for_producer` for a transactional producer: the batch's transactional attribute
+/// is set (a data batch of the producer's open transaction; markers are
+/// `txn::encode_marker`).
+pub fn encode_transactional(
+    records: impl IntoIterator<Item = NewRecord>,
+    producer: ProducerSeq,
+) -> Vec<u8> {
+    encode(records, Some(producer), true)
+}
+
+fn encode(
+    records: impl IntoIterator<Item = NewRecord>,
+    producer: Option<ProducerSeq>,
+    transactional: bool,
+) -> Vec<u8> {
     let (producer_id, producer_epoch, base_sequence) =
         producer.map_or((-1, -1, -1), |p| (p.producer_id, p.epoch, p.base_sequence));
     let recs: Vec<Record> = records
         .into_iter()
         .enumerate()
         .map(|(i, r)| Record {
-            transactional: false,
+            transactional,
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,

@@ -6,7 +6,8 @@
 //! entries), `segment` (file names, recovery scan, closed-segment reader), `recovery_marker`,
 //! `log` (`PartitionLog`, one file per concern under `log/`), `partition` (`Partition`: the log
 //! plus the state that must change with it, and the partition directory), `producer_state`
-//! (idempotent producers), `cleaner` (compaction: offset map, record filter, checkpoint,
+//! (idempotent producers), `txn` (transaction state: open transactions, last stable offset,
+//! aborted-transaction index, control markers), `cleaner` (compaction: offset map, record filter, checkpoint,
 //! swap, throttle; one pass is `log/compact.rs`), `clock`, `core_storage` (per-core read cache, clock),
 //! `data_dir` (lock + probe).
 
@@ -31,6 +32,7 @@ pub mod recovery_marker;
 pub mod segment;
 pub mod shard;
 pub mod tail_cache;
+pub mod txn;
 
 pub use config::{CleanupPolicy, LogConfig, TimestampType};
 pub use core_storage::{CoreStorage, CoreStorageOptions};

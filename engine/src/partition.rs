@@ -1,14 +1,18 @@
 //! `Partition`: one partition's ordered state on its owner core. It owns what must change in
 //! step with the log: the `PartitionLog`, the idempotent-producer state (later: transaction
-//! state, the last stable offset, the aborted-transaction index) and the partition directory
-//! with every file in it (segments, indexes, recovery marker, `incarnation`, fan-out cursor
-//! files, the latter through the API below). Nothing else writes into a partition directory.
+//! state: open transactions, the last stable offset, the aborted-transaction index, `txn.rs`)
+//! and the partition directory with every file in it (segments, indexes, recovery marker,
+//! `incarnation`, `aborted.txnindex`, fan-out cursor files, the latter through the API below).
+//! Nothing else writes into a partition directory.
 //!
 //! `produce` checks the producer's sequence, appends and records the sequence in one step of
 //! the log's admission order (`PartitionLog::append_admitted`): a batch the log refuses leaves
 //! the producer state as it was, and a retry is judged against every batch admitted before it.
+//! A transactional batch is admitted only inside a transaction its producer began here
+//! (`begin_transaction`) at the batch's epoch; `write_marker` ends it in the same way, and is
+//! the only way a control batch enters the log.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -20,6 +24,7 @@ use crate::io;
 use crate::log::{AdmitError, Durability, LogError, PartitionLog, RecoverySummary};
 use crate::producer_state::{self, ProducerStates, SeqCheck};
 use crate::record_check::ValidBatch;
+use crate::txn::{self, AbortedTxn, MarkerKind, TxnRefusal, TxnState};
 
 /// The file in a partition directory naming the topic incarnation its data belongs to, so a
 /// re-created topic never reads an old incarnation's files.
@@ -46,6 +51,19 @@ pub enum PartitionError {
         current: i16,
         got: i16,
     },
+    /// A transactional batch whose producer has no transaction begun here at its epoch (no
+    /// `begin_transaction`, or a marker ended it).
+    #[error(
+        "{dir}: producer {producer_id} epoch {epoch} has no transaction begun on this partition"
+    )]
+    TransactionNotBegun {
+        dir: String,
+        producer_id: i64,
+        epoch: i16,
+    },
+    /// `MAX_ONGOING_TXNS_PER_PARTITION` producers already have a transaction here.
+    #[error("{dir}: {limit} producers already have a transaction open on this partition")]
+    TooManyOngoingTransactions { dir: String, limit: usize },
     #[error("{dir}: {op}: {source}")]
     Io {
         dir: String,
@@ -72,11 +90,17 @@ enum Refusal {
     Duplicate { base_offset: u64, last_offset: u64 },
     OutOfOrder { expected: i32, got: i32 },
     Fenced { current: i16, got: i16 },
+    NotBegun,
 }
 
 pub struct Partition {
     log: Rc<PartitionLog>,
     producers: RefCell<ProducerStates>,
+    txn: RefCell<TxnState>,
+    /// One writer of `aborted.txnindex` at a time, so an older copy never lands last.
+    aborted_file_writer: glommio::sync::Semaphore,
+    /// The `TxnState::aborted_gen` the file holds.
+    aborted_file_gen: Cell<u64>,
     incarnation: String,
 }
 
@@ -113,11 +137,39 @@ impl Partition {
                 .await
                 .map_err(io_err("writing the incarnation"))?;
         }
+        let aborted_path = dir.join(txn::ABORTED_INDEX_FILE_NAME);
         let (log, summary) = PartitionLog::open(core, dir, config).await?;
-        let producers = producer_state::rebuild(&log).await?;
+        let (producers, mut txn_state) = producer_state::rebuild(&log).await?;
+        // The aborted index beyond the rebuild window comes from its file; entries the window
+        // holds but the file lacks (a crash between an abort marker and the file's rewrite)
+        // are added, and the file rewritten.
+        let (from_file, mut rewrite) = match io::read_small(&aborted_path)
+            .await
+            .map_err(io_err("reading the aborted-transaction index"))?
+        {
+            None => (Vec::new(), false),
+            Some(b) => match txn::decode_aborted_file(&b) {
+                Ok(entries) => (entries, false),
+                Err(why) => {
+                    tracing::warn!(dir = %dir_s, %why, "aborted-transaction index unreadable; rebuilt from the log's tail");
+                    (Vec::new(), true)
+                }
+            },
+        };
+        rewrite |= txn_state.merge_file_entries(from_file);
+        rewrite |= txn_state.drop_below(log.log_start_offset());
+        if rewrite {
+            io::write_atomic(&aborted_path, txn::encode_aborted_file(txn_state.aborted()))
+                .await
+                .map_err(io_err("writing the aborted-transaction index"))?;
+        }
+        let gen = txn_state.aborted_gen();
         let p = Rc::new(Self {
             log,
             producers: RefCell::new(producers),
+            txn: RefCell::new(txn_state),
+            aborted_file_writer: glommio::sync::Semaphore::new(1),
+            aborted_file_gen: Cell::new(gen),
             incarnation: incarnation.to_string(),
         });
         Ok((p, summary))
@@ -151,6 +203,17 @@ impl Partition {
         durability: Durability,
     ) -> Result<Produced, PartitionError> {
         let h = *batch.header();
+        if h.is_control() {
+            return Err(self.invalid(
+                "a control batch is written only by the transaction coordinator (markers)",
+            ));
+        }
+        let transactional = h.is_transactional();
+        if transactional && (h.producer_id < 0 || h.base_sequence < 0) {
+            return Err(self.invalid(
+                "a transactional batch must come from an idempotent producer (producer id and sequence set)",
+            ));
+        }
         // A retry of a batch already admitted needs nothing from the log but its durability:
         // answered without queueing behind other appends (and even when the log could not
         // take a new batch: full disk, poisoned after the original was synced).
@@ -166,6 +229,11 @@ impl Partition {
             let mut producers = self.producers.borrow_mut();
             match producers.check(&h) {
                 SeqCheck::Append => {
+                    if transactional {
+                        let mut txn = self.txn.borrow_mut();
+                        txn.check_data(&h).map_err(|_| Refusal::NotBegun)?;
+                        txn.record_data(&h, base_offset);
+                    }
                     producers.record(&h, base_offset);
                     Ok(())
                 }
@@ -210,7 +278,162 @@ impl Partition {
                     got,
                 })
             }
+            Err(AdmitError::Refused(Refusal::NotBegun)) => {
+                Err(PartitionError::TransactionNotBegun {
+                    dir: self.dir_name(),
+                    producer_id: h.producer_id,
+                    epoch: h.producer_epoch,
+                })
+            }
         }
+    }
+
+    fn invalid(&self, why: &str) -> PartitionError {
+        PartitionError::Log(LogError::InvalidBatch {
+            dir: self.dir_name(),
+            source: crate::batch::BatchError::InvalidRecords(why.to_string()),
+        })
+    }
+
+    /// The newest epoch this partition knows for producer `pid`.
+    fn known_epoch(&self, pid: i64) -> Option<i16> {
+        self.producers
+            .borrow()
+            .epoch_of(pid)
+            .max(self.txn.borrow().epoch_of(pid))
+    }
+
+    /// AddPartitionsToTxn reached this partition: producer (pid, epoch) may now write
+    /// transactional batches here until a marker ends its transaction. Refused with
+    /// `FencedEpoch` if the partition already knows a newer epoch for pid, and with
+    /// `TooManyOngoingTransactions` past `MAX_ONGOING_TXNS_PER_PARTITION`. Idempotent. In
+    /// memory only (an open transaction with batches is found again in the log on open).
+    pub fn begin_transaction(&self, producer_id: i64, epoch: i16) -> Result<(), PartitionError> {
+        let known = self.producers.borrow().epoch_of(producer_id);
+        let refused = self.txn.borrow_mut().begin(producer_id, epoch, known);
+        match refused {
+            Ok(()) => Ok(()),
+            Err(TxnRefusal::Fenced { current }) => Err(PartitionError::FencedEpoch {
+                dir: self.dir_name(),
+                producer_id,
+                current,
+                got: epoch,
+            }),
+            Err(TxnRefusal::TooMany) => Err(PartitionError::TooManyOngoingTransactions {
+                dir: self.dir_name(),
+                limit: txn::MAX_ONGOING_TXNS_PER_PARTITION,
+            }),
+            Err(TxnRefusal::NotBegun) => unreachable!("begin never answers NotBegun"),
+        }
+    }
+
+    /// Appends a commit or abort control batch durably (`Durability::Sync`) and ends pid's
+    /// transaction here: its open entry goes (the last stable offset moves past it once the
+    /// marker is durable), and an abort adds an `AbortedTxn` (its first batch here .. the
+    /// marker) to the aborted index, whose file is rewritten before this returns. A marker
+    /// older than the partition's epoch for pid is refused (`FencedEpoch`); a newer epoch
+    /// becomes the producer's (its older batches are then fenced). A marker for a pid with no
+    /// open transaction here is written anyway (a retry). Returns the marker's offset.
+    pub async fn write_marker(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+        kind: MarkerKind,
+        coordinator_epoch: i32,
+    ) -> Result<u64, PartitionError> {
+        let bytes = txn::encode_marker(
+            producer_id,
+            epoch,
+            kind,
+            coordinator_epoch,
+            self.log.now_ms(),
+        );
+        let valid = ValidBatch::new(&bytes, self.log.batch_rules()).map_err(|source| {
+            PartitionError::Log(LogError::InvalidBatch {
+                dir: self.dir_name(),
+                source,
+            })
+        })?;
+        let admit = |base_offset: u64| {
+            if let Some(current) = self.known_epoch(producer_id).filter(|&c| epoch < c) {
+                return Err(current);
+            }
+            self.producers
+                .borrow_mut()
+                .record_marker(producer_id, epoch);
+            self.txn
+                .borrow_mut()
+                .end(producer_id, kind, base_offset, self.log.high_watermark());
+            Ok(())
+        };
+        let info = match self
+            .log
+            .append_admitted(valid, Durability::Sync, admit)
+            .await
+        {
+            Ok(info) => info,
+            Err(AdmitError::Log(e)) => return Err(e.into()),
+            Err(AdmitError::Refused(current)) => {
+                return Err(PartitionError::FencedEpoch {
+                    dir: self.dir_name(),
+                    producer_id,
+                    current,
+                    got: epoch,
+                })
+            }
+        };
+        self.txn
+            .borrow_mut()
+            .prune_ending(self.log.high_watermark());
+        self.store_aborted_index().await?;
+        Ok(info.base_offset)
+    }
+
+    /// Rewrites `aborted.txnindex` if it is behind memory (entries below the log start
+    /// offset are dropped first).
+    async fn store_aborted_index(&self) -> Result<(), PartitionError> {
+        let _one_writer = self
+            .aborted_file_writer
+            .acquire_permit(1)
+            .await
+            .expect("the semaphore is never closed");
+        let (gen, bytes) = {
+            let mut t = self.txn.borrow_mut();
+            t.drop_below(self.log.log_start_offset());
+            if t.aborted_gen() == self.aborted_file_gen.get() {
+                return Ok(());
+            }
+            (t.aborted_gen(), txn::encode_aborted_file(t.aborted()))
+        };
+        io::write_atomic(&self.dir().join(txn::ABORTED_INDEX_FILE_NAME), bytes)
+            .await
+            .map_err(|source| PartitionError::Io {
+                dir: self.dir_name(),
+                op: "writing the aborted-transaction index",
+                source,
+            })?;
+        self.aborted_file_gen.set(gen);
+        Ok(())
+    }
+
+    /// min(high watermark, first offset of the oldest open transaction here); a transaction
+    /// whose marker is not durable yet still counts as open.
+    pub fn last_stable_offset(&self) -> u64 {
+        self.txn
+            .borrow()
+            .last_stable_offset(self.log.high_watermark())
+    }
+
+    /// The aborted transactions that overlap offsets `from..to` (last_offset >= from &&
+    /// first_offset < to), oldest first.
+    pub fn aborted_transactions(&self, from: u64, to: u64) -> Vec<AbortedTxn> {
+        self.txn.borrow().aborted_between(from, to)
+    }
+
+    /// The producers with an open transaction that has a batch here: (pid, epoch, first
+    /// offset), oldest first (a begun transaction with no batch yet is not listed).
+    pub fn ongoing_transactions(&self) -> Vec<(i64, i16, u64)> {
+        self.txn.borrow().ongoing()
     }
 
     /// The answer to a retry of the stored batch at `base_offset..=last_offset`: its offsets,
@@ -233,7 +456,8 @@ impl Partition {
 
     /// One cleaner pass over a compacted log, if one is due (`PartitionLog::clean`): the
     /// newest batch of every known idempotent producer is kept, emptied if need be, so its
-    /// sequence survives compaction.
+    /// sequence survives compaction; markers are kept, aborted records shadow no key, and
+    /// nothing from the last stable offset on is cleaned.
     pub async fn clean(
         &self,
         now_ms: i64,
@@ -241,12 +465,15 @@ impl Partition {
         throttle: &crate::cleaner::Throttle,
     ) -> Result<Option<crate::log::CleanSummary>, LogError> {
         let keep_batches = self.producers.borrow().last_batch_offsets();
+        let aborted = self.txn.borrow().aborted().to_vec();
         self.log
             .clean(&crate::log::CleanOptions {
                 now_ms,
                 dedupe_buffer_bytes,
                 throttle,
                 keep_batches: &keep_batches,
+                aborted: &aborted,
+                first_unstable_offset: self.last_stable_offset(),
             })
             .await
     }

@@ -6,6 +6,7 @@ use std::collections::{HashMap, VecDeque};
 
 use crate::batch::BatchHeader;
 use crate::log::{LogError, PartitionLog};
+use crate::txn::{TxnRebuild, TxnState};
 
 /// Batches remembered per producer (Kafka's `max.in.flight.requests.per.connection` limit for
 /// idempotence is 5).
@@ -26,6 +27,9 @@ struct ProducerEntry {
     epoch: i16,
     batches: VecDeque<BatchSeq>,
     last_used: u64,
+    /// Known only from a transaction marker (no batch of this producer seen at this epoch):
+    /// its next batch is taken at any sequence, as a producer seen for the first time.
+    any_seq: bool,
 }
 
 /// What to do with an incoming batch.
@@ -90,6 +94,9 @@ impl ProducerStates {
                 }
             };
         }
+        if p.any_seq && p.batches.is_empty() {
+            return SeqCheck::Append;
+        }
         if let Some(b) = p
             .batches
             .iter()
@@ -126,15 +133,16 @@ impl ProducerStates {
             .collect()
     }
 
-    /// Records an appended batch (or one found in the log on rebuild).
-    pub fn record(&mut self, h: &BatchHeader, base_offset: u64) {
-        if !is_idempotent(h) {
-            return;
-        }
+    /// The epoch this partition knows for producer `pid`, if it remembers the producer.
+    pub fn epoch_of(&self, pid: i64) -> Option<i16> {
+        self.producers.get(&pid).map(|p| p.epoch)
+    }
+
+    /// The entry of `pid` (made room for, created if new), marked used now.
+    fn entry(&mut self, pid: i64) -> &mut ProducerEntry {
         self.tick += 1;
         let tick = self.tick;
-        if !self.producers.contains_key(&h.producer_id)
-            && self.producers.len() >= MAX_PRODUCERS_PER_PARTITION
+        if !self.producers.contains_key(&pid) && self.producers.len() >= MAX_PRODUCERS_PER_PARTITION
         {
             let oldest = self
                 .producers
@@ -144,12 +152,43 @@ impl ProducerStates {
                 .expect("not empty");
             self.producers.remove(&oldest);
         }
-        let p = self.producers.entry(h.producer_id).or_default();
+        let p = self.producers.entry(pid).or_insert_with(|| ProducerEntry {
+            epoch: -1,
+            any_seq: true,
+            ..Default::default()
+        });
+        p.last_used = tick;
+        p
+    }
+
+    /// Records a transaction marker of producer `pid` at `epoch` (admitted, or found on
+    /// rebuild): a newer epoch becomes the producer's and restarts its sequences at 0 (the
+    /// coordinator bumped it, fencing the old producer); the same epoch changes nothing (a
+    /// producer keeps its sequence across transactions). An older one is refused before.
+    pub fn record_marker(&mut self, pid: i64, epoch: i16) {
+        if pid < 0 {
+            return;
+        }
+        let p = self.entry(pid);
+        if epoch > p.epoch {
+            // A producer first known here through this marker takes any sequence next.
+            p.any_seq = p.epoch < 0 && p.batches.is_empty();
+            p.epoch = epoch;
+            p.batches.clear();
+        }
+    }
+
+    /// Records an appended batch (or one found in the log on rebuild).
+    pub fn record(&mut self, h: &BatchHeader, base_offset: u64) {
+        if !is_idempotent(h) {
+            return;
+        }
+        let p = self.entry(h.producer_id);
+        p.any_seq = false;
         if h.producer_epoch != p.epoch {
             p.epoch = h.producer_epoch;
             p.batches.clear();
         }
-        p.last_used = tick;
         p.batches.push_back(BatchSeq {
             first_seq: h.base_sequence,
             last_seq: last_seq(h),
@@ -167,17 +206,24 @@ pub const PRODUCER_STATE_REBUILD_OFFSETS: u64 = 200_000;
 /// Bytes read per step while rebuilding producer state.
 const REBUILD_READ_BYTES: usize = 1 << 20;
 
-/// Rebuilds idempotent-producer state from the last `PRODUCER_STATE_REBUILD_OFFSETS` of a log.
-pub async fn rebuild(log: &PartitionLog) -> Result<ProducerStates, LogError> {
+/// Rebuilds idempotent-producer state and transaction state (open transactions, producers'
+/// epochs from markers, aborted transactions in the window) from the last
+/// `PRODUCER_STATE_REBUILD_OFFSETS` of a log, in one pass.
+pub async fn rebuild(log: &PartitionLog) -> Result<(ProducerStates, TxnState), LogError> {
     let mut states = ProducerStates::default();
     let from = log
         .high_watermark()
         .saturating_sub(PRODUCER_STATE_REBUILD_OFFSETS);
-    log.for_each_batch(from, u64::MAX, REBUILD_READ_BYTES, |h, _| {
-        states.record(h, h.base_offset as u64)
+    let mut txn = TxnRebuild::new(from.max(log.log_start_offset()));
+    log.for_each_batch(from, u64::MAX, REBUILD_READ_BYTES, |h, bytes| {
+        if let Some((pid, epoch)) = txn.batch(h, bytes) {
+            states.record_marker(pid, epoch);
+        } else if !h.is_control() {
+            states.record(h, h.base_offset as u64)
+        }
     })
     .await?;
-    Ok(states)
+    Ok((states, txn.finish()))
 }
 
 #[cfg(test)]

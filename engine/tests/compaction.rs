@@ -116,6 +116,8 @@ async fn clean(log: &Rc<PartitionLog>, now_ms: i64) -> Option<engine::log::Clean
         dedupe_buffer_bytes: 1 << 20,
         throttle: &throttle,
         keep_batches: &HashSet::new(),
+        aborted: &[],
+        first_unstable_offset: u64::MAX,
     })
     .await
     .expect("clean")
@@ -212,6 +214,8 @@ fn a_small_dedupe_buffer_cleans_in_several_passes() {
                 dedupe_buffer_bytes: 24 * 24,
                 throttle: &throttle,
                 keep_batches: &HashSet::new(),
+                aborted: &[],
+                first_unstable_offset: u64::MAX,
             })
             .await
             .unwrap()
@@ -424,6 +428,8 @@ fn a_close_stops_a_pass_and_leaves_no_cleaned_files() {
                     dedupe_buffer_bytes: 1 << 20,
                     throttle: &throttle,
                     keep_batches: &HashSet::new(),
+                    aborted: &[],
+                    first_unstable_offset: u64::MAX,
                 })
                 .await
         });

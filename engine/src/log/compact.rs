@@ -121,6 +121,12 @@ pub struct CleanOptions<'a> {
     /// Base offsets of batches kept (empty) even when every record in them lost: the last
     /// batch of each idempotent producer, so its sequence survives (Kafka does the same).
     pub keep_batches: &'a HashSet<u64>,
+    /// The partition's aborted transactions: their records map no key (a committed record
+    /// must not lose to an aborted one; readers drop the aborted records, which may stay).
+    pub aborted: &'a [crate::txn::AbortedTxn],
+    /// The partition's last stable offset: nothing from the segment holding it on is cleaned
+    /// (an open transaction may still abort). `u64::MAX` for a log without transactions.
+    pub first_unstable_offset: u64,
 }
 
 /// What one pass did.
@@ -486,17 +492,33 @@ impl PartitionLog {
         };
         let cfg = self.config();
         let first_dirty = info.first_dirty_offset;
-        let (segments, planned) = {
+        let (segments, planned, first_uncleanable) = {
             let st = self.st.borrow();
             self.check_usable(&st)?;
+            // Open transactions: stop at the segment holding the last stable offset.
+            let unstable = st
+                .closed
+                .values()
+                .find(|s| s.next_offset > opts.first_unstable_offset)
+                .map_or(info.first_uncleanable_offset, |s| s.base_offset);
+            let first_uncleanable = info.first_uncleanable_offset.min(unstable);
             let segs: Vec<ClosedSegment> = st
                 .closed
                 .values()
-                .take_while(|s| s.base_offset < info.first_uncleanable_offset)
+                .take_while(|s| s.base_offset < first_uncleanable)
                 .cloned()
                 .collect();
-            (segs, st.cleaner.generation)
+            (
+                segs,
+                st.cleaner.generation,
+                first_uncleanable.max(first_dirty),
+            )
         };
+        if first_uncleanable == first_dirty && reason != CleanReason::TombstonesDue {
+            // Everything dirty is at or after an open transaction: try later.
+            return Ok(None);
+        }
+        let aborted = crate::txn::AbortedRanges::new(opts.aborted);
         let started = std::time::Instant::now();
         let mut summary = CleanSummary {
             dirty_bytes: info.dirty_bytes,
@@ -507,11 +529,8 @@ impl PartitionLog {
         };
 
         // 1. The latest offset of every key in the dirty range.
-        let mut map = OffsetMap::new(
-            opts.dedupe_buffer_bytes,
-            info.first_uncleanable_offset - first_dirty,
-        );
-        let mut map_end = info.first_uncleanable_offset;
+        let mut map = OffsetMap::new(opts.dedupe_buffer_bytes, first_uncleanable - first_dirty);
+        let mut map_end = first_uncleanable;
         'map: for seg in segments.iter().filter(|s| s.next_offset > first_dirty) {
             let Some(mut walk) = self.walk(seg, planned).await? else {
                 summary.abandoned = true;
@@ -521,7 +540,12 @@ impl PartitionLog {
                 summary.bytes_read += bytes.len() as u64;
                 for (h, one) in batch::stored_batches(&bytes).take(entries.len()) {
                     opts.throttle.slice().await;
-                    if (h.last_offset() as u64) < first_dirty || h.is_control() {
+                    // Markers are kept whole and their keys are no data keys (every commit
+                    // marker has the same key); aborted records shadow nothing.
+                    if (h.last_offset() as u64) < first_dirty
+                        || h.is_control()
+                        || aborted.contains(&h)
+                    {
                         continue;
                     }
                     if !map.has_room_for(h.records_count.max(0) as usize) {
@@ -606,7 +630,7 @@ impl PartitionLog {
         // Groups not rewritten keep the tombstones they had (and their horizons).
         let checkpoint = {
             let mut st = self.st.borrow_mut();
-            summary.segments_after = st.closed.range(..info.first_uncleanable_offset).count();
+            summary.segments_after = st.closed.range(..first_uncleanable).count();
             let c = &mut st.cleaner;
             c.totals.passes += 1;
             c.totals.bytes_read += summary.bytes_read;

@@ -328,9 +328,14 @@ impl PartitionLog {
     pub fn high_watermark(&self) -> u64 {
         self.st.borrow().high_watermark
     }
-    /// Equal to the high watermark until transactions arrive.
+    /// The high watermark: the log knows nothing of transactions. The real last stable
+    /// offset is `Partition::last_stable_offset` (it stops at the oldest open transaction).
     pub fn last_stable_offset(&self) -> u64 {
         self.high_watermark()
+    }
+    /// The core clock's now, in ms (commit times and markers' timestamps come from it).
+    pub(crate) fn now_ms(&self) -> i64 {
+        self.core.now_ms()
     }
     /// The offset the next append gets (durable or not).
     pub fn log_end_offset(&self) -> u64 {
