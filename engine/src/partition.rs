@@ -209,10 +209,12 @@ impl Partition {
             ));
         }
         let transactional = h.is_transactional();
-        if transactional && (h.producer_id < 0 || h.base_sequence < 0) {
-            return Err(self.invalid(
-                "a transactional batch must come from an idempotent producer (producer id and sequence set)",
-            ));
+        // A transactional batch needs its producer id; its sequence may be absent (-1): the
+        // group coordinator writes TxnOffsetCommit records that way, as Kafka does.
+        if transactional && h.producer_id < 0 {
+            return Err(
+                self.invalid("a transactional batch must come from a producer with a producer id")
+            );
         }
         // A retry of a batch already admitted needs nothing from the log but its durability:
         // answered without queueing behind other appends (and even when the log could not

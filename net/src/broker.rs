@@ -197,9 +197,44 @@ fn cluster_id(data_dir: &DataDir) -> Result<String, StartError> {
     Ok(id)
 }
 
+/// Creates a compacted internal topic (`__consumer_offsets`, `__transaction_state`) with one
+/// partition per core, kept forever (`retention.ms` -1), in segments of `segment_bytes`.
+fn create_internal_topic(
+    meta: &MetaHandle,
+    node_id: u64,
+    cores: usize,
+    topic: &str,
+    segment_bytes: u64,
+) -> Result<(), StartError> {
+    let assignments = (0..cores)
+        .map(|c| Assignment {
+            node_id,
+            core_index: c as u32,
+        })
+        .collect();
+    let configs = [
+        ("retention.ms".to_string(), "-1".to_string()),
+        ("cleanup.policy".to_string(), "compact".to_string()),
+        ("segment.bytes".to_string(), segment_bytes.to_string()),
+    ]
+    .into_iter()
+    .collect();
+    meta.write_blocking(Command::create_topic(
+        topic,
+        cores as u32,
+        configs,
+        assignments,
+    ))
+    .map(|_| ())
+    .map_err(|source| StartError::Metastore {
+        what: format!("creating {topic}"),
+        source,
+    })
+}
+
 /// Before the cores start: moves partitions placed on cores this run does not have (started
-/// earlier with more `--cores`) onto existing ones, and creates `__consumer_offsets` (one
-/// partition per core) on the first start.
+/// earlier with more `--cores`) onto existing ones, and creates the internal topics
+/// (`__consumer_offsets`, `__transaction_state`: one partition per core) on the first start.
 fn prepare_placement(
     meta: &MetaHandle,
     node_id: u64,
@@ -244,33 +279,10 @@ fn prepare_placement(
             )))?;
         }
     }
-    if state.topic(crate::group::OFFSETS_TOPIC).is_none() {
-        let assignments = (0..cores)
-            .map(|c| Assignment {
-                node_id,
-                core_index: c as u32,
-            })
-            .collect();
-        let configs = [
-            ("retention.ms".to_string(), "-1".to_string()),
-            ("cleanup.policy".to_string(), "compact".to_string()),
-            (
-                "segment.bytes".to_string(),
-                offsets_segment_bytes.to_string(),
-            ),
-        ]
-        .into_iter()
-        .collect();
-        meta.write_blocking(Command::create_topic(
-            crate::group::OFFSETS_TOPIC,
-            cores as u32,
-            configs,
-            assignments,
-        ))
-        .map_err(meta_err(format!(
-            "creating {}",
-            crate::group::OFFSETS_TOPIC
-        )))?;
+    for topic in [crate::group::OFFSETS_TOPIC, crate::txn::TXN_STATE_TOPIC] {
+        if state.topic(topic).is_none() {
+            create_internal_topic(meta, node_id, cores, topic, offsets_segment_bytes)?;
+        }
     }
     Ok(())
 }
@@ -369,6 +381,7 @@ pub fn run(
                 glommio::spawn_local(state.clone().retention_loop()).detach();
                 crate::log_cleaner::spawn(state.clone());
                 glommio::spawn_local(state.clone().group_tick_loop()).detach();
+                glommio::spawn_local(state.clone().txn_tick_loop()).detach();
                 glommio::spawn_local(state.clone().offsets_expiry_loop()).detach();
                 glommio::spawn_local(crate::fanout_runtime::reconcile_loop(state.clone())).detach();
                 if let (0, Some(addr)) = (core, ctx.config.metrics_listen) {

@@ -49,6 +49,14 @@ pub const UNKNOWN_TOPIC_ID: i16 = E::UnknownTopicId.code();
 pub const GROUP_SUBSCRIBED_TO_TOPIC: i16 = E::GroupSubscribedToTopic.code();
 pub const MISMATCHED_ENDPOINT_TYPE: i16 = E::MismatchedEndpointType.code();
 pub const UNSUPPORTED_ENDPOINT_TYPE: i16 = E::UnsupportedEndpointType.code();
+pub const INVALID_TXN_STATE: i16 = E::InvalidTxnState.code();
+pub const INVALID_PRODUCER_ID_MAPPING: i16 = E::InvalidProducerIdMapping.code();
+pub const INVALID_TRANSACTION_TIMEOUT: i16 = E::InvalidTransactionTimeout.code();
+pub const CONCURRENT_TRANSACTIONS: i16 = E::ConcurrentTransactions.code();
+pub const TRANSACTIONAL_ID_NOT_FOUND: i16 = E::TransactionalIdNotFound.code();
+pub const PRODUCER_FENCED: i16 = E::ProducerFenced.code();
+pub const NOT_COORDINATOR: i16 = E::NotCoordinator.code();
+pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = E::CoordinatorLoadInProgress.code();
 
 /// The Kafka error code for an invalid record batch.
 pub fn for_batch_error(e: &BatchError) -> i16 {
@@ -81,6 +89,9 @@ pub fn for_partition_error(e: &PartitionError) -> i16 {
         PartitionError::Log(e) => for_log_error(e),
         PartitionError::OutOfOrderSequence { .. } => OUT_OF_ORDER_SEQUENCE_NUMBER,
         PartitionError::FencedEpoch { .. } => INVALID_PRODUCER_EPOCH,
+        PartitionError::TransactionNotBegun { .. } => INVALID_TXN_STATE,
+        // Kafka has no code for it; the producer's transaction cannot go on here.
+        PartitionError::TooManyOngoingTransactions { .. } => INVALID_TXN_STATE,
         PartitionError::Io { .. } => KAFKA_STORAGE_ERROR,
     }
 }

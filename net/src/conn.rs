@@ -526,6 +526,12 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
         ApiKey::OffsetDelete => "OffsetDelete",
         ApiKey::DescribeCluster => "DescribeCluster",
+        ApiKey::AddPartitionsToTxn => "AddPartitionsToTxn",
+        ApiKey::AddOffsetsToTxn => "AddOffsetsToTxn",
+        ApiKey::EndTxn => "EndTxn",
+        ApiKey::TxnOffsetCommit => "TxnOffsetCommit",
+        ApiKey::DescribeTransactions => "DescribeTransactions",
+        ApiKey::ListTransactions => "ListTransactions",
         _ => "Other",
     }
 }

@@ -76,6 +76,12 @@ impl BrokerContext {
 
 pub type PartitionKey = (String, u32);
 
+/// The topics the broker writes itself (`__consumer_offsets`, `__transaction_state`): clients
+/// read them but cannot produce to or delete them.
+pub fn is_internal_topic(name: &str) -> bool {
+    name == OFFSETS_TOPIC || name == crate::txn::TXN_STATE_TOPIC
+}
+
 /// The core of node `node_id` that owns `topic`/`partition` in metadata `m`.
 pub fn owner_core_in(m: &MetaState, node_id: u64, topic: &str, partition: u32) -> Option<usize> {
     let a = m.assignment(topic, partition)?;
@@ -112,6 +118,9 @@ pub struct CoreState {
     /// The consumer groups this core coordinates (those of its `__consumer_offsets`
     /// partitions).
     pub groups: RefCell<Groups>,
+    /// The transactional ids this core coordinates (those of its `__transaction_state`
+    /// partitions).
+    pub txns: RefCell<crate::txn::Txns>,
     pub metrics: crate::metrics::CoreMetrics,
     /// Partitions being handed to another core (`shard move`): closed here and not reopened
     /// until the metastore says where they live.
@@ -154,6 +163,7 @@ impl CoreState {
             applied_waiters: RefCell::new(Vec::new()),
             partitions: RefCell::new(HashMap::new()),
             groups: RefCell::new(Groups::new()),
+            txns: RefCell::default(),
             metrics: Default::default(),
             moving: RefCell::default(),
             cursors: RefCell::default(),
@@ -202,6 +212,15 @@ impl CoreState {
         let partitions = self.meta.borrow().topic(OFFSETS_TOPIC)?.partitions;
         let p = group::offsets_partition(group, partitions);
         Some((p, self.owner_core(OFFSETS_TOPIC, p)?))
+    }
+
+    /// The `__transaction_state` partition of `transactional_id` and the core that
+    /// coordinates it.
+    pub fn txn_coordinator(&self, transactional_id: &str) -> Option<(u32, usize)> {
+        let topic = crate::txn::TXN_STATE_TOPIC;
+        let partitions = self.meta.borrow().topic(topic)?.partitions;
+        let p = crate::txn::txn_partition(transactional_id, partitions);
+        Some((p, self.owner_core(topic, p)?))
     }
 
     pub fn initial_rebalance_delay(&self) -> Duration {

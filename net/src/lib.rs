@@ -22,5 +22,6 @@ pub mod metrics;
 pub mod reconcile;
 pub mod route;
 pub mod topic_config;
+pub mod txn;
 
 pub use config::BrokerConfig;

@@ -164,6 +164,8 @@ impl CoreState {
             Partition::open(&self.storage, dir, incarnation, log_config).await?;
         if topic == OFFSETS_TOPIC {
             self.replay_offsets(&partition, index).await?;
+        } else if topic == crate::txn::TXN_STATE_TOPIC {
+            self.replay_txns(&partition, index).await?;
         }
         let m = &self.metrics;
         crate::metrics::CoreMetrics::add(&m.recovered_partitions, 1);
@@ -206,6 +208,34 @@ impl CoreState {
         Ok(())
     }
 
+    /// Loads the state of the transactional ids in one `__transaction_state` partition. Open
+    /// transactions keep their start time (the timeout still applies); prepared ones are
+    /// finished by the coordinator tick.
+    async fn replay_txns(&self, partition: &Partition, index: u32) -> Result<(), LogError> {
+        let mut records = 0;
+        partition
+            .log()
+            .for_each_batch(0, u64::MAX, OFFSETS_REPLAY_READ_BYTES, |_, batch| {
+                records += crate::txn::replay(&mut self.txns.borrow_mut(), batch, index);
+            })
+            .await?;
+        tracing::info!(
+            partition = index,
+            records,
+            core = self.core,
+            "replayed transaction state"
+        );
+        Ok(())
+    }
+
+    /// Drives this core's transaction coordinator: timeouts and unfinished markers.
+    pub async fn txn_tick_loop(self: Rc<Self>) {
+        loop {
+            glommio::timer::sleep(Duration::from_millis(crate::txn::TXN_TICK_MS)).await;
+            crate::api::txn::txn_tick(&self).await;
+        }
+    }
+
     /// Drives the timers of this core's groups (session expiry, rebalance deadlines).
     pub async fn group_tick_loop(self: Rc<Self>) {
         loop {
@@ -222,7 +252,9 @@ impl CoreState {
                 };
             }
             // A group with nobody in it and nothing committed holds no state worth keeping.
-            groups.retain(|_, g| !(g.group.is_vacant() && g.offsets.is_empty()));
+            groups.retain(|_, g| {
+                !(g.group.is_vacant() && g.offsets.is_empty() && g.pending_txn.is_empty())
+            });
         }
     }
 

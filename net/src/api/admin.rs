@@ -407,7 +407,7 @@ pub async fn delete_topics(
                 codes::UNKNOWN_TOPIC_OR_PARTITION,
                 format!("unknown topic '{}'", name.clone().unwrap_or_default()),
             )),
-            Some((n, _)) if n == crate::group::OFFSETS_TOPIC => Err((
+            Some((n, _)) if crate::core::is_internal_topic(&n) => Err((
                 codes::INVALID_TOPIC_EXCEPTION,
                 format!("{n} is internal and cannot be deleted"),
             )),

@@ -9,8 +9,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use engine::join::{first_of, join_all};
 use engine::LogError;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, ProducerId, TopicName};
 
 use super::str_bytes;
 use crate::codes;
@@ -24,7 +26,13 @@ struct ReadItem {
     partition: u32,
     offset: i64,
     max_bytes: usize,
+    /// `isolation_level` 1: only below the last stable offset, with the aborted transactions.
+    read_committed: bool,
 }
+
+/// How often a read_committed long-poll looks again while the data past its offset is not
+/// stable yet (an open transaction holds the last stable offset back; nothing wakes on it).
+const UNSTABLE_POLL_MS: u64 = 10;
 
 fn partition_error(index: i32, code: i16) -> PartitionData {
     PartitionData::default()
@@ -78,6 +86,7 @@ pub async fn handle(state: &Rc<CoreState>, version: i16, req: FetchRequest) -> F
                             partition: fp.partition as u32,
                             offset: fp.fetch_offset,
                             max_bytes: (fp.partition_max_bytes.max(0) as usize).min(max_bytes),
+                            read_committed,
                         },
                     );
                 }
@@ -121,10 +130,11 @@ pub async fn handle(state: &Rc<CoreState>, version: i16, req: FetchRequest) -> F
             let len = data.records.as_ref().map_or(0, |r| r.len());
             if used > 0 && used + len > max_bytes {
                 data.records = Some(Bytes::new());
+                data.aborted_transactions = read_committed.then(Vec::new);
             } else {
                 used += len;
             }
-            if read_committed {
+            if read_committed && data.aborted_transactions.is_none() {
                 data.aborted_transactions = Some(Vec::new());
             }
         }
@@ -180,10 +190,11 @@ async fn read_one(state: &Rc<CoreState>, item: &ReadItem, limit: usize) -> (Part
     };
     let log = part.log();
     let hwm = log.high_watermark() as i64;
+    let lso = part.last_stable_offset();
     let start = log.log_start_offset() as i64;
     let base = partition_error(index, codes::NONE)
         .with_high_watermark(hwm)
-        .with_last_stable_offset(hwm)
+        .with_last_stable_offset(lso as i64)
         .with_log_start_offset(start);
     if item.offset < 0 {
         return (base.with_error_code(codes::OFFSET_OUT_OF_RANGE), 0);
@@ -192,7 +203,27 @@ async fn read_one(state: &Rc<CoreState>, item: &ReadItem, limit: usize) -> (Part
         return (base, 0);
     }
     match log.read(item.offset as u64, limit).await {
-        Ok(bytes) => {
+        Ok(mut bytes) => {
+            let mut base = base;
+            if item.read_committed {
+                // Whole batches below the last stable offset, and the aborted transactions
+                // among them, for the client to drop.
+                let keep: usize = engine::batch::stored_batches(&bytes)
+                    .take_while(|(h, _)| (h.base_offset as u64) < lso)
+                    .map(|(_, b)| b.len())
+                    .sum();
+                bytes.truncate(keep);
+                let aborted = part
+                    .aborted_transactions(item.offset as u64, lso)
+                    .into_iter()
+                    .map(|a| {
+                        AbortedTransaction::default()
+                            .with_producer_id(ProducerId(a.producer_id))
+                            .with_first_offset(a.first_offset as i64)
+                    })
+                    .collect();
+                base.aborted_transactions = Some(aborted);
+            }
             let m = &state.metrics;
             crate::metrics::CoreMetrics::add(&m.records_out, count_records(&bytes));
             crate::metrics::CoreMetrics::add(&m.record_bytes_out, bytes.len() as u64);
@@ -230,20 +261,29 @@ fn count_records(b: &[u8]) -> u64 {
 /// Returns when any of the partitions (on this core) has data past its fetch offset, or at
 /// the deadline.
 async fn wait_local(state: Rc<CoreState>, items: Vec<ReadItem>, deadline: Instant) {
-    let logs: Vec<(Rc<engine::PartitionLog>, u64)> = items
+    let logs: Vec<(Rc<engine::PartitionLog>, u64, bool)> = items
         .iter()
         .filter_map(|i| {
-            state
-                .partition(&i.topic, i.partition)
-                .map(|part| (part.log().clone(), i.offset.max(0) as u64))
+            state.partition(&i.topic, i.partition).map(|part| {
+                let off = i.offset.max(0) as u64;
+                // Durable data past the offset that is not stable yet: look again shortly.
+                let unstable = i.read_committed
+                    && part.last_stable_offset() <= off
+                    && part.log().high_watermark() > off;
+                (part.log().clone(), off, unstable)
+            })
         })
         .collect();
     if logs.is_empty() {
         return;
     }
-    first_of(
-        logs.iter()
-            .map(|(log, off)| log.wait_for_data_after(*off, deadline)),
-    )
+    first_of(logs.iter().map(|(log, off, unstable)| async move {
+        if *unstable {
+            let left = deadline.saturating_duration_since(Instant::now());
+            glommio::timer::sleep(left.min(Duration::from_millis(UNSTABLE_POLL_MS))).await;
+        } else {
+            log.wait_for_data_after(*off, deadline).await;
+        }
+    }))
     .await;
 }

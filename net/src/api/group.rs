@@ -48,6 +48,7 @@ use crate::group::{
 };
 
 const KEY_TYPE_GROUP: i8 = 0;
+const KEY_TYPE_TRANSACTION: i8 = 1;
 
 fn now_ms() -> i64 {
     SystemTime::now()
@@ -114,28 +115,53 @@ pub async fn find_coordinator(
     version: i16,
     req: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
-    let available = state.meta.borrow().topic(OFFSETS_TOPIC).is_some();
-    // The broker clients should send this group's requests to: the core that owns its
-    // `__consumer_offsets` partition (the node itself when core-direct is off).
+    // Groups live with their `__consumer_offsets` partition, transactional ids with their
+    // `__transaction_state` partition.
+    let (internal, max_key_bytes) = match req.key_type {
+        KEY_TYPE_GROUP => (OFFSETS_TOPIC, crate::group::MAX_GROUP_ID_BYTES),
+        KEY_TYPE_TRANSACTION => (
+            crate::txn::TXN_STATE_TOPIC,
+            crate::txn::MAX_TRANSACTIONAL_ID_BYTES,
+        ),
+        _ => ("", 0),
+    };
+    let available = state.meta.borrow().topic(internal).is_some();
+    // The broker clients should send this key's requests to: the core that owns its internal
+    // partition (the node itself when core-direct is off).
     let coordinator = |key: &str| {
-        let core = state.group_coordinator(key).map_or(0, |(_, core)| core);
-        state.ctx.brokers.endpoint_of_core(core)
+        let found = if req.key_type == KEY_TYPE_TRANSACTION {
+            state.txn_coordinator(key)
+        } else {
+            state.group_coordinator(key)
+        };
+        state
+            .ctx
+            .brokers
+            .endpoint_of_core(found.map_or(0, |(_, core)| core))
     };
     let answer = |key: &str| -> (i16, Option<String>) {
-        if req.key_type != KEY_TYPE_GROUP {
+        if internal.is_empty() {
             (
-                COORDINATOR_NOT_AVAILABLE,
+                codes::INVALID_REQUEST,
                 Some(format!(
-                    "coordinator key type {} is not supported (only consumer groups, type 0: no transactions or share groups yet)",
+                    "coordinator key type {} is not supported (0: consumer group, 1: transaction; no share groups yet)",
                     req.key_type
                 )),
             )
-        } else if key.is_empty() {
-            (INVALID_GROUP_ID, Some("empty group id".into()))
+        } else if key.is_empty() || key.len() > max_key_bytes {
+            let what = if req.key_type == KEY_TYPE_GROUP {
+                INVALID_GROUP_ID
+            } else {
+                codes::INVALID_REQUEST
+            };
+            (
+                what,
+                Some(format!("the key must be 1 to {max_key_bytes} bytes")),
+            )
         } else if !available {
             (
                 COORDINATOR_NOT_AVAILABLE,
-                Some(format!("{OFFSETS_TOPIC} is not created yet")),
+                Some(format!("{internal} is not created yet")),
             )
         } else {
             (codes::NONE, None)

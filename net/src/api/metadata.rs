@@ -73,7 +73,7 @@ pub async fn handle(state: &Rc<CoreState>, version: i16, req: MetadataRequest) -
             .with_name(Some(TopicName(str_bytes(name))))
             .with_partitions(partitions);
         if version >= 1 {
-            topic.is_internal = name == crate::group::OFFSETS_TOPIC;
+            topic.is_internal = crate::core::is_internal_topic(name);
         }
         if version >= 10 {
             topic.topic_id = Uuid::from_bytes(t.topic_id);

@@ -30,6 +30,7 @@ struct Lookup {
     topic: String,
     partition: u32,
     timestamp: i64,
+    read_committed: bool,
 }
 
 fn answer(partition: i32, code: i16) -> ListOffsetsPartitionResponse {
@@ -47,6 +48,7 @@ pub async fn list_offsets(
 ) -> ListOffsetsResponse {
     let mut topics = Vec::with_capacity(req.topics.len());
     let mut scatter: Scatter<Lookup> = Scatter::default();
+    let read_committed = req.isolation_level == 1;
     for (t, topic) in req.topics.into_iter().enumerate() {
         let name = topic.name.0.to_string();
         let mut parts = Vec::new();
@@ -68,6 +70,7 @@ pub async fn list_offsets(
                             topic: name.clone(),
                             partition: lp.partition_index as u32,
                             timestamp: lp.timestamp,
+                            read_committed,
                         },
                     );
                 }
@@ -103,6 +106,10 @@ async fn lookup_local(
             };
             let log = part.log();
             let r = match item.timestamp {
+                // read_committed: the latest offset a read_committed consumer can reach.
+                LATEST_TIMESTAMP if item.read_committed => {
+                    answer(index, codes::NONE).with_offset(part.last_stable_offset() as i64)
+                }
                 LATEST_TIMESTAMP => {
                     answer(index, codes::NONE).with_offset(log.high_watermark() as i64)
                 }

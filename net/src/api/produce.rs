@@ -41,12 +41,9 @@ pub async fn handle(
     let mut responses: Vec<TopicProduceResponse> = Vec::with_capacity(req.topic_data.len());
     let mut scatter: Scatter<Item> = Scatter::default();
     // Produce below v3 never gets here: the connection refuses what the codec cannot read.
-    let refuse_all = if req.transactional_id.is_some() {
-        Some((
-            codes::UNSUPPORTED_VERSION,
-            "transactions are not supported".to_string(),
-        ))
-    } else if !matches!(acks, -1..=1) {
+    // A transactional batch is checked where it lands: its partition must be in the
+    // producer's open transaction (`Partition::produce`, INVALID_TXN_STATE otherwise).
+    let refuse_all = if !matches!(acks, -1..=1) {
         Some((
             codes::INVALID_REQUIRED_ACKS,
             format!("acks={acks}: use 0, 1 or -1 (all)"),
@@ -75,7 +72,7 @@ pub async fn handle(
                     codes::UNKNOWN_TOPIC_ID,
                     Some(format!("unknown topic id {topic_id}")),
                 );
-            } else if name == crate::group::OFFSETS_TOPIC {
+            } else if crate::core::is_internal_topic(&name) {
                 resp = answer(
                     data.index,
                     codes::INVALID_TOPIC_EXCEPTION,

@@ -29,6 +29,8 @@ pub const GROUP_TICK_MS: u64 = 100;
 pub const MAX_GROUPS_PER_CORE: usize = 100_000;
 /// Longest group id accepted (INVALID_GROUP_ID past it).
 pub const MAX_GROUP_ID_BYTES: usize = 1_024;
+/// Partitions one producer's open transaction may hold offsets for in one group.
+pub const MAX_PENDING_TXN_OFFSETS_PER_PRODUCER: usize = 100_000;
 /// Kafka's `group.initial.rebalance.delay.ms` default.
 pub const DEFAULT_INITIAL_REBALANCE_DELAY_MS: u64 = 3_000;
 const RECORD_VERSION: i16 = 0;
@@ -51,6 +53,11 @@ pub struct GroupEntry {
     /// Wall-clock ms since which the group has had no members (`None` while it has some):
     /// its offsets expire `offsets-retention-ms` after the later of this and their commit.
     pub vacant_since_ms: Option<i64>,
+    /// Offsets committed inside open transactions (TxnOffsetCommit), per producer id: they
+    /// become committed offsets when the producer's commit marker reaches this group's
+    /// `__consumer_offsets` partition, and are dropped at its abort marker. At most one open
+    /// transaction per producer, each bounded by `MAX_PENDING_TXN_OFFSETS_PER_PRODUCER`.
+    pub pending_txn: BTreeMap<i64, BTreeMap<(String, i32), Committed>>,
 }
 
 impl GroupEntry {
@@ -60,7 +67,45 @@ impl GroupEntry {
             offsets: BTreeMap::new(),
             partition,
             vacant_since_ms: None,
+            pending_txn: BTreeMap::new(),
         }
+    }
+
+    /// Holds `offset` for `topic`/`partition` in producer `producer_id`'s open transaction
+    /// (the newest per partition wins). Past `MAX_PENDING_TXN_OFFSETS_PER_PRODUCER` partitions
+    /// the offset is not held (the commit then keeps the earlier ones) and `false` is returned.
+    pub fn add_pending_txn_offset(
+        &mut self,
+        producer_id: i64,
+        topic: String,
+        partition: i32,
+        offset: Committed,
+    ) -> bool {
+        let pending = self.pending_txn.entry(producer_id).or_default();
+        let key = (topic, partition);
+        if !pending.contains_key(&key) && pending.len() >= MAX_PENDING_TXN_OFFSETS_PER_PRODUCER {
+            return false;
+        }
+        pending.insert(key, offset);
+        true
+    }
+
+    /// A marker of `producer_id` reached this group's partition: its pending offsets become
+    /// committed (`commit`) or are dropped.
+    pub fn complete_txn(&mut self, producer_id: i64, commit: bool) {
+        if let Some(pending) = self.pending_txn.remove(&producer_id) {
+            if commit {
+                self.offsets.extend(pending);
+            }
+        }
+    }
+
+    /// Whether an open transaction holds an offset for `topic`/`partition` (OffsetFetch with
+    /// require_stable answers UNSTABLE_OFFSET_COMMIT then, KIP-447).
+    pub fn has_pending_txn_offset(&self, topic: &str, partition: i32) -> bool {
+        self.pending_txn
+            .values()
+            .any(|m| m.contains_key(&(topic.to_string(), partition)))
     }
 
     /// The offsets expired at `now_ms` under `retention_ms` (Kafka's
@@ -87,7 +132,7 @@ pub fn offsets_partition(group: &str, partitions: u32) -> u32 {
     crc32c::crc32c(group.as_bytes()) % partitions
 }
 
-fn put_str16(b: &mut BytesMut, s: Option<&str>) {
+pub(crate) fn put_str16(b: &mut BytesMut, s: Option<&str>) {
     match s {
         None => b.put_i16(-1),
         Some(s) => {
@@ -98,7 +143,7 @@ fn put_str16(b: &mut BytesMut, s: Option<&str>) {
     }
 }
 
-fn get_str16(b: &mut Bytes) -> Option<Option<String>> {
+pub(crate) fn get_str16(b: &mut Bytes) -> Option<Option<String>> {
     if b.remaining() < 2 {
         return None;
     }
@@ -165,7 +210,18 @@ pub fn replay(
     initial_rebalance_delay: Duration,
 ) -> usize {
     let mut applied = 0;
-    for (_, stored) in engine::batch::stored_batches(bytes) {
+    for (h, stored) in engine::batch::stored_batches(bytes) {
+        if h.is_control() {
+            // A transaction's marker: its producer's pending offsets in this partition's
+            // groups are committed or dropped, as when it was written.
+            if let Some(kind) = engine::txn::marker_of(stored) {
+                let commit = kind == engine::txn::MarkerKind::Commit;
+                for g in groups.values_mut().filter(|g| g.partition == partition) {
+                    g.complete_txn(h.producer_id, commit);
+                }
+            }
+            continue;
+        }
         let mut one = Bytes::copy_from_slice(stored);
         let Ok(set) = RecordBatchDecoder::decode(&mut one) else {
             tracing::warn!("undecodable batch in {OFFSETS_TOPIC}; skipped");
@@ -179,6 +235,9 @@ pub fn replay(
                 .entry(group.clone())
                 .or_insert_with(|| GroupEntry::new(&group, partition, initial_rebalance_delay));
             match r.value.and_then(decode_value) {
+                Some(c) if h.is_transactional() => {
+                    entry.add_pending_txn_offset(h.producer_id, topic, part, c);
+                }
                 Some(c) => {
                     entry.offsets.insert((topic, part), c);
                 }

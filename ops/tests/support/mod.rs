@@ -6,6 +6,7 @@
 
 #![allow(dead_code)]
 
+pub mod java;
 pub mod wire;
 
 use std::fs::{self, File, OpenOptions};

@@ -1,0 +1,808 @@
+//! Transaction APIs (KIP-98): InitProducerId with a transactional id, AddPartitionsToTxn,
+//! AddOffsetsToTxn, EndTxn, TxnOffsetCommit, DescribeTransactions, ListTransactions; and the
+//! coordinator's own work: writing commit and abort markers to every partition of a
+//! transaction (cross-core through `route`), aborting timed-out transactions and finishing
+//! the ones a crash left prepared (`txn_tick`).
+//!
+//! Every transactional id lives on one core (the owner of its `__transaction_state`
+//! partition); its state changes are appended there durably before they are answered, one at
+//! a time (`TxnEntry::busy`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::rc::Rc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use engine::txn::MarkerKind;
+use engine::Durability;
+use kafka_protocol::messages::add_partitions_to_txn_response::{
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
+};
+use kafka_protocol::messages::describe_transactions_response::{
+    TopicData as DescribedTopic, TransactionState as DescribedTxn,
+};
+use kafka_protocol::messages::list_transactions_response::TransactionState as ListedTxn;
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{
+    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse, DescribeTransactionsRequest, DescribeTransactionsResponse,
+    EndTxnRequest, EndTxnResponse, InitProducerIdRequest, InitProducerIdResponse,
+    ListTransactionsRequest, ListTransactionsResponse, ProducerId, TopicName, TransactionalId,
+    TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+};
+
+use super::str_bytes;
+use crate::codes::{
+    self, CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE, INVALID_PRODUCER_ID_MAPPING,
+    INVALID_REQUEST, INVALID_TRANSACTION_TIMEOUT, INVALID_TXN_STATE, NONE, PRODUCER_FENCED,
+    UNKNOWN_TOPIC_OR_PARTITION,
+};
+use crate::core::CoreState;
+use crate::group::{self, Committed, OFFSETS_TOPIC};
+use crate::route::Scatter;
+use crate::txn::{
+    TxnEntry, TxnMeta, TxnStatus, COORDINATOR_EPOCH, MAX_PARTITIONS_PER_TRANSACTION,
+    MAX_TRANSACTIONAL_IDS_PER_CORE, MAX_TRANSACTIONAL_ID_BYTES, MAX_TRANSACTION_TIMEOUT_MS,
+    TXN_STATE_TOPIC,
+};
+
+/// Kafka's OPERATION_NOT_ATTEMPTED: the other partitions of an AddPartitionsToTxn that had a
+/// bad one.
+const OPERATION_NOT_ATTEMPTED: i16 = kafka_protocol::ResponseError::OperationNotAttempted.code();
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Runs `f` on the core coordinating `id`; `Err(code)` for a bad id or no coordinator.
+async fn on_coordinator<R, F, Fut>(state: &Rc<CoreState>, id: &str, f: F) -> Result<R, i16>
+where
+    R: Send + 'static,
+    F: FnOnce(Rc<CoreState>, u32) -> Fut + Send + 'static,
+    Fut: Future<Output = R> + 'static,
+{
+    if id.is_empty() || id.len() > MAX_TRANSACTIONAL_ID_BYTES {
+        return Err(INVALID_REQUEST);
+    }
+    let Some((partition, core)) = state.txn_coordinator(id) else {
+        return Err(COORDINATOR_NOT_AVAILABLE);
+    };
+    crate::route::on_core(state, core, move |s| f(s, partition))
+        .await
+        .map_err(|_| COORDINATOR_NOT_AVAILABLE)
+}
+
+/// Appends `meta` as `id`'s newest record to its `__transaction_state` partition on this
+/// core, durable before it returns, then makes it the entry's state.
+async fn persist(s: &CoreState, id: &str, partition: u32, meta: TxnMeta) -> Result<(), i16> {
+    let Some(part) = s.partition(TXN_STATE_TOPIC, partition) else {
+        return Err(COORDINATOR_NOT_AVAILABLE);
+    };
+    let batch = engine::batch_encode::encode_uncompressed([engine::batch_encode::NewRecord {
+        key: Some(crate::txn::encode_key(id)),
+        value: Some(crate::txn::encode_value(&meta)),
+        headers: Default::default(),
+        timestamp_ms: now_ms(),
+    }]);
+    part.log()
+        .append(&batch, Durability::Sync)
+        .await
+        .map_err(|e| {
+            tracing::warn!(transactional_id = %id, error = %e, "persisting transaction state failed");
+            codes::for_log_error(&e)
+        })?;
+    if let Some(e) = s.txns.borrow_mut().get_mut(id) {
+        e.meta = meta;
+    }
+    Ok(())
+}
+
+/// Takes `id` for one transition: `Err(CONCURRENT_TRANSACTIONS)` while another runs.
+fn take(s: &CoreState, id: &str) -> Result<TxnMeta, i16> {
+    let mut txns = s.txns.borrow_mut();
+    let Some(e) = txns.get_mut(id) else {
+        return Err(INVALID_PRODUCER_ID_MAPPING);
+    };
+    if e.busy {
+        return Err(CONCURRENT_TRANSACTIONS);
+    }
+    e.busy = true;
+    Ok(e.meta.clone())
+}
+
+fn release(s: &CoreState, id: &str) {
+    if let Some(e) = s.txns.borrow_mut().get_mut(id) {
+        e.busy = false;
+    }
+}
+
+/// Checks a request's producer id and epoch against the coordinator's.
+fn check_producer(meta: &TxnMeta, producer_id: i64, epoch: i16) -> Result<(), i16> {
+    if producer_id != meta.producer_id {
+        Err(INVALID_PRODUCER_ID_MAPPING)
+    } else if epoch != meta.epoch {
+        Err(PRODUCER_FENCED)
+    } else {
+        Ok(())
+    }
+}
+
+/// The epoch after `epoch`, or `None` when it is exhausted (a new producer id is needed).
+fn next_epoch(epoch: i16) -> Option<i16> {
+    (epoch < i16::MAX - 1).then_some(epoch + 1)
+}
+
+/// Writes `kind` markers for `meta`'s producer to every partition of its transaction, each on
+/// its owner core; on a `__consumer_offsets` partition, the producer's pending transactional
+/// offsets are then committed or dropped. `Err` names the partitions that could not be
+/// reached (the caller retries later: the decision is already durable).
+async fn write_markers(
+    state: &Rc<CoreState>,
+    meta: &TxnMeta,
+    kind: MarkerKind,
+) -> Result<(), String> {
+    let mut scatter: Scatter<(String, u32)> = Scatter::default();
+    for (i, (topic, p)) in meta.partitions.iter().enumerate() {
+        match state.owner_core(topic, *p) {
+            Some(core) => scatter.push(core, (i, 0), (topic.clone(), *p)),
+            // A partition of a deleted topic: nothing left to mark.
+            None => {
+                tracing::debug!(%topic, partition = p, "transaction partition is gone; no marker")
+            }
+        }
+    }
+    let (pid, epoch) = (meta.producer_id, meta.epoch);
+    let results = scatter
+        .gather(state, move |s, items: Vec<(String, u32)>| async move {
+            let mut out = Vec::with_capacity(items.len());
+            for (topic, p) in items {
+                let Some(part) = s.partition(&topic, p) else {
+                    out.push(Err(format!("{topic}/{p} is not open on core {}", s.core)));
+                    continue;
+                };
+                let r = part
+                    .write_marker(pid, epoch, kind, COORDINATOR_EPOCH)
+                    .await
+                    .map_err(|e| format!("{topic}/{p}: {e}"));
+                if r.is_ok() && topic == OFFSETS_TOPIC {
+                    complete_txn_offsets(&s, p, pid, kind);
+                }
+                out.push(r.map(|_| ()));
+            }
+            out
+        })
+        .await;
+    let failed: Vec<String> = results
+        .into_iter()
+        .filter_map(|(_, r)| match r {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e),
+            Err(_) => Some("a core is gone".to_string()),
+        })
+        .collect();
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(failed.join("; "))
+    }
+}
+
+/// A marker reached `__consumer_offsets` partition `partition`: the producer's pending
+/// offsets in the groups of that partition are committed (or dropped, for an abort).
+pub fn complete_txn_offsets(s: &CoreState, partition: u32, producer_id: i64, kind: MarkerKind) {
+    for g in s.groups.borrow_mut().values_mut() {
+        if g.partition == partition {
+            g.complete_txn(producer_id, kind == MarkerKind::Commit);
+        }
+    }
+}
+
+/// Finishes a prepared transaction: markers everywhere, then the completed state (partitions
+/// cleared). The entry must be taken (`busy`). `Err` leaves it prepared, for `txn_tick`.
+async fn finish(s: &Rc<CoreState>, id: &str, partition: u32, meta: TxnMeta) -> Result<(), i16> {
+    let (kind, done) = match meta.status {
+        TxnStatus::PrepareCommit => (MarkerKind::Commit, TxnStatus::CompleteCommit),
+        TxnStatus::PrepareAbort => (MarkerKind::Abort, TxnStatus::CompleteAbort),
+        other => unreachable!("finishing a transaction in state {other:?}"),
+    };
+    if let Err(e) = write_markers(s, &meta, kind).await {
+        tracing::warn!(transactional_id = %id, error = %e, "writing transaction markers; retried by the coordinator tick");
+        return Err(COORDINATOR_NOT_AVAILABLE);
+    }
+    let mut done_meta = meta;
+    done_meta.status = done;
+    done_meta.partitions.clear();
+    done_meta.updated_ms = now_ms();
+    persist(s, id, partition, done_meta).await
+}
+
+/// Aborts `meta`'s open transaction with a bumped epoch (fencing its producer): the abort is
+/// durable, then the markers are written. Returns the state it left (complete, or prepared if
+/// markers could not all be written). The entry must be taken.
+async fn abort_open(
+    s: &Rc<CoreState>,
+    id: &str,
+    partition: u32,
+    mut meta: TxnMeta,
+) -> Result<TxnMeta, i16> {
+    assert_eq!(
+        meta.status,
+        TxnStatus::Ongoing,
+        "only an open transaction is aborted"
+    );
+    if let Some(e) = next_epoch(meta.epoch) {
+        meta.epoch = e;
+    }
+    meta.status = TxnStatus::PrepareAbort;
+    meta.updated_ms = now_ms();
+    persist(s, id, partition, meta.clone()).await?;
+    finish(s, id, partition, meta).await?;
+    Ok(s.txns.borrow()[id].meta.clone())
+}
+
+/// InitProducerId with a transactional id: the id's producer id with the next epoch (a new
+/// id at first use or when the epoch is exhausted), after aborting its open transaction or
+/// finishing a prepared one, so the previous instance is fenced.
+pub async fn init_producer_id(
+    state: &Rc<CoreState>,
+    req: InitProducerIdRequest,
+) -> InitProducerIdResponse {
+    let refuse = |code: i16| {
+        InitProducerIdResponse::default()
+            .with_error_code(code)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1)
+    };
+    let id = req
+        .transactional_id
+        .as_ref()
+        .map(|t| t.0.to_string())
+        .unwrap_or_default();
+    let timeout_ms = req.transaction_timeout_ms;
+    if timeout_ms <= 0 || timeout_ms > MAX_TRANSACTION_TIMEOUT_MS {
+        return refuse(INVALID_TRANSACTION_TIMEOUT);
+    }
+    let (req_pid, req_epoch) = (req.producer_id.0, req.producer_epoch);
+    let id2 = id.clone();
+    let r = on_coordinator(state, &id, move |s, partition| async move {
+        let id = id2;
+        let existing = {
+            let mut txns = s.txns.borrow_mut();
+            if !txns.contains_key(&id) {
+                if txns.len() >= MAX_TRANSACTIONAL_IDS_PER_CORE {
+                    tracing::warn!(transactional_id = %id, limit = MAX_TRANSACTIONAL_IDS_PER_CORE, "transactional id refused: this core coordinates the most it may (MAX_TRANSACTIONAL_IDS_PER_CORE)");
+                    return Err(COORDINATOR_NOT_AVAILABLE);
+                }
+                let pid = s.ctx.allocate_producer_id();
+                txns.insert(
+                    id.clone(),
+                    TxnEntry {
+                        meta: TxnMeta {
+                            producer_id: pid,
+                            // The first InitProducerId bumps this to 0.
+                            epoch: -1,
+                            timeout_ms,
+                            status: TxnStatus::Empty,
+                            partitions: BTreeSet::new(),
+                            started_ms: 0,
+                            updated_ms: now_ms(),
+                        },
+                        partition,
+                        busy: false,
+                    },
+                );
+                false
+            } else {
+                true
+            }
+        };
+        let mut meta = take(&s, &id)?;
+        let result = async {
+            // KIP-360: a producer that names its id and epoch asks to bump its own epoch; a
+            // stale one is fenced.
+            if existing && req_pid >= 0 {
+                check_producer(&meta, req_pid, req_epoch)?;
+            }
+            if meta.status == TxnStatus::Ongoing {
+                meta = abort_open(&s, &id, partition, meta).await?;
+            } else if meta.status.is_prepared() {
+                finish(&s, &id, partition, meta).await?;
+                meta = s.txns.borrow()[&id].meta.clone();
+            }
+            match next_epoch(meta.epoch) {
+                Some(e) => meta.epoch = e,
+                None => {
+                    meta.producer_id = s.ctx.allocate_producer_id();
+                    meta.epoch = 0;
+                }
+            }
+            meta.timeout_ms = timeout_ms;
+            meta.status = TxnStatus::Empty;
+            meta.partitions.clear();
+            meta.updated_ms = now_ms();
+            persist(&s, &id, partition, meta.clone()).await?;
+            Ok((meta.producer_id, meta.epoch))
+        }
+        .await;
+        release(&s, &id);
+        result
+    })
+    .await;
+    match r.and_then(|r| r) {
+        Ok((pid, epoch)) => InitProducerIdResponse::default()
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(epoch),
+        Err(code) => refuse(code),
+    }
+}
+
+/// Adds partitions to `id`'s transaction: recorded durably at the coordinator first (so its
+/// markers will reach them), then each owner partition lets the producer write transactional
+/// batches (`Partition::begin_transaction`). One code per partition, in order.
+async fn add_to_txn(
+    state: &Rc<CoreState>,
+    id: &str,
+    producer_id: i64,
+    epoch: i16,
+    partitions: Vec<(String, u32)>,
+) -> Result<Vec<i16>, i16> {
+    let id2 = id.to_string();
+    let wanted = partitions.clone();
+    on_coordinator(state, id, move |s, partition| async move {
+        let id = id2;
+        let mut meta = take(&s, &id)?;
+        let result = async {
+            check_producer(&meta, producer_id, epoch)?;
+            if meta.status.is_prepared() {
+                return Err(CONCURRENT_TRANSACTIONS);
+            }
+            let before = meta.partitions.len();
+            meta.partitions.extend(wanted.iter().cloned());
+            if meta.partitions.len() > MAX_PARTITIONS_PER_TRANSACTION {
+                return Err(INVALID_REQUEST);
+            }
+            if meta.status != TxnStatus::Ongoing {
+                meta.status = TxnStatus::Ongoing;
+                meta.started_ms = now_ms();
+            }
+            if meta.partitions.len() != before || before == 0 {
+                meta.updated_ms = now_ms();
+                persist(&s, &id, partition, meta).await?;
+            }
+            Ok(())
+        }
+        .await;
+        release(&s, &id);
+        result
+    })
+    .await??;
+    // The coordinator knows them: open the transaction on each partition.
+    let mut scatter: Scatter<(String, u32)> = Scatter::default();
+    let mut codes_out = vec![NONE; partitions.len()];
+    for (i, (topic, p)) in partitions.iter().enumerate() {
+        match state.owner_core(topic, *p) {
+            Some(core) => scatter.push(core, (i, 0), (topic.clone(), *p)),
+            None => codes_out[i] = UNKNOWN_TOPIC_OR_PARTITION,
+        }
+    }
+    let results = scatter
+        .gather(state, move |s, items: Vec<(String, u32)>| async move {
+            items
+                .into_iter()
+                .map(|(topic, p)| match s.partition(&topic, p) {
+                    None => codes::NOT_LEADER_OR_FOLLOWER,
+                    Some(part) => match part.begin_transaction(producer_id, epoch) {
+                        Ok(()) => NONE,
+                        Err(engine::PartitionError::FencedEpoch { .. }) => PRODUCER_FENCED,
+                        Err(e) => codes::for_partition_error(&e),
+                    },
+                })
+                .collect::<Vec<i16>>()
+        })
+        .await;
+    for ((i, _), r) in results {
+        codes_out[i] = r.unwrap_or(codes::NOT_LEADER_OR_FOLLOWER);
+    }
+    Ok(codes_out)
+}
+
+/// AddPartitionsToTxn v0–v3 (what clients send; v4+ is the brokers' verification form).
+pub async fn add_partitions_to_txn(
+    state: &Rc<CoreState>,
+    req: AddPartitionsToTxnRequest,
+) -> AddPartitionsToTxnResponse {
+    let id = req.v3_and_below_transactional_id.0.to_string();
+    let (pid, epoch) = (
+        req.v3_and_below_producer_id.0,
+        req.v3_and_below_producer_epoch,
+    );
+    // Unknown partitions fail the request before anything is added (Kafka's rule).
+    let mut wanted: Vec<(String, u32)> = Vec::new();
+    let mut bad = false;
+    let known = |topic: &str, p: i32| {
+        p >= 0
+            && state
+                .meta
+                .borrow()
+                .topic(topic)
+                .is_some_and(|t| (p as u32) < t.partitions)
+    };
+    for t in &req.v3_and_below_topics {
+        for &p in &t.partitions {
+            if known(&t.name.0, p) {
+                wanted.push((t.name.0.to_string(), p as u32));
+            } else {
+                bad = true;
+            }
+        }
+    }
+    let outcome: Result<BTreeMap<(String, u32), i16>, i16> = if bad {
+        Err(OPERATION_NOT_ATTEMPTED)
+    } else {
+        match add_to_txn(state, &id, pid, epoch, wanted.clone()).await {
+            Ok(codes) => Ok(wanted.into_iter().zip(codes).collect()),
+            Err(code) => Err(code),
+        }
+    };
+    let topics = req
+        .v3_and_below_topics
+        .iter()
+        .map(|t| {
+            let results = t
+                .partitions
+                .iter()
+                .map(|&p| {
+                    let code = match &outcome {
+                        _ if !known(&t.name.0, p) => UNKNOWN_TOPIC_OR_PARTITION,
+                        Ok(m) => m
+                            .get(&(t.name.0.to_string(), p as u32))
+                            .copied()
+                            .unwrap_or(NONE),
+                        Err(c) => *c,
+                    };
+                    AddPartitionsToTxnPartitionResult::default()
+                        .with_partition_index(p)
+                        .with_partition_error_code(code)
+                })
+                .collect();
+            AddPartitionsToTxnTopicResult::default()
+                .with_name(t.name.clone())
+                .with_results_by_partition(results)
+        })
+        .collect();
+    AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(topics)
+}
+
+/// AddOffsetsToTxn: the group's `__consumer_offsets` partition joins the transaction, so its
+/// TxnOffsetCommit records are marked with the rest.
+pub async fn add_offsets_to_txn(
+    state: &Rc<CoreState>,
+    req: AddOffsetsToTxnRequest,
+) -> AddOffsetsToTxnResponse {
+    let group_id = req.group_id.0.to_string();
+    let code = match state.group_coordinator(&group_id) {
+        None => COORDINATOR_NOT_AVAILABLE,
+        Some((p, _)) => {
+            let id = req.transactional_id.0.to_string();
+            match add_to_txn(
+                state,
+                &id,
+                req.producer_id.0,
+                req.producer_epoch,
+                vec![(OFFSETS_TOPIC.to_string(), p)],
+            )
+            .await
+            {
+                Ok(codes) => codes.first().copied().unwrap_or(NONE),
+                Err(code) => code,
+            }
+        }
+    };
+    AddOffsetsToTxnResponse::default().with_error_code(code)
+}
+
+/// EndTxn: the decision (PrepareCommit or PrepareAbort) is made durable, then the markers are
+/// written to every partition of the transaction, then the completed state. The answer comes
+/// once the decision is durable and the markers are written; if some marker could not be
+/// written the answer is still success (the decision stands) and the coordinator's tick
+/// finishes it, while the producer's next transactional request gets CONCURRENT_TRANSACTIONS.
+pub async fn end_txn(state: &Rc<CoreState>, req: EndTxnRequest) -> EndTxnResponse {
+    let id = req.transactional_id.0.to_string();
+    let (pid, epoch, commit) = (req.producer_id.0, req.producer_epoch, req.committed);
+    let id2 = id.clone();
+    let r = on_coordinator(state, &id, move |s, partition| async move {
+        let id = id2;
+        let mut meta = take(&s, &id)?;
+        let result = async {
+            check_producer(&meta, pid, epoch)?;
+            match (meta.status, commit) {
+                (TxnStatus::Ongoing, _) => {}
+                // A retry of what already happened.
+                (TxnStatus::CompleteCommit, true) | (TxnStatus::CompleteAbort, false) => {
+                    return Ok(())
+                }
+                (TxnStatus::PrepareCommit, true) | (TxnStatus::PrepareAbort, false) => {
+                    return Err(CONCURRENT_TRANSACTIONS)
+                }
+                _ => return Err(INVALID_TXN_STATE),
+            }
+            meta.status = if commit {
+                TxnStatus::PrepareCommit
+            } else {
+                TxnStatus::PrepareAbort
+            };
+            meta.updated_ms = now_ms();
+            persist(&s, &id, partition, meta.clone()).await?;
+            // The decision is durable: from here the transaction completes, now or later.
+            let _ = finish(&s, &id, partition, meta).await;
+            Ok(())
+        }
+        .await;
+        release(&s, &id);
+        result
+    })
+    .await;
+    let code = match r.and_then(|r| r) {
+        Ok(()) => NONE,
+        Err(c) => c,
+    };
+    EndTxnResponse::default()
+        .with_error_code(code)
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(epoch)
+}
+
+/// TxnOffsetCommit: the offsets are appended to the group's `__consumer_offsets` partition as
+/// a transactional batch of the producer (refused there unless AddOffsetsToTxn opened the
+/// transaction on it) and held pending in the group until the marker commits or drops them.
+pub async fn txn_offset_commit(
+    state: &Rc<CoreState>,
+    req: TxnOffsetCommitRequest,
+) -> TxnOffsetCommitResponse {
+    let group_id = req.group_id.0.to_string();
+    let (pid, epoch) = (req.producer_id.0, req.producer_epoch);
+    let mut items: Vec<(String, i32, Committed)> = Vec::new();
+    let mut early: BTreeMap<(String, i32), i16> = BTreeMap::new();
+    let now = now_ms();
+    for t in &req.topics {
+        for p in &t.partitions {
+            let key = (t.name.0.to_string(), p.partition_index);
+            let meta_len = p.committed_metadata.as_ref().map_or(0, |m| m.len());
+            if meta_len > group::MAX_OFFSET_METADATA_BYTES {
+                early.insert(key, codes::OFFSET_METADATA_TOO_LARGE);
+                continue;
+            }
+            items.push((
+                key.0,
+                key.1,
+                Committed {
+                    offset: p.committed_offset,
+                    leader_epoch: p.committed_leader_epoch,
+                    metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+                    commit_ms: now,
+                },
+            ));
+        }
+    }
+    let code = match state.group_coordinator(&group_id) {
+        None => COORDINATOR_NOT_AVAILABLE,
+        Some((partition, core)) if !items.is_empty() => {
+            let g = group_id.clone();
+            let items2 = items.clone();
+            crate::route::on_core(state, core, move |s| async move {
+                persist_txn_offsets(&s, &g, partition, pid, epoch, items2).await
+            })
+            .await
+            .unwrap_or(COORDINATOR_NOT_AVAILABLE)
+        }
+        Some(_) => NONE,
+    };
+    let topics = req
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let c = early
+                        .get(&(t.name.0.to_string(), p.partition_index))
+                        .copied()
+                        .unwrap_or(code);
+                    TxnOffsetCommitResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(c)
+                })
+                .collect();
+            TxnOffsetCommitResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    TxnOffsetCommitResponse::default().with_topics(topics)
+}
+
+async fn persist_txn_offsets(
+    s: &CoreState,
+    group_id: &str,
+    partition: u32,
+    pid: i64,
+    epoch: i16,
+    items: Vec<(String, i32, Committed)>,
+) -> i16 {
+    let Some(part) = s.partition(OFFSETS_TOPIC, partition) else {
+        return COORDINATOR_NOT_AVAILABLE;
+    };
+    let batch = engine::batch_encode::encode_transactional(
+        items
+            .iter()
+            .map(|(t, p, c)| engine::batch_encode::NewRecord {
+                key: Some(group::encode_key(group_id, t, *p)),
+                value: Some(group::encode_value(c)),
+                headers: Default::default(),
+                timestamp_ms: c.commit_ms,
+            }),
+        engine::batch_encode::ProducerSeq {
+            producer_id: pid,
+            epoch,
+            base_sequence: -1,
+        },
+    );
+    let rules = part.log().batch_rules();
+    let valid = match engine::record_check::ValidBatch::new(&batch, rules) {
+        Ok(v) => v,
+        Err(e) => return codes::for_batch_error(&e),
+    };
+    match part.produce(valid, Durability::Sync).await {
+        Ok(_) => {}
+        Err(engine::PartitionError::FencedEpoch { .. }) => return PRODUCER_FENCED,
+        Err(e) => {
+            tracing::debug!(group = %group_id, error = %e, "transactional offset commit refused");
+            return codes::for_partition_error(&e);
+        }
+    }
+    let mut groups = s.groups.borrow_mut();
+    let g = groups.entry(group_id.to_string()).or_insert_with(|| {
+        crate::group::GroupEntry::new(group_id, partition, s.initial_rebalance_delay())
+    });
+    for (t, p, c) in items {
+        g.add_pending_txn_offset(pid, t, p, c);
+    }
+    NONE
+}
+
+/// One coordinator round on this core: a transaction open past its timeout is aborted (its
+/// producer fenced by the bumped epoch), and a prepared one (a crash between the decision and
+/// its markers, or a marker that could not be written) is finished.
+pub async fn txn_tick(state: &Rc<CoreState>) {
+    let now = now_ms();
+    let due: Vec<(String, u32)> = state
+        .txns
+        .borrow()
+        .iter()
+        .filter(|(_, e)| {
+            !e.busy
+                && (e.meta.status.is_prepared()
+                    || (e.meta.status == TxnStatus::Ongoing
+                        && now > e.meta.started_ms.saturating_add(e.meta.timeout_ms as i64)))
+        })
+        .map(|(id, e)| (id.clone(), e.partition))
+        .collect();
+    for (id, partition) in due {
+        let Ok(meta) = take(state, &id) else {
+            continue;
+        };
+        let r = if meta.status == TxnStatus::Ongoing {
+            tracing::info!(transactional_id = %id, timeout_ms = meta.timeout_ms, "transaction timed out; aborting it");
+            abort_open(state, &id, partition, meta).await.map(|_| ())
+        } else {
+            finish(state, &id, partition, meta).await
+        };
+        if let Err(code) = r {
+            tracing::debug!(transactional_id = %id, code, "transaction not finished yet");
+        }
+        release(state, &id);
+    }
+}
+
+/// DescribeTransactions: each id's state from its coordinator.
+pub async fn describe_transactions(
+    state: &Rc<CoreState>,
+    req: DescribeTransactionsRequest,
+) -> DescribeTransactionsResponse {
+    let mut out = Vec::with_capacity(req.transactional_ids.len());
+    for tid in req.transactional_ids {
+        let id = tid.0.to_string();
+        let id2 = id.clone();
+        let r = on_coordinator(state, &id, move |s, _| async move {
+            s.txns.borrow().get(&id2).map(|e| e.meta.clone())
+        })
+        .await;
+        let d = DescribedTxn::default().with_transactional_id(tid.clone());
+        out.push(match r {
+            Err(code) => d.with_error_code(code),
+            Ok(None) => d.with_error_code(codes::TRANSACTIONAL_ID_NOT_FOUND),
+            Ok(Some(m)) => {
+                let mut by_topic: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+                for (t, p) in &m.partitions {
+                    by_topic.entry(t.clone()).or_default().push(*p as i32);
+                }
+                d.with_transaction_state(str_bytes(m.status.name().to_string()))
+                    .with_transaction_timeout_ms(m.timeout_ms)
+                    .with_transaction_start_time_ms(if m.status == TxnStatus::Ongoing {
+                        m.started_ms
+                    } else {
+                        -1
+                    })
+                    .with_producer_id(ProducerId(m.producer_id))
+                    .with_producer_epoch(m.epoch)
+                    .with_topics(
+                        by_topic
+                            .into_iter()
+                            .map(|(t, ps)| {
+                                DescribedTopic::default()
+                                    .with_topic(TopicName(str_bytes(t)))
+                                    .with_partitions(ps)
+                            })
+                            .collect(),
+                    )
+            }
+        });
+    }
+    DescribeTransactionsResponse::default().with_transaction_states(out)
+}
+
+/// ListTransactions: every core's transactional ids, filtered by state and producer id.
+pub async fn list_transactions(
+    state: &Rc<CoreState>,
+    req: ListTransactionsRequest,
+) -> ListTransactionsResponse {
+    let states: BTreeSet<String> = req.state_filters.iter().map(|s| s.to_string()).collect();
+    let pids: BTreeSet<i64> = req.producer_id_filters.iter().map(|p| p.0).collect();
+    let min_duration_ms = req.duration_filter;
+    let cores = state.ctx.config.cpus.len().max(1);
+    let mut scatter: Scatter<()> = Scatter::default();
+    for c in 0..cores {
+        scatter.push(c, (c, 0), ());
+    }
+    let now = now_ms();
+    let results = scatter
+        .gather(state, move |s, items: Vec<()>| {
+            let states = states.clone();
+            let pids = pids.clone();
+            async move {
+                let listed: Vec<(String, i64, &'static str)> = s
+                    .txns
+                    .borrow()
+                    .iter()
+                    .filter(|(_, e)| states.is_empty() || states.contains(e.meta.status.name()))
+                    .filter(|(_, e)| pids.is_empty() || pids.contains(&e.meta.producer_id))
+                    .filter(|(_, e)| {
+                        min_duration_ms < 0
+                            || (e.meta.status == TxnStatus::Ongoing
+                                && now - e.meta.started_ms >= min_duration_ms)
+                    })
+                    .map(|(id, e)| (id.clone(), e.meta.producer_id, e.meta.status.name()))
+                    .collect();
+                items.iter().map(|_| listed.clone()).collect::<Vec<_>>()
+            }
+        })
+        .await;
+    let mut out = Vec::new();
+    for (_, r) in results {
+        for (id, pid, st) in r.unwrap_or_default() {
+            out.push(
+                ListedTxn::default()
+                    .with_transactional_id(TransactionalId(str_bytes(id)))
+                    .with_producer_id(ProducerId(pid))
+                    .with_transaction_state(str_bytes(st.to_string())),
+            );
+        }
+    }
+    ListTransactionsResponse::default().with_transaction_states(out)
+}
