@@ -5,6 +5,7 @@
 
 mod support;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 use support::*;
 
@@ -58,5 +59,207 @@ fn java_client_transactions_commit_abort_and_fencing() {
     );
     eprintln!("{}", out.lines().find(|l| l.starts_with("OK ")).unwrap());
     broker.assert_alive();
+    broker.terminate();
+}
+
+const CRASH_PARTITIONS: u32 = 3;
+const CRASH_RECORDS_PER_TXN: usize = 9;
+/// The crash tests' `transaction.timeout.ms`: short, so an abandoned transaction is aborted
+/// soon.
+const CRASH_TXN_TIMEOUT_MS: u64 = 3_000;
+
+/// A transactional producer process (`txn_loop_producer.py`) whose stdout lines are collected
+/// by a thread; killed on drop.
+struct LoopProducer {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl LoopProducer {
+    fn start(broker: &Broker, topic: &str, tid: &str, hang_after: Option<usize>) -> LoopProducer {
+        let timeout = CRASH_TXN_TIMEOUT_MS.to_string();
+        let parts = CRASH_PARTITIONS.to_string();
+        let per = CRASH_RECORDS_PER_TXN.to_string();
+        let hang = hang_after.map(|h| h.to_string());
+        let mut args = vec![
+            broker.bootstrap(),
+            topic.to_string(),
+            tid.to_string(),
+            parts,
+            per,
+            timeout,
+        ];
+        args.extend(hang);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut cmd = python_cmd("txn_loop_producer.py", &args);
+        cmd.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .stdin(std::process::Stdio::null());
+        let mut child = cmd.spawn().expect("spawn txn_loop_producer.py");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        LoopProducer {
+            child,
+            lines: rx,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits (at most 60 s) for a line starting with `prefix`.
+    fn wait_for(&mut self, prefix: &str) -> String {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(l) = self.seen.iter().find(|l| l.starts_with(prefix)) {
+                return l.clone();
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            assert!(
+                !left.is_zero(),
+                "no {prefix:?} line in 60 s: {:?}",
+                self.seen
+            );
+            if let Ok(l) = self
+                .lines
+                .recv_timeout(left.min(Duration::from_millis(100)))
+            {
+                self.seen.push(l);
+            }
+        }
+    }
+
+    /// SIGKILL; returns every line it printed.
+    fn kill(mut self) -> Vec<String> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::thread::sleep(Duration::from_millis(50));
+        self.seen.extend(self.lines.try_iter());
+        std::mem::take(&mut self.seen)
+    }
+
+    /// The transactions whose commit was acknowledged, as "TID:TXN".
+    fn committed(lines: &[String], tid: &str) -> Vec<String> {
+        lines
+            .iter()
+            .filter_map(|l| l.strip_prefix("COMMITTED "))
+            .map(|n| format!("{tid}:{n}"))
+            .collect()
+    }
+}
+
+impl Drop for LoopProducer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What `txn_verify.py` saw: seconds until the topic was stable, records per transaction.
+fn verify_txns(broker: &Broker, topic: &str, wait_s: u64) -> (f64, BTreeMap<String, u64>) {
+    let out = run_python(
+        "txn_verify.py",
+        &[
+            &broker.bootstrap(),
+            topic,
+            &CRASH_PARTITIONS.to_string(),
+            &wait_s.to_string(),
+        ],
+        &[],
+        Duration::from_secs(wait_s + 90),
+    );
+    let line = out.lines().last().unwrap_or("").to_string();
+    let v: serde_json::Value = serde_json::from_str(&line)
+        .unwrap_or_else(|e| panic!("txn_verify.py output {line:?}: {e}"));
+    let counts = v["counts"]
+        .as_object()
+        .expect("counts")
+        .iter()
+        .map(|(k, n)| (k.clone(), n.as_u64().unwrap()))
+        .collect();
+    (v["stable_after_s"].as_f64().unwrap(), counts)
+}
+
+#[test]
+fn a_producer_killed_mid_transaction_is_aborted_after_its_timeout() {
+    let mut broker = Broker::start(2);
+    let topic = "txn-producer-crash";
+    create_topic(&broker, topic, CRASH_PARTITIONS, &[]);
+    let mut p = LoopProducer::start(&broker, topic, "crashy", Some(3));
+    p.wait_for("HANGING ");
+    let lines = p.kill();
+    let committed = LoopProducer::committed(&lines, "crashy");
+    assert_eq!(
+        committed.len(),
+        3,
+        "three commits before the hang: {lines:?}"
+    );
+    // The abandoned transaction holds read_committed readers back until its timeout aborts it
+    // (the coordinator's tick), and no longer than that plus the test's own slack.
+    let (stable_after_s, counts) = verify_txns(&broker, topic, 30);
+    assert!(
+        stable_after_s <= (CRASH_TXN_TIMEOUT_MS as f64 / 1e3) + 10.0,
+        "read_committed was held back {stable_after_s} s by a transaction whose timeout is {CRASH_TXN_TIMEOUT_MS} ms"
+    );
+    let want: BTreeMap<String, u64> = committed
+        .iter()
+        .map(|t| (t.clone(), CRASH_RECORDS_PER_TXN as u64))
+        .collect();
+    assert_eq!(
+        counts, want,
+        "read_committed sees the committed transactions only"
+    );
+    broker.assert_alive();
+    broker.terminate();
+}
+
+#[test]
+fn a_broker_killed_mid_commit_leaves_every_transaction_whole_or_absent() {
+    let trials: usize = std::env::var("RINGLOG_CRASH_TRIALS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
+    let mut rng = Rng::from_env_or_time("transaction crash test");
+    let mut broker = Broker::start(2);
+    let topic = "txn-broker-crash";
+    create_topic(&broker, topic, CRASH_PARTITIONS, &[]);
+    let mut acknowledged: Vec<String> = Vec::new();
+    for trial in 0..trials {
+        let tid = format!("t{trial}");
+        let mut p = LoopProducer::start(&broker, topic, &tid, None);
+        p.wait_for("COMMITTED ");
+        std::thread::sleep(Duration::from_millis(rng.range(0, 600)));
+        broker.kill();
+        let lines = p.kill();
+        acknowledged.extend(LoopProducer::committed(&lines, &tid));
+        broker.restart();
+        let (stable_after_s, counts) = verify_txns(&broker, topic, 30);
+        for (txn, n) in &counts {
+            assert_eq!(
+                *n, CRASH_RECORDS_PER_TXN as u64,
+                "trial {trial}: transaction {txn} is torn: {n} of {CRASH_RECORDS_PER_TXN} records visible"
+            );
+        }
+        for txn in &acknowledged {
+            assert!(
+                counts.contains_key(txn),
+                "trial {trial}: acknowledged transaction {txn} is gone after the restart"
+            );
+        }
+        eprintln!(
+            "trial {trial}: {} transactions visible, {} acknowledged so far, stable after {stable_after_s} s",
+            counts.len(),
+            acknowledged.len()
+        );
+        broker.assert_alive();
+    }
     broker.terminate();
 }
