@@ -49,6 +49,7 @@ pub const UNKNOWN_TOPIC_ID: i16 = E::UnknownTopicId.code();
 pub const GROUP_SUBSCRIBED_TO_TOPIC: i16 = E::GroupSubscribedToTopic.code();
 pub const MISMATCHED_ENDPOINT_TYPE: i16 = E::MismatchedEndpointType.code();
 pub const UNSUPPORTED_ENDPOINT_TYPE: i16 = E::UnsupportedEndpointType.code();
+pub const UNSTABLE_OFFSET_COMMIT: i16 = E::UnstableOffsetCommit.code();
 pub const INVALID_TXN_STATE: i16 = E::InvalidTxnState.code();
 pub const INVALID_PRODUCER_ID_MAPPING: i16 = E::InvalidProducerIdMapping.code();
 pub const INVALID_TRANSACTION_TIMEOUT: i16 = E::InvalidTransactionTimeout.code();

@@ -93,6 +93,9 @@ pub struct BrokerConfig {
     pub offsets_topic_segment_bytes: u64,
     pub offsets_retention_ms: i64,
     pub offsets_retention_check_interval_ms: u64,
+    /// The longest `transaction.timeout.ms` a transactional producer may ask for
+    /// (`transaction.max.timeout.ms`); longer gets INVALID_TRANSACTION_TIMEOUT.
+    pub transaction_max_timeout_ms: u64,
     pub io_memory_bytes: usize,
     pub read_cache_segments: usize,
     /// Which runtime carries each core's appends (`storage-io`).
@@ -148,6 +151,7 @@ impl BrokerConfig {
             offsets_topic_segment_bytes: DEFAULT_OFFSETS_TOPIC_SEGMENT_BYTES,
             offsets_retention_ms: DEFAULT_OFFSETS_RETENTION_MS,
             offsets_retention_check_interval_ms: DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS,
+            transaction_max_timeout_ms: crate::txn::DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
             io_memory_bytes: DEFAULT_IO_MEMORY_BYTES,
             read_cache_segments: DEFAULT_READ_CACHE_SEGMENTS,
             storage_io: engine::StorageIo::default(),
@@ -192,7 +196,17 @@ impl BrokerConfig {
                 "offsets-retention-ms",
                 self.offsets_retention_ms.max(0) as u64,
             ),
+            (
+                "transaction-max-timeout-ms",
+                self.transaction_max_timeout_ms,
+            ),
         ];
+        if self.transaction_max_timeout_ms > i32::MAX as u64 {
+            return Err(InvalidBrokerConfig::TooLarge {
+                setting: "transaction-max-timeout-ms",
+                max: i32::MAX as u64,
+            });
+        }
         for (name, v) in nonzero {
             if v == 0 {
                 return Err(InvalidBrokerConfig::Zero { setting: name });
@@ -281,6 +295,8 @@ pub const MIN_LOG_CLEANER_DEDUPE_BUFFER_BYTES: usize = 1 << 20;
 pub enum InvalidBrokerConfig {
     #[error("{setting} must be at least 1")]
     Zero { setting: &'static str },
+    #[error("{setting} must be at most {max}")]
+    TooLarge { setting: &'static str, max: u64 },
     #[error("log-cleaner-dedupe-buffer-bytes {bytes} is below the minimum {MIN_LOG_CLEANER_DEDUPE_BUFFER_BYTES}: raise it")]
     DedupeBufferTooSmall { bytes: usize },
     #[error("core-direct: {cores} core ports from {base} (set by {setting}) run past port 65535; lower {setting} or --cores")]

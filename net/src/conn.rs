@@ -530,6 +530,7 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::AddOffsetsToTxn => "AddOffsetsToTxn",
         ApiKey::EndTxn => "EndTxn",
         ApiKey::TxnOffsetCommit => "TxnOffsetCommit",
+        ApiKey::WriteTxnMarkers => "WriteTxnMarkers",
         ApiKey::DescribeTransactions => "DescribeTransactions",
         ApiKey::ListTransactions => "ListTransactions",
         _ => "Other",

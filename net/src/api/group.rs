@@ -560,40 +560,48 @@ pub async fn offset_commit(
 
 /// (topic, [partitions]) asked for; `None` = every committed offset of the group.
 type FetchWanted = Option<Vec<(String, Vec<i32>)>>;
-/// (topic, [(partition, committed or none)])
-type FetchAnswer = Vec<(String, Vec<(i32, Option<Committed>)>)>;
+/// (topic, [(partition, committed or none, or Err(UNSTABLE_OFFSET_COMMIT))])
+type FetchAnswer = Vec<(String, Vec<(i32, Result<Option<Committed>, i16>)>)>;
 
+/// The committed offsets asked for. With `require_stable` (KIP-447), a partition an open
+/// transaction holds an offset for answers UNSTABLE_OFFSET_COMMIT (the client retries).
 async fn fetch_group(
     state: &Rc<CoreState>,
     group_id: String,
     wanted: FetchWanted,
+    require_stable: bool,
 ) -> Result<FetchAnswer, i16> {
     let gid = group_id.clone();
     on_coordinator(state, &group_id, move |s, _partition| async move {
         let groups = s.groups.borrow();
-        let offsets = groups.get(&gid).map(|g| &g.offsets);
+        let group = groups.get(&gid);
+        let offsets = group.map(|g| &g.offsets);
+        let answer = |t: &str, p: i32| {
+            if require_stable && group.is_some_and(|g| g.has_pending_txn_offset(t, p)) {
+                Err(codes::UNSTABLE_OFFSET_COMMIT)
+            } else {
+                Ok(offsets.and_then(|o| o.get(&(t.to_string(), p)).cloned()))
+            }
+        };
         match wanted {
             Some(w) => w
                 .into_iter()
                 .map(|(t, ps)| {
-                    let got = ps
-                        .into_iter()
-                        .map(|p| (p, offsets.and_then(|o| o.get(&(t.clone(), p)).cloned())))
-                        .collect();
+                    let got = ps.into_iter().map(|p| (p, answer(&t, p))).collect();
                     (t, got)
                 })
                 .collect(),
             None => {
                 let mut by_topic: std::collections::BTreeMap<
                     String,
-                    Vec<(i32, Option<Committed>)>,
+                    Vec<(i32, Result<Option<Committed>, i16>)>,
                 > = Default::default();
                 if let Some(o) = offsets {
-                    for ((t, p), c) in o {
+                    for (t, p) in o.keys() {
                         by_topic
                             .entry(t.clone())
                             .or_default()
-                            .push((*p, Some(c.clone())));
+                            .push((*p, answer(t, *p)));
                     }
                 }
                 by_topic.into_iter().collect()
@@ -603,10 +611,15 @@ async fn fetch_group(
     .await
 }
 
-fn fetched_partition(p: i32, c: Option<Committed>) -> (i32, i64, i32, Option<String>) {
+/// (partition, offset, leader epoch, metadata, error code) of one answered partition.
+fn fetched_partition(
+    p: i32,
+    c: Result<Option<Committed>, i16>,
+) -> (i32, i64, i32, Option<String>, i16) {
     match c {
-        Some(c) => (p, c.offset, c.leader_epoch, c.metadata),
-        None => (p, -1, -1, Some(String::new())),
+        Ok(Some(c)) => (p, c.offset, c.leader_epoch, c.metadata, codes::NONE),
+        Ok(None) => (p, -1, -1, Some(String::new()), codes::NONE),
+        Err(code) => (p, -1, -1, Some(String::new()), code),
     }
 }
 
@@ -616,6 +629,7 @@ pub async fn offset_fetch(
     req: OffsetFetchRequest,
 ) -> OffsetFetchResponse {
     if version >= 8 {
+        let require_stable = req.require_stable;
         let futs = req.groups.into_iter().map(|g| {
             let state = state.clone();
             async move {
@@ -627,7 +641,7 @@ pub async fn offset_fetch(
                 });
                 let mut out = OffsetFetchResponseGroup::default()
                     .with_group_id(GroupId(str_bytes(gid.clone())));
-                match fetch_group(&state, gid, wanted).await {
+                match fetch_group(&state, gid, wanted, require_stable).await {
                     Ok(answer) => {
                         out.topics = answer
                             .into_iter()
@@ -637,9 +651,10 @@ pub async fn offset_fetch(
                                     .with_partitions(
                                         ps.into_iter()
                                             .map(|(p, c)| {
-                                                let (p, o, e, m) = fetched_partition(p, c);
+                                                let (p, o, e, m, code) = fetched_partition(p, c);
                                                 OffsetFetchResponsePartitions::default()
                                                     .with_partition_index(p)
+                                                    .with_error_code(code)
                                                     .with_committed_offset(o)
                                                     .with_committed_leader_epoch(e)
                                                     .with_metadata(m.map(str_bytes))
@@ -663,7 +678,7 @@ pub async fn offset_fetch(
             .collect()
     });
     let mut r = OffsetFetchResponse::default();
-    match fetch_group(state, gid, wanted).await {
+    match fetch_group(state, gid, wanted, version >= 7 && req.require_stable).await {
         Ok(answer) => {
             r.topics = answer
                 .into_iter()
@@ -673,9 +688,10 @@ pub async fn offset_fetch(
                         .with_partitions(
                             ps.into_iter()
                                 .map(|(p, c)| {
-                                    let (p, o, e, m) = fetched_partition(p, c);
+                                    let (p, o, e, m, code) = fetched_partition(p, c);
                                     let mut x = OffsetFetchResponsePartition::default()
                                         .with_partition_index(p)
+                                        .with_error_code(code)
                                         .with_committed_offset(o)
                                         .with_metadata(m.map(str_bytes));
                                     if version >= 5 {

@@ -56,6 +56,7 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AddOffsetsToTxn, 0, 4),
     (ApiKey::EndTxn, 0, 4),
     (ApiKey::TxnOffsetCommit, 0, 4),
+    (ApiKey::WriteTxnMarkers, 1, 1),
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 1),
 ];
@@ -197,6 +198,9 @@ pub async fn dispatch(state: &Rc<CoreState>, req: Request) -> Option<ResponseKin
         RequestKind::TxnOffsetCommit(r) => {
             ResponseKind::TxnOffsetCommit(txn::txn_offset_commit(state, r).await)
         }
+        RequestKind::WriteTxnMarkers(r) => {
+            ResponseKind::WriteTxnMarkers(txn::write_txn_markers(state, r).await)
+        }
         RequestKind::DescribeTransactions(r) => {
             ResponseKind::DescribeTransactions(txn::describe_transactions(state, r).await)
         }
@@ -311,6 +315,7 @@ mod tests {
             ApiKey::AddOffsetsToTxn => both::<AddOffsetsToTxnRequest, AddOffsetsToTxnResponse>(),
             ApiKey::EndTxn => both::<EndTxnRequest, EndTxnResponse>(),
             ApiKey::TxnOffsetCommit => both::<TxnOffsetCommitRequest, TxnOffsetCommitResponse>(),
+            ApiKey::WriteTxnMarkers => both::<WriteTxnMarkersRequest, WriteTxnMarkersResponse>(),
             ApiKey::DescribeTransactions => {
                 both::<DescribeTransactionsRequest, DescribeTransactionsResponse>()
             }

@@ -1,5 +1,6 @@
 //! Transaction APIs (KIP-98): InitProducerId with a transactional id, AddPartitionsToTxn,
-//! AddOffsetsToTxn, EndTxn, TxnOffsetCommit, DescribeTransactions, ListTransactions; and the
+//! AddOffsetsToTxn, EndTxn, TxnOffsetCommit, WriteTxnMarkers, DescribeTransactions,
+//! ListTransactions; and the
 //! coordinator's own work: writing commit and abort markers to every partition of a
 //! transaction (cross-core through `route`), aborting timed-out transactions and finishing
 //! the ones a crash left prepared (`txn_tick`).
@@ -25,12 +26,16 @@ use kafka_protocol::messages::list_transactions_response::TransactionState as Li
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
+use kafka_protocol::messages::write_txn_markers_response::{
+    WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
+};
 use kafka_protocol::messages::{
     AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse, DescribeTransactionsRequest, DescribeTransactionsResponse,
     EndTxnRequest, EndTxnResponse, InitProducerIdRequest, InitProducerIdResponse,
     ListTransactionsRequest, ListTransactionsResponse, ProducerId, TopicName, TransactionalId,
-    TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+    TxnOffsetCommitRequest, TxnOffsetCommitResponse, WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 };
 
 use super::str_bytes;
@@ -44,8 +49,7 @@ use crate::group::{self, Committed, OFFSETS_TOPIC};
 use crate::route::Scatter;
 use crate::txn::{
     TxnEntry, TxnMeta, TxnStatus, COORDINATOR_EPOCH, MAX_PARTITIONS_PER_TRANSACTION,
-    MAX_TRANSACTIONAL_IDS_PER_CORE, MAX_TRANSACTIONAL_ID_BYTES, MAX_TRANSACTION_TIMEOUT_MS,
-    TXN_STATE_TOPIC,
+    MAX_TRANSACTIONAL_IDS_PER_CORE, MAX_TRANSACTIONAL_ID_BYTES, TXN_STATE_TOPIC,
 };
 
 /// Kafka's OPERATION_NOT_ATTEMPTED: the other partitions of an AddPartitionsToTxn that had a
@@ -137,38 +141,41 @@ fn next_epoch(epoch: i16) -> Option<i16> {
     (epoch < i16::MAX - 1).then_some(epoch + 1)
 }
 
-/// Writes `kind` markers for `meta`'s producer to every partition of its transaction, each on
-/// its owner core; on a `__consumer_offsets` partition, the producer's pending transactional
-/// offsets are then committed or dropped. `Err` names the partitions that could not be
-/// reached (the caller retries later: the decision is already durable).
-async fn write_markers(
+/// Writes `kind` markers of producer `pid` at `epoch` to `partitions`, each on its owner core;
+/// on a `__consumer_offsets` partition the producer's pending transactional offsets are then
+/// committed or dropped. One result per partition, in order: `Err((code, why))` when it could
+/// not be written (`None` when the partition does not exist: nothing left to mark).
+async fn mark_partitions(
     state: &Rc<CoreState>,
-    meta: &TxnMeta,
+    pid: i64,
+    epoch: i16,
     kind: MarkerKind,
-) -> Result<(), String> {
+    coordinator_epoch: i32,
+    partitions: &[(String, u32)],
+) -> Vec<Option<Result<(), (i16, String)>>> {
+    let mut out: Vec<Option<Result<(), (i16, String)>>> = vec![None; partitions.len()];
     let mut scatter: Scatter<(String, u32)> = Scatter::default();
-    for (i, (topic, p)) in meta.partitions.iter().enumerate() {
+    for (i, (topic, p)) in partitions.iter().enumerate() {
         match state.owner_core(topic, *p) {
             Some(core) => scatter.push(core, (i, 0), (topic.clone(), *p)),
-            // A partition of a deleted topic: nothing left to mark.
-            None => {
-                tracing::debug!(%topic, partition = p, "transaction partition is gone; no marker")
-            }
+            None => tracing::debug!(%topic, partition = p, "marker for a partition that is gone"),
         }
     }
-    let (pid, epoch) = (meta.producer_id, meta.epoch);
     let results = scatter
         .gather(state, move |s, items: Vec<(String, u32)>| async move {
             let mut out = Vec::with_capacity(items.len());
             for (topic, p) in items {
                 let Some(part) = s.partition(&topic, p) else {
-                    out.push(Err(format!("{topic}/{p} is not open on core {}", s.core)));
+                    out.push(Err((
+                        codes::NOT_LEADER_OR_FOLLOWER,
+                        format!("{topic}/{p} is not open on core {}", s.core),
+                    )));
                     continue;
                 };
                 let r = part
-                    .write_marker(pid, epoch, kind, COORDINATOR_EPOCH)
+                    .write_marker(pid, epoch, kind, coordinator_epoch)
                     .await
-                    .map_err(|e| format!("{topic}/{p}: {e}"));
+                    .map_err(|e| (codes::for_partition_error(&e), format!("{topic}/{p}: {e}")));
                 if r.is_ok() && topic == OFFSETS_TOPIC {
                     complete_txn_offsets(&s, p, pid, kind);
                 }
@@ -177,19 +184,109 @@ async fn write_markers(
             out
         })
         .await;
+    for ((i, _), r) in results {
+        out[i] = Some(r.unwrap_or_else(|_| {
+            Err((codes::NOT_LEADER_OR_FOLLOWER, "a core is gone".to_string()))
+        }));
+    }
+    out
+}
+
+/// Writes `kind` markers for `meta`'s producer to every partition of its transaction. `Err`
+/// names the partitions that could not be marked (the caller retries later: the decision is
+/// already durable).
+async fn write_markers(
+    state: &Rc<CoreState>,
+    meta: &TxnMeta,
+    kind: MarkerKind,
+) -> Result<(), String> {
+    let partitions: Vec<(String, u32)> = meta.partitions.iter().cloned().collect();
+    let results = mark_partitions(
+        state,
+        meta.producer_id,
+        meta.epoch,
+        kind,
+        COORDINATOR_EPOCH,
+        &partitions,
+    )
+    .await;
     let failed: Vec<String> = results
         .into_iter()
-        .filter_map(|(_, r)| match r {
-            Ok(Ok(())) => None,
-            Ok(Err(e)) => Some(e),
-            Err(_) => Some("a core is gone".to_string()),
-        })
+        .filter_map(|r| r.and_then(|r| r.err()).map(|(_, why)| why))
         .collect();
     if failed.is_empty() {
         Ok(())
     } else {
         Err(failed.join("; "))
     }
+}
+
+/// WriteTxnMarkers (the coordinator's request to partition leaders, KIP-98): each marker is
+/// written to the partitions it names on their owner cores. ringlog's own coordinator writes
+/// its markers directly (`write_markers`); this serves another coordinator or a tool.
+pub async fn write_txn_markers(
+    state: &Rc<CoreState>,
+    req: WriteTxnMarkersRequest,
+) -> WriteTxnMarkersResponse {
+    let mut out = Vec::with_capacity(req.markers.len());
+    for m in req.markers {
+        let kind = if m.transaction_result {
+            MarkerKind::Commit
+        } else {
+            MarkerKind::Abort
+        };
+        let mut partitions: Vec<(String, u32)> = Vec::new();
+        for t in &m.topics {
+            for &p in &t.partition_indexes {
+                if p >= 0 {
+                    partitions.push((t.name.0.to_string(), p as u32));
+                }
+            }
+        }
+        let results = mark_partitions(
+            state,
+            m.producer_id.0,
+            m.producer_epoch,
+            kind,
+            m.coordinator_epoch,
+            &partitions,
+        )
+        .await;
+        let mut by_pos = partitions.iter().zip(results);
+        let topics = m
+            .topics
+            .iter()
+            .map(|t| {
+                let parts = t
+                    .partition_indexes
+                    .iter()
+                    .map(|&p| {
+                        let code = if p < 0 {
+                            UNKNOWN_TOPIC_OR_PARTITION
+                        } else {
+                            match by_pos.next().map(|(_, r)| r) {
+                                Some(Some(Ok(()))) => NONE,
+                                Some(Some(Err((code, _)))) => code,
+                                Some(None) | None => UNKNOWN_TOPIC_OR_PARTITION,
+                            }
+                        };
+                        WritableTxnMarkerPartitionResult::default()
+                            .with_partition_index(p)
+                            .with_error_code(code)
+                    })
+                    .collect();
+                WritableTxnMarkerTopicResult::default()
+                    .with_name(t.name.clone())
+                    .with_partitions(parts)
+            })
+            .collect();
+        out.push(
+            WritableTxnMarkerResult::default()
+                .with_producer_id(m.producer_id)
+                .with_topics(topics),
+        );
+    }
+    WriteTxnMarkersResponse::default().with_markers(out)
 }
 
 /// A marker reached `__consumer_offsets` partition `partition`: the producer's pending
@@ -264,7 +361,7 @@ pub async fn init_producer_id(
         .map(|t| t.0.to_string())
         .unwrap_or_default();
     let timeout_ms = req.transaction_timeout_ms;
-    if timeout_ms <= 0 || timeout_ms > MAX_TRANSACTION_TIMEOUT_MS {
+    if timeout_ms <= 0 || timeout_ms as u64 > state.ctx.config.transaction_max_timeout_ms {
         return refuse(INVALID_TRANSACTION_TIMEOUT);
     }
     let (req_pid, req_epoch) = (req.producer_id.0, req.producer_epoch);

@@ -20,9 +20,9 @@ use kafka_protocol::records::RecordBatchDecoder;
 use crate::group::{get_str16, put_str16};
 
 pub const TXN_STATE_TOPIC: &str = "__transaction_state";
-/// Kafka's `transaction.max.timeout.ms` default: the longest `transaction.timeout.ms` a
-/// producer may ask for (INVALID_TRANSACTION_TIMEOUT past it).
-pub const MAX_TRANSACTION_TIMEOUT_MS: i32 = 900_000;
+/// Kafka's `transaction.max.timeout.ms` default (`transaction-max-timeout-ms`): the longest
+/// `transaction.timeout.ms` a producer may ask for (INVALID_TRANSACTION_TIMEOUT past it).
+pub const DEFAULT_TRANSACTION_MAX_TIMEOUT_MS: u64 = 900_000;
 /// Longest transactional id accepted (INVALID_REQUEST past it).
 pub const MAX_TRANSACTIONAL_ID_BYTES: usize = 1_024;
 /// Transactional ids one core coordinates; a new one past it is refused
