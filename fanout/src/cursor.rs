@@ -3,6 +3,11 @@
 //! durably, and only then advance the offset file (commit-before-advance). Any failure backs
 //! off [`FAILURE_BACKOFF`] and re-reads from the unadvanced offset: duplicates are possible
 //! after a crash or a failed commit, gaps are not.
+//!
+//! Only committed records reach a child (KIP-98): the cursor reads below the parent's last
+//! stable offset (an open transaction holds it back, [`UNSTABLE_POLL`]), and leaves out control
+//! batches (markers) and the batches of aborted transactions; its position still moves past
+//! them. Children get ordinary, non-transactional batches.
 
 use std::cell::Cell;
 use std::future::Future;
@@ -10,8 +15,10 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::time::Duration;
 
+use engine::batch::BatchHeader;
 use engine::log::DueRead;
 use engine::shard::CoreGone;
+use engine::txn::AbortedTxn;
 use engine::{LogError, PartitionError};
 use kafka_protocol::records::Record;
 
@@ -19,6 +26,7 @@ use crate::offset_file::CursorFile;
 use crate::rekey;
 use crate::{
     DUE_WAKE_CAP, FAILURE_BACKOFF, SLAB_LINGER, SLAB_LONG_POLL, SLAB_MAX_BYTES, SLAB_MAX_RECORDS,
+    UNSTABLE_POLL,
 };
 
 /// A parent read that failed.
@@ -67,8 +75,14 @@ pub enum CursorError {
 #[allow(async_fn_in_trait)]
 pub trait ParentLog {
     fn high_watermark(&self) -> u64;
-    /// `PartitionLog::read_due`: whole batches from the one holding `from`, all committed at or
-    /// before `due_by_commit_ms`.
+    /// `Partition::last_stable_offset`: min(high watermark, first offset of the oldest open
+    /// transaction). The cursor's read limit: it copies nothing at or above it.
+    fn last_stable_offset(&self) -> u64;
+    /// `Partition::aborted_transactions`: the aborted transactions overlapping `from..to`.
+    fn aborted_transactions(&self, from: u64, to: u64) -> Vec<AbortedTxn>;
+    /// `PartitionLog::read_due`: whole batches from the one holding `from`, below the high
+    /// watermark (the cursor cuts them at the last stable offset), all committed at or before
+    /// `due_by_commit_ms`.
     async fn read_due(
         &self,
         from: u64,
@@ -107,6 +121,9 @@ pub struct CursorStats {
     /// Parent offsets skipped because retention removed them first
     /// (`fanout_child_dropped_messages`).
     pub dropped_total: Cell<u64>,
+    /// Parent offsets passed over without a copy: control batches (transaction markers) and
+    /// batches of aborted transactions.
+    pub skipped_total: Cell<u64>,
     /// Parent high watermark minus the cursor (`fanout_lag_messages`).
     pub lag_messages: Cell<u64>,
     /// How far the cursor is behind the due frontier, in ms (`fanout_due_lag_seconds`).
@@ -125,6 +142,8 @@ pub struct Slab {
     pub end: u64,
     /// Offsets skipped by drop-behind while reading it.
     pub dropped: u64,
+    /// Offsets of control batches and aborted transactions passed over while reading it.
+    pub skipped: u64,
     /// Commit time of the first parent batch that was not due (delay children).
     pub first_undue_commit_ms: Option<i64>,
 }
@@ -134,7 +153,8 @@ pub struct Slab {
 pub enum Step {
     /// Committed this many records and advanced the offset file.
     Committed(usize),
-    /// Nothing to copy (long-poll ended, or only undue records: slept until due).
+    /// Nothing copied (long-poll ended, only undue or unstable records, or only skipped ones:
+    /// markers, aborted transactions).
     Idle,
     /// A read, commit or offset write failed (the error's text); backed off.
     Failed(String),
@@ -152,11 +172,31 @@ pub struct Cursor<P, C, K> {
     stats: Rc<CursorStats>,
 }
 
-/// The offset just past the last whole stored batch in `bytes`.
-fn end_of_batches(bytes: &[u8]) -> Option<u64> {
-    engine::batch::stored_batches(bytes)
-        .last()
-        .map(|(h, _)| h.last_offset() as u64 + 1)
+/// The leading whole batches of `bytes` that start below `stable` (the last stable offset,
+/// always a batch boundary): their length, and whether a batch was left out for it.
+fn stable_prefix(bytes: &[u8], stable: u64) -> (usize, bool) {
+    let mut len = 0;
+    for (h, b) in engine::batch::stored_batches(bytes) {
+        if h.base_offset as u64 >= stable {
+            return (len, true);
+        }
+        len += b.len();
+    }
+    (len, false)
+}
+
+/// A batch the child never gets: a control batch (transaction marker), or a data batch of a
+/// transaction its producer aborted (Kafka's rule: an aborted transaction of this producer
+/// with first offset <= the batch's base offset <= its abort marker).
+fn is_skipped(h: &BatchHeader, aborted: &[AbortedTxn]) -> bool {
+    if h.is_control() {
+        return true;
+    }
+    let base = h.base_offset as u64;
+    h.is_transactional()
+        && aborted.iter().any(|a| {
+            a.producer_id == h.producer_id && a.first_offset <= base && base <= a.last_offset
+        })
 }
 
 type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
@@ -207,19 +247,28 @@ impl<P: ParentLog, C: ChildSink, K: Clock> Cursor<P, C, K> {
     /// Reads one slab from `self.next`: long-poll up to [`SLAB_LONG_POLL`] for the first data,
     /// then top up until [`SLAB_MAX_RECORDS`], [`SLAB_MAX_BYTES`] or [`SLAB_LINGER`], whichever
     /// comes first. A delay child only reads due batches and stops at the first undue one.
+    /// Only batches below the parent's last stable offset are read: data past it (an open
+    /// transaction) ends the slab, and if it is all there is the cursor waits [`UNSTABLE_POLL`].
+    /// Control batches and aborted transactions give no records but move the slab's end.
     pub async fn read_slab(&self) -> Result<Slab, ReadError> {
         let mut slab = Slab {
             end: self.next,
             ..Slab::default()
         };
-        if self.parent.high_watermark() <= slab.end {
-            self.parent
-                .wait_for_data_after(slab.end, SLAB_LONG_POLL)
-                .await;
+        if self.parent.last_stable_offset() <= slab.end {
+            if self.parent.high_watermark() > slab.end {
+                // Durable but not stable: no wake comes when the marker lands, look again.
+                self.clock.sleep(UNSTABLE_POLL).await;
+            } else {
+                self.parent
+                    .wait_for_data_after(slab.end, SLAB_LONG_POLL)
+                    .await;
+            }
         }
         let mut bytes = 0usize;
         let mut linger_end: Option<i64> = None;
         loop {
+            let stable = self.parent.last_stable_offset();
             let r = match self
                 .parent
                 .read_due(slab.end, SLAB_MAX_BYTES - bytes, self.due_by())
@@ -232,7 +281,15 @@ impl<P: ParentLog, C: ChildSink, K: Clock> Cursor<P, C, K> {
                 }
                 r => r?,
             };
-            if r.bytes.is_empty() {
+            let (kept, held) = stable_prefix(&r.bytes, stable);
+            let read = &r.bytes[..kept];
+            if read.is_empty() {
+                if held {
+                    break;
+                }
+                if !r.bytes.is_empty() {
+                    return Err(ReadError::Decode("unparsable parent batch header".into()));
+                }
                 if let Some(t) = r.first_undue_commit_ms {
                     slab.first_undue_commit_ms = Some(t);
                     break;
@@ -249,23 +306,50 @@ impl<P: ParentLog, C: ChildSink, K: Clock> Cursor<P, C, K> {
                 }
                 continue;
             }
-            bytes += r.bytes.len();
-            let batches_end = end_of_batches(&r.bytes)
-                .ok_or_else(|| ReadError::Decode("unparsable parent batch header".into()))?;
-            let recs = rekey::decode_parent(&r.bytes, slab.end).map_err(ReadError::Decode)?;
+            bytes += read.len();
+            let batches: Vec<(BatchHeader, &[u8])> = engine::batch::stored_batches(read).collect();
+            let aborted = match (batches.first(), batches.last()) {
+                (Some((first, _)), Some((last, _)))
+                    if batches
+                        .iter()
+                        .any(|(h, _)| h.is_transactional() && !h.is_control()) =>
+                {
+                    self.parent.aborted_transactions(
+                        first.base_offset as u64,
+                        last.last_offset() as u64 + 1,
+                    )
+                }
+                _ => Vec::new(),
+            };
             let mut full = false;
-            for rec in recs {
-                if slab.records.len() == SLAB_MAX_RECORDS {
-                    slab.end = rec.offset as u64;
-                    full = true;
+            for (h, b) in batches {
+                let batch_end = h.last_offset() as u64 + 1;
+                if batch_end <= slab.end {
+                    continue;
+                }
+                if is_skipped(&h, &aborted) {
+                    slab.skipped += batch_end - slab.end.max(h.base_offset as u64);
+                    slab.end = batch_end;
+                    continue;
+                }
+                for rec in rekey::decode_parent(b, slab.end).map_err(ReadError::Decode)? {
+                    if slab.records.len() == SLAB_MAX_RECORDS {
+                        slab.end = rec.offset as u64;
+                        full = true;
+                        break;
+                    }
+                    slab.records.push(rec);
+                }
+                if full {
                     break;
                 }
-                slab.records.push(rec);
+                slab.end = batch_end;
             }
-            if !full {
-                slab.end = batches_end.max(slab.end);
+            if full || slab.records.len() >= SLAB_MAX_RECORDS || bytes >= SLAB_MAX_BYTES {
+                break;
             }
-            if slab.records.len() >= SLAB_MAX_RECORDS || bytes >= SLAB_MAX_BYTES {
+            if held {
+                // An open transaction: nothing after it is stable yet.
                 break;
             }
             if r.first_undue_commit_ms.is_some() {
@@ -329,7 +413,8 @@ impl<P: ParentLog, C: ChildSink, K: Clock> Cursor<P, C, K> {
             Ok(slab) => {
                 let n = slab.records.len();
                 let mut rr = self.round_robin;
-                let r = if n > 0 || slab.dropped > 0 {
+                // Dropped or skipped offsets move the position too (nothing to re-read).
+                let r = if n > 0 || slab.end != self.next {
                     self.commit_slab(&slab, &mut rr).await
                 } else {
                     Ok(())
@@ -342,6 +427,7 @@ impl<P: ParentLog, C: ChildSink, K: Clock> Cursor<P, C, K> {
                         s.next_offset.set(self.next);
                         s.committed_total.set(s.committed_total.get() + n as u64);
                         s.dropped_total.set(s.dropped_total.get() + slab.dropped);
+                        s.skipped_total.set(s.skipped_total.get() + slab.skipped);
                         if slab.dropped > 0 {
                             tracing::warn!(
                                 child = %self.child_name,
@@ -418,6 +504,8 @@ mod tests {
     use kafka_protocol::records::RecordBatchDecoder;
 
     use super::*;
+    use engine::batch_encode::{NewRecord, ProducerSeq};
+    use engine::txn::MarkerKind;
 
     /// Parent batches with their commit times; reads follow `PartitionLog::read_due`'s rules.
     #[derive(Default)]
@@ -426,31 +514,81 @@ mod tests {
         batches: RefCell<Vec<(u64, i64, Vec<u8>)>>,
         log_start: Cell<u64>,
         hwm: Cell<u64>,
+        /// The last stable offset while a transaction is open (None: the high watermark).
+        lso: Cell<Option<u64>>,
+        aborted: RefCell<Vec<AbortedTxn>>,
         /// What the cursor stored as its position.
         position: RefCell<Option<CursorFile>>,
     }
 
     impl FakeParent {
         fn produce(&self, keys: &[Option<&str>], commit_ms: i64) {
+            self.append(keys, commit_ms, None);
+        }
+
+        /// A data batch of producer `pid`'s open transaction.
+        fn produce_txn(&self, pid: i64, keys: &[Option<&str>]) {
+            self.append(keys, 0, Some(pid));
+        }
+
+        fn append(&self, keys: &[Option<&str>], commit_ms: i64, txn_pid: Option<i64>) {
             let base = self.hwm.get();
-            let mut stored =
-                engine::batch_encode::encode_uncompressed(keys.iter().enumerate().map(|(i, k)| {
-                    engine::batch_encode::NewRecord {
-                        key: k.map(|k| Bytes::from(k.to_string())),
-                        value: Some(Bytes::from(format!("{}", base + i as u64))),
-                        timestamp_ms: commit_ms,
-                        ..Default::default()
-                    }
-                }));
+            let records = keys.iter().enumerate().map(|(i, k)| NewRecord {
+                key: k.map(|k| Bytes::from(k.to_string())),
+                value: Some(Bytes::from(format!("{}", base + i as u64))),
+                timestamp_ms: commit_ms,
+                ..Default::default()
+            });
+            let stored = match txn_pid {
+                None => engine::batch_encode::encode_uncompressed(records),
+                Some(pid) => engine::batch_encode::encode_transactional(
+                    records,
+                    ProducerSeq {
+                        producer_id: pid,
+                        epoch: 0,
+                        base_sequence: 0,
+                    },
+                ),
+            };
+            self.push(stored, commit_ms);
+        }
+
+        /// Producer `pid`'s commit or abort marker; an abort is indexed from `first`.
+        fn marker(&self, pid: i64, kind: MarkerKind, first: u64) {
+            let at = self.hwm.get();
+            self.push(engine::txn::encode_marker(pid, 0, kind, 0, 0), 0);
+            if kind == MarkerKind::Abort {
+                self.aborted.borrow_mut().push(AbortedTxn {
+                    producer_id: pid,
+                    first_offset: first,
+                    last_offset: at,
+                });
+            }
+        }
+
+        fn push(&self, mut stored: Vec<u8>, commit_ms: i64) {
+            let base = self.hwm.get();
             engine::batch::set_base_offset(&mut stored, base as i64);
+            let h = engine::batch::parse_header(&stored).unwrap();
             self.batches.borrow_mut().push((base, commit_ms, stored));
-            self.hwm.set(base + keys.len() as u64);
+            self.hwm.set(h.last_offset() as u64 + 1);
         }
     }
 
     impl ParentLog for &FakeParent {
         fn high_watermark(&self) -> u64 {
             self.hwm.get()
+        }
+        fn last_stable_offset(&self) -> u64 {
+            self.lso.get().unwrap_or(self.hwm.get())
+        }
+        fn aborted_transactions(&self, from: u64, to: u64) -> Vec<AbortedTxn> {
+            self.aborted
+                .borrow()
+                .iter()
+                .filter(|a| a.last_offset >= from && a.first_offset < to)
+                .copied()
+                .collect()
         }
         async fn read_due(&self, from: u64, max: usize, due_by: i64) -> Result<DueRead, ReadError> {
             if from < self.log_start.get() {
@@ -713,7 +851,7 @@ mod tests {
     }
 
     #[test]
-    fn batch_end_parsing() {
+    fn stable_prefix_cuts_at_the_last_stable_offset() {
         let p = FakeParent::default();
         p.produce(&[None; 3], 0);
         p.produce(&[None; 2], 0);
@@ -723,7 +861,132 @@ mod tests {
             .iter()
             .flat_map(|b| b.2.clone())
             .collect();
-        assert_eq!(end_of_batches(&all), Some(5));
-        assert_eq!(end_of_batches(&[]), None);
+        let first = p.batches.borrow()[0].2.len();
+        assert_eq!(stable_prefix(&all, 5), (all.len(), false));
+        assert_eq!(stable_prefix(&all, 3), (first, true));
+        assert_eq!(stable_prefix(&all, 0), (0, true));
+        assert_eq!(stable_prefix(&[], 7), (0, false));
+    }
+
+    #[test]
+    fn markers_and_aborted_transactions_are_skipped_and_passed_over() {
+        let (p, c, k) = (
+            FakeParent::default(),
+            FakeChild {
+                parts: 2,
+                ..Default::default()
+            },
+            FakeClock::default(),
+        );
+        p.produce(&[Some("a")], 0); // 0
+        p.produce_txn(7, &[Some("b"), Some("c")]); // 1, 2
+        p.marker(7, MarkerKind::Commit, 1); // 3
+        p.produce_txn(8, &[Some("d")]); // 4: aborted below
+        p.produce_txn(7, &[Some("e")]); // 5: another producer inside 8's range, committed
+        p.marker(8, MarkerKind::Abort, 4); // 6
+        p.marker(7, MarkerKind::Commit, 5); // 7
+        let mut cur = Cursor::new(&p, &c, &k, "child".into(), "e".into(), 0, 0);
+        assert_eq!(block_on(cur.step()), Step::Committed(4));
+        assert_eq!(values(&c), vec![0, 1, 2, 5]);
+        assert_eq!(file(&p).unwrap().next_offset, 8);
+        assert_eq!(cur.stats().skipped_total.get(), 4);
+        assert_eq!(cur.stats().committed_total.get(), 4);
+        // Only an aborted transaction and its marker: nothing copied, the position moves on.
+        p.produce_txn(9, &[Some("x"), Some("y")]); // 8, 9
+        p.marker(9, MarkerKind::Abort, 8); // 10
+        assert_eq!(block_on(cur.step()), Step::Idle);
+        assert_eq!(values(&c), vec![0, 1, 2, 5]);
+        assert_eq!(file(&p).unwrap().next_offset, 11);
+        assert_eq!(cur.next_offset(), 11);
+        assert_eq!(cur.stats().skipped_total.get(), 7);
+        // A cursor resumed from the file copies nothing again.
+        let mut again = Cursor::new(&p, &c, &k, "child".into(), "e".into(), 0, 11);
+        assert_eq!(block_on(again.step()), Step::Idle);
+        assert_eq!(values(&c), vec![0, 1, 2, 5]);
+    }
+
+    #[test]
+    fn a_committed_transaction_cut_by_the_record_cap_resumes_inside_it() {
+        let (p, c, k) = (
+            FakeParent::default(),
+            FakeChild {
+                parts: 1,
+                ..Default::default()
+            },
+            FakeClock::default(),
+        );
+        let keys: Vec<Option<&str>> = vec![None; SLAB_MAX_RECORDS + 10];
+        let n = keys.len() as u64;
+        p.produce_txn(3, &keys); // 0..n: the first slab stops inside it
+        p.marker(3, MarkerKind::Commit, 0); // n
+        p.produce_txn(5, &[None; 5]); // n+1..n+6: aborted
+        p.marker(5, MarkerKind::Abort, n + 1); // n+6
+        let mut cur = Cursor::new(&p, &c, &k, "child".into(), "e".into(), 0, 0);
+        assert_eq!(block_on(cur.step()), Step::Committed(SLAB_MAX_RECORDS));
+        assert_eq!(block_on(cur.step()), Step::Committed(10));
+        assert_eq!(values(&c), (0..n).collect::<Vec<_>>());
+        assert_eq!(file(&p).unwrap().next_offset, n + 7);
+        assert_eq!(cur.stats().skipped_total.get(), 7);
+    }
+
+    #[test]
+    fn an_open_transaction_holds_the_cursor_at_the_last_stable_offset() {
+        let (p, c, k) = (
+            FakeParent::default(),
+            FakeChild {
+                parts: 3,
+                ..Default::default()
+            },
+            FakeClock::default(),
+        );
+        p.produce(&[Some("a")], 0); // 0
+        p.produce_txn(7, &[Some("b"), Some("c")]); // 1, 2: open
+        p.lso.set(Some(1));
+        p.produce(&[Some("d")], 0); // 3: plain, but after the open transaction
+        let mut cur = Cursor::new(&p, &c, &k, "child".into(), "e".into(), 0, 0);
+        assert_eq!(block_on(cur.step()), Step::Committed(1));
+        assert_eq!(values(&c), vec![0]);
+        assert_eq!(file(&p).unwrap().next_offset, 1);
+        // Held: no copy, no advance, and a short sleep rather than a hot loop.
+        for _ in 0..3 {
+            assert_eq!(block_on(cur.step()), Step::Idle);
+        }
+        assert_eq!(values(&c), vec![0]);
+        assert_eq!(cur.next_offset(), 1);
+        assert_eq!(file(&p).unwrap().next_offset, 1);
+        assert_eq!(k.slept.borrow().len(), 3);
+        assert!(k.slept.borrow().iter().all(|d| *d == UNSTABLE_POLL));
+        // The marker lands: the transaction and the record after it are copied.
+        p.marker(7, MarkerKind::Commit, 1); // 4
+        p.lso.set(None);
+        assert_eq!(block_on(cur.step()), Step::Committed(3));
+        assert_eq!(values(&c), vec![0, 1, 2, 3]);
+        assert_eq!(file(&p).unwrap().next_offset, 5);
+        assert_eq!(cur.stats().skipped_total.get(), 1);
+    }
+
+    #[test]
+    fn a_delay_child_also_stops_at_the_last_stable_offset() {
+        let (p, c, k) = (
+            FakeParent::default(),
+            FakeChild {
+                parts: 1,
+                ..Default::default()
+            },
+            FakeClock::default(),
+        );
+        k.now.set(10_000);
+        p.produce(&[Some("a")], 1_000); // 0: due
+        p.produce_txn(4, &[Some("b")]); // 1: due (commit time 0) but open
+        p.lso.set(Some(1));
+        let mut cur = Cursor::new(&p, &c, &k, "child".into(), "e".into(), 1_000, 0);
+        assert_eq!(block_on(cur.step()), Step::Committed(1));
+        assert_eq!(block_on(cur.step()), Step::Idle);
+        assert_eq!(k.slept.borrow().last(), Some(&UNSTABLE_POLL));
+        p.marker(4, MarkerKind::Abort, 1);
+        p.lso.set(None);
+        assert_eq!(block_on(cur.step()), Step::Idle);
+        assert_eq!(values(&c), vec![0]);
+        assert_eq!(file(&p).unwrap().next_offset, 3);
     }
 }

@@ -1,5 +1,6 @@
 //! The fan-out engine (seed 000, DESIGN.md §7): for each (parent partition × child) one cursor
-//! on the parent partition's owner core reads the committed parent log, re-keys every record
+//! on the parent partition's owner core reads the committed parent log (below its last stable
+//! offset; aborted transactions and control batches left out), re-keys every record
 //! with the child's partitioner and commits per-child-partition batches, and only then advances
 //! its durable offset file (commit-before-advance: at least once, never a gap).
 //!
@@ -28,6 +29,10 @@ pub const SLAB_LINGER: Duration = Duration::from_millis(25);
 /// After a failed read, child commit or offset write the cursor waits this long and re-reads
 /// from its unadvanced offset.
 pub const FAILURE_BACKOFF: Duration = Duration::from_secs(1);
+/// Data past the cursor is durable but not stable (an open transaction holds the parent's last
+/// stable offset at or below the cursor): the cursor looks again after this long. The high
+/// watermark, which `wait_for_data_after` wakes on, moves before the last stable offset can.
+pub const UNSTABLE_POLL: Duration = Duration::from_millis(50);
 /// A delay cursor sleeps at most this long before looking again (keeps gauges fresh).
 pub const DUE_WAKE_CAP: Duration = Duration::from_secs(30);
 /// The reconciler's period (desired cursors vs running ones).

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use engine::log::DueRead;
 use engine::record_check::ValidBatch;
+use engine::txn::AbortedTxn;
 use engine::{Durability, LogError, Partition};
 use fanout::cursor::{ChildSink, Clock, Cursor, CursorError, ParentLog, ReadError};
 use fanout::offset_file::{self, CursorFile, Start, Stored};
@@ -16,12 +17,21 @@ use crate::core::CoreState;
 use crate::cursor_registry::CursorKey;
 use crate::route;
 
-/// The parent partition, read on its owner core; it also keeps the cursor's offset file.
+/// The parent partition, read on its owner core below its last stable offset (transaction
+/// state is the `Partition`'s, not the log's); it also keeps the cursor's offset file.
 pub struct LocalParent(pub Rc<Partition>);
 
 impl ParentLog for LocalParent {
     fn high_watermark(&self) -> u64 {
         self.0.log().high_watermark()
+    }
+
+    fn last_stable_offset(&self) -> u64 {
+        self.0.last_stable_offset()
+    }
+
+    fn aborted_transactions(&self, from: u64, to: u64) -> Vec<AbortedTxn> {
+        self.0.aborted_transactions(from, to)
     }
 
     async fn read_due(

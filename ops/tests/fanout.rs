@@ -1,7 +1,8 @@
 //! Fan-out children (issue #6) with a real client: children declared by topic configs receive
 //! every parent record with keys and per-key order kept, a delay child is never early and
 //! arrives within delay + 1.5 s, refusals get their errors, detach + re-attach replays nothing.
-//! Metrics per parent, child and partition appear on `/metrics`.
+//! Metrics per parent, child and partition appear on `/metrics`. A transactional parent gives
+//! its child only committed records.
 
 mod support;
 
@@ -57,6 +58,29 @@ fn children_receive_every_record_delay_is_never_early_and_refusals_hold() {
         committed >= 600.0,
         "the delay child's cursors committed every record: {committed}"
     );
+}
+
+/// Transactions (issue #14): the child gets exactly the committed records of a parent written
+/// by a confluent-kafka transactional producer (a commit, an abort, one left open for a while
+/// with plain records behind it, then committed, and a last abort); nothing of the open
+/// transaction reaches the child while it is open.
+#[test]
+fn child_holds_only_committed_records_of_transactions() {
+    let mut broker = Broker::start(2);
+    let out = run_python(
+        "fanout_txn.py",
+        &[&broker.bootstrap()],
+        &[],
+        Duration::from_secs(180),
+    );
+    let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(v["committed"], 80, "{out}");
+    assert_eq!(v["child_records"], 80, "{out}");
+    assert_eq!(v["aborted"], 55, "{out}");
+    assert_eq!(v["held_while_open"], true, "{out}");
+    broker.assert_alive();
+    broker.terminate();
 }
 
 /// SIGKILLs the broker at random moments while a producer writes to the parent; after the
