@@ -91,6 +91,11 @@ struct Cli {
     /// enable.idempotence=true
     #[arg(long)]
     idempotence: bool,
+    /// Records per transaction (0: none). Each producer gets its own transactional.id, begins
+    /// a transaction, sends this many records and commits; pair with
+    /// `--consumer-config isolation.level=read_committed` for committed-only consumers.
+    #[arg(long, default_value_t = 0)]
+    transaction_records: u64,
     /// Records sent but not yet acknowledged, per producer (the window for producerRate 0).
     #[arg(long, default_value_t = 1000)]
     max_inflight: u64,
@@ -264,6 +269,7 @@ fn real_main(cli: Cli) -> Result<(), String> {
         batch_size: cli.batch_size,
         compression: cli.compression.clone(),
         idempotence: cli.idempotence,
+        transaction_records: cli.transaction_records,
         max_inflight: cli.max_inflight,
         consumer_mode: cli.consumer_mode,
         producer_config: parse_kv(&cli.producer_config)?,

@@ -51,6 +51,8 @@ pub struct ClientOptions {
     pub batch_size: usize,
     pub compression: String,
     pub idempotence: bool,
+    /// Records per transaction (0: not transactional).
+    pub transaction_records: u64,
     /// Records sent and not yet acknowledged, per producer.
     pub max_inflight: u64,
     pub consumer_mode: ConsumerMode,
@@ -255,9 +257,15 @@ fn base_config(address: &str) -> ClientConfig {
     c
 }
 
-fn producer_config(spec: &RunSpec) -> ClientConfig {
+/// `transactional_id`: set when the run is transactional (`transaction_records` > 0).
+fn producer_config(spec: &RunSpec, transactional_id: Option<&str>) -> ClientConfig {
     let o = &spec.opts;
     let mut c = base_config(&spec.address);
+    if let Some(id) = transactional_id {
+        // librdkafka wants message.timeout.ms (120 s below) within the transaction timeout.
+        c.set("transactional.id", id)
+            .set("transaction.timeout.ms", "180000");
+    }
     c.set("acks", &o.acks)
         .set("linger.ms", o.linger_ms.to_string())
         .set("batch.size", o.batch_size.to_string())
@@ -304,8 +312,31 @@ fn producer_thread(
     start_ns: u64,
     stop: Arc<AtomicBool>,
     seed: u64,
+    txn_records: u64,
 ) -> Result<(), String> {
     let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    // Records sent in the open transaction (transactional runs only).
+    let mut in_txn: u64 = 0;
+    // rust-rdkafka's commit flushes first, and its flush polls for up to 100 ms at a time
+    // while the ThreadedProducer's own thread serves the delivery reports: a commit would cost
+    // a 100 ms wait of the client's, not the broker's. So wait here until every record of the
+    // transaction is acknowledged (our callbacks) and librdkafka holds nothing more, then
+    // commit: its flush then returns at once, and the commit is the EndTxn round trip.
+    let commit = |p: &ThreadedProducer<ProdCtx>| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let inflight = shared.stats.lock().unwrap().inflight;
+            if inflight == 0 && p.in_flight_count() == 0 {
+                break;
+            }
+            if Instant::now() >= deadline {
+                return Err("records of the transaction not acknowledged within 60 s".to_string());
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        p.commit_transaction(Duration::from_secs(60))
+            .map_err(|e| format!("commit_transaction: {e}"))
+    };
     let period_ns = if rate > 0.0 { 1e9 / rate } else { 0.0 };
     let mut buf = payloads[0].clone();
     let mut i: u64 = 0;
@@ -355,6 +386,11 @@ fn producer_thread(
         if let Some(k) = key {
             rec = rec.key(k);
         }
+        if txn_records > 0 && in_txn == 0 {
+            producer
+                .begin_transaction()
+                .map_err(|e| format!("begin_transaction: {e}"))?;
+        }
         shared.stats.lock().unwrap().inflight += 1;
         let mut rec = rec;
         loop {
@@ -368,6 +404,10 @@ fn producer_thread(
                     if stop.load(Ordering::Relaxed) {
                         let mut s = shared.stats.lock().unwrap();
                         s.inflight = s.inflight.saturating_sub(1);
+                        drop(s);
+                        if in_txn > 0 {
+                            commit(&producer)?;
+                        }
                         return Ok(());
                     }
                     std::thread::sleep(Duration::from_micros(200));
@@ -383,6 +423,16 @@ fn producer_thread(
         }
         shared.stats.lock().unwrap().sent += 1;
         i += 1;
+        if txn_records > 0 {
+            in_txn += 1;
+            if in_txn == txn_records {
+                commit(&producer)?;
+                in_txn = 0;
+            }
+        }
+    }
+    if in_txn > 0 {
+        commit(&producer)?;
     }
     producer
         .flush(Duration::from_secs(60))
@@ -715,12 +765,19 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
                 }),
                 acked_cv: Condvar::new(),
             });
-            let producer: ThreadedProducer<ProdCtx> = producer_config(spec)
+            let txn_records = spec.opts.transaction_records;
+            let tid = (txn_records > 0).then(|| format!("{}-txn-{ti}-{pi}", topic));
+            let producer: ThreadedProducer<ProdCtx> = producer_config(spec, tid.as_deref())
                 .create_with_context(ProdCtx {
                     shared: shared.clone(),
                     epoch,
                 })
                 .map_err(|e| format!("producer: {e}"))?;
+            if tid.is_some() {
+                producer
+                    .init_transactions(Duration::from_secs(30))
+                    .map_err(|e| format!("init_transactions: {e}"))?;
+            }
             let (sh, tp, ks, pl, st) = (
                 shared.clone(),
                 topic.clone(),
@@ -747,6 +804,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
                         start_ns,
                         st,
                         seed,
+                        txn_records,
                     )
                 })
                 .map_err(|e| format!("spawn producer: {e}"))?;

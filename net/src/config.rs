@@ -96,6 +96,9 @@ pub struct BrokerConfig {
     /// The longest `transaction.timeout.ms` a transactional producer may ask for
     /// (`transaction.max.timeout.ms`); longer gets INVALID_TRANSACTION_TIMEOUT.
     pub transaction_max_timeout_ms: u64,
+    /// A transactional id with no transaction open and no request for this long is forgotten
+    /// (`transactional.id.expiration.ms`); its next InitProducerId starts it afresh.
+    pub transactional_id_expiration_ms: u64,
     pub io_memory_bytes: usize,
     pub read_cache_segments: usize,
     /// Which runtime carries each core's appends (`storage-io`).
@@ -152,6 +155,7 @@ impl BrokerConfig {
             offsets_retention_ms: DEFAULT_OFFSETS_RETENTION_MS,
             offsets_retention_check_interval_ms: DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS,
             transaction_max_timeout_ms: crate::txn::DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
+            transactional_id_expiration_ms: crate::txn::DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
             io_memory_bytes: DEFAULT_IO_MEMORY_BYTES,
             read_cache_segments: DEFAULT_READ_CACHE_SEGMENTS,
             storage_io: engine::StorageIo::default(),
@@ -199,6 +203,10 @@ impl BrokerConfig {
             (
                 "transaction-max-timeout-ms",
                 self.transaction_max_timeout_ms,
+            ),
+            (
+                "transactional-id-expiration-ms",
+                self.transactional_id_expiration_ms,
             ),
         ];
         if self.transaction_max_timeout_ms > i32::MAX as u64 {

@@ -136,6 +136,8 @@ struct FileConfig {
     offsets_retention_check_interval_ms: Option<u64>,
     /// The longest `transaction.timeout.ms` a producer may ask for (`transaction.max.timeout.ms`).
     transaction_max_timeout_ms: Option<u64>,
+    /// Idle transactional ids are forgotten after this long (`transactional.id.expiration.ms`).
+    transactional_id_expiration_ms: Option<u64>,
     io_memory_bytes: Option<usize>,
     /// `io-uring` (default) or `glommio`: which runtime carries each core's appends.
     storage_io: Option<String>,
@@ -268,6 +270,9 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
     }
     if let Some(n) = file.transaction_max_timeout_ms {
         c.transaction_max_timeout_ms = n;
+    }
+    if let Some(n) = file.transactional_id_expiration_ms {
+        c.transactional_id_expiration_ms = n;
     }
     if let Some(n) = file.offsets_topic_segment_bytes {
         c.offsets_topic_segment_bytes = n;

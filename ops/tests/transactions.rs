@@ -263,3 +263,154 @@ fn a_broker_killed_mid_commit_leaves_every_transaction_whole_or_absent() {
     }
     broker.terminate();
 }
+
+mod wire_level {
+    //! The coordinator's answers to requests a well-behaved client does not send, at the wire
+    //! level: each gets Kafka's error code, and an idle transactional id is forgotten after
+    //! `transactional-id-expiration-ms`.
+
+    use super::support::wire::{call, produce_req};
+    use super::support::*;
+    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+    use kafka_protocol::messages::*;
+    use kafka_protocol::protocol::StrBytes;
+    use std::net::TcpStream;
+    use std::time::Duration;
+
+    const INVALID_TXN_STATE: i16 = 48;
+    const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
+    const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
+    const PRODUCER_FENCED: i16 = 90;
+    const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
+
+    fn s(x: &str) -> StrBytes {
+        StrBytes::from_string(x.to_string())
+    }
+
+    fn init(c: &mut TcpStream, tid: &str, timeout_ms: i32) -> InitProducerIdResponse {
+        let req = InitProducerIdRequest::default()
+            .with_transactional_id(Some(TransactionalId(s(tid))))
+            .with_transaction_timeout_ms(timeout_ms)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1);
+        call(c, 22, 4, 1, &req)
+    }
+
+    fn add(c: &mut TcpStream, tid: &str, pid: i64, epoch: i16, topic: &str, p: i32) -> i16 {
+        let req = AddPartitionsToTxnRequest::default()
+            .with_v3_and_below_transactional_id(TransactionalId(s(tid)))
+            .with_v3_and_below_producer_id(ProducerId(pid))
+            .with_v3_and_below_producer_epoch(epoch)
+            .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+                .with_name(TopicName(s(topic)))
+                .with_partitions(vec![p])]);
+        let r: AddPartitionsToTxnResponse = call(c, 24, 3, 2, &req);
+        r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+    }
+
+    fn end(c: &mut TcpStream, tid: &str, pid: i64, epoch: i16, commit: bool) -> i16 {
+        let req = EndTxnRequest::default()
+            .with_transactional_id(TransactionalId(s(tid)))
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(epoch)
+            .with_committed(commit);
+        let r: EndTxnResponse = call(c, 26, 3, 3, &req);
+        r.error_code
+    }
+
+    fn describe(c: &mut TcpStream, tid: &str) -> (i16, String) {
+        let req = DescribeTransactionsRequest::default()
+            .with_transactional_ids(vec![TransactionalId(s(tid))]);
+        let r: DescribeTransactionsResponse = call(c, 65, 0, 4, &req);
+        let t = &r.transaction_states[0];
+        (t.error_code, t.transaction_state.to_string())
+    }
+
+    fn produce_txn(c: &mut TcpStream, topic: &str, pid: i64, epoch: i16, seq: i32) -> i16 {
+        let batch = engine::batch_encode::encode_transactional(
+            [engine::batch_encode::NewRecord {
+                value: Some(bytes::Bytes::from_static(b"v")),
+                timestamp_ms: 1,
+                ..Default::default()
+            }],
+            engine::batch_encode::ProducerSeq {
+                producer_id: pid,
+                epoch,
+                base_sequence: seq,
+            },
+        );
+        let req = produce_req(topic, 0, bytes::Bytes::from(batch))
+            .with_transactional_id(Some(TransactionalId(s("w"))));
+        let r: ProduceResponse = call(c, 0, 9, 5, &req);
+        r.responses[0].partition_responses[0].error_code
+    }
+
+    #[test]
+    fn refusals_carry_kafkas_codes_and_idle_ids_expire() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("ringlog.toml");
+        std::fs::write(
+            &cfg,
+            "transactional-id-expiration-ms = 1500\ntransaction-max-timeout-ms = 60000\n",
+        )
+        .unwrap();
+        let mut broker = Broker::start_with(2, &["--config", cfg.to_str().unwrap()]);
+        create_topic(&broker, "w", 1, &[]);
+        let mut c = TcpStream::connect(broker.addr()).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+
+        let r = init(&mut c, "w", 120_000);
+        assert_eq!(
+            r.error_code, INVALID_TRANSACTION_TIMEOUT,
+            "timeout above the broker's max"
+        );
+        let r = init(&mut c, "w", 30_000);
+        assert_eq!(r.error_code, 0);
+        let (pid, epoch) = (r.producer_id.0, r.producer_epoch);
+        assert_eq!(epoch, 0);
+
+        // A transactional batch to a partition not in the transaction is refused.
+        assert_eq!(produce_txn(&mut c, "w", pid, epoch, 0), INVALID_TXN_STATE);
+        assert_eq!(
+            add(&mut c, "w", pid, epoch, "nope", 0),
+            UNKNOWN_TOPIC_OR_PARTITION
+        );
+        assert_eq!(
+            add(&mut c, "w", pid + 1, epoch, "w", 0),
+            INVALID_PRODUCER_ID_MAPPING
+        );
+        assert_eq!(
+            end(&mut c, "w", pid, epoch, true),
+            INVALID_TXN_STATE,
+            "nothing open"
+        );
+        assert_eq!(add(&mut c, "w", pid, epoch, "w", 0), 0);
+        assert_eq!(describe(&mut c, "w"), (0, "Ongoing".to_string()));
+        assert_eq!(produce_txn(&mut c, "w", pid, epoch, 0), 0);
+
+        // A second instance fences the first: its open transaction is aborted.
+        let r2 = init(&mut c, "w", 30_000);
+        assert_eq!((r2.error_code, r2.producer_id.0), (0, pid));
+        assert!(r2.producer_epoch > epoch);
+        assert_eq!(end(&mut c, "w", pid, epoch, true), PRODUCER_FENCED);
+        assert_ne!(
+            produce_txn(&mut c, "w", pid, epoch, 1),
+            0,
+            "the old epoch writes no more"
+        );
+        assert_eq!(describe(&mut c, "w"), (0, "Empty".to_string()));
+
+        // Idle past transactional-id-expiration-ms: forgotten.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while describe(&mut c, "w").0 != TRANSACTIONAL_ID_NOT_FOUND {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the idle id never expired"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        broker.assert_alive();
+        broker.terminate();
+    }
+}

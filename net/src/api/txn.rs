@@ -84,12 +84,27 @@ where
 /// Appends `meta` as `id`'s newest record to its `__transaction_state` partition on this
 /// core, durable before it returns, then makes it the entry's state.
 async fn persist(s: &CoreState, id: &str, partition: u32, meta: TxnMeta) -> Result<(), i16> {
+    append_record(s, id, partition, Some(&meta)).await?;
+    if let Some(e) = s.txns.borrow_mut().get_mut(id) {
+        e.meta = meta;
+    }
+    Ok(())
+}
+
+/// Appends `id`'s record (`None`: a tombstone, the id forgotten) to its `__transaction_state`
+/// partition on this core, durable before it returns.
+async fn append_record(
+    s: &CoreState,
+    id: &str,
+    partition: u32,
+    meta: Option<&TxnMeta>,
+) -> Result<(), i16> {
     let Some(part) = s.partition(TXN_STATE_TOPIC, partition) else {
         return Err(COORDINATOR_NOT_AVAILABLE);
     };
     let batch = engine::batch_encode::encode_uncompressed([engine::batch_encode::NewRecord {
         key: Some(crate::txn::encode_key(id)),
-        value: Some(crate::txn::encode_value(&meta)),
+        value: meta.map(crate::txn::encode_value),
         headers: Default::default(),
         timestamp_ms: now_ms(),
     }]);
@@ -100,9 +115,6 @@ async fn persist(s: &CoreState, id: &str, partition: u32, meta: TxnMeta) -> Resu
             tracing::warn!(transactional_id = %id, error = %e, "persisting transaction state failed");
             codes::for_log_error(&e)
         })?;
-    if let Some(e) = s.txns.borrow_mut().get_mut(id) {
-        e.meta = meta;
-    }
     Ok(())
 }
 
@@ -774,10 +786,41 @@ async fn persist_txn_offsets(
 }
 
 /// One coordinator round on this core: a transaction open past its timeout is aborted (its
-/// producer fenced by the bumped epoch), and a prepared one (a crash between the decision and
-/// its markers, or a marker that could not be written) is finished.
+/// producer fenced by the bumped epoch), a prepared one (a crash between the decision and its
+/// markers, or a marker that could not be written) is finished, and an id idle past
+/// `transactional-id-expiration-ms` with no transaction open is forgotten (a tombstone).
 pub async fn txn_tick(state: &Rc<CoreState>) {
     let now = now_ms();
+    let expiration_ms = state.ctx.config.transactional_id_expiration_ms as i64;
+    let expired: Vec<(String, u32)> = state
+        .txns
+        .borrow()
+        .iter()
+        .filter(|(_, e)| {
+            !e.busy
+                && matches!(
+                    e.meta.status,
+                    TxnStatus::Empty | TxnStatus::CompleteCommit | TxnStatus::CompleteAbort
+                )
+                && now > e.meta.updated_ms.saturating_add(expiration_ms)
+        })
+        .map(|(id, e)| (id.clone(), e.partition))
+        .collect();
+    for (id, partition) in expired {
+        if take(state, &id).is_err() {
+            continue;
+        }
+        match append_record(state, &id, partition, None).await {
+            Ok(()) => {
+                tracing::info!(transactional_id = %id, "transactional id expired (transactional-id-expiration-ms)");
+                state.txns.borrow_mut().remove(&id);
+            }
+            Err(code) => {
+                tracing::debug!(transactional_id = %id, code, "expiring a transactional id");
+                release(state, &id);
+            }
+        }
+    }
     let due: Vec<(String, u32)> = state
         .txns
         .borrow()

@@ -23,6 +23,8 @@ pub const TXN_STATE_TOPIC: &str = "__transaction_state";
 /// Kafka's `transaction.max.timeout.ms` default (`transaction-max-timeout-ms`): the longest
 /// `transaction.timeout.ms` a producer may ask for (INVALID_TRANSACTION_TIMEOUT past it).
 pub const DEFAULT_TRANSACTION_MAX_TIMEOUT_MS: u64 = 900_000;
+/// Kafka's `transactional.id.expiration.ms` default (`transactional-id-expiration-ms`, 7 days).
+pub const DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS: u64 = 604_800_000;
 /// Longest transactional id accepted (INVALID_REQUEST past it).
 pub const MAX_TRANSACTIONAL_ID_BYTES: usize = 1_024;
 /// Transactional ids one core coordinates; a new one past it is refused
