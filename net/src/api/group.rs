@@ -560,8 +560,10 @@ pub async fn offset_commit(
 
 /// (topic, [partitions]) asked for; `None` = every committed offset of the group.
 type FetchWanted = Option<Vec<(String, Vec<i32>)>>;
-/// (topic, [(partition, committed or none, or Err(UNSTABLE_OFFSET_COMMIT))])
-type FetchAnswer = Vec<(String, Vec<(i32, Result<Option<Committed>, i16>)>)>;
+/// (partition, committed or none, or Err(UNSTABLE_OFFSET_COMMIT))
+type FetchedPartition = (i32, Result<Option<Committed>, i16>);
+/// (topic, its partitions)
+type FetchAnswer = Vec<(String, Vec<FetchedPartition>)>;
 
 /// The committed offsets asked for. With `require_stable` (KIP-447), a partition an open
 /// transaction holds an offset for answers UNSTABLE_OFFSET_COMMIT (the client retries).
@@ -592,10 +594,8 @@ async fn fetch_group(
                 })
                 .collect(),
             None => {
-                let mut by_topic: std::collections::BTreeMap<
-                    String,
-                    Vec<(i32, Result<Option<Committed>, i16>)>,
-                > = Default::default();
+                let mut by_topic: std::collections::BTreeMap<String, Vec<FetchedPartition>> =
+                    Default::default();
                 if let Some(o) = offsets {
                     for (t, p) in o.keys() {
                         by_topic
