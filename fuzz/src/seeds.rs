@@ -107,6 +107,55 @@ pub fn sample_request(key: ApiKey) -> Option<RequestKind> {
             ]))
         }
         ApiKey::DescribeCluster => RequestKind::DescribeCluster(Default::default()),
+        ApiKey::AddPartitionsToTxn => RequestKind::AddPartitionsToTxn(
+            AddPartitionsToTxnRequest::default()
+                .with_v3_and_below_transactional_id(TransactionalId(StrBytes::from_static_str(
+                    "fuzz-txn",
+                )))
+                .with_v3_and_below_topics(vec![
+                    add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                        .with_name(name("fuzz"))
+                        .with_partitions(vec![0]),
+                ]),
+        ),
+        ApiKey::AddOffsetsToTxn => RequestKind::AddOffsetsToTxn(
+            AddOffsetsToTxnRequest::default()
+                .with_transactional_id(TransactionalId(StrBytes::from_static_str("fuzz-txn")))
+                .with_group_id(GroupId(StrBytes::from_static_str("fuzz-group"))),
+        ),
+        ApiKey::EndTxn => RequestKind::EndTxn(
+            EndTxnRequest::default()
+                .with_transactional_id(TransactionalId(StrBytes::from_static_str("fuzz-txn"))),
+        ),
+        ApiKey::WriteTxnMarkers => {
+            RequestKind::WriteTxnMarkers(WriteTxnMarkersRequest::default().with_markers(vec![
+                write_txn_markers_request::WritableTxnMarker::default().with_topics(vec![
+                    write_txn_markers_request::WritableTxnMarkerTopic::default()
+                        .with_name(name("fuzz"))
+                        .with_partition_indexes(vec![0]),
+                ]),
+            ]))
+        }
+        ApiKey::TxnOffsetCommit => RequestKind::TxnOffsetCommit(
+            TxnOffsetCommitRequest::default()
+                .with_transactional_id(TransactionalId(StrBytes::from_static_str("fuzz-txn")))
+                .with_group_id(GroupId(StrBytes::from_static_str("fuzz-group")))
+                .with_topics(vec![
+                    txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+                        .with_name(name("fuzz"))
+                        .with_partitions(vec![Default::default()]),
+                ]),
+        ),
+        ApiKey::DescribeTransactions => RequestKind::DescribeTransactions(
+            DescribeTransactionsRequest::default().with_transactional_ids(vec![TransactionalId(
+                StrBytes::from_static_str("fuzz-txn"),
+            )]),
+        ),
+        ApiKey::ListTransactions => RequestKind::ListTransactions(
+            ListTransactionsRequest::default()
+                .with_state_filters(vec![StrBytes::from_static_str("Ongoing")])
+                .with_producer_id_filters(vec![ProducerId(1)]),
+        ),
         _ => return None,
     })
 }

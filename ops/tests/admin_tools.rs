@@ -574,9 +574,9 @@ fn cluster_info() {
         "{out}"
     );
     assert!(out.contains("controller:  1\n"), "{out}");
-    assert!(out.contains("topics:      2 (1 internal)\n"), "{out}");
-    // 3 + one __consumer_offsets partition per core
-    assert!(out.contains("partitions:  5\n"), "{out}");
+    assert!(out.contains("topics:      3 (2 internal)\n"), "{out}");
+    // 3 + one __consumer_offsets and one __transaction_state partition per core
+    assert!(out.contains("partitions:  7\n"), "{out}");
     let rows: Vec<Vec<&str>> = out
         .lines()
         .map(|l| l.split_whitespace().collect())
@@ -591,8 +591,8 @@ fn cluster_info() {
     assert_eq!(j["controller_id"], 1);
     assert_eq!(j["brokers"][0]["port"], b.addr().port());
     assert_eq!(j["brokers"][0]["host"], "127.0.0.1");
-    assert_eq!(j["topics"], 2);
-    assert_eq!(j["partitions"], 5);
+    assert_eq!(j["topics"], 3);
+    assert_eq!(j["partitions"], 7);
     let apis = j["api_versions"].as_array().unwrap();
     let meta = apis.iter().find(|a| a["name"] == "Metadata").unwrap();
     assert_eq!(

@@ -224,8 +224,8 @@ fn metrics_parse_strictly_and_move_with_produce_and_fetch() {
         .sum();
     assert_eq!(
         parts,
-        4 + 2,
-        "4 partitions of m plus one __consumer_offsets partition per core"
+        4 + 2 + 2,
+        "4 partitions of m plus one __consumer_offsets and one __transaction_state partition per core"
     );
     let mut cmd = Command::new(ringlog_bin());
     cmd.args(["shards", "--admin", &admin, "--interval-ms", "200"]);

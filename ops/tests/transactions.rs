@@ -1,7 +1,10 @@
 //! Transactions (issue #14) with real clients against `ringlog serve` on two cores: the
 //! confluent-kafka suite in `tests/clients/txn_suite.py` (commit and abort over 3 partitions,
 //! read_committed against read_uncommitted, consume-transform-produce with
-//! send_offsets_to_transaction, fencing by a second instance).
+//! send_offsets_to_transaction, fencing by a second instance), kafka-python's and the Java
+//! client's commit/abort (and the Java client's ProducerFencedException), crash tests (a
+//! producer SIGKILLed mid-transaction, the broker SIGKILLed mid-commit), and the coordinator's
+//! refusals at the wire level.
 
 mod support;
 
@@ -24,6 +27,24 @@ fn confluent_kafka_transactions_commit_abort_exactly_once_and_fencing() {
         "txn_suite.py: no success summary in output:\n{out}"
     );
     eprintln!("txn_suite.py: {summary}");
+    broker.assert_alive();
+    broker.terminate();
+}
+
+#[test]
+fn kafka_python_transactions_commit_and_abort() {
+    let mut broker = Broker::start(2);
+    let out = run_python(
+        "kafka_python_txn.py",
+        &[&broker.bootstrap()],
+        &[],
+        Duration::from_secs(120),
+    );
+    let summary = out.lines().last().unwrap_or("");
+    assert!(
+        summary.contains("\"ok\": true"),
+        "kafka_python_txn.py: no success summary in output:\n{out}"
+    );
     broker.assert_alive();
     broker.terminate();
 }

@@ -905,7 +905,7 @@ pub async fn list_transactions(
     let states: BTreeSet<String> = req.state_filters.iter().map(|s| s.to_string()).collect();
     let pids: BTreeSet<i64> = req.producer_id_filters.iter().map(|p| p.0).collect();
     let min_duration_ms = req.duration_filter;
-    let cores = state.ctx.config.cpus.len().max(1);
+    let cores = state.ctx.config.cores();
     let mut scatter: Scatter<()> = Scatter::default();
     for c in 0..cores {
         scatter.push(c, (c, 0), ());
