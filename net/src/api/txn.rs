@@ -12,7 +12,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::rc::Rc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use engine::txn::MarkerKind;
 use engine::Durability;
@@ -56,11 +55,9 @@ use crate::txn::{
 /// bad one.
 const OPERATION_NOT_ATTEMPTED: i16 = kafka_protocol::ResponseError::OperationNotAttempted.code();
 
+/// Wall-clock ms: transaction start and update times (timeouts, expiry, DescribeTransactions).
 fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    engine::clock::system_now_ms()
 }
 
 /// Runs `f` on the core coordinating `id`; `Err(code)` for a bad id or no coordinator.

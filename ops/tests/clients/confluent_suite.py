@@ -24,36 +24,8 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 PARTITIONS = 6
-STEP = "start"
-SUMMARY = {"client": "confluent-kafka", "steps": []}
-
-
-def fail(msg):
-    print(f"FAIL: {STEP}: {msg}", file=sys.stderr)
-    print(json.dumps(SUMMARY), file=sys.stderr)
-    sys.exit(1)
-
-
-def step(name):
-    global STEP
-    STEP = name
-    SUMMARY["steps"].append(name)
-    print(f"-- {name}", file=sys.stderr, flush=True)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
-
-
-SOFT = []
-
-
-def expect(cond, msg):
-    """A failed expectation that does not stop the suite; reported (and fatal) at the end."""
-    if not cond:
-        SOFT.append(f"{STEP}: {msg}")
-        print(f"EXPECTATION FAILED: {STEP}: {msg}", file=sys.stderr, flush=True)
+from suite import SUMMARY, fail, step, check, expect, fail_on_soft
+SUMMARY.update({"client": "confluent-kafka"})
 
 
 def result(fut, what, timeout=30):
@@ -434,9 +406,7 @@ def main():
     result(admin.delete_topics([topic], request_timeout=30)[topic], f"delete {topic} again")
 
     SUMMARY["messages"] = total
-    if SOFT:
-        STEP_ = STEP
-        fail(f"{len(SOFT)} failed expectations:\n  " + "\n  ".join(SOFT[:30]))
+    fail_on_soft()
     SUMMARY["ok"] = True
     SUMMARY["client_errors"] = errors_seen[:5]
     print(json.dumps(SUMMARY))

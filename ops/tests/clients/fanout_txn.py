@@ -17,29 +17,14 @@ import uuid
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-STEP = "start"
+from suite import check, fail, step
+
 PARENT_PARTITIONS = 2
 CHILD_PARTITIONS = 3
 # The reconcilers start cursors within 1 s; copies take a slab linger (25 ms) plus a commit.
 CURSOR_START_S = 1.5
 SETTLE_S = 2.0
 TIMEOUT_S = 30.0
-
-
-def fail(msg):
-    print(f"FAIL: {STEP}: {msg}", file=sys.stderr)
-    sys.exit(1)
-
-
-def step(name):
-    global STEP
-    STEP = name
-    print(f"-- {name}", file=sys.stderr, flush=True)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
 
 
 bs = sys.argv[1]

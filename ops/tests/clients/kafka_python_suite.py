@@ -24,36 +24,8 @@ from kafka import errors as Errors
 
 CODECS = [None, "gzip", "snappy", "lz4", "zstd"]
 PARTITIONS = 6
-STEP = "start"
-SUMMARY = {"client": "kafka-python", "version": kafka.__version__, "steps": []}
-
-
-def fail(msg):
-    print(f"FAIL: {STEP}: {msg}", file=sys.stderr)
-    print(json.dumps(SUMMARY), file=sys.stderr)
-    sys.exit(1)
-
-
-def step(name):
-    global STEP
-    STEP = name
-    SUMMARY["steps"].append(name)
-    print(f"-- {name}", file=sys.stderr, flush=True)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
-
-
-SOFT = []
-
-
-def expect(cond, msg):
-    """A failed expectation that does not stop the suite; reported (and fatal) at the end."""
-    if not cond:
-        SOFT.append(f"{STEP}: {msg}")
-        print(f"EXPECTATION FAILED: {STEP}: {msg}", file=sys.stderr, flush=True)
+from suite import SUMMARY, fail, step, check, expect, fail_on_soft
+SUMMARY.update({"client": "kafka-python", "version": kafka.__version__})
 
 
 def guard(what, fn, *a, **kw):
@@ -266,9 +238,7 @@ def main():
     admin.close()
 
     SUMMARY["messages"] = total
-    if SOFT:
-        STEP_ = STEP
-        fail(f"{len(SOFT)} failed expectations:\n  " + "\n  ".join(SOFT[:30]))
+    fail_on_soft()
     SUMMARY["ok"] = True
     print(json.dumps(SUMMARY))
 

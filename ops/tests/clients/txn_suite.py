@@ -23,26 +23,8 @@ import uuid
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-STEP = "start"
-SUMMARY = {"client": "confluent-kafka", "steps": []}
-
-
-def fail(msg):
-    print(f"FAIL: {STEP}: {msg}", file=sys.stderr)
-    print(json.dumps(SUMMARY), file=sys.stderr)
-    sys.exit(1)
-
-
-def step(name):
-    global STEP
-    STEP = name
-    SUMMARY["steps"].append(name)
-    print(f"-- {name}", file=sys.stderr, flush=True)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
+from suite import SUMMARY, fail, step, check
+SUMMARY.update({"client": "confluent-kafka"})
 
 
 def create(admin, name, partitions):
