@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::rc::Rc;
 
+use engine::join::join_all;
 use engine::txn::MarkerKind;
 use engine::Durability;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
@@ -81,7 +82,20 @@ where
 /// Appends `meta` as `id`'s newest record to its `__transaction_state` partition on this
 /// core, durable before it returns, then makes it the entry's state.
 async fn persist(s: &CoreState, id: &str, partition: u32, meta: TxnMeta) -> Result<(), i16> {
-    append_record(s, id, partition, Some(&meta)).await?;
+    persist_with(s, id, partition, meta, Durability::Sync).await
+}
+
+/// `persist` with the record's durability: `Buffered` only for a completed transaction, whose
+/// loss in a crash leaves the durable prepared state, which is finished again (markers are
+/// idempotent); a later durable record of the partition syncs it anyway.
+async fn persist_with(
+    s: &CoreState,
+    id: &str,
+    partition: u32,
+    meta: TxnMeta,
+    durability: Durability,
+) -> Result<(), i16> {
+    append_record(s, id, partition, Some(&meta), durability).await?;
     if let Some(e) = s.txns.borrow_mut().get_mut(id) {
         e.meta = meta;
     }
@@ -89,12 +103,13 @@ async fn persist(s: &CoreState, id: &str, partition: u32, meta: TxnMeta) -> Resu
 }
 
 /// Appends `id`'s record (`None`: a tombstone, the id forgotten) to its `__transaction_state`
-/// partition on this core, durable before it returns.
+/// partition on this core, durable before it returns with `Durability::Sync`.
 async fn append_record(
     s: &CoreState,
     id: &str,
     partition: u32,
     meta: Option<&TxnMeta>,
+    durability: Durability,
 ) -> Result<(), i16> {
     let Some(part) = s.partition(TXN_STATE_TOPIC, partition) else {
         return Err(COORDINATOR_NOT_AVAILABLE);
@@ -105,13 +120,10 @@ async fn append_record(
         headers: Default::default(),
         timestamp_ms: now_ms(),
     }]);
-    part.log()
-        .append(&batch, Durability::Sync)
-        .await
-        .map_err(|e| {
-            tracing::warn!(transactional_id = %id, error = %e, "persisting transaction state failed");
-            codes::for_log_error(&e)
-        })?;
+    part.log().append(&batch, durability).await.map_err(|e| {
+        tracing::warn!(transactional_id = %id, error = %e, "persisting transaction state failed");
+        codes::for_log_error(&e)
+    })?;
     Ok(())
 }
 
@@ -172,25 +184,28 @@ async fn mark_partitions(
     }
     let results = scatter
         .gather(state, move |s, items: Vec<(String, u32)>| async move {
-            let mut out = Vec::with_capacity(items.len());
-            for (topic, p) in items {
-                let Some(part) = s.partition(&topic, p) else {
-                    out.push(Err((
-                        codes::NOT_LEADER_OR_FOLLOWER,
-                        format!("{topic}/{p} is not open on core {}", s.core),
-                    )));
-                    continue;
-                };
-                let r = part
-                    .write_marker(pid, epoch, kind, coordinator_epoch)
-                    .await
-                    .map_err(|e| (codes::for_partition_error(&e), format!("{topic}/{p}: {e}")));
-                if r.is_ok() && topic == OFFSETS_TOPIC {
-                    complete_txn_offsets(&s, p, pid, kind);
+            // The partitions of one core are marked concurrently: their fdatasyncs overlap.
+            join_all(items.into_iter().map(|(topic, p)| {
+                let s = s.clone();
+                async move {
+                    let Some(part) = s.partition(&topic, p) else {
+                        return Err((
+                            codes::NOT_LEADER_OR_FOLLOWER,
+                            format!("{topic}/{p} is not open on core {}", s.core),
+                        ));
+                    };
+                    part.write_marker(pid, epoch, kind, coordinator_epoch)
+                        .await
+                        .map_err(|e| {
+                            (codes::for_partition_error(&e), format!("{topic}/{p}: {e}"))
+                        })?;
+                    if topic == OFFSETS_TOPIC {
+                        complete_txn_offsets(&s, p, pid, kind);
+                    }
+                    Ok(())
                 }
-                out.push(r.map(|_| ()));
-            }
-            out
+            }))
+            .await
         })
         .await;
     for ((i, _), r) in results {
@@ -324,7 +339,8 @@ async fn finish(s: &Rc<CoreState>, id: &str, partition: u32, meta: TxnMeta) -> R
     done_meta.status = done;
     done_meta.partitions.clear();
     done_meta.updated_ms = now_ms();
-    persist(s, id, partition, done_meta).await
+    // Not waited for: the markers are durable, and a lost completion is finished again.
+    persist_with(s, id, partition, done_meta, Durability::Buffered).await
 }
 
 /// Aborts `meta`'s open transaction with a bumped epoch (fencing its producer): the abort is
@@ -807,7 +823,7 @@ pub async fn txn_tick(state: &Rc<CoreState>) {
         if take(state, &id).is_err() {
             continue;
         }
-        match append_record(state, &id, partition, None).await {
+        match append_record(state, &id, partition, None, Durability::Sync).await {
             Ok(()) => {
                 tracing::info!(transactional_id = %id, "transactional id expired (transactional-id-expiration-ms)");
                 state.txns.borrow_mut().remove(&id);
