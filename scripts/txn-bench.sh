@@ -6,6 +6,7 @@
 #            read_uncommitted vs read_committed consumer, end-to-end latency
 #
 # usage: scripts/txn-bench.sh RINGLOG RINGLOG_BENCH [SECS] [ROUNDS]
+#   CASES="produce consume" (default both), TXN_RECORDS (default 100)
 # Reports land in $OUT (default /tmp/ringlog-txn-bench); each run prints its summary line.
 set -euo pipefail
 bin=$1 bench=$2 secs=${3:-20} rounds=${4:-3}
@@ -36,12 +37,18 @@ run() { # NAME WORKLOAD ARGS...
 }
 
 : >"$out/summary.txt"
+cases=${CASES:-"produce consume"}
 for r in $(seq "$rounds"); do
-  run "r$r-produce-idempotent" bench/workloads/1-topic-6-partitions-1kb-2p-2c-max-rate.yaml
-  run "r$r-produce-txn$txn" bench/workloads/1-topic-6-partitions-1kb-2p-2c-max-rate.yaml \
-    --transaction-records "$txn"
-  run "r$r-consume-read-uncommitted" bench/workloads/1-topic-6-partitions-1kb-1p-1c-20k-rate.yaml \
-    --transaction-records "$txn"
-  run "r$r-consume-read-committed" bench/workloads/1-topic-6-partitions-1kb-1p-1c-20k-rate.yaml \
-    --transaction-records "$txn" --consumer-config isolation.level=read_committed
+  if [[ " $cases " == *" produce "* ]]; then
+    run "r$r-produce-idempotent" bench/workloads/1-topic-6-partitions-1kb-2p-2c-max-rate.yaml
+    run "r$r-produce-txn$txn" bench/workloads/1-topic-6-partitions-1kb-2p-2c-max-rate.yaml \
+      --transaction-records "$txn"
+  fi
+  if [[ " $cases " == *" consume "* ]]; then
+    # librdkafka's default isolation.level is read_committed: both are named.
+    run "r$r-consume-read-uncommitted" bench/workloads/1-topic-6-partitions-1kb-1p-1c-20k-rate.yaml \
+      --transaction-records "$txn" --consumer-config isolation.level=read_uncommitted
+    run "r$r-consume-read-committed" bench/workloads/1-topic-6-partitions-1kb-1p-1c-20k-rate.yaml \
+      --transaction-records "$txn" --consumer-config isolation.level=read_committed
+  fi
 done
