@@ -13,6 +13,10 @@ use crate::txn::{TxnRebuild, TxnState};
 pub const PRODUCER_BATCHES_REMEMBERED: usize = 5;
 /// Producers remembered per partition before the least recently used is forgotten.
 pub const MAX_PRODUCERS_PER_PARTITION: usize = 10_000;
+const _: () = assert!(
+    crate::txn::MAX_ONGOING_TXNS_PER_PARTITION <= MAX_PRODUCERS_PER_PARTITION,
+    "every producer with an open transaction fits in the producers remembered"
+);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct BatchSeq {

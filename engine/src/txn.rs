@@ -26,9 +26,9 @@ use crate::cleaner::records;
 /// The version of the control record key and end-transaction marker value we write.
 pub const CONTROL_RECORD_VERSION: i16 = 0;
 /// Producers with a transaction begun on one partition (begun, with or without batches yet);
-/// `begin_transaction` past it is refused. Same bound as the idempotent producers remembered.
-pub const MAX_ONGOING_TXNS_PER_PARTITION: usize =
-    crate::producer_state::MAX_PRODUCERS_PER_PARTITION;
+/// `begin_transaction` past it is refused. Within the idempotent producers a partition
+/// remembers (asserted in `producer_state`), so an open transaction's producer is never forgotten.
+pub const MAX_ONGOING_TXNS_PER_PARTITION: usize = 10_000;
 /// Entries kept in a partition's aborted-transaction index (memory and file; 24 bytes each in
 /// the file, so at most 2.4 MiB). Past it the oldest entry is forgotten (with a warning): a
 /// `read_committed` reader of that old range would then see its aborted records.
