@@ -14,6 +14,13 @@ pub const LOCK_FILE_NAME: &str = "ringlog.lock";
 /// file it opens on a device; an empty file makes it wrongly mark the device pollable).
 pub const PROBE_FILE_NAME: &str = "ringlog.probe";
 
+/// A filesystem's size and free space, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiskSpace {
+    pub total_bytes: u64,
+    pub usable_bytes: u64,
+}
+
 /// Exclusive ownership of a data directory by this process.
 #[derive(Debug)]
 pub struct DataDir {
@@ -64,6 +71,23 @@ impl DataDir {
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The size of the filesystem holding the data dir and what is free to unprivileged
+    /// writers (DescribeLogDirs' total and usable bytes); `None` if statvfs fails.
+    pub fn space(&self) -> Option<DiskSpace> {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(self.root.as_os_str().as_bytes()).ok()?;
+        // SAFETY: statvfs writes into the zeroed struct we own; the path is NUL-terminated.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+            return None;
+        }
+        let block = st.f_frsize as u64;
+        Some(DiskSpace {
+            total_bytes: st.f_blocks as u64 * block,
+            usable_bytes: st.f_bavail as u64 * block,
+        })
     }
 
     /// Runs glommio's device probe against the non-empty probe file. Call once on each

@@ -432,6 +432,24 @@ impl Partition {
         self.txn.borrow().aborted_between(from, to)
     }
 
+    /// Every producer this partition remembers, with the first offset of its open transaction
+    /// here, if any (DescribeProducers).
+    pub fn producers(&self) -> Vec<(crate::producer_state::ProducerSnapshot, Option<u64>)> {
+        let open: std::collections::HashMap<i64, u64> = self
+            .txn
+            .borrow()
+            .ongoing()
+            .into_iter()
+            .map(|(pid, _, first)| (pid, first))
+            .collect();
+        self.producers
+            .borrow()
+            .snapshot()
+            .into_iter()
+            .map(|p| (p, open.get(&p.producer_id).copied()))
+            .collect()
+    }
+
     /// The producers with an open transaction that has a batch here: (pid, epoch, first
     /// offset), oldest first (a begun transaction with no batch yet is not listed).
     pub fn ongoing_transactions(&self) -> Vec<(i64, i16, u64)> {

@@ -34,6 +34,19 @@ struct ProducerEntry {
     /// Known only from a transaction marker (no batch of this producer seen at this epoch):
     /// its next batch is taken at any sequence, as a producer seen for the first time.
     any_seq: bool,
+    /// The newest batch's max timestamp (DescribeProducers' last timestamp); -1 if none.
+    last_timestamp_ms: i64,
+}
+
+/// One producer as a partition remembers it (DescribeProducers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerSnapshot {
+    pub producer_id: i64,
+    pub epoch: i16,
+    /// The newest batch's last sequence; -1 if only a marker is known.
+    pub last_sequence: i32,
+    /// The newest batch's max timestamp; -1 if none.
+    pub last_timestamp_ms: i64,
 }
 
 /// What to do with an incoming batch.
@@ -137,6 +150,26 @@ impl ProducerStates {
             .collect()
     }
 
+    /// Every producer this partition remembers, by producer id.
+    pub fn snapshot(&self) -> Vec<ProducerSnapshot> {
+        let mut out: Vec<ProducerSnapshot> = self
+            .producers
+            .iter()
+            .map(|(pid, p)| ProducerSnapshot {
+                producer_id: *pid,
+                epoch: p.epoch,
+                last_sequence: p.batches.back().map_or(-1, |b| b.last_seq),
+                last_timestamp_ms: if p.batches.is_empty() {
+                    -1
+                } else {
+                    p.last_timestamp_ms
+                },
+            })
+            .collect();
+        out.sort_by_key(|p| p.producer_id);
+        out
+    }
+
     /// The epoch this partition knows for producer `pid`, if it remembers the producer.
     pub fn epoch_of(&self, pid: i64) -> Option<i16> {
         self.producers.get(&pid).map(|p| p.epoch)
@@ -189,6 +222,7 @@ impl ProducerStates {
         }
         let p = self.entry(h.producer_id);
         p.any_seq = false;
+        p.last_timestamp_ms = h.max_timestamp;
         if h.producer_epoch != p.epoch {
             p.epoch = h.producer_epoch;
             p.batches.clear();

@@ -156,6 +156,20 @@ pub fn sample_request(key: ApiKey) -> Option<RequestKind> {
                 .with_state_filters(vec![StrBytes::from_static_str("Ongoing")])
                 .with_producer_id_filters(vec![ProducerId(1)]),
         ),
+        ApiKey::DescribeProducers => {
+            RequestKind::DescribeProducers(DescribeProducersRequest::default().with_topics(vec![
+                describe_producers_request::TopicRequest::default()
+                    .with_name(name("fuzz"))
+                    .with_partition_indexes(vec![0]),
+            ]))
+        }
+        ApiKey::DescribeLogDirs => {
+            RequestKind::DescribeLogDirs(DescribeLogDirsRequest::default().with_topics(Some(vec![
+                describe_log_dirs_request::DescribableLogDirTopic::default()
+                    .with_topic(name("fuzz"))
+                    .with_partitions(vec![0]),
+            ])))
+        }
         _ => return None,
     })
 }

@@ -532,6 +532,8 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::TxnOffsetCommit => "TxnOffsetCommit",
         ApiKey::WriteTxnMarkers => "WriteTxnMarkers",
         ApiKey::DescribeTransactions => "DescribeTransactions",
+        ApiKey::DescribeProducers => "DescribeProducers",
+        ApiKey::DescribeLogDirs => "DescribeLogDirs",
         ApiKey::ListTransactions => "ListTransactions",
         _ => "Other",
     }

@@ -49,36 +49,11 @@ fn kafka_python_transactions_commit_and_abort() {
     broker.terminate();
 }
 
-/// Compiles `tests/clients/TxnCheck.java` against the cached Kafka 4.3 jars, once per run.
-fn txn_check_classes(classpath: &str) -> std::path::PathBuf {
-    let out = target_dir().join("test-java-txn");
-    std::fs::create_dir_all(&out).unwrap();
-    let mut javac = std::process::Command::new("javac");
-    javac
-        .args(["-d"])
-        .arg(&out)
-        .args(["-cp", classpath])
-        .arg(clients_dir().join("TxnCheck.java"));
-    run_ok(javac, None, Duration::from_secs(180));
-    out
-}
-
 #[test]
 fn java_client_transactions_commit_abort_and_fencing() {
-    let classpath = support::java::connect_classpath();
-    let classes = txn_check_classes(&classpath);
     let mut broker = Broker::start(2);
-    let mut java = std::process::Command::new(support::java::java());
-    java.arg("-cp")
-        .arg(format!("{classpath}:{}", classes.display()))
-        .arg("TxnCheck")
-        .arg(broker.bootstrap());
-    let out = run_ok(java, None, Duration::from_secs(180));
-    assert!(
-        out.lines().any(|l| l.starts_with("OK ")),
-        "TxnCheck gave no OK line:\n{out}"
-    );
-    eprintln!("{}", out.lines().find(|l| l.starts_with("OK ")).unwrap());
+    let ok = support::java::run_check("TxnCheck", &broker.bootstrap());
+    eprintln!("{ok}");
     broker.assert_alive();
     broker.terminate();
 }

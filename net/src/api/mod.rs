@@ -3,6 +3,7 @@
 pub mod admin;
 pub mod fetch;
 pub mod group;
+mod log_dirs;
 mod metadata;
 mod offsets;
 mod produce;
@@ -58,6 +59,8 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::TxnOffsetCommit, 0, 4),
     (ApiKey::WriteTxnMarkers, 1, 1),
     (ApiKey::DescribeTransactions, 0, 0),
+    (ApiKey::DescribeProducers, 0, 0),
+    (ApiKey::DescribeLogDirs, 1, 4),
     (ApiKey::ListTransactions, 0, 1),
 ];
 
@@ -204,6 +207,12 @@ pub async fn dispatch(state: &Rc<CoreState>, req: Request) -> Option<ResponseKin
         RequestKind::DescribeTransactions(r) => {
             ResponseKind::DescribeTransactions(txn::describe_transactions(state, r).await)
         }
+        RequestKind::DescribeProducers(r) => {
+            ResponseKind::DescribeProducers(txn::describe_producers(state, r).await)
+        }
+        RequestKind::DescribeLogDirs(r) => {
+            ResponseKind::DescribeLogDirs(log_dirs::describe_log_dirs(state, r).await)
+        }
         RequestKind::ListTransactions(r) => {
             ResponseKind::ListTransactions(txn::list_transactions(state, r).await)
         }
@@ -320,6 +329,10 @@ mod tests {
                 both::<DescribeTransactionsRequest, DescribeTransactionsResponse>()
             }
             ApiKey::ListTransactions => both::<ListTransactionsRequest, ListTransactionsResponse>(),
+            ApiKey::DescribeProducers => {
+                both::<DescribeProducersRequest, DescribeProducersResponse>()
+            }
+            ApiKey::DescribeLogDirs => both::<DescribeLogDirsRequest, DescribeLogDirsResponse>(),
             other => panic!("no codec range for {other:?}; add it"),
         }
     }

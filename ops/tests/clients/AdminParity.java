@@ -1,0 +1,109 @@
+// Apache Kafka 4.3's Java Admin client against a ringlog broker: the Admin calls behind
+// kafka-log-dirs, kafka-transactions describe-producers and kafka-get-offsets (issue #12).
+//
+// usage: java -cp KAFKA_CLIENTS_JARS:. AdminParity BOOTSTRAP
+//
+// - describeLogDirs: the one data dir, every partition of a topic with its size (non-zero
+//   after a produce), offset lag 0, and the filesystem's total and usable bytes;
+// - describeProducers: an idempotent producer's id, epoch and last sequence on its partition;
+//   a transactional producer's open transaction start offset while it is open;
+// - listOffsets with earliest, latest and max-timestamp specs.
+//
+// Prints "OK <summary>" on success; exits 1 with "FAIL: <step>: <detail>" otherwise.
+
+import java.util.*;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.kafka.clients.admin.*;
+import org.apache.kafka.clients.producer.*;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.requests.DescribeLogDirsResponse;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+public class AdminParity {
+    static String step = "start";
+
+    static void fail(String msg) {
+        System.err.println("FAIL: " + step + ": " + msg);
+        System.exit(1);
+    }
+
+    static void check(boolean cond, String msg) {
+        if (!cond) fail(msg);
+    }
+
+    static KafkaProducer<String, String> producer(String bootstrap, String tid) {
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true);
+        if (tid != null) p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, tid);
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        return new KafkaProducer<>(p);
+    }
+
+    public static void main(String[] args) throws Exception {
+        String bootstrap = args[0];
+        String topic = "parity-" + UUID.randomUUID().toString().substring(0, 8);
+        Properties ap = new Properties();
+        ap.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        try (Admin admin = Admin.create(ap)) {
+            admin.createTopics(List.of(new NewTopic(topic, 2, (short) 1))).all().get(30, TimeUnit.SECONDS);
+            TopicPartition p0 = new TopicPartition(topic, 0);
+            long t0 = System.currentTimeMillis();
+            try (KafkaProducer<String, String> p = producer(bootstrap, null)) {
+                for (int i = 0; i < 10; i++) {
+                    p.send(new ProducerRecord<>(topic, 0, t0 + (i == 6 ? 100_000 : i), null, "v" + i)).get(30, TimeUnit.SECONDS);
+                }
+            }
+
+            step = "describeLogDirs";
+            int broker = admin.describeCluster().nodes().get(30, TimeUnit.SECONDS).iterator().next().id();
+            Map<String, LogDirDescription> dirs =
+                admin.describeLogDirs(List.of(broker)).descriptions().get(broker).get(30, TimeUnit.SECONDS);
+            check(dirs.size() == 1, "one log dir, got " + dirs.keySet());
+            LogDirDescription d = dirs.values().iterator().next();
+            check(d.error() == null, "log dir error " + d.error());
+            check(d.totalBytes().isPresent() && d.totalBytes().getAsLong() > 0, "total bytes " + d.totalBytes());
+            check(d.usableBytes().isPresent() && d.usableBytes().getAsLong() > 0, "usable bytes " + d.usableBytes());
+            ReplicaInfo r0 = d.replicaInfos().get(p0);
+            check(r0 != null, "partition 0 listed: " + d.replicaInfos().keySet());
+            check(r0.size() > 0 && r0.offsetLag() == 0, "size " + r0.size() + " lag " + r0.offsetLag());
+            check(d.replicaInfos().containsKey(new TopicPartition(topic, 1)), "partition 1 listed");
+            check(d.replicaInfos().keySet().stream().anyMatch(tp -> tp.topic().equals("__consumer_offsets")),
+                  "internal partitions listed too");
+
+            step = "describeProducers";
+            DescribeProducersResult.PartitionProducerState ps =
+                admin.describeProducers(List.of(p0)).partitionResult(p0).get(30, TimeUnit.SECONDS);
+            check(ps.activeProducers().size() == 1, "one producer, got " + ps.activeProducers());
+            ProducerState st = ps.activeProducers().get(0);
+            check(st.lastSequence() == 9 && st.producerEpoch() == 0, "producer " + st);
+            check(st.lastTimestamp() == t0 + 9, "last timestamp " + st.lastTimestamp() + " want " + (t0 + 9));
+            check(st.currentTransactionStartOffset().isEmpty(), "no open transaction: " + st);
+            // An open transaction shows its start offset.
+            TopicPartition p1 = new TopicPartition(topic, 1);
+            KafkaProducer<String, String> txp = producer(bootstrap, "parity-" + topic);
+            txp.initTransactions();
+            txp.beginTransaction();
+            txp.send(new ProducerRecord<>(topic, 1, null, "open")).get(30, TimeUnit.SECONDS);
+            List<ProducerState> open =
+                admin.describeProducers(List.of(p1)).partitionResult(p1).get(30, TimeUnit.SECONDS).activeProducers();
+            check(open.size() == 1 && open.get(0).currentTransactionStartOffset().equals(OptionalLong.of(0)),
+                  "open transaction at offset 0: " + open);
+            txp.abortTransaction();
+            txp.close();
+
+            step = "listOffsets";
+            Map<TopicPartition, OffsetSpec> specs = Map.of(p0, OffsetSpec.earliest());
+            check(admin.listOffsets(specs).partitionResult(p0).get(30, TimeUnit.SECONDS).offset() == 0, "earliest");
+            check(admin.listOffsets(Map.of(p0, OffsetSpec.latest())).partitionResult(p0).get(30, TimeUnit.SECONDS).offset() == 10, "latest");
+            ListOffsetsResult.ListOffsetsResultInfo max =
+                admin.listOffsets(Map.of(p0, OffsetSpec.maxTimestamp())).partitionResult(p0).get(30, TimeUnit.SECONDS);
+            check(max.offset() == 6 && max.timestamp() == t0 + 100_000, "max timestamp at offset 6: " + max);
+            System.out.println("OK log_dir=" + dirs.keySet().iterator().next() + " p0_bytes=" + r0.size()
+                + " producer=" + st.producerId());
+        }
+    }
+}
