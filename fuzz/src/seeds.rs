@@ -170,6 +170,13 @@ pub fn sample_request(key: ApiKey) -> Option<RequestKind> {
                     .with_partitions(vec![0]),
             ])))
         }
+        ApiKey::DescribeQuorum => {
+            RequestKind::DescribeQuorum(DescribeQuorumRequest::default().with_topics(vec![
+                describe_quorum_request::TopicData::default()
+                    .with_topic_name(name("__cluster_metadata"))
+                    .with_partitions(vec![Default::default()]),
+            ]))
+        }
         _ => return None,
     })
 }

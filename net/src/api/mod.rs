@@ -7,6 +7,7 @@ mod log_dirs;
 mod metadata;
 mod offsets;
 mod produce;
+mod quorum;
 pub mod txn;
 
 use std::rc::Rc;
@@ -61,6 +62,7 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeLogDirs, 1, 4),
+    (ApiKey::DescribeQuorum, 0, 2),
     (ApiKey::ListTransactions, 0, 1),
 ];
 
@@ -210,6 +212,9 @@ pub async fn dispatch(state: &Rc<CoreState>, req: Request) -> Option<ResponseKin
         RequestKind::DescribeProducers(r) => {
             ResponseKind::DescribeProducers(txn::describe_producers(state, r).await)
         }
+        RequestKind::DescribeQuorum(r) => {
+            ResponseKind::DescribeQuorum(quorum::describe_quorum(state, version, r).await)
+        }
         RequestKind::DescribeLogDirs(r) => {
             ResponseKind::DescribeLogDirs(log_dirs::describe_log_dirs(state, r).await)
         }
@@ -333,6 +338,7 @@ mod tests {
                 both::<DescribeProducersRequest, DescribeProducersResponse>()
             }
             ApiKey::DescribeLogDirs => both::<DescribeLogDirsRequest, DescribeLogDirsResponse>(),
+            ApiKey::DescribeQuorum => both::<DescribeQuorumRequest, DescribeQuorumResponse>(),
             other => panic!("no codec range for {other:?}; add it"),
         }
     }

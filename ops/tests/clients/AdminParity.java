@@ -7,7 +7,9 @@
 //   after a produce), offset lag 0, and the filesystem's total and usable bytes;
 // - describeProducers: an idempotent producer's id, epoch and last sequence on its partition;
 //   a transactional producer's open transaction start offset while it is open;
-// - listOffsets with earliest, latest and max-timestamp specs.
+// - listOffsets with earliest, latest and max-timestamp specs;
+// - describeMetadataQuorum (kafka-metadata-quorum describe): the metastore's leader, voters and
+//   high watermark.
 //
 // Prints "OK <summary>" on success; exits 1 with "FAIL: <step>: <detail>" otherwise.
 
@@ -102,6 +104,14 @@ public class AdminParity {
             ListOffsetsResult.ListOffsetsResultInfo max =
                 admin.listOffsets(Map.of(p0, OffsetSpec.maxTimestamp())).partitionResult(p0).get(30, TimeUnit.SECONDS);
             check(max.offset() == 6 && max.timestamp() == t0 + 100_000, "max timestamp at offset 6: " + max);
+            step = "describeMetadataQuorum";
+            QuorumInfo q = admin.describeMetadataQuorum().quorumInfo().get(30, TimeUnit.SECONDS);
+            check(q.leaderId() == 1, "leader " + q.leaderId());
+            check(q.voters().size() == 1 && q.voters().get(0).replicaId() == 1, "voters " + q.voters());
+            check(q.voters().get(0).logEndOffset() > 0 && q.highWatermark() > 0,
+                  "log end " + q.voters().get(0).logEndOffset() + " high watermark " + q.highWatermark());
+            check(q.observers().isEmpty(), "observers " + q.observers());
+
             System.out.println("OK log_dir=" + dirs.keySet().iterator().next() + " p0_bytes=" + r0.size()
                 + " producer=" + st.producerId());
         }
