@@ -177,6 +177,24 @@ pub fn sample_request(key: ApiKey) -> Option<RequestKind> {
                     .with_partitions(vec![Default::default()]),
             ]))
         }
+        ApiKey::AlterReplicaLogDirs => {
+            RequestKind::AlterReplicaLogDirs(AlterReplicaLogDirsRequest::default().with_dirs(vec![
+                alter_replica_log_dirs_request::AlterReplicaLogDir::default()
+                    .with_path(StrBytes::from_static_str("/elsewhere"))
+                    .with_topics(vec![
+                        alter_replica_log_dirs_request::AlterReplicaLogDirTopic::default()
+                            .with_name(name("fuzz"))
+                            .with_partitions(vec![0]),
+                    ]),
+            ]))
+        }
+        ApiKey::ElectLeaders => RequestKind::ElectLeaders(
+            ElectLeadersRequest::default().with_topic_partitions(Some(vec![
+                elect_leaders_request::TopicPartitions::default()
+                    .with_topic(name("fuzz"))
+                    .with_partitions(vec![0]),
+            ])),
+        ),
         _ => return None,
     })
 }

@@ -535,6 +535,8 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::DescribeProducers => "DescribeProducers",
         ApiKey::DescribeLogDirs => "DescribeLogDirs",
         ApiKey::DescribeQuorum => "DescribeQuorum",
+        ApiKey::AlterReplicaLogDirs => "AlterReplicaLogDirs",
+        ApiKey::ElectLeaders => "ElectLeaders",
         ApiKey::ListTransactions => "ListTransactions",
         _ => "Other",
     }

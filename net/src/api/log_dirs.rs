@@ -1,14 +1,20 @@
 //! DescribeLogDirs: the node's one data dir, with every partition it holds (or those asked
 //! for), each partition's size on disk, and the filesystem's total and usable bytes (v4+).
-//! Offset lag is 0: a single replica is never behind.
+//! Offset lag is 0: a single replica is never behind. AlterReplicaLogDirs: nowhere else to go.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+use kafka_protocol::messages::alter_replica_log_dirs_response::{
+    AlterReplicaLogDirPartitionResult, AlterReplicaLogDirTopicResult,
+};
 use kafka_protocol::messages::describe_log_dirs_response::{
     DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
 };
-use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, TopicName};
+use kafka_protocol::messages::{
+    AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, DescribeLogDirsRequest,
+    DescribeLogDirsResponse, TopicName,
+};
 
 use super::str_bytes;
 use crate::codes;
@@ -97,4 +103,46 @@ pub async fn describe_log_dirs(
                 .collect(),
         );
     DescribeLogDirsResponse::default().with_results(vec![result])
+}
+
+/// AlterReplicaLogDirs: one data dir per node, so a replica can only "move" to where it is.
+/// Naming the data dir is a no-op success per partition; any other path is
+/// LOG_DIR_NOT_FOUND; an unknown partition UNKNOWN_TOPIC_OR_PARTITION (replica not here).
+pub fn alter_replica_log_dirs(
+    state: &CoreState,
+    req: AlterReplicaLogDirsRequest,
+) -> AlterReplicaLogDirsResponse {
+    let root = state.ctx.data_dir.root();
+    // Compared as DescribeLogDirs names it (no filesystem lookup of a client's path).
+    let same_dir = |path: &str| std::path::Path::new(path) == root;
+    let mut results: Vec<AlterReplicaLogDirTopicResult> = Vec::new();
+    for d in &req.dirs {
+        let here = same_dir(d.path.as_str());
+        for t in &d.topics {
+            let name = t.name.0.to_string();
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|&p| {
+                    let known = p >= 0 && state.owner_core(&name, p as u32).is_some();
+                    let code = if !known {
+                        codes::UNKNOWN_TOPIC_OR_PARTITION
+                    } else if here {
+                        codes::NONE
+                    } else {
+                        codes::LOG_DIR_NOT_FOUND
+                    };
+                    AlterReplicaLogDirPartitionResult::default()
+                        .with_partition_index(p)
+                        .with_error_code(code)
+                })
+                .collect();
+            results.push(
+                AlterReplicaLogDirTopicResult::default()
+                    .with_topic_name(t.name.clone())
+                    .with_partitions(partitions),
+            );
+        }
+    }
+    AlterReplicaLogDirsResponse::default().with_results(results)
 }

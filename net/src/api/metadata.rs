@@ -1,16 +1,20 @@
 //! Metadata: this node's brokers (the node, or one per core in core-direct mode, see
 //! `crate::brokers`), each partition led by its owner core's broker, topics with their stable
 //! topic UUIDs. DescribeCluster: the cluster id, the same brokers, core 0's as controller.
+//! ElectLeaders: never needed (one replica).
 
 use std::rc::Rc;
 
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::elect_leaders_response::{
+    PartitionResult as ElectLeadersPartitionResult, ReplicaElectionResult,
+};
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{
-    BrokerId, DescribeClusterRequest, DescribeClusterResponse, MetadataRequest, MetadataResponse,
-    TopicName,
+    BrokerId, DescribeClusterRequest, DescribeClusterResponse, ElectLeadersRequest,
+    ElectLeadersResponse, MetadataRequest, MetadataResponse, TopicName,
 };
 use uuid::Uuid;
 
@@ -193,4 +197,52 @@ pub fn describe_cluster(
         } else {
             i32::MIN
         })
+}
+
+/// ElectLeaders (KIP-460): every partition has one replica, which leads it, so no election is
+/// ever needed: each named partition answers ELECTION_NOT_NEEDED (UNKNOWN_TOPIC_OR_PARTITION
+/// if it does not exist); with no partitions named, none needed one (an empty answer).
+pub fn elect_leaders(
+    state: &CoreState,
+    version: i16,
+    req: ElectLeadersRequest,
+) -> ElectLeadersResponse {
+    let results = req
+        .topic_partitions
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| {
+            let name = t.topic.0.to_string();
+            let partition_result = t
+                .partitions
+                .iter()
+                .map(|&p| {
+                    let known = p >= 0 && state.owner_core(&name, p as u32).is_some();
+                    let (code, msg) = if known {
+                        (
+                            codes::ELECTION_NOT_NEEDED,
+                            "the partition's only replica leads it",
+                        )
+                    } else {
+                        (
+                            codes::UNKNOWN_TOPIC_OR_PARTITION,
+                            "unknown topic or partition",
+                        )
+                    };
+                    ElectLeadersPartitionResult::default()
+                        .with_partition_id(p)
+                        .with_error_code(code)
+                        .with_error_message(Some(str_bytes(msg)))
+                })
+                .collect();
+            ReplicaElectionResult::default()
+                .with_topic(t.topic)
+                .with_partition_result(partition_result)
+        })
+        .collect();
+    let mut r = ElectLeadersResponse::default().with_replica_election_results(results);
+    if version >= 1 {
+        r.error_code = codes::NONE;
+    }
+    r
 }

@@ -63,6 +63,8 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeLogDirs, 1, 4),
     (ApiKey::DescribeQuorum, 0, 2),
+    (ApiKey::AlterReplicaLogDirs, 1, 2),
+    (ApiKey::ElectLeaders, 0, 2),
     (ApiKey::ListTransactions, 0, 1),
 ];
 
@@ -215,6 +217,12 @@ pub async fn dispatch(state: &Rc<CoreState>, req: Request) -> Option<ResponseKin
         RequestKind::DescribeQuorum(r) => {
             ResponseKind::DescribeQuorum(quorum::describe_quorum(state, version, r).await)
         }
+        RequestKind::AlterReplicaLogDirs(r) => {
+            ResponseKind::AlterReplicaLogDirs(log_dirs::alter_replica_log_dirs(state, r))
+        }
+        RequestKind::ElectLeaders(r) => {
+            ResponseKind::ElectLeaders(metadata::elect_leaders(state, version, r))
+        }
         RequestKind::DescribeLogDirs(r) => {
             ResponseKind::DescribeLogDirs(log_dirs::describe_log_dirs(state, r).await)
         }
@@ -339,6 +347,10 @@ mod tests {
             }
             ApiKey::DescribeLogDirs => both::<DescribeLogDirsRequest, DescribeLogDirsResponse>(),
             ApiKey::DescribeQuorum => both::<DescribeQuorumRequest, DescribeQuorumResponse>(),
+            ApiKey::AlterReplicaLogDirs => {
+                both::<AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse>()
+            }
+            ApiKey::ElectLeaders => both::<ElectLeadersRequest, ElectLeadersResponse>(),
             other => panic!("no codec range for {other:?}; add it"),
         }
     }

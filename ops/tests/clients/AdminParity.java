@@ -8,6 +8,8 @@
 // - describeProducers: an idempotent producer's id, epoch and last sequence on its partition;
 //   a transactional producer's open transaction start offset while it is open;
 // - listOffsets with earliest, latest and max-timestamp specs;
+// - electLeaders: ElectionNotNeeded for a single replica; alterReplicaLogDirs: a no-op to the
+//   data dir itself, LogDirNotFound elsewhere;
 // - describeMetadataQuorum (kafka-metadata-quorum describe): the metastore's leader, voters and
 //   high watermark.
 //
@@ -104,6 +106,25 @@ public class AdminParity {
             ListOffsetsResult.ListOffsetsResultInfo max =
                 admin.listOffsets(Map.of(p0, OffsetSpec.maxTimestamp())).partitionResult(p0).get(30, TimeUnit.SECONDS);
             check(max.offset() == 6 && max.timestamp() == t0 + 100_000, "max timestamp at offset 6: " + max);
+            step = "electLeaders";
+            Map<TopicPartition, Optional<Throwable>> el =
+                admin.electLeaders(org.apache.kafka.common.ElectionType.PREFERRED, Set.of(p0)).partitions().get(30, TimeUnit.SECONDS);
+            check(el.get(p0).isPresent()
+                  && el.get(p0).get() instanceof org.apache.kafka.common.errors.ElectionNotNeededException,
+                  "preferred election on a single replica: " + el);
+
+            step = "alterReplicaLogDirs";
+            String dir = dirs.keySet().iterator().next();
+            org.apache.kafka.common.TopicPartitionReplica rep = new org.apache.kafka.common.TopicPartitionReplica(topic, 0, broker);
+            admin.alterReplicaLogDirs(Map.of(rep, dir)).values().get(rep).get(30, TimeUnit.SECONDS);
+            try {
+                admin.alterReplicaLogDirs(Map.of(rep, "/nowhere")).values().get(rep).get(30, TimeUnit.SECONDS);
+                fail("a move to another dir succeeded");
+            } catch (java.util.concurrent.ExecutionException e) {
+                check(e.getCause() instanceof org.apache.kafka.common.errors.LogDirNotFoundException,
+                      "a move to another dir: " + e.getCause());
+            }
+
             step = "describeMetadataQuorum";
             QuorumInfo q = admin.describeMetadataQuorum().quorumInfo().get(30, TimeUnit.SECONDS);
             check(q.leaderId() == 1, "leader " + q.leaderId());
