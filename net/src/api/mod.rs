@@ -12,7 +12,9 @@ pub mod txn;
 
 use std::rc::Rc;
 
-use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::api_versions_response::{
+    ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
+};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsResponse, RequestHeader, RequestKind, ResponseKind,
 };
@@ -86,6 +88,9 @@ pub struct Request {
     pub peer: String,
 }
 
+/// The finalized features never change (no feature upgrades): one epoch for ever.
+const FINALIZED_FEATURES_EPOCH: i64 = 1;
+
 pub fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
     SUPPORTED_APIS
         .iter()
@@ -93,11 +98,40 @@ pub fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
         .map(|&(_, min, max)| (min, max))
 }
 
-/// The ApiVersions response: the ranges above and nothing else (no feature tags: kcat 1.7.1
-/// cannot parse them).
+/// The features ApiVersions v3+ reports (KIP-584; what `kafka-features describe` prints), each
+/// with the version range ringlog supports, all finalized at their only level: transactions
+/// as version 1 of the protocol (`transaction.version` 0: no KIP-890), classic groups only
+/// (`group.version` 0: no KIP-848).
+pub const FEATURES: &[(&str, i16)] = &[("group.version", 0), ("transaction.version", 0)];
+
+/// The ApiVersions response: the ranges above and the features (tagged fields of v3+; older
+/// versions do not carry them).
 pub fn api_versions_response(error_code: i16) -> ApiVersionsResponse {
     ApiVersionsResponse::default()
         .with_error_code(error_code)
+        .with_supported_features(
+            FEATURES
+                .iter()
+                .map(|&(name, level)| {
+                    SupportedFeatureKey::default()
+                        .with_name(str_bytes(name))
+                        .with_min_version(level)
+                        .with_max_version(level)
+                })
+                .collect(),
+        )
+        .with_finalized_features_epoch(FINALIZED_FEATURES_EPOCH)
+        .with_finalized_features(
+            FEATURES
+                .iter()
+                .map(|&(name, level)| {
+                    FinalizedFeatureKey::default()
+                        .with_name(str_bytes(name))
+                        .with_min_version_level(level)
+                        .with_max_version_level(level)
+                })
+                .collect(),
+        )
         .with_api_keys(
             SUPPORTED_APIS
                 .iter()

@@ -10,6 +10,7 @@
 // - listOffsets with earliest, latest and max-timestamp specs;
 // - electLeaders: ElectionNotNeeded for a single replica; alterReplicaLogDirs: a no-op to the
 //   data dir itself, LogDirNotFound elsewhere;
+// - describeFeatures (kafka-features describe): transaction.version and group.version at 0;
 // - describeMetadataQuorum (kafka-metadata-quorum describe): the metastore's leader, voters and
 //   high watermark.
 //
@@ -124,6 +125,14 @@ public class AdminParity {
                 check(e.getCause() instanceof org.apache.kafka.common.errors.LogDirNotFoundException,
                       "a move to another dir: " + e.getCause());
             }
+
+            step = "describeFeatures";
+            FeatureMetadata fm = admin.describeFeatures().featureMetadata().get(30, TimeUnit.SECONDS);
+            SupportedVersionRange tv = fm.supportedFeatures().get("transaction.version");
+            check(tv != null && tv.minVersion() == 0 && tv.maxVersion() == 0, "supported transaction.version " + fm);
+            check(fm.supportedFeatures().containsKey("group.version"), "supported group.version " + fm);
+            FinalizedVersionRange ftv = fm.finalizedFeatures().get("transaction.version");
+            check(ftv != null && ftv.maxVersionLevel() == 0, "finalized transaction.version " + fm);
 
             step = "describeMetadataQuorum";
             QuorumInfo q = admin.describeMetadataQuorum().quorumInfo().get(30, TimeUnit.SECONDS);
