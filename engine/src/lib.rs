@@ -3,7 +3,8 @@
 //!
 //! Rooms inside: `io` (the only module that touches files), `batch` (Kafka RecordBatch v2
 //! header), `appender` (aligned tail buffer, block writes), `index` (offset and time index
-//! entries), `segment` (file names, recovery scan, closed-segment reader), `recovery_marker`,
+//! entries), `segment` (file names, recovery scan, closed-segment reader), `recovery_marker`, `log_start`
+//! (the log start offset DeleteRecords moved),
 //! `log` (`PartitionLog`, one file per concern under `log/`), `partition` (`Partition`: the log
 //! plus the state that must change with it, and the partition directory), `producer_state`
 //! (idempotent producers), `txn` (transaction state: open transactions, last stable offset,
@@ -25,6 +26,7 @@ pub mod io;
 pub mod join;
 pub mod latency;
 pub mod log;
+pub mod log_start;
 pub mod partition;
 pub mod producer_state;
 pub mod record_check;
@@ -38,5 +40,7 @@ pub use config::{CleanupPolicy, LogConfig, TimestampType};
 pub use core_storage::{CoreStorage, CoreStorageOptions};
 pub use data_dir::DataDir;
 pub use io::StorageIo;
-pub use log::{AppendInfo, Durability, LogError, PartitionLog, RecoverySummary, TimestampOffset};
+pub use log::{
+    AppendInfo, DeleteBefore, Durability, LogError, PartitionLog, RecoverySummary, TimestampOffset,
+};
 pub use partition::{Partition, PartitionError, Produced};

@@ -2,7 +2,8 @@
 //! step with the log: the `PartitionLog`, the idempotent-producer state (later: transaction
 //! state: open transactions, the last stable offset, the aborted-transaction index, `txn.rs`)
 //! and the partition directory with every file in it (segments, indexes, recovery marker,
-//! `incarnation`, `aborted.txnindex`, fan-out cursor files, the latter through the API below).
+//! `incarnation`, `aborted.txnindex`, `log-start-offset`, fan-out cursor files, the latter
+//! through the API below).
 //! Nothing else writes into a partition directory.
 //!
 //! `produce` checks the producer's sequence, appends and records the sequence in one step of
@@ -21,7 +22,7 @@ use thiserror::Error;
 use crate::config::LogConfig;
 use crate::core_storage::CoreStorage;
 use crate::io;
-use crate::log::{AdmitError, Durability, LogError, PartitionLog, RecoverySummary};
+use crate::log::{AdmitError, DeleteBefore, Durability, LogError, PartitionLog, RecoverySummary};
 use crate::producer_state::{self, ProducerStates, SeqCheck};
 use crate::record_check::ValidBatch;
 use crate::txn::{self, AbortedTxn, MarkerKind, TxnRefusal, TxnState};
@@ -389,6 +390,15 @@ impl Partition {
             .prune_ending(self.log.high_watermark());
         self.store_aborted_index().await?;
         Ok(info.base_offset)
+    }
+
+    /// DeleteRecords: moves the log start offset to `before` durably (`PartitionLog::
+    /// delete_records`: at most the high watermark, never back) and drops the aborted
+    /// transactions wholly below it from `aborted.txnindex`. Returns the new log start offset.
+    pub async fn delete_records(&self, before: DeleteBefore) -> Result<u64, PartitionError> {
+        let start = self.log.delete_records(before).await?;
+        self.store_aborted_index().await?;
+        Ok(start)
     }
 
     /// Rewrites `aborted.txnindex` if it is behind memory (entries below the log start

@@ -824,6 +824,28 @@ mod tests {
         assert_eq!(file(&p).unwrap().next_offset, 6);
     }
 
+    /// DeleteRecords moves the log start into a batch that stays stored: the offsets below it
+    /// are dropped and counted, the rest of that batch is copied.
+    #[test]
+    fn a_log_start_inside_a_batch_drops_only_the_records_below_it() {
+        let (p, c, k) = (
+            FakeParent::default(),
+            FakeChild {
+                parts: 1,
+                ..Default::default()
+            },
+            FakeClock::default(),
+        );
+        p.produce(&[Some("a"); 4], 0);
+        p.produce(&[Some("b"); 2], 0);
+        p.log_start.set(2);
+        let mut cur = Cursor::new(&p, &c, &k, "child".into(), "e".into(), 0, 0);
+        assert_eq!(block_on(cur.step()), Step::Committed(4));
+        assert_eq!(cur.stats().dropped_total.get(), 2);
+        assert_eq!(values(&c), vec![2, 3, 4, 5]);
+        assert_eq!(file(&p).unwrap().next_offset, 6);
+    }
+
     #[test]
     fn slab_is_capped_at_max_records_mid_batch() {
         let (p, c, k) = (

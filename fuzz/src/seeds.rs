@@ -107,6 +107,15 @@ pub fn sample_request(key: ApiKey) -> Option<RequestKind> {
             ]))
         }
         ApiKey::DescribeCluster => RequestKind::DescribeCluster(Default::default()),
+        ApiKey::DeleteRecords => RequestKind::DeleteRecords(
+            DeleteRecordsRequest::default()
+                .with_timeout_ms(1_000)
+                .with_topics(vec![delete_records_request::DeleteRecordsTopic::default()
+                    .with_name(name("fuzz"))
+                    .with_partitions(vec![
+                        delete_records_request::DeleteRecordsPartition::default().with_offset(1),
+                    ])]),
+        ),
         ApiKey::AddPartitionsToTxn => RequestKind::AddPartitionsToTxn(
             AddPartitionsToTxnRequest::default()
                 .with_v3_and_below_transactional_id(TransactionalId(StrBytes::from_static_str(

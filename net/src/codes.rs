@@ -83,6 +83,7 @@ pub fn for_log_error(e: &LogError) -> i16 {
         LogError::OffsetOutOfRange { .. } => OFFSET_OUT_OF_RANGE,
         LogError::Closed { .. } => NOT_LEADER_OR_FOLLOWER,
         LogError::InvalidConfig { .. } => INVALID_CONFIG,
+        LogError::DeleteNotAllowed { .. } => POLICY_VIOLATION,
     }
 }
 

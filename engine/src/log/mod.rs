@@ -8,7 +8,8 @@
 //!
 //! One file per concern: `segment_set` (the active segment, roll, seal, close), `append`
 //! (admission in arrival order, the synchronous append), `flush` (group commit, poisoning),
-//! `read` (fetch ranges, the delay gate, timestamp lookups, waiting for data), `retention`,
+//! `read` (fetch ranges, the delay gate, timestamp lookups, waiting for data), `retention`
+//! (and DeleteRecords: whatever moves the log start offset),
 //! `compact` (one cleaner pass: compaction of closed segments, the swap gate readers pass),
 //! `recovery` (open: the recovery scan, index rebuild).
 
@@ -71,6 +72,18 @@ pub enum LogError {
     NoSpace { dir: String, cause: String },
     #[error("invalid log config for {dir}: {why}")]
     InvalidConfig { dir: String, why: String },
+    /// DeleteRecords on a log whose `cleanup.policy` does not include `delete` (as Kafka).
+    #[error("records of {dir} cannot be deleted: its cleanup.policy does not include delete")]
+    DeleteNotAllowed { dir: String },
+}
+
+/// Where DeleteRecords moves the log start offset to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteBefore {
+    /// The high watermark (Kafka's offset -1): every durable record goes.
+    HighWatermark,
+    /// This offset, at most the high watermark.
+    Offset(u64),
 }
 
 /// Whether an append waits for the fdatasync that covers it.
@@ -192,6 +205,16 @@ impl State {
         }
     }
 
+    /// Moves the log start offset to `to`; it never moves back.
+    fn advance_log_start(&mut self, to: u64) {
+        assert!(
+            to >= self.log_start_offset,
+            "log start never moves back ({} -> {to})",
+            self.log_start_offset
+        );
+        self.log_start_offset = to;
+    }
+
     fn notify(&mut self) {
         self.change_gen += 1;
         for (_, w) in std::mem::take(&mut self.waiters) {
@@ -249,6 +272,8 @@ pub struct PartitionLog {
     id: u64,
     config: RefCell<LogConfig>,
     st: RefCell<State>,
+    /// One writer of `log-start-offset` at a time, so an older value never lands last.
+    log_start_writer: glommio::sync::Semaphore,
 }
 
 impl PartitionLog {

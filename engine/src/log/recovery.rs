@@ -37,7 +37,7 @@ impl PartitionLog {
         };
         io::create_dir_all(&dir).await.map_err(io_err)?;
         let recovered = recover(core, &dir, &config).await.map_err(io_err)?;
-        let (active, closed, summary, last_commit, checkpoint) = recovered;
+        let (active, mut closed, summary, last_commit, checkpoint) = recovered;
         RecoveryMarker {
             clean: false,
             recovery_base: active.base_offset,
@@ -45,8 +45,11 @@ impl PartitionLog {
         .store(&dir)
         .await
         .map_err(io_err)?;
-        let log_start_offset = closed.keys().next().copied().unwrap_or(active.base_offset);
         let next = summary.next_offset;
+        let first_segment = closed.keys().next().copied().unwrap_or(active.base_offset);
+        let log_start_offset = recover_log_start(&dir, &mut closed, first_segment, next)
+            .await
+            .map_err(io_err)?;
         let log = Rc::new(Self {
             core: core.clone(),
             id: core.new_log_id(),
@@ -76,9 +79,45 @@ impl PartitionLog {
                 stats: LogStats::default(),
                 cleaner: super::compact::CleanerState::new(checkpoint),
             }),
+            log_start_writer: glommio::sync::Semaphore::new(1),
         });
         Ok((log, summary))
     }
+}
+
+/// The log start offset on open: the first segment's base, or the one `log-start-offset`
+/// keeps (DeleteRecords), whichever is higher, at most the log end offset (a stored start past
+/// the recovered end is cut back and rewritten). Closed segments wholly below it (a crash
+/// before DeleteRecords removed them) are deleted.
+async fn recover_log_start(
+    dir: &Path,
+    closed: &mut BTreeMap<u64, ClosedSegment>,
+    first_segment: u64,
+    next_offset: u64,
+) -> std::io::Result<u64> {
+    let Some(stored) = crate::log_start::load(dir).await? else {
+        return Ok(first_segment);
+    };
+    let mut start = stored.max(first_segment);
+    if start > next_offset {
+        tracing::warn!(dir = %dir.display(), stored, log_end = next_offset, "stored log start offset is past the recovered log end; using the log end");
+        start = next_offset;
+        crate::log_start::store(dir, start).await?;
+    }
+    let doomed: Vec<u64> = closed
+        .values()
+        .take_while(|s| s.next_offset <= start)
+        .map(|s| s.base_offset)
+        .collect();
+    for base in &doomed {
+        closed.remove(base);
+        io::remove_all_of(segment::paths(dir, *base).to_vec()).await?;
+        tracing::info!(dir = %dir.display(), segment = base, "deleted segment below the log start offset");
+    }
+    if !doomed.is_empty() {
+        io::sync_dir(dir).await?;
+    }
+    Ok(start)
 }
 
 pub(super) type Recovered = (

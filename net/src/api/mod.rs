@@ -8,6 +8,7 @@ mod metadata;
 mod offsets;
 mod produce;
 mod quorum;
+mod records;
 pub mod txn;
 
 use std::rc::Rc;
@@ -52,6 +53,7 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::DescribeCluster, 0, 2),
+    (ApiKey::DeleteRecords, 0, 2),
     // Transactions (KIP-98), as transaction version 1: the newer versions belong to
     // transaction version 2 (KIP-890: AddPartitionsToTxn v4+ is the brokers' verification
     // form, EndTxn v5 and TxnOffsetCommit v5 need the `transaction.version` feature), and
@@ -318,6 +320,9 @@ pub async fn dispatch(state: &Rc<CoreState>, req: Request) -> Option<ResponseKin
         RequestKind::DescribeCluster(r) => {
             ResponseKind::DescribeCluster(metadata::describe_cluster(state, version, r))
         }
+        RequestKind::DeleteRecords(r) => {
+            ResponseKind::DeleteRecords(records::delete_records(state, r).await)
+        }
         other => {
             // decode_request admits only keys in SUPPORTED_APIS.
             tracing::error!(request = ?other, "no handler for a supported API");
@@ -365,6 +370,7 @@ mod tests {
             ApiKey::DeleteGroups => both::<DeleteGroupsRequest, DeleteGroupsResponse>(),
             ApiKey::OffsetDelete => both::<OffsetDeleteRequest, OffsetDeleteResponse>(),
             ApiKey::DescribeCluster => both::<DescribeClusterRequest, DescribeClusterResponse>(),
+            ApiKey::DeleteRecords => both::<DeleteRecordsRequest, DeleteRecordsResponse>(),
             ApiKey::AddPartitionsToTxn => {
                 both::<AddPartitionsToTxnRequest, AddPartitionsToTxnResponse>()
             }
