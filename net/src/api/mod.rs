@@ -204,6 +204,27 @@ pub fn first_error(resp: &ResponseKind) -> i16 {
         ),
         ResponseKind::DescribeCluster(r) => r.error_code,
         ResponseKind::ApiVersions(r) => r.error_code,
+        ResponseKind::AddPartitionsToTxn(r) => first(&mut std::iter::once(r.error_code).chain(
+            r.results_by_topic_v3_and_below.iter().flat_map(|t| {
+                t.results_by_partition
+                    .iter()
+                    .map(|p| p.partition_error_code)
+            }),
+        )),
+        ResponseKind::AddOffsetsToTxn(r) => r.error_code,
+        ResponseKind::EndTxn(r) => r.error_code,
+        ResponseKind::TxnOffsetCommit(r) => first(
+            &mut r
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+        ),
+        ResponseKind::DeleteRecords(r) => first(
+            &mut r
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+        ),
         _ => 0,
     }
 }
