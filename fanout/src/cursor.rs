@@ -687,6 +687,18 @@ mod tests {
         }
     }
 
+    /// An empty parent, a one-partition child and a clock at 0.
+    fn one_partition_child() -> (FakeParent, FakeChild, FakeClock) {
+        (
+            FakeParent::default(),
+            FakeChild {
+                parts: 1,
+                ..Default::default()
+            },
+            FakeClock::default(),
+        )
+    }
+
     fn values(c: &FakeChild) -> Vec<u64> {
         let mut v: Vec<u64> = c
             .got
@@ -772,14 +784,7 @@ mod tests {
 
     #[test]
     fn delay_gate_never_early_and_sleeps_until_due() {
-        let (p, c, k) = (
-            FakeParent::default(),
-            FakeChild {
-                parts: 1,
-                ..Default::default()
-            },
-            FakeClock::default(),
-        );
+        let (p, c, k) = one_partition_child();
         k.now.set(10_000);
         p.produce(&[Some("a")], 10_000);
         p.produce(&[Some("b")], 10_500);
@@ -805,14 +810,7 @@ mod tests {
 
     #[test]
     fn drop_behind_is_skipped_and_counted() {
-        let (p, c, k) = (
-            FakeParent::default(),
-            FakeChild {
-                parts: 1,
-                ..Default::default()
-            },
-            FakeClock::default(),
-        );
+        let (p, c, k) = one_partition_child();
         p.produce(&[Some("a"); 4], 0);
         p.produce(&[Some("b"); 2], 0);
         p.batches.borrow_mut().remove(0);
@@ -828,14 +826,7 @@ mod tests {
     /// are dropped and counted, the rest of that batch is copied.
     #[test]
     fn a_log_start_inside_a_batch_drops_only_the_records_below_it() {
-        let (p, c, k) = (
-            FakeParent::default(),
-            FakeChild {
-                parts: 1,
-                ..Default::default()
-            },
-            FakeClock::default(),
-        );
+        let (p, c, k) = one_partition_child();
         p.produce(&[Some("a"); 4], 0);
         p.produce(&[Some("b"); 2], 0);
         p.log_start.set(2);
@@ -929,14 +920,7 @@ mod tests {
 
     #[test]
     fn a_committed_transaction_cut_by_the_record_cap_resumes_inside_it() {
-        let (p, c, k) = (
-            FakeParent::default(),
-            FakeChild {
-                parts: 1,
-                ..Default::default()
-            },
-            FakeClock::default(),
-        );
+        let (p, c, k) = one_partition_child();
         let keys: Vec<Option<&str>> = vec![None; SLAB_MAX_RECORDS + 10];
         let n = keys.len() as u64;
         p.produce_txn(3, &keys); // 0..n: the first slab stops inside it
@@ -989,14 +973,7 @@ mod tests {
 
     #[test]
     fn a_delay_child_also_stops_at_the_last_stable_offset() {
-        let (p, c, k) = (
-            FakeParent::default(),
-            FakeChild {
-                parts: 1,
-                ..Default::default()
-            },
-            FakeClock::default(),
-        );
+        let (p, c, k) = one_partition_child();
         k.now.set(10_000);
         p.produce(&[Some("a")], 1_000); // 0: due
         p.produce_txn(4, &[Some("b")]); // 1: due (commit time 0) but open

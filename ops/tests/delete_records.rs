@@ -26,46 +26,14 @@ const OFFSET_OUT_OF_RANGE: i16 = 1;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const POLICY_VIOLATION: i16 = 44;
 
-/// Compiles `tests/clients/DeleteRecordsCheck.java` against the cached Kafka 4.3 jars.
-fn check_classes(classpath: &str) -> std::path::PathBuf {
-    let out = target_dir().join("test-java-delete-records");
-    std::fs::create_dir_all(&out).unwrap();
-    let mut javac = std::process::Command::new("javac");
-    javac
-        .args(["-d"])
-        .arg(&out)
-        .args(["-cp", classpath])
-        .arg(clients_dir().join("DeleteRecordsCheck.java"));
-    run_ok(javac, None, Duration::from_secs(180));
-    out
-}
-
-fn run_check(classpath: &str, classes: &std::path::Path, broker: &Broker, phase: &str) {
-    let mut java = std::process::Command::new(support::java::java());
-    java.arg("-cp")
-        .arg(format!("{classpath}:{}", classes.display()))
-        .arg("DeleteRecordsCheck")
-        .arg(broker.bootstrap())
-        .arg("deleted")
-        .arg(phase);
-    let out = run_ok(java, None, Duration::from_secs(180));
-    let ok = out.lines().find(|l| l.starts_with("OK "));
-    assert!(
-        ok.is_some(),
-        "DeleteRecordsCheck {phase} gave no OK line:\n{out}"
-    );
-    eprintln!("{}", ok.unwrap());
-}
-
 #[test]
 fn java_admin_delete_records_moves_the_log_start_durably() {
-    let classpath = support::java::connect_classpath();
-    let classes = check_classes(&classpath);
+    let check = support::java::JavaCheck::compile("DeleteRecordsCheck");
     let mut broker = Broker::start(2);
-    run_check(&classpath, &classes, &broker, "delete");
+    eprintln!("{}", check.run(&[&broker.bootstrap(), "deleted", "delete"]));
     broker.kill();
     broker.restart();
-    run_check(&classpath, &classes, &broker, "verify");
+    eprintln!("{}", check.run(&[&broker.bootstrap(), "deleted", "verify"]));
     broker.assert_alive();
     broker.terminate();
 }

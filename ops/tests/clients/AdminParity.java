@@ -27,17 +27,6 @@ import org.apache.kafka.common.requests.DescribeLogDirsResponse;
 import org.apache.kafka.common.serialization.StringSerializer;
 
 public class AdminParity {
-    static String step = "start";
-
-    static void fail(String msg) {
-        System.err.println("FAIL: " + step + ": " + msg);
-        System.exit(1);
-    }
-
-    static void check(boolean cond, String msg) {
-        if (!cond) fail(msg);
-    }
-
     static KafkaProducer<String, String> producer(String bootstrap, String tid) {
         Properties p = new Properties();
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -63,30 +52,30 @@ public class AdminParity {
                 }
             }
 
-            step = "describeLogDirs";
+            Check.step("describeLogDirs");
             int broker = admin.describeCluster().nodes().get(30, TimeUnit.SECONDS).iterator().next().id();
             Map<String, LogDirDescription> dirs =
                 admin.describeLogDirs(List.of(broker)).descriptions().get(broker).get(30, TimeUnit.SECONDS);
-            check(dirs.size() == 1, "one log dir, got " + dirs.keySet());
+            Check.check(dirs.size() == 1, "one log dir, got " + dirs.keySet());
             LogDirDescription d = dirs.values().iterator().next();
-            check(d.error() == null, "log dir error " + d.error());
-            check(d.totalBytes().isPresent() && d.totalBytes().getAsLong() > 0, "total bytes " + d.totalBytes());
-            check(d.usableBytes().isPresent() && d.usableBytes().getAsLong() > 0, "usable bytes " + d.usableBytes());
+            Check.check(d.error() == null, "log dir error " + d.error());
+            Check.check(d.totalBytes().isPresent() && d.totalBytes().getAsLong() > 0, "total bytes " + d.totalBytes());
+            Check.check(d.usableBytes().isPresent() && d.usableBytes().getAsLong() > 0, "usable bytes " + d.usableBytes());
             ReplicaInfo r0 = d.replicaInfos().get(p0);
-            check(r0 != null, "partition 0 listed: " + d.replicaInfos().keySet());
-            check(r0.size() > 0 && r0.offsetLag() == 0, "size " + r0.size() + " lag " + r0.offsetLag());
-            check(d.replicaInfos().containsKey(new TopicPartition(topic, 1)), "partition 1 listed");
-            check(d.replicaInfos().keySet().stream().anyMatch(tp -> tp.topic().equals("__consumer_offsets")),
+            Check.check(r0 != null, "partition 0 listed: " + d.replicaInfos().keySet());
+            Check.check(r0.size() > 0 && r0.offsetLag() == 0, "size " + r0.size() + " lag " + r0.offsetLag());
+            Check.check(d.replicaInfos().containsKey(new TopicPartition(topic, 1)), "partition 1 listed");
+            Check.check(d.replicaInfos().keySet().stream().anyMatch(tp -> tp.topic().equals("__consumer_offsets")),
                   "internal partitions listed too");
 
-            step = "describeProducers";
+            Check.step("describeProducers");
             DescribeProducersResult.PartitionProducerState ps =
                 admin.describeProducers(List.of(p0)).partitionResult(p0).get(30, TimeUnit.SECONDS);
-            check(ps.activeProducers().size() == 1, "one producer, got " + ps.activeProducers());
+            Check.check(ps.activeProducers().size() == 1, "one producer, got " + ps.activeProducers());
             ProducerState st = ps.activeProducers().get(0);
-            check(st.lastSequence() == 9 && st.producerEpoch() == 0, "producer " + st);
-            check(st.lastTimestamp() == t0 + 9, "last timestamp " + st.lastTimestamp() + " want " + (t0 + 9));
-            check(st.currentTransactionStartOffset().isEmpty(), "no open transaction: " + st);
+            Check.check(st.lastSequence() == 9 && st.producerEpoch() == 0, "producer " + st);
+            Check.check(st.lastTimestamp() == t0 + 9, "last timestamp " + st.lastTimestamp() + " want " + (t0 + 9));
+            Check.check(st.currentTransactionStartOffset().isEmpty(), "no open transaction: " + st);
             // An open transaction shows its start offset.
             TopicPartition p1 = new TopicPartition(topic, 1);
             KafkaProducer<String, String> txp = producer(bootstrap, "parity-" + topic);
@@ -95,52 +84,52 @@ public class AdminParity {
             txp.send(new ProducerRecord<>(topic, 1, null, "open")).get(30, TimeUnit.SECONDS);
             List<ProducerState> open =
                 admin.describeProducers(List.of(p1)).partitionResult(p1).get(30, TimeUnit.SECONDS).activeProducers();
-            check(open.size() == 1 && open.get(0).currentTransactionStartOffset().equals(OptionalLong.of(0)),
+            Check.check(open.size() == 1 && open.get(0).currentTransactionStartOffset().equals(OptionalLong.of(0)),
                   "open transaction at offset 0: " + open);
             txp.abortTransaction();
             txp.close();
 
-            step = "listOffsets";
+            Check.step("listOffsets");
             Map<TopicPartition, OffsetSpec> specs = Map.of(p0, OffsetSpec.earliest());
-            check(admin.listOffsets(specs).partitionResult(p0).get(30, TimeUnit.SECONDS).offset() == 0, "earliest");
-            check(admin.listOffsets(Map.of(p0, OffsetSpec.latest())).partitionResult(p0).get(30, TimeUnit.SECONDS).offset() == 10, "latest");
+            Check.check(admin.listOffsets(specs).partitionResult(p0).get(30, TimeUnit.SECONDS).offset() == 0, "earliest");
+            Check.check(admin.listOffsets(Map.of(p0, OffsetSpec.latest())).partitionResult(p0).get(30, TimeUnit.SECONDS).offset() == 10, "latest");
             ListOffsetsResult.ListOffsetsResultInfo max =
                 admin.listOffsets(Map.of(p0, OffsetSpec.maxTimestamp())).partitionResult(p0).get(30, TimeUnit.SECONDS);
-            check(max.offset() == 6 && max.timestamp() == t0 + 100_000, "max timestamp at offset 6: " + max);
-            step = "electLeaders";
+            Check.check(max.offset() == 6 && max.timestamp() == t0 + 100_000, "max timestamp at offset 6: " + max);
+            Check.step("electLeaders");
             Map<TopicPartition, Optional<Throwable>> el =
                 admin.electLeaders(org.apache.kafka.common.ElectionType.PREFERRED, Set.of(p0)).partitions().get(30, TimeUnit.SECONDS);
-            check(el.get(p0).isPresent()
+            Check.check(el.get(p0).isPresent()
                   && el.get(p0).get() instanceof org.apache.kafka.common.errors.ElectionNotNeededException,
                   "preferred election on a single replica: " + el);
 
-            step = "alterReplicaLogDirs";
+            Check.step("alterReplicaLogDirs");
             String dir = dirs.keySet().iterator().next();
             org.apache.kafka.common.TopicPartitionReplica rep = new org.apache.kafka.common.TopicPartitionReplica(topic, 0, broker);
             admin.alterReplicaLogDirs(Map.of(rep, dir)).values().get(rep).get(30, TimeUnit.SECONDS);
             try {
                 admin.alterReplicaLogDirs(Map.of(rep, "/nowhere")).values().get(rep).get(30, TimeUnit.SECONDS);
-                fail("a move to another dir succeeded");
+                Check.fail("a move to another dir succeeded");
             } catch (java.util.concurrent.ExecutionException e) {
-                check(e.getCause() instanceof org.apache.kafka.common.errors.LogDirNotFoundException,
+                Check.check(e.getCause() instanceof org.apache.kafka.common.errors.LogDirNotFoundException,
                       "a move to another dir: " + e.getCause());
             }
 
-            step = "describeFeatures";
+            Check.step("describeFeatures");
             FeatureMetadata fm = admin.describeFeatures().featureMetadata().get(30, TimeUnit.SECONDS);
             SupportedVersionRange tv = fm.supportedFeatures().get("transaction.version");
-            check(tv != null && tv.minVersion() == 0 && tv.maxVersion() == 0, "supported transaction.version " + fm);
-            check(fm.supportedFeatures().containsKey("group.version"), "supported group.version " + fm);
+            Check.check(tv != null && tv.minVersion() == 0 && tv.maxVersion() == 0, "supported transaction.version " + fm);
+            Check.check(fm.supportedFeatures().containsKey("group.version"), "supported group.version " + fm);
             FinalizedVersionRange ftv = fm.finalizedFeatures().get("transaction.version");
-            check(ftv != null && ftv.maxVersionLevel() == 0, "finalized transaction.version " + fm);
+            Check.check(ftv != null && ftv.maxVersionLevel() == 0, "finalized transaction.version " + fm);
 
-            step = "describeMetadataQuorum";
+            Check.step("describeMetadataQuorum");
             QuorumInfo q = admin.describeMetadataQuorum().quorumInfo().get(30, TimeUnit.SECONDS);
-            check(q.leaderId() == 1, "leader " + q.leaderId());
-            check(q.voters().size() == 1 && q.voters().get(0).replicaId() == 1, "voters " + q.voters());
-            check(q.voters().get(0).logEndOffset() > 0 && q.highWatermark() > 0,
+            Check.check(q.leaderId() == 1, "leader " + q.leaderId());
+            Check.check(q.voters().size() == 1 && q.voters().get(0).replicaId() == 1, "voters " + q.voters());
+            Check.check(q.voters().get(0).logEndOffset() > 0 && q.highWatermark() > 0,
                   "log end " + q.voters().get(0).logEndOffset() + " high watermark " + q.highWatermark());
-            check(q.observers().isEmpty(), "observers " + q.observers());
+            Check.check(q.observers().isEmpty(), "observers " + q.observers());
 
             System.out.println("OK log_dir=" + dirs.keySet().iterator().next() + " p0_bytes=" + r0.size()
                 + " producer=" + st.producerId());

@@ -26,17 +26,6 @@ import org.apache.kafka.common.serialization.StringSerializer;
 public class DeleteRecordsCheck {
     static final int PER_PARTITION = 50;
     static final long P0_DELETE_BEFORE = 40;
-    static String step = "start";
-
-    static void fail(String msg) {
-        System.err.println("FAIL: " + step + ": " + msg);
-        System.exit(1);
-    }
-
-    static void check(boolean cond, String msg) {
-        if (!cond) fail(msg);
-    }
-
     static Admin admin(String bootstrap) {
         Properties p = new Properties();
         p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -86,10 +75,10 @@ public class DeleteRecordsCheck {
         List<TopicPartition> both = List.of(p0, p1);
         try (Admin admin = admin(bootstrap)) {
             if (phase.equals("delete")) {
-                step = "create topic";
+                Check.step("create topic");
                 admin.createTopics(List.of(new NewTopic(topic, 2, (short) 1))).all().get(30, TimeUnit.SECONDS);
 
-                step = "produce";
+                Check.step("produce");
                 Properties p = new Properties();
                 p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
                 p.put(ProducerConfig.ACKS_CONFIG, "all");
@@ -103,7 +92,7 @@ public class DeleteRecordsCheck {
                     for (java.util.concurrent.Future<RecordMetadata> f : sent) f.get(30, TimeUnit.SECONDS);
                 }
 
-                step = "deleteRecords";
+                Check.step("deleteRecords");
                 Map<TopicPartition, RecordsToDelete> del = new HashMap<>();
                 del.put(p0, RecordsToDelete.beforeOffset(P0_DELETE_BEFORE));
                 del.put(p1, RecordsToDelete.beforeOffset(-1));
@@ -111,24 +100,24 @@ public class DeleteRecordsCheck {
                 for (var e : admin.deleteRecords(del).lowWatermarks().entrySet()) {
                     done.put(e.getKey(), e.getValue().get(30, TimeUnit.SECONDS));
                 }
-                check(done.get(p0).lowWatermark() == P0_DELETE_BEFORE, "p0 low watermark " + done.get(p0).lowWatermark());
-                check(done.get(p1).lowWatermark() == PER_PARTITION, "p1 low watermark " + done.get(p1).lowWatermark());
+                Check.check(done.get(p0).lowWatermark() == P0_DELETE_BEFORE, "p0 low watermark " + done.get(p0).lowWatermark());
+                Check.check(done.get(p1).lowWatermark() == PER_PARTITION, "p1 low watermark " + done.get(p1).lowWatermark());
 
-                step = "deleteRecords backwards";
+                Check.step("deleteRecords backwards");
                 long back = admin.deleteRecords(Map.of(p0, RecordsToDelete.beforeOffset(10)))
                         .lowWatermarks().get(p0).get(30, TimeUnit.SECONDS).lowWatermark();
-                check(back == P0_DELETE_BEFORE, "a step back moved the low watermark to " + back);
+                Check.check(back == P0_DELETE_BEFORE, "a step back moved the low watermark to " + back);
 
-                step = "deleteRecords past the high watermark";
+                Check.step("deleteRecords past the high watermark");
                 try {
                     admin.deleteRecords(Map.of(p0, RecordsToDelete.beforeOffset(1000)))
                             .lowWatermarks().get(p0).get(30, TimeUnit.SECONDS);
-                    fail("accepted");
+                    Check.fail("accepted");
                 } catch (ExecutionException e) {
-                    check(e.getCause() instanceof org.apache.kafka.common.errors.OffsetOutOfRangeException, "refused with " + e.getCause());
+                    Check.check(e.getCause() instanceof org.apache.kafka.common.errors.OffsetOutOfRangeException, "refused with " + e.getCause());
                 }
 
-                step = "consumer seeks below the log start (auto.offset.reset=none)";
+                Check.step("consumer seeks below the log start (auto.offset.reset=none)");
                 try (KafkaConsumer<String, String> c = consumer(bootstrap, "none")) {
                     c.assign(List.of(p0));
                     c.seek(p0, 0);
@@ -137,35 +126,35 @@ public class DeleteRecordsCheck {
                     while (!thrown && System.currentTimeMillis() < deadline) {
                         try {
                             ConsumerRecords<String, String> rs = c.poll(Duration.ofMillis(500));
-                            check(rs.isEmpty(), "read " + rs.count() + " records below the log start");
+                            Check.check(rs.isEmpty(), "read " + rs.count() + " records below the log start");
                         } catch (org.apache.kafka.clients.consumer.OffsetOutOfRangeException e) {
                             thrown = true;
-                            check(e.offsetOutOfRangePartitions().containsKey(p0), "exception names " + e.offsetOutOfRangePartitions());
+                            Check.check(e.offsetOutOfRangePartitions().containsKey(p0), "exception names " + e.offsetOutOfRangePartitions());
                         }
                     }
-                    check(thrown, "no OffsetOutOfRangeException within 30 s");
+                    Check.check(thrown, "no OffsetOutOfRangeException within 30 s");
                 }
 
-                step = "consumer seeks below the log start (auto.offset.reset=earliest)";
+                Check.step("consumer seeks below the log start (auto.offset.reset=earliest)");
                 List<Long> got = readFrom(bootstrap, p0, 0, PER_PARTITION);
-                check(!got.isEmpty() && got.get(0) == P0_DELETE_BEFORE, "reset read from " + got);
-                check(got.size() == PER_PARTITION - P0_DELETE_BEFORE, "read " + got);
+                Check.check(!got.isEmpty() && got.get(0) == P0_DELETE_BEFORE, "reset read from " + got);
+                Check.check(got.size() == PER_PARTITION - P0_DELETE_BEFORE, "read " + got);
             }
 
-            step = phase + ": listOffsets earliest";
+            Check.step(phase + ": listOffsets earliest");
             Map<TopicPartition, Long> start = earliest(admin, both);
-            check(start.get(p0) == P0_DELETE_BEFORE, "p0 earliest " + start.get(p0));
-            check(start.get(p1) == PER_PARTITION, "p1 earliest " + start.get(p1));
+            Check.check(start.get(p0) == P0_DELETE_BEFORE, "p0 earliest " + start.get(p0));
+            Check.check(start.get(p1) == PER_PARTITION, "p1 earliest " + start.get(p1));
             Map<TopicPartition, OffsetSpec> latest = new HashMap<>();
             for (TopicPartition tp : both) latest.put(tp, OffsetSpec.latest());
             var end = admin.listOffsets(latest).all().get(30, TimeUnit.SECONDS);
-            check(end.get(p0).offset() == PER_PARTITION && end.get(p1).offset() == PER_PARTITION,
+            Check.check(end.get(p0).offset() == PER_PARTITION && end.get(p1).offset() == PER_PARTITION,
                     "latest " + end.get(p0).offset() + " / " + end.get(p1).offset());
 
             if (phase.equals("verify")) {
-                step = "verify: p0 from the beginning";
+                Check.step("verify: p0 from the beginning");
                 List<Long> got = readFrom(bootstrap, p0, 0, PER_PARTITION);
-                check(!got.isEmpty() && got.get(0) == P0_DELETE_BEFORE && got.size() == PER_PARTITION - P0_DELETE_BEFORE,
+                Check.check(!got.isEmpty() && got.get(0) == P0_DELETE_BEFORE && got.size() == PER_PARTITION - P0_DELETE_BEFORE,
                         "read " + got);
             }
         }

@@ -22,17 +22,6 @@ import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
 public class TxnCheck {
-    static String step = "start";
-
-    static void fail(String msg) {
-        System.err.println("FAIL: " + step + ": " + msg);
-        System.exit(1);
-    }
-
-    static void check(boolean cond, String msg) {
-        if (!cond) fail(msg);
-    }
-
     static KafkaProducer<String, String> producer(String bootstrap, String tid) {
         Properties p = new Properties();
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -77,7 +66,7 @@ public class TxnCheck {
             admin.createTopics(List.of(new NewTopic(topic, 3, (short) 1))).all().get(30, TimeUnit.SECONDS);
         }
 
-        step = "commit and abort";
+        Check.step("commit and abort");
         List<String> committed = new ArrayList<>();
         List<String> aborted = new ArrayList<>();
         try (KafkaProducer<String, String> p = producer(bootstrap, "java-tid-" + topic)) {
@@ -104,11 +93,11 @@ public class TxnCheck {
         Collections.sort(rc);
         List<String> wantRc = new ArrayList<>(committed);
         Collections.sort(wantRc);
-        check(rc.equals(wantRc), "read_committed saw " + rc.size() + " records, want the " + wantRc.size() + " committed");
+        Check.check(rc.equals(wantRc), "read_committed saw " + rc.size() + " records, want the " + wantRc.size() + " committed");
         List<String> ru = readAll(bootstrap, topic, 3, "read_uncommitted", committed.size() + aborted.size());
-        check(ru.size() == committed.size() + aborted.size(), "read_uncommitted saw " + ru.size() + ", want " + (committed.size() + aborted.size()));
+        Check.check(ru.size() == committed.size() + aborted.size(), "read_uncommitted saw " + ru.size() + ", want " + (committed.size() + aborted.size()));
 
-        step = "fencing";
+        Check.step("fencing");
         String tid = "java-fence-" + topic;
         KafkaProducer<String, String> a = producer(bootstrap, tid);
         a.initTransactions();
@@ -127,9 +116,9 @@ public class TxnCheck {
         } catch (ProducerFencedException e) {
             fencedBy = e.getClass().getSimpleName();
         } catch (Exception e) {
-            fail("the fenced producer's commit failed with " + e + ", want ProducerFencedException");
+            Check.fail("the fenced producer's commit failed with " + e + ", want ProducerFencedException");
         }
-        check(fencedBy != null, "the fenced producer's commit succeeded");
+        Check.check(fencedBy != null, "the fenced producer's commit succeeded");
         // Its writes are refused too (the partition knows the newer epoch).
         String sendRefused = null;
         try (KafkaProducer<String, String> stale = a) {
@@ -137,9 +126,9 @@ public class TxnCheck {
         } catch (Exception e) {
             sendRefused = e.getClass().getSimpleName();
         }
-        check(sendRefused != null, "a fenced producer's send was accepted");
+        Check.check(sendRefused != null, "a fenced producer's send was accepted");
         List<String> after = readAll(bootstrap, topic, 3, "read_committed", committed.size() + 1);
-        check(after.contains("from-b") && !after.contains("from-a") && !after.contains("late-a"),
+        Check.check(after.contains("from-b") && !after.contains("from-a") && !after.contains("late-a"),
               "after fencing read_committed holds from-b only (" + after.size() + " records)");
         System.out.println("OK committed=" + committed.size() + " aborted=" + aborted.size() + " fenced_by=" + fencedBy);
     }

@@ -240,28 +240,48 @@ with zipfile.ZipFile(wheel) as z:
     classpath(&names)
 }
 
-/// Compiles `tests/clients/NAME.java` against the cached Kafka 4.3 jars (into
-/// `target/test-java/NAME/`) and runs it with `BOOTSTRAP`; returns its "OK ..." line (panics
-/// with its output otherwise).
+/// A Java check program of `tests/clients/` (`NAME.java`, with the shared `Check.java`),
+/// compiled against the cached Kafka 4.3 jars into `target/test-java/NAME/`.
+pub struct JavaCheck {
+    name: String,
+    classpath: String,
+}
+
+impl JavaCheck {
+    pub fn compile(name: &str) -> JavaCheck {
+        let jars = connect_classpath();
+        let classes = target_dir().join("test-java").join(name);
+        fs::create_dir_all(&classes).unwrap();
+        let mut javac = Command::new("javac");
+        javac
+            .arg("-d")
+            .arg(&classes)
+            .args(["-cp", &jars])
+            .arg(super::clients_dir().join(format!("{name}.java")))
+            .arg(super::clients_dir().join("Check.java"));
+        run_ok(javac, None, Duration::from_secs(180));
+        JavaCheck {
+            name: name.to_string(),
+            classpath: format!("{jars}:{}", classes.display()),
+        }
+    }
+
+    /// Runs it with `args`; returns its "OK ..." line (panics with its output otherwise).
+    pub fn run(&self, args: &[&str]) -> String {
+        let mut run = Command::new(java());
+        run.arg("-cp")
+            .arg(&self.classpath)
+            .arg(&self.name)
+            .args(args);
+        let out = run_ok(run, None, Duration::from_secs(180));
+        out.lines()
+            .find(|l| l.starts_with("OK "))
+            .unwrap_or_else(|| panic!("{} {args:?} gave no OK line:\n{out}", self.name))
+            .to_string()
+    }
+}
+
+/// Compiles and runs `NAME.java` once with `BOOTSTRAP`; its "OK ..." line.
 pub fn run_check(name: &str, bootstrap: &str) -> String {
-    let classpath = connect_classpath();
-    let classes = target_dir().join("test-java").join(name);
-    fs::create_dir_all(&classes).unwrap();
-    let mut javac = Command::new("javac");
-    javac
-        .arg("-d")
-        .arg(&classes)
-        .args(["-cp", &classpath])
-        .arg(super::clients_dir().join(format!("{name}.java")));
-    run_ok(javac, None, Duration::from_secs(180));
-    let mut run = Command::new(java());
-    run.arg("-cp")
-        .arg(format!("{classpath}:{}", classes.display()))
-        .arg(name)
-        .arg(bootstrap);
-    let out = run_ok(run, None, Duration::from_secs(180));
-    out.lines()
-        .find(|l| l.starts_with("OK "))
-        .unwrap_or_else(|| panic!("{name} gave no OK line:\n{out}"))
-        .to_string()
+    JavaCheck::compile(name).run(&[bootstrap])
 }
