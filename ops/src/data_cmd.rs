@@ -298,6 +298,15 @@ fn decompress(buf: &mut Bytes, c: Compression) -> anyhow::Result<Bytes> {
 }
 
 /// Whole batches in a fetched records field (a trailing partial batch is dropped), decoded.
+/// The offset after the last batch in `data` (`None` if it holds none): where a reader goes
+/// on even when the batches held no data record (transaction markers, batches a compaction
+/// emptied).
+fn end_of_batches(data: &[u8]) -> Option<i64> {
+    engine::batch::stored_batches(data)
+        .map(|(h, _)| h.base_offset + h.last_offset_delta as i64 + 1)
+        .max()
+}
+
 pub fn decode_records(data: Bytes) -> Result<Vec<Record>, String> {
     let mut out = Vec::new();
     for (_, stored) in engine::batch::stored_batches(&data) {
@@ -442,9 +451,9 @@ pub fn consume(args: ConsumeArgs) -> Result<(), String> {
                         kafka_error(pd.error_code)
                     ));
                 }
-                let records = match pd.records {
-                    Some(b) if !b.is_empty() => decode_records(b)?,
-                    _ => Vec::new(),
+                let (records, batches_end) = match pd.records {
+                    Some(b) if !b.is_empty() => (decode_records(b.clone())?, end_of_batches(&b)),
+                    _ => (Vec::new(), None),
                 };
                 let from = pos[&p];
                 for r in records.iter().filter(|r| r.offset >= from) {
@@ -466,6 +475,10 @@ pub fn consume(args: ConsumeArgs) -> Result<(), String> {
                         out.flush().map_err(|e| e.to_string())?;
                         return Ok(());
                     }
+                }
+                // Past markers and emptied batches too, or they would be fetched for ever.
+                if let Some(end) = batches_end.filter(|&e| e > pos[&p]) {
+                    pos.insert(p, end);
                 }
                 if pos[&p] < pd.high_watermark {
                     at_end = false;

@@ -213,6 +213,23 @@ fn a_producer_killed_mid_transaction_is_aborted_after_its_timeout() {
         counts, want,
         "read_committed sees the committed transactions only"
     );
+    // `ringlog consume --exit-at-end` (read_uncommitted, as Kafka's console consumer) reads
+    // past the markers to the end: all four transactions' records, the aborted one included.
+    let mut consume = std::process::Command::new(ringlog_bin());
+    consume.args([
+        "consume",
+        topic,
+        "--from-beginning",
+        "--exit-at-end",
+        "--brokers",
+    ]);
+    consume.arg(broker.bootstrap());
+    let out = run_ok(consume, None, Duration::from_secs(30));
+    assert_eq!(
+        out.lines().count(),
+        4 * CRASH_RECORDS_PER_TXN,
+        "consume --exit-at-end output:\n{out}"
+    );
     broker.assert_alive();
     broker.terminate();
 }
