@@ -1,7 +1,8 @@
 //! A Kafka Connect distributed worker (Apache Kafka 4.3's connect-runtime, the genuine Java
 //! code) against `ringlog serve`: a FileStreamSource connector copies a file into a topic, a
 //! FileStreamSink connector copies the topic into another file; the worker is SIGKILLed and
-//! restarted and must resume from its committed offsets. Also, at the wire level, the two APIs
+//! restarted and must resume from its committed offsets. Again with exactly-once source
+//! support (KIP-618: transactions and `fenceProducers`). Also, at the wire level, the two APIs
 //! Connect needed that ringlog lacked: OffsetDelete (KIP-875's offset reset of a sink
 //! connector) and DescribeCluster (the cluster id lookup at start).
 //!
@@ -28,9 +29,9 @@ use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
     DescribeClusterRequest, DescribeClusterResponse, GroupId, JoinGroupRequest, JoinGroupResponse,
-    MetadataRequest, MetadataResponse, OffsetCommitRequest, OffsetCommitResponse,
-    OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse,
-    SyncGroupRequest, SyncGroupResponse, TopicName,
+    ListTransactionsRequest, ListTransactionsResponse, MetadataRequest, MetadataResponse,
+    OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse,
+    OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use support::java::{connect_classpath, java};
@@ -51,7 +52,8 @@ struct Worker {
 }
 
 impl Worker {
-    fn new(dir: &Path, bootstrap: &str) -> Worker {
+    /// `extra`: more worker properties, one `key=value` per line.
+    fn new(dir: &Path, bootstrap: &str, extra: &str) -> Worker {
         let port = free_port();
         let rest = format!("127.0.0.1:{port}");
         let properties = dir.join("worker.properties");
@@ -80,6 +82,7 @@ session.timeout.ms=6000
 heartbeat.interval.ms=1000
 consumer.session.timeout.ms=6000
 consumer.heartbeat.interval.ms=1000
+{extra}
 "
         );
         fs::write(&properties, config).unwrap();
@@ -338,6 +341,30 @@ fn topic_values(broker: &Broker, topic: &str) -> Vec<String> {
 
 #[test]
 fn connect_file_source_and_sink_survive_a_worker_crash() {
+    file_source_and_sink_survive_a_worker_crash("", |_| {});
+}
+
+/// The same with exactly-once source support (KIP-618): the worker fences its source tasks'
+/// transactional producers (`Admin.fenceProducers`) and the source writes its records and
+/// offsets in transactions; the topic again holds each line once.
+#[test]
+fn connect_exactly_once_source_survives_a_worker_crash() {
+    file_source_and_sink_survive_a_worker_crash("exactly.once.source.support=enabled", |b| {
+        // The source task's transactional id is known to the coordinator: it wrote in
+        // transactions.
+        let mut c = connect(b);
+        let r: ListTransactionsResponse =
+            call(&mut c, 66, 0, 1, &ListTransactionsRequest::default());
+        assert!(
+            !r.transaction_states.is_empty(),
+            "no transactional id after an exactly-once source ran: {r:?}"
+        );
+    });
+}
+
+/// Runs the source → topic → sink scenario with `extra` worker properties (one `key=value`
+/// per line); `also` checks the broker before it stops.
+fn file_source_and_sink_survive_a_worker_crash(extra: &str, also: impl FnOnce(&Broker)) {
     const N: usize = 2000;
     const M: usize = 500;
     let classpath_ready = Instant::now();
@@ -352,7 +379,7 @@ fn connect_file_source_and_sink_survive_a_worker_crash() {
     let source = dir.path().join("source.txt");
     let sink = dir.path().join("sink.txt");
     File::create(&source).unwrap();
-    let mut worker = Worker::new(dir.path(), &broker.bootstrap());
+    let mut worker = Worker::new(dir.path(), &broker.bootstrap(), extra);
     worker.start();
     let rest = worker.rest.clone();
     // The REST server answers before the herder has joined its group; the connector creation
@@ -528,6 +555,7 @@ fn connect_file_source_and_sink_survive_a_worker_crash() {
         "topic 'lines' (JSON strings): each line once, in order"
     );
     worker.kill();
+    also(&broker);
     broker.assert_alive();
     broker.terminate();
     eprintln!("connect test done in {:?}", t0.elapsed());
