@@ -368,7 +368,16 @@ async fn abort_open(
     meta.updated_ms = now_ms();
     persist(s, id, partition, meta.clone()).await?;
     finish(s, id, partition, meta).await?;
-    Ok(s.txns.borrow()[id].meta.clone())
+    current(s, id)
+}
+
+/// `id`'s state now. The entry is taken (`busy`), so nothing removed it meanwhile; an absent
+/// one would be a bug, answered as a retriable error rather than a panic.
+fn current(s: &CoreState, id: &str) -> Result<TxnMeta, i16> {
+    let txns = s.txns.borrow();
+    let e = txns.get(id);
+    debug_assert!(e.is_some_and(|e| e.busy), "a taken transactional id stays");
+    e.map(|e| e.meta.clone()).ok_or(COORDINATOR_NOT_AVAILABLE)
 }
 
 /// InitProducerId with a transactional id: the id's producer id with the next epoch (a new
@@ -438,7 +447,7 @@ pub async fn init_producer_id(
                 meta = abort_open(&s, &id, partition, meta).await?;
             } else if meta.status.is_prepared() {
                 finish(&s, &id, partition, meta).await?;
-                meta = s.txns.borrow()[&id].meta.clone();
+                meta = current(&s, &id)?;
             }
             match next_epoch(meta.epoch) {
                 Some(e) => meta.epoch = e,
