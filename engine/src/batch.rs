@@ -155,6 +155,15 @@ pub fn parse_header(b: &[u8]) -> Result<BatchHeader, BatchError> {
 /// walker over stored batches: fetch accounting, group replay, producer-state rebuild and
 /// fan-out all read stored bytes through it (the recovery scan, which must also say why it
 /// stopped, is `segment::scan_log`).
+/// The length of the whole stored batches at the front of `bytes` that start below `offset`
+/// (a read cut at the last stable offset: batches never straddle it).
+pub fn bytes_below(bytes: &[u8], offset: u64) -> usize {
+    stored_batches(bytes)
+        .take_while(|(h, _)| (h.base_offset as u64) < offset)
+        .map(|(_, b)| b.len())
+        .sum()
+}
+
 pub fn stored_batches(bytes: &[u8]) -> StoredBatches<'_> {
     StoredBatches { rest: bytes }
 }

@@ -18,7 +18,7 @@ use std::time::Duration;
 use engine::batch::BatchHeader;
 use engine::log::DueRead;
 use engine::shard::CoreGone;
-use engine::txn::AbortedTxn;
+use engine::txn::{AbortedRanges, AbortedTxn};
 use engine::{LogError, PartitionError};
 use kafka_protocol::records::Record;
 
@@ -175,28 +175,15 @@ pub struct Cursor<P, C, K> {
 /// The leading whole batches of `bytes` that start below `stable` (the last stable offset,
 /// always a batch boundary): their length, and whether a batch was left out for it.
 fn stable_prefix(bytes: &[u8], stable: u64) -> (usize, bool) {
-    let mut len = 0;
-    for (h, b) in engine::batch::stored_batches(bytes) {
-        if h.base_offset as u64 >= stable {
-            return (len, true);
-        }
-        len += b.len();
-    }
-    (len, false)
+    let len = engine::batch::bytes_below(bytes, stable);
+    (len, len < bytes.len())
 }
 
 /// A batch the child never gets: a control batch (transaction marker), or a data batch of a
 /// transaction its producer aborted (Kafka's rule: an aborted transaction of this producer
 /// with first offset <= the batch's base offset <= its abort marker).
-fn is_skipped(h: &BatchHeader, aborted: &[AbortedTxn]) -> bool {
-    if h.is_control() {
-        return true;
-    }
-    let base = h.base_offset as u64;
-    h.is_transactional()
-        && aborted.iter().any(|a| {
-            a.producer_id == h.producer_id && a.first_offset <= base && base <= a.last_offset
-        })
+fn is_skipped(h: &BatchHeader, aborted: &AbortedRanges) -> bool {
+    h.is_control() || aborted.contains(h)
 }
 
 type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
@@ -269,6 +256,10 @@ impl<P: ParentLog, C: ChildSink, K: Clock> Cursor<P, C, K> {
         let mut linger_end: Option<i64> = None;
         loop {
             let stable = self.parent.last_stable_offset();
+            if stable <= slab.end && self.parent.high_watermark() > slab.end {
+                // Data past the slab, none of it stable: no read of what would be cut off.
+                break;
+            }
             let r = match self
                 .parent
                 .read_due(slab.end, SLAB_MAX_BYTES - bytes, self.due_by())
@@ -321,6 +312,7 @@ impl<P: ParentLog, C: ChildSink, K: Clock> Cursor<P, C, K> {
                 }
                 _ => Vec::new(),
             };
+            let aborted = AbortedRanges::new(&aborted);
             let mut full = false;
             for (h, b) in batches {
                 let batch_end = h.last_offset() as u64 + 1;

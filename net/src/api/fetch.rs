@@ -202,17 +202,17 @@ async fn read_one(state: &Rc<CoreState>, item: &ReadItem, limit: usize) -> (Part
     if limit == 0 {
         return (base, 0);
     }
+    if item.read_committed && lso <= item.offset.max(0) as u64 {
+        // Nothing stable past the offset: no read (the long-poll looks again).
+        return (base.with_aborted_transactions(Some(Vec::new())), 0);
+    }
     match log.read(item.offset as u64, limit).await {
         Ok(mut bytes) => {
             let mut base = base;
             if item.read_committed {
                 // Whole batches below the last stable offset, and the aborted transactions
                 // among them, for the client to drop.
-                let keep: usize = engine::batch::stored_batches(&bytes)
-                    .take_while(|(h, _)| (h.base_offset as u64) < lso)
-                    .map(|(_, b)| b.len())
-                    .sum();
-                bytes.truncate(keep);
+                bytes.truncate(engine::batch::bytes_below(&bytes, lso));
                 let aborted = part
                     .aborted_transactions(item.offset as u64, lso)
                     .into_iter()

@@ -773,6 +773,14 @@ async fn persist_txn_offsets(
     let Some(part) = s.partition(OFFSETS_TOPIC, partition) else {
         return COORDINATOR_NOT_AVAILABLE;
     };
+    // The group holds what the log will: refused before the write when past the bound.
+    let held = s.groups.borrow().get(group_id).map_or(0, |g| {
+        g.pending_txn_offsets_after(pid, items.iter().map(|(t, p, _)| (t.as_str(), *p)))
+    });
+    if held > group::MAX_PENDING_TXN_OFFSETS_PER_PRODUCER {
+        tracing::warn!(group = %group_id, producer_id = pid, limit = group::MAX_PENDING_TXN_OFFSETS_PER_PRODUCER, "transactional offset commit refused: too many partitions in one transaction (MAX_PENDING_TXN_OFFSETS_PER_PRODUCER)");
+        return INVALID_REQUEST;
+    }
     let batch = engine::batch_encode::encode_transactional(
         items
             .iter()
@@ -806,7 +814,8 @@ async fn persist_txn_offsets(
         crate::group::GroupEntry::new(group_id, partition, s.initial_rebalance_delay())
     });
     for (t, p, c) in items {
-        g.add_pending_txn_offset(pid, t, p, c);
+        let held = g.add_pending_txn_offset(pid, t, p, c);
+        debug_assert!(held, "the bound was checked before the write");
     }
     NONE
 }
@@ -818,20 +827,24 @@ async fn persist_txn_offsets(
 pub async fn txn_tick(state: &Rc<CoreState>) {
     let now = now_ms();
     let expiration_ms = state.ctx.config.transactional_id_expiration_ms as i64;
-    let expired: Vec<(String, u32)> = state
-        .txns
-        .borrow()
-        .iter()
-        .filter(|(_, e)| {
-            !e.busy
-                && matches!(
-                    e.meta.status,
-                    TxnStatus::Empty | TxnStatus::CompleteCommit | TxnStatus::CompleteAbort
-                )
-                && now > e.meta.updated_ms.saturating_add(expiration_ms)
-        })
-        .map(|(id, e)| (id.clone(), e.partition))
-        .collect();
+    // One pass over this core's ids: what expired, and what is due (timed out or prepared).
+    let mut expired: Vec<(String, u32)> = Vec::new();
+    let mut due: Vec<(String, u32)> = Vec::new();
+    for (id, e) in state.txns.borrow().iter().filter(|(_, e)| !e.busy) {
+        let m = &e.meta;
+        let idle = matches!(
+            m.status,
+            TxnStatus::Empty | TxnStatus::CompleteCommit | TxnStatus::CompleteAbort
+        );
+        if idle && now > m.updated_ms.saturating_add(expiration_ms) {
+            expired.push((id.clone(), e.partition));
+        } else if m.status.is_prepared()
+            || (m.status == TxnStatus::Ongoing
+                && now > m.started_ms.saturating_add(m.timeout_ms as i64))
+        {
+            due.push((id.clone(), e.partition));
+        }
+    }
     for (id, partition) in expired {
         if take(state, &id).is_err() {
             continue;
@@ -847,18 +860,6 @@ pub async fn txn_tick(state: &Rc<CoreState>) {
             }
         }
     }
-    let due: Vec<(String, u32)> = state
-        .txns
-        .borrow()
-        .iter()
-        .filter(|(_, e)| {
-            !e.busy
-                && (e.meta.status.is_prepared()
-                    || (e.meta.status == TxnStatus::Ongoing
-                        && now > e.meta.started_ms.saturating_add(e.meta.timeout_ms as i64)))
-        })
-        .map(|(id, e)| (id.clone(), e.partition))
-        .collect();
     for (id, partition) in due {
         let Ok(meta) = take(state, &id) else {
             continue;

@@ -90,6 +90,21 @@ impl GroupEntry {
         true
     }
 
+    /// How many offsets producer `producer_id`'s open transaction would hold here with
+    /// `keys` added (TxnOffsetCommit checks `MAX_PENDING_TXN_OFFSETS_PER_PRODUCER` first).
+    pub fn pending_txn_offsets_after<'a>(
+        &self,
+        producer_id: i64,
+        keys: impl Iterator<Item = (&'a str, i32)>,
+    ) -> usize {
+        let pending = self.pending_txn.get(&producer_id);
+        let held = pending.map_or(0, |m| m.len());
+        let new: std::collections::BTreeSet<(&str, i32)> = keys
+            .filter(|(t, p)| !pending.is_some_and(|m| m.contains_key(&(t.to_string(), *p))))
+            .collect();
+        held + new.len()
+    }
+
     /// A marker of `producer_id` reached this group's partition: its pending offsets become
     /// committed (`commit`) or are dropped.
     pub fn complete_txn(&mut self, producer_id: i64, commit: bool) {
