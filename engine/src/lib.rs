@@ -15,6 +15,7 @@
 pub mod appender;
 pub mod batch;
 pub mod batch_encode;
+pub mod checked_file;
 pub mod cleaner;
 pub mod clock;
 pub mod compression;

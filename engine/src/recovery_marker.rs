@@ -2,17 +2,19 @@
 //! clean and from which segment a crash recovery must scan. Replaced atomically (temp + rename),
 //! so a crash leaves either the old or the new marker.
 //!
-//! Layout: `b"RLRM" | version u8 = 1 | clean u8 | recovery_base u64 BE | crc32 u32 BE` (crc32 of
-//! the bytes before it).
+//! Layout (`checked_file`'s frame): `b"RLRM" | version u16 BE = 2 | clean u8 | recovery_base u64
+//! BE | crc32c u32 BE`. Version 1 (`b"RLRM" | 1 u8 | clean u8 | recovery_base u64 BE | crc32 u32
+//! BE`, CRC-32), written by older builds, is still read; every store writes version 2.
 
 use std::path::{Path, PathBuf};
 
-use crate::io;
+use crate::{checked_file, io};
 
 pub const MARKER_FILE_NAME: &str = "recovery.marker";
 const MAGIC: &[u8; 4] = b"RLRM";
-const VERSION: u8 = 1;
-const MARKER_BYTES: usize = 18;
+const VERSION: u16 = 2;
+/// clean | recovery_base.
+const BODY_BYTES: usize = 1 + 8;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecoveryMarker {
@@ -28,43 +30,56 @@ pub fn path(dir: &Path) -> PathBuf {
 }
 
 impl RecoveryMarker {
-    fn encode(&self) -> [u8; MARKER_BYTES] {
-        let mut b = [0u8; MARKER_BYTES];
-        b[0..4].copy_from_slice(MAGIC);
-        b[4] = VERSION;
-        b[5] = self.clean as u8;
-        b[6..14].copy_from_slice(&self.recovery_base.to_be_bytes());
-        let crc = crc32fast::hash(&b[..14]);
-        b[14..18].copy_from_slice(&crc.to_be_bytes());
-        b
+    fn encode(&self) -> Vec<u8> {
+        let mut body = [0u8; BODY_BYTES];
+        body[0] = self.clean as u8;
+        body[1..].copy_from_slice(&self.recovery_base.to_be_bytes());
+        checked_file::frame(MAGIC, VERSION, &body)
     }
 
-    fn decode(b: &[u8]) -> Option<Self> {
-        if b.len() != MARKER_BYTES || &b[0..4] != MAGIC || b[4] != VERSION || b[5] > 1 {
+    fn decode(b: &[u8]) -> Result<Self, String> {
+        if let Some(m) = Self::decode_v1(b) {
+            return Ok(m);
+        }
+        let body = checked_file::unframe(MAGIC, VERSION, b)?;
+        if body.len() != BODY_BYTES || body[0] > 1 {
+            return Err(format!(
+                "a body of {} bytes, clean flag {:?}",
+                body.len(),
+                body.first()
+            ));
+        }
+        Ok(Self {
+            clean: body[0] == 1,
+            recovery_base: u64::from_be_bytes(body[1..].try_into().expect("8 bytes")),
+        })
+    }
+
+    /// A version 1 marker (older builds), or `None`.
+    fn decode_v1(b: &[u8]) -> Option<Self> {
+        const V1_BYTES: usize = 18;
+        if b.len() != V1_BYTES || &b[0..4] != MAGIC || b[4] != 1 || b[5] > 1 {
             return None;
         }
         let crc = u32::from_be_bytes(b[14..18].try_into().ok()?);
-        if crc32fast::hash(&b[..14]) != crc {
-            return None;
-        }
-        Some(Self {
+        (crc32fast::hash(&b[..14]) == crc).then(|| Self {
             clean: b[5] == 1,
-            recovery_base: u64::from_be_bytes(b[6..14].try_into().ok()?),
+            recovery_base: u64::from_be_bytes(b[6..14].try_into().expect("8 bytes")),
         })
     }
 
     /// The marker in `dir`; `None` when missing or damaged (recovery then scans everything).
     pub async fn load(dir: &Path) -> std::io::Result<Option<Self>> {
-        let bytes = io::read_small(&path(dir)).await?;
-        let marker = bytes.as_deref().and_then(Self::decode);
-        if bytes.is_some() && marker.is_none() {
-            tracing::warn!(dir = %dir.display(), "recovery marker is damaged; scanning every segment");
-        }
-        Ok(marker)
+        checked_file::load(
+            &path(dir),
+            Self::decode,
+            "recovery marker is damaged; scanning every segment",
+        )
+        .await
     }
 
     pub async fn store(&self, dir: &Path) -> std::io::Result<()> {
-        io::write_atomic(&path(dir), self.encode().to_vec()).await
+        io::write_atomic(&path(dir), self.encode()).await
     }
 }
 
@@ -79,12 +94,23 @@ mod tests {
             recovery_base: 1234,
         };
         let b = m.encode();
-        assert_eq!(RecoveryMarker::decode(&b), Some(m));
+        assert_eq!(RecoveryMarker::decode(&b), Ok(m));
         for i in 0..b.len() {
-            let mut d = b;
+            let mut d = b.clone();
             d[i] ^= 0x40;
-            assert_eq!(RecoveryMarker::decode(&d), None, "flip at {i}");
+            assert!(RecoveryMarker::decode(&d).is_err(), "flip at {i}");
         }
-        assert_eq!(RecoveryMarker::decode(&b[..10]), None);
+        assert!(RecoveryMarker::decode(&b[..10]).is_err());
+        // A version 1 marker (older builds: u8 version, CRC-32) still reads; damaged, it does not.
+        let mut v1 = b"RLRM\x01\x01".to_vec();
+        v1.extend_from_slice(&1234u64.to_be_bytes());
+        let crc = crc32fast::hash(&v1);
+        v1.extend_from_slice(&crc.to_be_bytes());
+        assert_eq!(RecoveryMarker::decode(&v1), Ok(m));
+        for i in 0..v1.len() {
+            let mut d = v1.clone();
+            d[i] ^= 0x40;
+            assert!(RecoveryMarker::decode(&d).is_err(), "v1 flip at {i}");
+        }
     }
 }

@@ -37,12 +37,10 @@ pub const MAX_ABORTED_TXNS_PER_PARTITION: usize = 100_000;
 pub const ABORTED_INDEX_FILE_NAME: &str = "aborted.txnindex";
 const ABORTED_FILE_MAGIC: &[u8; 4] = b"RLAT";
 const ABORTED_FILE_VERSION: u16 = 1;
-/// magic | version u16 | count u32.
-const ABORTED_FILE_HEADER_BYTES: usize = 10;
+/// count u32 (after `checked_file`'s magic and version).
+const ABORTED_FILE_COUNT_BYTES: usize = 4;
 /// producer id i64 | first offset u64 | last offset u64.
 const ABORTED_FILE_ENTRY_BYTES: usize = 24;
-/// The trailing CRC-32C over everything before it.
-const ABORTED_FILE_CRC_BYTES: usize = 4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MarkerKind {
@@ -430,46 +428,28 @@ impl TxnRebuild {
     }
 }
 
-/// `aborted.txnindex`: "RLAT" | version u16 (1) | count u32 | count × (producer id i64 |
-/// first offset u64 | last offset u64) | CRC-32C u32 of everything before it; big-endian.
+/// `aborted.txnindex` (`checked_file`'s frame): "RLAT" | version u16 (1) | count u32 | count ×
+/// (producer id i64 | first offset u64 | last offset u64) | CRC-32C u32; big-endian.
 pub fn encode_aborted_file(entries: &[AbortedTxn]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(
-        ABORTED_FILE_HEADER_BYTES
-            + entries.len() * ABORTED_FILE_ENTRY_BYTES
-            + ABORTED_FILE_CRC_BYTES,
-    );
-    out.extend_from_slice(ABORTED_FILE_MAGIC);
-    out.extend_from_slice(&ABORTED_FILE_VERSION.to_be_bytes());
-    out.extend_from_slice(&(entries.len() as u32).to_be_bytes());
+    let mut body =
+        Vec::with_capacity(ABORTED_FILE_COUNT_BYTES + entries.len() * ABORTED_FILE_ENTRY_BYTES);
+    body.extend_from_slice(&(entries.len() as u32).to_be_bytes());
     for a in entries {
-        out.extend_from_slice(&a.producer_id.to_be_bytes());
-        out.extend_from_slice(&a.first_offset.to_be_bytes());
-        out.extend_from_slice(&a.last_offset.to_be_bytes());
+        body.extend_from_slice(&a.producer_id.to_be_bytes());
+        body.extend_from_slice(&a.first_offset.to_be_bytes());
+        body.extend_from_slice(&a.last_offset.to_be_bytes());
     }
-    let crc = crc32c::crc32c(&out);
-    out.extend_from_slice(&crc.to_be_bytes());
-    out
+    crate::checked_file::frame(ABORTED_FILE_MAGIC, ABORTED_FILE_VERSION, &body)
 }
 
 /// Reads `aborted.txnindex` bytes; `Err` says why they are not a valid file.
 pub fn decode_aborted_file(b: &[u8]) -> Result<Vec<AbortedTxn>, String> {
-    if b.len() < ABORTED_FILE_HEADER_BYTES + ABORTED_FILE_CRC_BYTES {
-        return Err(format!("{} bytes is too short", b.len()));
+    let body = crate::checked_file::unframe(ABORTED_FILE_MAGIC, ABORTED_FILE_VERSION, b)?;
+    if body.len() < ABORTED_FILE_COUNT_BYTES {
+        return Err(format!("a body of {} bytes has no count", body.len()));
     }
-    let (body, crc) = b.split_at(b.len() - ABORTED_FILE_CRC_BYTES);
-    let stored = u32::from_be_bytes(crc.try_into().expect("4 bytes"));
-    if crc32c::crc32c(body) != stored {
-        return Err("CRC mismatch".into());
-    }
-    if &body[..4] != ABORTED_FILE_MAGIC {
-        return Err("bad magic".into());
-    }
-    let version = u16::from_be_bytes([body[4], body[5]]);
-    if version != ABORTED_FILE_VERSION {
-        return Err(format!("unknown version {version}"));
-    }
-    let count = u32::from_be_bytes(body[6..10].try_into().expect("4 bytes")) as usize;
-    let rest = &body[ABORTED_FILE_HEADER_BYTES..];
+    let (count, rest) = body.split_at(ABORTED_FILE_COUNT_BYTES);
+    let count = u32::from_be_bytes(count.try_into().expect("4 bytes")) as usize;
     if rest.len() != count.saturating_mul(ABORTED_FILE_ENTRY_BYTES) {
         return Err(format!(
             "{count} entries declared, {} bytes hold them",
