@@ -340,18 +340,28 @@ impl PartitionLog {
 
     /// Waits until data after `offset` becomes readable (the high watermark passes it) or until
     /// `deadline`; `true` if data arrived (or the log can no longer change: poisoned, closed).
+    ///
+    /// A reader woken by a flush yields once before it returns: the producers whose acks that
+    /// flush made durable were woken by the same change, and their acks go out first (a tail
+    /// reader's copy and response would otherwise sit in front of each ack).
     pub async fn wait_for_data_after(&self, offset: u64, deadline: Instant) -> bool {
         let arrived = async {
+            let mut waited = false;
             loop {
                 let gen = {
                     let st = self.st.borrow();
                     if st.high_watermark > offset || st.poisoned.is_some() || st.closed_for_good {
-                        return true;
+                        break;
                     }
                     st.change_gen
                 };
                 self.wait_change(gen).await;
+                waited = true;
             }
+            if waited {
+                futures_lite::future::yield_now().await;
+            }
+            true
         };
         let timeout = async {
             glommio::timer::sleep(deadline.saturating_duration_since(Instant::now())).await;
