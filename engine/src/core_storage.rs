@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::clock::{Clock, SystemClock};
 use crate::data_dir::DataDir;
-use crate::io::{CoreRing, FaultInjector, FileIo, RingConfig, RingStats, StorageIo};
+use crate::io::{CoreRing, FaultInjector, FileIo, FilePool, RingConfig, RingStats, StorageIo};
 use crate::latency::LatencyHistogram;
 use crate::segment::{ClosedReader, ClosedSegment};
 use crate::tail_cache::TailCache;
@@ -32,6 +32,10 @@ pub struct CoreStorageOptions {
     pub registered_buffer_bytes: usize,
     /// Bytes of recently appended batches kept for reads at the tail (0: off).
     pub tail_cache_bytes: u64,
+    /// Files the core's logs keep open for writing at once (`max-open-files`' share of this
+    /// core; 0: no bound). Past it, the least recently used idle file is closed and reopens
+    /// on its next use (`io::FilePool`).
+    pub max_open_files: usize,
 }
 
 impl Default for CoreStorageOptions {
@@ -41,6 +45,7 @@ impl Default for CoreStorageOptions {
             storage_io: StorageIo::default(),
             registered_buffer_bytes: DEFAULT_REGISTERED_BUFFER_BYTES,
             tail_cache_bytes: crate::tail_cache::DEFAULT_TAIL_CACHE_BYTES,
+            max_open_files: 0,
         }
     }
 }
@@ -117,7 +122,7 @@ impl CoreStorage {
             flush_latency: RefCell::default(),
             cache: RefCell::new(ReadCache::new(read_cache_segments)),
             next_log_id: Cell::new(1),
-            file_io: FileIo::new(ring, faults),
+            file_io: FileIo::new(ring, faults, Some(FilePool::new(options.max_open_files))),
             clock: RefCell::new(Rc::new(SystemClock)),
             tail_cache: TailCache::new(options.tail_cache_bytes),
         }))
@@ -134,6 +139,11 @@ impl CoreStorage {
     /// What this core's ring has done (`None` on glommio).
     pub fn ring_stats(&self) -> Option<RingStats> {
         self.file_io.ring().map(|r| r.stats())
+    }
+
+    /// What the core's open-file budget holds and has done.
+    pub fn file_pool_stats(&self) -> crate::io::FilePoolStats {
+        self.file_io.pool().map(|p| p.stats()).unwrap_or_default()
     }
 
     /// How this core's logs open their files.

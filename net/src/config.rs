@@ -101,6 +101,11 @@ pub struct BrokerConfig {
     pub transactional_id_expiration_ms: u64,
     pub io_memory_bytes: usize,
     pub read_cache_segments: usize,
+    /// Data files the node keeps open at once, split between the cores (`max-open-files`);
+    /// `None`: what the fd limit leaves after its reserve (`crate::fd_budget`).
+    pub max_open_files: Option<usize>,
+    /// Partitions the node serves at most (`max-partitions`).
+    pub max_partitions: usize,
     /// Which runtime carries each core's appends (`storage-io`).
     pub storage_io: engine::StorageIo,
     /// Registered write buffers of each core's ring (`storage-io = io-uring`).
@@ -158,6 +163,8 @@ impl BrokerConfig {
             transactional_id_expiration_ms: crate::txn::DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
             io_memory_bytes: DEFAULT_IO_MEMORY_BYTES,
             read_cache_segments: DEFAULT_READ_CACHE_SEGMENTS,
+            max_open_files: None,
+            max_partitions: crate::fd_budget::DEFAULT_MAX_PARTITIONS,
             storage_io: engine::StorageIo::default(),
             registered_buffer_bytes: engine::core_storage::DEFAULT_REGISTERED_BUFFER_BYTES,
             tail_cache_bytes: engine::tail_cache::DEFAULT_TAIL_CACHE_BYTES,

@@ -29,7 +29,7 @@ pub struct BrokerContext {
     /// Open Kafka connections, broker-wide and per client IP (`max-connections`,
     /// `max-connections-per-ip`); touched at accept and close only.
     pub connections: crate::conn_table::ConnectionTable,
-    /// Partitions this node can keep open within its fd limit.
+    /// Partitions this node serves, and each core's open-file budget.
     pub fd_budget: crate::fd_budget::FdBudget,
     /// This node's brokers as clients see them (one, or one per core in core-direct mode):
     /// every broker id and endpoint a handler answers comes from here.
@@ -51,10 +51,12 @@ impl BrokerContext {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)
             .unwrap_or(1);
+        let cores = config.cpus.len().max(1);
         let fd_budget = crate::fd_budget::FdBudget::from_process_limit(
-            config.read_cache_segments
-                * crate::fd_budget::FDS_PER_CACHED_SEGMENT
-                * config.cpus.len().max(1),
+            config.read_cache_segments * crate::fd_budget::FDS_PER_CACHED_SEGMENT * cores,
+            cores,
+            config.max_open_files,
+            config.max_partitions,
         );
         Self {
             meta,
@@ -150,6 +152,7 @@ impl CoreState {
             storage_io: ctx.config.storage_io,
             registered_buffer_bytes: ctx.config.registered_buffer_bytes,
             tail_cache_bytes: ctx.config.tail_cache_bytes,
+            max_open_files: ctx.fd_budget.max_open_files_per_core,
         };
         let storage = CoreStorage::open(ctx.data_dir.clone(), options, faults.clone()).await?;
         let request_bytes = ctx.config.queued_max_request_bytes_per_core as u64;

@@ -20,8 +20,8 @@ const OFFSETS_REPLAY_READ_BYTES: usize = 1 << 20;
 /// Why a partition was not opened.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
-    #[error("not served: the node's fd budget of {max_open} open partitions is full (fd limit {fd_limit}); raise the fd limit (ulimit -n) and restart, or delete partitions")]
-    FdBudget { max_open: usize, fd_limit: usize },
+    #[error("not served: the node serves at most {max_partitions} partitions (max-partitions); raise max-partitions and restart, or delete partitions")]
+    PartitionBudget { max_partitions: usize },
     #[error(transparent)]
     Partition(#[from] PartitionError),
     #[error("replaying committed offsets: {0}")]
@@ -153,10 +153,13 @@ impl CoreState {
         incarnation: &str,
         configs: &BTreeMap<String, String>,
     ) -> Result<OwnedPartition, OpenError> {
-        let fd_slot = self.ctx.fd_budget.try_open().ok_or(OpenError::FdBudget {
-            max_open: self.ctx.fd_budget.max_open_partitions,
-            fd_limit: self.ctx.fd_budget.fd_limit,
-        })?;
+        let fd_slot = self
+            .ctx
+            .fd_budget
+            .try_open()
+            .ok_or(OpenError::PartitionBudget {
+                max_partitions: self.ctx.fd_budget.max_partitions,
+            })?;
         let dir = self.ctx.data_dir.partition_dir(topic, index);
         let log_config = topic_config::to_log_config(configs, &self.ctx.config.log_defaults)
             .unwrap_or_else(|_| self.ctx.config.log_defaults.clone());

@@ -39,6 +39,15 @@ pub struct ServeArgs {
     /// Connections one client IP holds at once (default 16384).
     #[arg(long, value_name = "N")]
     max_connections_per_ip: Option<usize>,
+    /// Data files the node keeps open at once, split between the cores; idle partitions'
+    /// files are closed past it and reopen on use (default: the fd limit, raised to its hard
+    /// limit, less a reserve for connections).
+    #[arg(long, value_name = "N")]
+    max_open_files: Option<usize>,
+    /// Partitions the node serves at most; CreateTopics and CreatePartitions past it are
+    /// refused (default 200000).
+    #[arg(long, value_name = "N")]
+    max_partitions: Option<usize>,
     /// Which runtime carries each core's appends: `io-uring` (default: the engine's own ring,
     /// one DSYNC write per durable flush) or `glommio` (a write, then an fdatasync).
     #[arg(long, value_name = "io-uring|glommio")]
@@ -139,6 +148,10 @@ struct FileConfig {
     /// Idle transactional ids are forgotten after this long (`transactional.id.expiration.ms`).
     transactional_id_expiration_ms: Option<u64>,
     io_memory_bytes: Option<usize>,
+    /// Data files the node keeps open at once (split between the cores).
+    max_open_files: Option<usize>,
+    /// Partitions the node serves at most.
+    max_partitions: Option<usize>,
     /// `io-uring` (default) or `glommio`: which runtime carries each core's appends.
     storage_io: Option<String>,
     /// Registered write buffers of each core's ring, bytes.
@@ -279,6 +292,15 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
     }
     if let Some(n) = file.io_memory_bytes {
         c.io_memory_bytes = n;
+    }
+    if let Some(n) = args.max_open_files.or(file.max_open_files) {
+        if n == 0 {
+            return Err("max-open-files must be at least 1 (it is the node's budget of open data files; leave it unset to derive it from the fd limit)".into());
+        }
+        c.max_open_files = Some(n);
+    }
+    if let Some(n) = args.max_partitions.or(file.max_partitions) {
+        c.max_partitions = n;
     }
     if let Some(v) = args.storage_io.as_ref().or(file.storage_io.as_ref()) {
         c.storage_io = v.parse()?;

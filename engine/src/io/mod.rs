@@ -11,7 +11,7 @@
 //! of the core meanwhile. The same operations in [`blocking`] are for code that runs off the
 //! executors (broker start-up, tools such as `ringlog dump-segment`).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -19,9 +19,11 @@ use std::rc::Rc;
 use glommio::io::{DmaFile, OpenOptions};
 
 mod buffer;
+mod file_pool;
 mod uring;
 
 pub use buffer::IoBuf;
+pub use file_pool::{FilePool, FilePoolStats};
 pub use uring::{CoreRing, RingConfig, RingStats};
 
 /// Alignment of every direct-I/O write and of every write position. The device's logical block
@@ -147,30 +149,49 @@ impl std::fmt::Display for StorageIo {
     }
 }
 
+/// An open descriptor of a `SegmentFile`. Operations hold a clone while they run, so a
+/// backend whose only holder is its file is idle (the file pool may close it).
+#[derive(Clone)]
 enum Backend {
-    Glommio(DmaFile),
+    Glommio(Rc<DmaFile>),
     Uring(Rc<uring::UringFile>),
 }
 
+impl Backend {
+    fn idle(&self) -> bool {
+        match self {
+            Backend::Glommio(f) => Rc::strong_count(f) == 1,
+            Backend::Uring(f) => Rc::strong_count(f) == 1,
+        }
+    }
+}
+
 /// How a core opens files for writing: through its own ring (`storage-io = io-uring`) or
-/// glommio, and (tests, drills) through a fault injector. `CoreStorage::file_io` hands out the
-/// core's; `FileIo::default()` is glommio without faults (tools, tests).
+/// glommio, within the core's open-file budget (`FilePool`), and (tests, drills) through a
+/// fault injector. `CoreStorage::file_io` hands out the core's; `FileIo::default()` is glommio
+/// without faults or budget (tools, tests).
 #[derive(Clone, Default)]
 pub struct FileIo {
     ring: Option<Rc<CoreRing>>,
     faults: Option<Rc<FaultInjector>>,
+    pool: Option<Rc<FilePool>>,
 }
 
 impl FileIo {
-    pub(crate) fn new(ring: Option<Rc<CoreRing>>, faults: Option<Rc<FaultInjector>>) -> Self {
-        Self { ring, faults }
+    pub(crate) fn new(
+        ring: Option<Rc<CoreRing>>,
+        faults: Option<Rc<FaultInjector>>,
+        pool: Option<Rc<FilePool>>,
+    ) -> Self {
+        Self { ring, faults, pool }
     }
 
-    /// The same runtime with no fault injection (recovery's own reads and truncation).
+    /// The same runtime and budget with no fault injection (recovery's own reads and
+    /// truncation).
     pub fn without_faults(&self) -> Self {
         Self {
-            ring: self.ring.clone(),
             faults: None,
+            ..self.clone()
         }
     }
 
@@ -182,25 +203,18 @@ impl FileIo {
     pub fn ring(&self) -> Option<&Rc<CoreRing>> {
         self.ring.as_ref()
     }
-}
 
-/// One file opened for direct I/O on the current executor: files opened for writing go
-/// through the core's own ring when `FileIo` has one, else (and every read-only open) through
-/// glommio.
-pub struct SegmentFile {
-    backend: Backend,
-    path: PathBuf,
-    faults: Option<Rc<FaultInjector>>,
-}
+    /// The core's open-file budget, when it has one.
+    pub fn pool(&self) -> Option<&Rc<FilePool>> {
+        self.pool.as_ref()
+    }
 
-impl SegmentFile {
-    /// Opens (creating if needed) `path` for direct-I/O reads and writes.
-    pub async fn open_rw(path: &Path, io: &FileIo) -> io::Result<Self> {
-        let backend = match &io.ring {
+    async fn open_backend(&self, path: &Path) -> io::Result<Backend> {
+        Ok(match &self.ring {
             Some(ring) => Backend::Uring(Rc::new(
                 uring::UringFile::open_rw(path, ring.clone()).await?,
             )),
-            None => Backend::Glommio(
+            None => Backend::Glommio(Rc::new(
                 OpenOptions::new()
                     .read(true)
                     .write(true)
@@ -208,25 +222,139 @@ impl SegmentFile {
                     .dma_open(path)
                     .await
                     .map_err(|e| io_context("opening", path, e))?,
-            ),
-        };
-        Ok(Self {
-            backend,
-            path: path.to_path_buf(),
-            faults: io.faults(),
+            )),
         })
     }
+}
 
-    /// Opens `path` read-only for direct-I/O reads (closed segments: glommio's reads).
+/// The descriptor of a file opened for writing, which its core's `FilePool` may close while
+/// it is idle.
+struct OpenSlot {
+    backend: RefCell<Option<Backend>>,
+}
+
+impl file_pool::Closable for OpenSlot {
+    fn close_if_idle(&self) -> bool {
+        let Ok(mut b) = self.backend.try_borrow_mut() else {
+            return false;
+        };
+        match &*b {
+            Some(backend) if backend.idle() => {
+                // The last holder: dropping it closes the descriptor (glommio's in its next
+                // reactor turn, the ring's at once).
+                *b = None;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Where a writable file stands in its core's file pool.
+struct Pooled {
+    pool: Rc<FilePool>,
+    /// The file's place in the pool's LRU order while open.
+    place: Cell<Option<u64>>,
+}
+
+/// One file opened for direct I/O on the current executor: files opened for writing go
+/// through the core's own ring when `FileIo` has one, else (and every read-only open) through
+/// glommio. A writable file under a core's open-file budget may be closed by the budget while
+/// idle, and reopens on its next operation.
+pub struct SegmentFile {
+    slot: Rc<OpenSlot>,
+    path: PathBuf,
+    /// How the file reopens (writable files).
+    io: Option<FileIo>,
+    pooled: Option<Pooled>,
+    faults: Option<Rc<FaultInjector>>,
+}
+
+impl SegmentFile {
+    /// Opens (creating if needed) `path` for direct-I/O reads and writes.
+    pub async fn open_rw(path: &Path, io: &FileIo) -> io::Result<Self> {
+        let reservation = io.pool.as_ref().map(|pool| pool.reserve());
+        let pooled = io.pool.clone().map(|pool| Pooled {
+            pool,
+            place: Cell::new(None),
+        });
+        let backend = io.open_backend(path).await?;
+        let f = Self {
+            slot: Rc::new(OpenSlot {
+                backend: RefCell::new(Some(backend)),
+            }),
+            path: path.to_path_buf(),
+            io: Some(io.clone()),
+            pooled,
+            faults: io.faults(),
+        };
+        if let Some(r) = reservation {
+            f.enter_pool(r, false);
+        }
+        Ok(f)
+    }
+
+    /// Opens `path` read-only for direct-I/O reads (closed segments: glommio's reads, outside
+    /// the pool: the core's read cache bounds them).
     pub async fn open_read(path: &Path) -> io::Result<Self> {
         let file = DmaFile::open(path)
             .await
             .map_err(|e| io_context("opening", path, e))?;
         Ok(Self {
-            backend: Backend::Glommio(file),
+            slot: Rc::new(OpenSlot {
+                backend: RefCell::new(Some(Backend::Glommio(Rc::new(file)))),
+            }),
             path: path.to_path_buf(),
+            io: None,
+            pooled: None,
             faults: None,
         })
+    }
+
+    fn enter_pool(&self, reservation: file_pool::Reservation, reopen: bool) {
+        if let Some(p) = &self.pooled {
+            let weak: std::rc::Weak<dyn file_pool::Closable> =
+                Rc::downgrade(&(self.slot.clone() as Rc<dyn file_pool::Closable>));
+            p.place.set(Some(p.pool.enter(reservation, weak, reopen)));
+        }
+    }
+
+    /// The open descriptor, reopened first if the pool closed it; marks the file used.
+    async fn backend(&self) -> io::Result<Backend> {
+        if let Some(b) = self.slot.backend.borrow().clone() {
+            if let Some(p) = &self.pooled {
+                if let Some(place) = p.place.get() {
+                    p.place.set(Some(p.pool.touch(place)));
+                }
+            }
+            return Ok(b);
+        }
+        let io = self
+            .io
+            .as_ref()
+            .expect("only a writable file is closed while in use, and it knows how to reopen");
+        let reservation = self.pooled.as_ref().map(|p| {
+            if let Some(place) = p.place.take() {
+                // Its old place went when the pool closed it.
+                p.pool.leave(place);
+            }
+            p.pool.reserve()
+        });
+        let opened = io.open_backend(&self.path).await?;
+        let mut slot = self.slot.backend.borrow_mut();
+        match &*slot {
+            // Another task reopened it meanwhile: use that one (this one closes on drop, and
+            // its reservation goes back).
+            Some(b) => Ok(b.clone()),
+            None => {
+                *slot = Some(opened.clone());
+                drop(slot);
+                if let Some(r) = reservation {
+                    self.enter_pool(r, true);
+                }
+                Ok(opened)
+            }
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -235,15 +363,15 @@ impl SegmentFile {
 
     /// Whether the file goes through the core's own ring.
     pub fn on_core_ring(&self) -> bool {
-        matches!(self.backend, Backend::Uring(_))
+        self.io.as_ref().is_some_and(|io| io.ring.is_some())
     }
 
     /// An aligned buffer of `len` bytes (a multiple of the alignment) for `write_block`.
     pub fn alloc_buffer(&self, len: usize) -> IoBuf {
         debug_assert_eq!(len as u64 % IO_ALIGNMENT_BYTES, 0);
-        match &self.backend {
-            Backend::Glommio(f) => IoBuf::Dma(f.alloc_dma_buffer(len)),
-            Backend::Uring(f) => f.alloc_buffer(len),
+        match self.io.as_ref().and_then(|io| io.ring.as_ref()) {
+            Some(ring) => ring.alloc_buffer(len),
+            None => IoBuf::Dma(glommio::allocate_dma_buffer(len)),
         }
     }
 
@@ -287,9 +415,10 @@ impl SegmentFile {
         if durable {
             self.check_sync().await?;
         }
-        match &self.backend {
+        match self.backend().await? {
             Backend::Uring(f) => f.write_all(writes, durable, &self.path).await,
             Backend::Glommio(file) => {
+                let file = &file;
                 let results =
                     crate::join::join_all(writes.into_iter().map(|(buf, pos)| async move {
                         let want = buf.len();
@@ -324,16 +453,16 @@ impl SegmentFile {
 
     /// Keeps the blocks after `tail` zeroed and synced ahead of the appends (up to `limit`,
     /// the reserved space), so durable writes overwrite initialised blocks; on the core's ring
-    /// only (a background step), nothing on glommio.
+    /// only (a background step), nothing on glommio, nor while the pool has the file closed.
     pub fn zero_ahead(&self, tail: u64, limit: u64) {
-        if let Backend::Uring(f) = &self.backend {
+        if let Some(Backend::Uring(f)) = &*self.slot.backend.borrow() {
             f.zero_ahead(tail, limit, &self.path);
         }
     }
 
     /// Reads up to `len` bytes at `pos` (no alignment needed); shorter only at end of file.
     pub async fn read(&self, pos: u64, len: usize) -> io::Result<Vec<u8>> {
-        match &self.backend {
+        match self.backend().await? {
             Backend::Glommio(f) => f
                 .read_at(pos, len)
                 .await
@@ -345,7 +474,7 @@ impl SegmentFile {
 
     pub async fn sync(&self) -> io::Result<()> {
         self.check_sync().await?;
-        match &self.backend {
+        match self.backend().await? {
             Backend::Glommio(f) => f
                 .fdatasync()
                 .await
@@ -356,7 +485,7 @@ impl SegmentFile {
 
     /// Reserves space up to `len` bytes without changing the file size.
     pub async fn preallocate(&self, len: u64) -> io::Result<()> {
-        match &self.backend {
+        match self.backend().await? {
             Backend::Glommio(f) => f
                 .pre_allocate(len, true)
                 .await
@@ -366,7 +495,7 @@ impl SegmentFile {
     }
 
     pub async fn truncate(&self, len: u64) -> io::Result<()> {
-        match &self.backend {
+        match self.backend().await? {
             Backend::Glommio(f) => f
                 .truncate(len)
                 .await
@@ -376,7 +505,12 @@ impl SegmentFile {
     }
 
     pub async fn size(&self) -> io::Result<u64> {
-        match &self.backend {
+        let closed = self.slot.backend.borrow().is_none();
+        if closed {
+            // Closed by the pool: the size without reopening it.
+            return file_len(&self.path).await;
+        }
+        match self.backend().await? {
             Backend::Glommio(f) => f
                 .file_size()
                 .await
@@ -386,13 +520,30 @@ impl SegmentFile {
     }
 
     pub async fn close(self) -> io::Result<()> {
-        let path = self.path;
-        match self.backend {
-            Backend::Glommio(f) => f.close().await.map_err(|e| io_context("closing", &path, e)),
+        let backend = self.slot.backend.borrow_mut().take();
+        let path = self.path.clone();
+        drop(self);
+        match backend {
+            None => Ok(()),
+            Some(Backend::Glommio(f)) => match Rc::try_unwrap(f) {
+                Ok(f) => f.close().await.map_err(|e| io_context("closing", &path, e)),
+                // An operation still holds it: it closes when that one is done.
+                Err(_) => Ok(()),
+            },
             // The descriptor closes when the last operation holding the file is done.
-            Backend::Uring(f) => {
+            Some(Backend::Uring(f)) => {
                 drop(f);
                 Ok(())
+            }
+        }
+    }
+}
+
+impl Drop for SegmentFile {
+    fn drop(&mut self) {
+        if let Some(p) = &self.pooled {
+            if let Some(place) = p.place.take() {
+                p.pool.leave(place);
             }
         }
     }

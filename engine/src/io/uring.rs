@@ -512,10 +512,6 @@ impl UringFile {
         }
     }
 
-    pub(super) fn alloc_buffer(&self, len: usize) -> IoBuf {
-        self.ring.alloc_buffer(len)
-    }
-
     fn write_entry(&self, buf: &IoBuf, pos: u64, dsync: bool) -> squeue::Entry {
         let len = buf.len() as u32;
         let ptr = buf.as_ptr();
