@@ -112,8 +112,18 @@ impl Appender {
         if end <= self.allocated {
             return None;
         }
-        let step = self.preallocate_bytes.max(IO_ALIGNMENT_BYTES);
+        let step = self.preallocation_step(end);
         Some(end.div_ceil(step) * step)
+    }
+
+    /// The preallocation step for a file reaching `end` bytes: as large as the file (so the
+    /// steps double), from `MIN_PREALLOCATE_STEP_BYTES` up to `preallocate_bytes`.
+    fn preallocation_step(&self, end: u64) -> u64 {
+        let cap = self.preallocate_bytes.max(IO_ALIGNMENT_BYTES);
+        align_up(end)
+            .next_power_of_two()
+            .max(crate::config::MIN_PREALLOCATE_STEP_BYTES)
+            .min(cap)
     }
 
     /// Records that the file's space is reserved up to `to` bytes.
@@ -169,7 +179,7 @@ impl Appender {
             pos += len;
         }
         let preallocate_to = (align_up(end) > self.allocated).then(|| {
-            let step = self.preallocate_bytes.max(IO_ALIGNMENT_BYTES);
+            let step = self.preallocation_step(end);
             let to = align_up(end).div_ceil(step) * step;
             self.allocated = to;
             to

@@ -8,8 +8,12 @@ pub const DEFAULT_SEGMENT_MS: i64 = 7 * 24 * 3600 * 1000;
 pub const DEFAULT_RETENTION_MS: i64 = 7 * 24 * 3600 * 1000;
 /// Bytes of log between two time-index entries (Kafka's `index.interval.bytes`).
 pub const DEFAULT_INDEX_INTERVAL_BYTES: u64 = 4096;
-/// Preallocation step of a segment file (Redpanda's fallocation step).
+/// Largest preallocation step of a segment file (Redpanda's fallocation step). Steps start at
+/// `MIN_PREALLOCATE_STEP_BYTES` and double with the file, so a partition that holds little
+/// reserves little (100,000 partitions written once reserve 64 KiB each, not 32 MiB).
 pub const DEFAULT_PREALLOCATE_BYTES: u64 = 32 << 20;
+/// The first preallocation step of a segment file (and of its indexes).
+pub const MIN_PREALLOCATE_STEP_BYTES: u64 = 64 << 10;
 /// Size of one aligned chunk of the in-memory tail buffer.
 pub const DEFAULT_WRITE_CHUNK_BYTES: usize = 1 << 20;
 /// Preallocation step of a segment's `.index` and `.timeindex` (when the log preallocates):
