@@ -17,8 +17,13 @@ pub struct Appender {
     len: u64,
     /// File position of the first byte of `chunks[0]` (aligned).
     tail_pos: u64,
-    /// Aligned chunks holding bytes `tail_pos..len`; all but the last are full.
+    /// Aligned chunks holding bytes `tail_pos..len`; all but the last are full. Empty while
+    /// nothing new was appended since the last flush: then `partial` holds those bytes (less
+    /// than a block), so an idle appender holds no aligned buffer (issue #13: 100,000
+    /// partitions' tails).
     chunks: Vec<IoBuf>,
+    /// Bytes `tail_pos..len` while `chunks` is empty.
+    partial: Vec<u8>,
     /// Bytes used in the last chunk.
     last_fill: usize,
     chunk_bytes: usize,
@@ -62,15 +67,15 @@ impl Appender {
             len: align_down(len),
             tail_pos: align_down(len),
             chunks: Vec::new(),
+            partial: Vec::new(),
             last_fill: 0,
             chunk_bytes,
             allocated,
             preallocate_bytes,
             zero_ahead: false,
         };
-        a.push_chunk();
-        a.append(tail_block);
-        assert_eq!(a.len, len);
+        a.partial = tail_block.to_vec();
+        a.len = len;
         a
     }
 
@@ -136,7 +141,24 @@ impl Appender {
         self.len - self.tail_pos
     }
 
+    /// Puts the bytes after `tail_pos` into an aligned chunk again (before an append or a
+    /// flush).
+    fn materialize(&mut self) {
+        if !self.chunks.is_empty() {
+            return;
+        }
+        debug_assert_eq!(self.partial.len() as u64, self.len - self.tail_pos);
+        self.push_chunk();
+        let p = std::mem::take(&mut self.partial);
+        self.chunks[0].as_bytes_mut()[..p.len()].copy_from_slice(&p);
+        self.last_fill = p.len();
+    }
+
     pub fn append(&mut self, mut data: &[u8]) {
+        if data.is_empty() {
+            return;
+        }
+        self.materialize();
         while !data.is_empty() {
             if self.last_fill == self.chunk_bytes {
                 self.push_chunk();
@@ -156,6 +178,7 @@ impl Appender {
         if self.len == self.tail_pos {
             return None;
         }
+        self.materialize();
         let end = self.len;
         let mut chunks = std::mem::take(&mut self.chunks);
         let last_fill = self.last_fill;
@@ -184,11 +207,11 @@ impl Appender {
             self.allocated = to;
             to
         });
+        // The partial last block waits in a small copy until the next append needs a chunk.
         self.tail_pos = align_down(end);
-        self.len = self.tail_pos;
-        self.push_chunk();
-        self.append(&partial_copy);
-        debug_assert_eq!(self.len, end);
+        self.len = end;
+        self.partial = partial_copy;
+        debug_assert_eq!(self.partial.len() as u64, self.len - self.tail_pos);
         Some(FlushJob {
             file: self.file.clone(),
             preallocate_bytes: self.preallocate_bytes,
