@@ -14,6 +14,20 @@ pub async fn join_all<F: Future>(futs: impl IntoIterator<Item = F>) -> Vec<F::Ou
     futures_util::future::join_all(futs).await
 }
 
+/// Runs `f` on every item with at most `limit` running at once (e.g. a core opening its
+/// partitions: each open waits on small file reads and fsyncs, so a few dozen in flight keep
+/// the disk busy where one at a time leaves it idle), in no particular order.
+pub async fn for_each_bounded<T, Fut: Future<Output = ()>>(
+    items: impl IntoIterator<Item = T>,
+    limit: usize,
+    f: impl FnMut(T) -> Fut,
+) {
+    assert!(limit > 0, "at least one at a time");
+    futures_util::stream::iter(items)
+        .for_each_concurrent(limit, f)
+        .await
+}
+
 /// Waits for the first of `futs` to complete and returns its index and output; the others are
 /// dropped. Pending forever if `futs` is empty.
 pub async fn first_of<F: Future>(futs: impl IntoIterator<Item = F>) -> (usize, F::Output) {

@@ -159,3 +159,39 @@ fn child_batches_are_valid() {
         batch::validate(&child_batch(seed)).unwrap();
     }
 }
+
+/// A log opened after a clean close keeps its clean marker until its first append (issue #13:
+/// idle partitions open and close without an fsync): a crash before any append needs no scan,
+/// and a crash after one scans and keeps it.
+#[test]
+fn the_clean_marker_stays_until_the_first_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    run(move || async move {
+        let core = core(&root, 4).await;
+        let (log, _) = open(&core, &root, small_config(64 << 10)).await;
+        let first = log.append(&batch(1, 2, 100, 1), Durability::Sync).await.unwrap();
+        log.close().await.unwrap();
+        // Opened and dropped untouched (a crash): still clean.
+        let (log, summary) = open(&core, &root, small_config(64 << 10)).await;
+        assert!(summary.clean_shutdown);
+        drop(log);
+        let (log, summary) = open(&core, &root, small_config(64 << 10)).await;
+        assert!(summary.clean_shutdown, "nothing changed since the clean close");
+        assert_eq!(summary.segments_scanned, 0);
+        // An append marks it first; a crash after it recovers it.
+        let second = log.append(&batch(2, 2, 100, 2), Durability::Sync).await.unwrap();
+        drop(log);
+        let (log, summary) = open(&core, &root, small_config(64 << 10)).await;
+        assert!(!summary.clean_shutdown);
+        assert!(summary.segments_scanned > 0);
+        assert_eq!(
+            read_all(&log, 0).await,
+            vec![
+                as_stored(batch(1, 2, 100, 1), first.base_offset),
+                as_stored(batch(2, 2, 100, 2), second.base_offset)
+            ]
+        );
+        log.close().await.unwrap();
+    });
+}

@@ -7,12 +7,19 @@ use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::time::Duration;
 
+use engine::join::for_each_bounded;
 use engine::{LogError, Partition, PartitionError};
 use meta::AppliedChange;
 
 use crate::core::{CoreState, OwnedPartition, PartitionKey};
 use crate::group::{self, OFFSETS_TOPIC};
 use crate::topic_config;
+
+/// Partitions a core opens or closes at once (start-up, restart after a crash, shutdown,
+/// topic create and delete): each waits on small file reads and fsyncs.
+pub const MAX_CONCURRENT_PARTITION_OPENS: usize = 32;
+/// How often a core opening many partitions logs how far it is.
+const OPEN_PROGRESS_LOG_SECS: u64 = 5;
 
 /// Bytes read per step while replaying a `__consumer_offsets` partition.
 const OFFSETS_REPLAY_READ_BYTES: usize = 1 << 20;
@@ -91,11 +98,13 @@ impl CoreState {
             .filter(|(k, p)| desired.get(*k).map(String::as_str) != Some(p.incarnation()))
             .map(|(k, p)| (k.clone(), p.clone()))
             .collect();
-        for (key, p) in stale {
-            self.partitions.borrow_mut().remove(&key);
+        for (key, _) in &stale {
+            self.partitions.borrow_mut().remove(key);
             if key.0 == OFFSETS_TOPIC {
                 self.groups.borrow_mut().retain(|_, g| g.partition != key.1);
             }
+        }
+        for_each_bounded(stale, MAX_CONCURRENT_PARTITION_OPENS, |(key, p)| async move {
             let topic_alive = self
                 .meta
                 .borrow()
@@ -115,25 +124,44 @@ impl CoreState {
                     }
                 }
             }
-        }
+        })
+        .await;
         let mut wanted: Vec<(PartitionKey, String)> = desired
             .into_iter()
             .filter(|(k, _)| !self.partitions.borrow().contains_key(k))
             .collect();
         wanted.sort();
-        for ((topic, index), incarnation) in wanted {
-            let cfg = configs.get(&topic).cloned().unwrap_or_default();
-            match self.open_partition(&topic, index, &incarnation, &cfg).await {
-                Ok(p) => {
-                    self.partitions
-                        .borrow_mut()
-                        .insert((topic, index), Rc::new(p));
+        let total = wanted.len();
+        let opened = std::cell::Cell::new(0usize);
+        let progress = std::cell::Cell::new(std::time::Instant::now());
+        let configs = &configs;
+        for_each_bounded(
+            wanted,
+            MAX_CONCURRENT_PARTITION_OPENS,
+            |((topic, index), incarnation)| {
+                let opened = &opened;
+                let progress = &progress;
+                async move {
+                    let cfg = configs.get(&topic).cloned().unwrap_or_default();
+                    match self.open_partition(&topic, index, &incarnation, &cfg).await {
+                        Ok(p) => {
+                            self.partitions
+                                .borrow_mut()
+                                .insert((topic, index), Rc::new(p));
+                        }
+                        Err(e) => {
+                            tracing::error!(%topic, partition = index, error = %e, "cannot open partition")
+                        }
+                    }
+                    opened.set(opened.get() + 1);
+                    if progress.get().elapsed() >= Duration::from_secs(OPEN_PROGRESS_LOG_SECS) {
+                        progress.set(std::time::Instant::now());
+                        tracing::info!(core = self.core, done = opened.get(), total, "opening partitions");
+                    }
                 }
-                Err(e) => {
-                    tracing::error!(%topic, partition = index, error = %e, "cannot open partition")
-                }
-            }
-        }
+            },
+        )
+        .await;
         // Configs of open partitions follow the metadata.
         for p in self.partitions.borrow().values() {
             if let Some(cfg) = configs.get(&p.topic) {
@@ -314,11 +342,12 @@ impl CoreState {
             .drain()
             .map(|(_, p)| p)
             .collect();
-        for p in parts {
+        for_each_bounded(parts, MAX_CONCURRENT_PARTITION_OPENS, |p| async move {
             if let Err(e) = p.close().await {
                 tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "closing partition");
             }
-        }
+        })
+        .await;
     }
 }
 

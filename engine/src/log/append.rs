@@ -6,6 +6,7 @@ use super::{AppendInfo, Durability, LogError, PartitionLog};
 use crate::batch::{self, BatchError, BatchHeader};
 use crate::config::TimestampType;
 use crate::io::SegmentFile;
+use crate::recovery_marker::RecoveryMarker;
 
 /// An append's place in the arrival order of its partition. Batches go into the log in the
 /// order `append` was called (a connection's pipelined produce requests keep their order),
@@ -51,6 +52,8 @@ pub(super) enum AppendStep {
     Drain(u64),
     /// Preallocate these files to these sizes before admitting the batch.
     Reserve(Vec<(Rc<SegmentFile>, u64)>),
+    /// Write the "not clean" recovery marker before the first append after a clean open.
+    MarkDirty,
     Ready,
 }
 
@@ -129,6 +132,7 @@ impl PartitionLog {
                 AppendStep::Roll => self.roll().await?,
                 AppendStep::Drain(target) => self.sync_to(target).await?,
                 AppendStep::Reserve(files) => self.reserve(files).await?,
+                AppendStep::MarkDirty => self.mark_dirty().await?,
                 AppendStep::Ready => break,
             }
         }
@@ -153,6 +157,9 @@ impl PartitionLog {
             // A roll could not create the next segment (no disk space): try again.
             return Ok(AppendStep::Roll);
         };
+        if !st.marked_dirty {
+            return Ok(AppendStep::MarkDirty);
+        }
         let commit = self.core.now_ms().max(st.last_commit_time_ms);
         let len = h.size_bytes as u64;
         let non_empty = !a.entries.is_empty();
@@ -182,6 +189,30 @@ impl PartitionLog {
             return Ok(AppendStep::Reserve(reserve));
         }
         Ok(AppendStep::Ready)
+    }
+
+    /// Writes the "not clean" recovery marker (recovery scans from the active segment) before
+    /// the first append after a clean open. A failure refuses the batch; nothing was written.
+    pub(super) async fn mark_dirty(&self) -> Result<(), LogError> {
+        let base = {
+            let st = self.st.borrow();
+            if st.marked_dirty {
+                return Ok(());
+            }
+            match st.active.as_ref() {
+                Some(a) => a.base_offset,
+                None => return Ok(()),
+            }
+        };
+        RecoveryMarker {
+            clean: false,
+            recovery_base: base,
+        }
+        .store(&self.dir)
+        .await
+        .map_err(|e| self.io_err(e))?;
+        self.st.borrow_mut().marked_dirty = true;
+        Ok(())
     }
 
     /// Preallocates the active segment's files for the next batch. A refusal (a full disk)

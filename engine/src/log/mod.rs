@@ -175,6 +175,11 @@ struct State {
     leader_epoch: i32,
     poisoned: Option<String>,
     closed_for_good: bool,
+    /// The recovery marker on disk says "not clean" (written before the first append after a
+    /// clean open, and by every roll): until then the files are as the clean close left them,
+    /// so a crash needs no scan and a close has nothing to seal (issue #13: idle partitions
+    /// open and close with no fsync).
+    marked_dirty: bool,
     io_busy: bool,
     rolling: bool,
     flush_scheduled: bool,

@@ -38,13 +38,18 @@ impl PartitionLog {
         io::create_dir_all(&dir).await.map_err(io_err)?;
         let recovered = recover(core, &dir, &config).await.map_err(io_err)?;
         let (active, mut closed, summary, last_commit, checkpoint) = recovered;
-        RecoveryMarker {
-            clean: false,
-            recovery_base: active.base_offset,
+        // A log that was closed cleanly keeps its clean marker until its first append
+        // (`mark_dirty`); one that was recovered is marked now.
+        let marked_dirty = !summary.clean_shutdown;
+        if marked_dirty {
+            RecoveryMarker {
+                clean: false,
+                recovery_base: active.base_offset,
+            }
+            .store(&dir)
+            .await
+            .map_err(io_err)?;
         }
-        .store(&dir)
-        .await
-        .map_err(io_err)?;
         let next = summary.next_offset;
         let first_segment = closed.keys().next().copied().unwrap_or(active.base_offset);
         let log_start_offset = recover_log_start(&dir, &mut closed, first_segment, next)
@@ -65,6 +70,7 @@ impl PartitionLog {
                 leader_epoch: 0,
                 poisoned: None,
                 closed_for_good: false,
+                marked_dirty,
                 io_busy: false,
                 rolling: false,
                 flush_scheduled: false,

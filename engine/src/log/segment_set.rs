@@ -207,6 +207,7 @@ impl PartitionLog {
             }
             .store(&self.dir)
             .await?;
+            self.st.borrow_mut().marked_dirty = true;
             Ok::<_, std::io::Error>(seg)
         }
         .await;
@@ -260,6 +261,11 @@ impl PartitionLog {
             let base = active.base_offset;
             if poisoned {
                 return Ok(());
+            }
+            if !self.st.borrow().marked_dirty {
+                // Untouched since a clean open: the files and the clean marker are as they
+                // were; only the descriptors close.
+                return close_unsealed(active).await.map_err(|e| self.io_err(e));
             }
             seal_segment(active).await.map_err(|e| self.io_err(e))?;
             RecoveryMarker {
@@ -394,6 +400,20 @@ pub(super) async fn open_segment_at(
         bytes_since_time_entry: bytes_since,
         tail: core.tail_cache().window(),
     })
+}
+
+/// Closes the three files of a segment that nothing changed since it was opened.
+async fn close_unsealed(seg: ActiveSegment) -> std::io::Result<()> {
+    let ActiveSegment {
+        log,
+        index,
+        time_index,
+        ..
+    } = seg;
+    for a in [log, index, time_index] {
+        a.close().await?;
+    }
+    Ok(())
 }
 
 /// Writes the final time entry, trims the three files to their logical size, syncs and
