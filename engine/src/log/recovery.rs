@@ -39,11 +39,14 @@ impl PartitionLog {
         let recovered = recover(core, &dir, &config).await.map_err(io_err)?;
         let (active, mut closed, summary, last_commit, checkpoint) = recovered;
         // A log that was closed cleanly keeps its clean marker until its first append
-        // (`mark_dirty`); one that was recovered is marked now.
-        let marked_dirty = !summary.clean_shutdown;
-        if marked_dirty {
+        // (`mark_dirty`); a new one (no segment before this open: its files are empty) is
+        // marked clean, so a crash before its first append needs no scan; one that was
+        // recovered is marked "not clean" now.
+        let fresh = summary.segments == 0;
+        let marked_dirty = !summary.clean_shutdown && !fresh;
+        if !summary.clean_shutdown {
             RecoveryMarker {
-                clean: false,
+                clean: fresh,
                 recovery_base: active.base_offset,
             }
             .store(&dir)
