@@ -170,17 +170,26 @@ fn the_clean_marker_stays_until_the_first_append() {
     run(move || async move {
         let core = core(&root, 4).await;
         let (log, _) = open(&core, &root, small_config(64 << 10)).await;
-        let first = log.append(&batch(1, 2, 100, 1), Durability::Sync).await.unwrap();
+        let first = log
+            .append(&batch(1, 2, 100, 1), Durability::Sync)
+            .await
+            .unwrap();
         log.close().await.unwrap();
         // Opened and dropped untouched (a crash): still clean.
         let (log, summary) = open(&core, &root, small_config(64 << 10)).await;
         assert!(summary.clean_shutdown);
         drop(log);
         let (log, summary) = open(&core, &root, small_config(64 << 10)).await;
-        assert!(summary.clean_shutdown, "nothing changed since the clean close");
+        assert!(
+            summary.clean_shutdown,
+            "nothing changed since the clean close"
+        );
         assert_eq!(summary.segments_scanned, 0);
         // An append marks it first; a crash after it recovers it.
-        let second = log.append(&batch(2, 2, 100, 2), Durability::Sync).await.unwrap();
+        let second = log
+            .append(&batch(2, 2, 100, 2), Durability::Sync)
+            .await
+            .unwrap();
         drop(log);
         let (log, summary) = open(&core, &root, small_config(64 << 10)).await;
         assert!(!summary.clean_shutdown);

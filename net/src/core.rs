@@ -266,6 +266,7 @@ impl CoreState {
             fsync_latency: self.storage.flush_latency(),
             tail_cache: self.storage.tail_cache().stats(),
             storage_ring_ops: self.storage.ring_stats().map_or(0, |r| r.submitted_ops),
+            file_pool: self.storage.file_pool_stats(),
             cross_core_received: self.shards.received(self.core),
             inbox_depth: self.shards.inbox_len(self.core) as u64,
             busy_seconds: {

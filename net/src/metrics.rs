@@ -115,6 +115,8 @@ pub struct Snapshot {
     pub tail_cache: engine::tail_cache::TailCacheStats,
     /// Operations the core's own io_uring submitted (0 on `storage-io = glommio`).
     pub storage_ring_ops: u64,
+    /// The core's open-file budget (`max-open-files`' share) and what it did.
+    pub file_pool: engine::io::FilePoolStats,
     pub partitions: Vec<PartitionFigures>,
     pub cursors: Vec<CursorFigures>,
 }
@@ -361,6 +363,36 @@ pub fn render(snaps: &[Snapshot]) -> String {
             "counter",
             "Operations submitted to the core's own io_uring (storage-io io-uring).",
             |s| s.storage_ring_ops as f64,
+        ),
+        (
+            "ringlog_open_files",
+            "gauge",
+            "Data files the core holds open (its share of max-open-files bounds them).",
+            |s| s.file_pool.open_files as f64,
+        ),
+        (
+            "ringlog_open_files_budget",
+            "gauge",
+            "Data files the core may hold open at once.",
+            |s| s.file_pool.max_open_files as f64,
+        ),
+        (
+            "ringlog_open_files_closed_for_budget_total",
+            "counter",
+            "Idle data files the core closed to stay within its open-file budget.",
+            |s| s.file_pool.closed_for_budget as f64,
+        ),
+        (
+            "ringlog_open_files_reopened_total",
+            "counter",
+            "Data files the core opened again after closing them for the budget.",
+            |s| s.file_pool.reopened as f64,
+        ),
+        (
+            "ringlog_open_files_over_budget_total",
+            "counter",
+            "Opens that found every open file busy and went past the budget for the moment.",
+            |s| s.file_pool.over_budget as f64,
         ),
         (
             "ringlog_recovery_segments_scanned_total",

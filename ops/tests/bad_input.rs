@@ -751,22 +751,15 @@ fn batches_with_lying_headers_are_refused_and_the_high_watermark_stays() {
     broker.assert_alive();
 }
 
-/// Placement respects the fd budget (issue #23): a topic with more partitions than this node's
-/// fd limit can serve is refused with a message naming the limit and the fix.
+/// Placement respects the node's partition bound (issue #13; the fd budget of issue #23
+/// bounded it before): a topic with more partitions than `max-partitions` allows is refused
+/// whole, with a message naming the bound and the fix, and nothing of it is created.
 #[test]
-fn partitions_beyond_the_fd_budget_are_refused() {
+fn partitions_beyond_max_partitions_are_refused() {
     use kafka_protocol::messages::{
         create_topics_request::CreatableTopic, CreateTopicsRequest, CreateTopicsResponse,
     };
-    // This test process (nextest runs each test in its own) lowers its fd limit, and the
-    // broker it starts inherits it: 8,192 fds serve about 2,000 partitions.
-    let lim = libc::rlimit {
-        rlim_cur: 8_192,
-        rlim_max: 8_192,
-    };
-    // SAFETY: setrlimit on our own process with a valid struct.
-    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
-    let mut broker = Broker::start(1);
+    let mut broker = Broker::start_with(1, &["--max-partitions", "2000"]);
     let mut s = connect(&broker);
     let req = CreateTopicsRequest::default()
         .with_timeout_ms(10_000)
@@ -781,10 +774,11 @@ fn partitions_beyond_the_fd_budget_are_refused() {
         .as_ref()
         .map(|m| m.to_string())
         .unwrap_or_default();
-    assert!(
-        msg.contains("file-descriptor limit") && msg.contains("ulimit"),
-        "{msg}"
-    );
+    assert!(msg.contains("max-partitions"), "{msg}");
+    let mut c = Command::new(kcat());
+    c.args(["-b", &broker.bootstrap(), "-L"]);
+    let out = run_ok(c, None, Duration::from_secs(30));
+    assert!(!out.contains("\"wide\""), "no half-created topic: {out}");
     broker.assert_alive();
 }
 

@@ -3,6 +3,9 @@ partitions, with confluent-kafka.
 
 usage: scale_check.py BOOTSTRAP MODE TOPIC_PREFIX TOPICS PARTITIONS SAMPLE SEED [ROUNDS]
 
+  The topics are TOPIC_PREFIX0 .. TOPIC_PREFIX{TOPICS-1}, each with PARTITIONS partitions;
+  TOPICS 0 names one topic, TOPIC_PREFIX itself.
+
   produce  writes ROUNDS records (default 1) to each of SAMPLE partitions chosen by SEED
            (explicit partitions, acks=all), one pass over the sample per round; prints the
            count acknowledged; any delivery error fails
@@ -24,7 +27,8 @@ from suite import check, fail, step, SUMMARY
 
 def sample(prefix, topics, partitions, n, seed):
     rng = random.Random(seed)
-    every = [(f"{prefix}{t}", p) for t in range(topics) for p in range(partitions)]
+    names = [prefix] if topics == 0 else [f"{prefix}{t}" for t in range(topics)]
+    every = [(name, p) for name in names for p in range(partitions)]
     if n >= len(every):
         return every
     return sorted(rng.sample(every, n))
@@ -98,7 +102,7 @@ def main():
     topics, partitions, n, seed = (int(a) for a in sys.argv[4:8])
     rounds = int(sys.argv[8]) if len(sys.argv) > 8 else 1
     if mode == "rr":
-        targets = sample(prefix, topics, partitions, topics * partitions, seed)
+        targets = sample(prefix, topics, partitions, max(topics, 1) * partitions, seed)
         mode = "produce"
     else:
         targets = sample(prefix, topics, partitions, n, seed)

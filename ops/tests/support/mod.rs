@@ -412,6 +412,12 @@ impl Broker {
         }
     }
 
+    /// The command-line arguments of the next [`Broker::restart`] (beyond the data dir,
+    /// listener and cores).
+    pub fn set_extra_args(&mut self, extra_args: &[&str]) {
+        self.extra_args = extra_args.iter().map(|s| s.to_string()).collect();
+    }
+
     /// Starts again on the same data dir and port (after [`kill`] or [`terminate`]).
     pub fn restart(&mut self) {
         if self.child.is_some() {
