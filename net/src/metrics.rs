@@ -564,5 +564,22 @@ pub fn render(snaps: &[Snapshot]) -> String {
             );
         }
     }
+    if let Some(rss) = process_resident_bytes() {
+        f.head(
+            "ringlog_process_resident_bytes",
+            "gauge",
+            "Resident memory of the broker process (what each partition costs: divide by ringlog_partitions).",
+        );
+        let _ = writeln!(f.out, "ringlog_process_resident_bytes {rss}");
+    }
     out
+}
+
+/// The process's resident set in bytes (`/proc/self/statm`), if readable.
+fn process_resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf with a valid name has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Some(pages * u64::try_from(page).ok()?)
 }

@@ -188,6 +188,15 @@ pub fn run_shards(args: ShardsArgs) -> Result<(), String> {
     let busy = rate("ringlog_core_busy_seconds_total");
     let queue = per_core(&after, "ringlog_cross_core_queue_depth");
     let in_flight = per_core(&after, "ringlog_requests_in_flight");
+    let open_files = per_core(&after, "ringlog_open_files");
+    let open_budget = per_core(&after, "ringlog_open_files_budget");
+    let reopens = rate("ringlog_open_files_reopened_total");
+    // The node's resident memory shared out by partitions: what a partition costs.
+    let rss = after
+        .iter()
+        .find(|((n, _), _)| n == "ringlog_process_resident_bytes")
+        .map(|(_, v)| *v);
+    let all_partitions: f64 = partitions.values().sum();
     let mut names: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (n, l) in after.keys() {
         if n == "ringlog_partition_log_bytes" {
@@ -215,6 +224,12 @@ pub fn run_shards(args: ShardsArgs) -> Result<(), String> {
                 "queue_depth": get(&queue, c) as u64,
                 "requests_in_flight": get(&in_flight, c) as i64,
                 "busy_fraction": get(&busy, c).min(1.0),
+                "open_files": get(&open_files, c) as u64,
+                "open_files_budget": get(&open_budget, c) as u64,
+                "reopens_per_s": get(&reopens, c),
+                "node_resident_bytes_per_partition": rss
+                    .filter(|_| all_partitions > 0.0)
+                    .map(|r| r / all_partitions),
             })
         })
         .collect();
@@ -242,6 +257,11 @@ pub fn run_shards(args: ShardsArgs) -> Result<(), String> {
                 p99,
                 format!("{}/{}", r["queue_depth"], r["requests_in_flight"]),
                 format!("{:.1}%", r["busy_fraction"].as_f64().unwrap_or(0.0) * 100.0),
+                format!("{}/{}", r["open_files"], r["open_files_budget"]),
+                format!("{:.0}", r["reopens_per_s"].as_f64().unwrap_or(0.0)),
+                r["node_resident_bytes_per_partition"]
+                    .as_f64()
+                    .map_or("-".into(), |b| format!("{:.1}", b / 1024.0)),
             ]
         })
         .collect();
@@ -256,6 +276,9 @@ pub fn run_shards(args: ShardsArgs) -> Result<(), String> {
             "FSYNC-P99-MS",
             "QUEUE/IN-FLIGHT",
             "BUSY",
+            "OPEN-FILES",
+            "REOPENS/S",
+            "KIB/PARTITION",
         ],
         &table,
     );

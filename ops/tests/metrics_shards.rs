@@ -227,11 +227,22 @@ fn metrics_parse_strictly_and_move_with_produce_and_fetch() {
         4 + 2 + 2,
         "4 partitions of m plus one __consumer_offsets and one __transaction_state partition per core"
     );
+    // Each core's open-file budget and what a partition costs the node (issue #13).
+    for c in v.as_array().unwrap() {
+        let open = c["open_files"].as_u64().unwrap();
+        let budget = c["open_files_budget"].as_u64().unwrap();
+        assert!(open > 0 && open <= budget, "{c}");
+        let per_partition = c["node_resident_bytes_per_partition"].as_f64().unwrap();
+        assert!(per_partition > 0.0, "{c}");
+    }
     let mut cmd = Command::new(ringlog_bin());
     cmd.args(["shards", "--admin", &admin, "--interval-ms", "200"]);
     let table = run_ok(cmd, None, Duration::from_secs(30));
     assert!(
-        table.starts_with("CORE") && table.contains("FSYNC-P99-MS"),
+        table.starts_with("CORE")
+            && table.contains("FSYNC-P99-MS")
+            && table.contains("OPEN-FILES")
+            && table.contains("KIB/PARTITION"),
         "{table}"
     );
 }

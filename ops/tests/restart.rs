@@ -153,7 +153,7 @@ fn a_restart_under_a_lower_fd_limit_serves_every_partition() {
     broker.assert_alive();
     let out = run_python(
         "scale_check.py",
-        &[&bootstrap, "verify", "many", "0", "600", "600", "0"],
+        &[&bootstrap, "verify", "many", "0", "600", "600", "1"],
         &[],
         Duration::from_secs(240),
     );

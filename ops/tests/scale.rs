@@ -91,3 +91,71 @@ fn round_robin_over_ten_thousand_partitions_survives_sigkill() {
     );
     broker.assert_alive();
 }
+
+/// 100,000 partitions (100 topics × 1,000) on `--cores 2` under a 20,000 fd limit (the hard
+/// limit of the test machines; three fds each would need 300,000): all are created, a produce
+/// to 1,000 random partitions and a fetch from them succeed, and a clean restart and a
+/// restart after SIGKILL serve them all, with the broker under its fd limit throughout.
+#[test]
+fn a_hundred_thousand_partitions_on_two_cores() {
+    const FD_LIMIT: u64 = 20_000;
+    lower_fd_limit(FD_LIMIT);
+    let mut broker = Broker::start(2);
+    // A debug build opens 100,000 partitions in about 30 s (a release build in about 10 s).
+    broker.set_ready_timeout(Duration::from_secs(180));
+    let started = std::time::Instant::now();
+    create_topics(&broker, "k", 100, 1_000);
+    eprintln!("created 100,000 partitions in {:?}", started.elapsed());
+    let fds = broker_fds(&broker);
+    assert!(
+        fds < FD_LIMIT as usize,
+        "{fds} fds after creating 100,000 partitions"
+    );
+    let bootstrap = broker.bootstrap();
+    let check = |mode: &str, seed: &str| {
+        run_python(
+            "scale_check.py",
+            &[&bootstrap, mode, "k", "100", "1000", "1000", seed],
+            &[],
+            Duration::from_secs(600),
+        )
+    };
+    let out = check("produce", "13");
+    assert!(out.contains("\"acked\": 1000"), "{out}");
+    let out = check("verify", "13");
+    assert!(out.contains("\"verified_partitions\": 1000"), "{out}");
+    // Every partition is served: Metadata lists each topic with all its partitions led.
+    let every_topic_led = |broker: &Broker| {
+        let mut c = std::process::Command::new(kcat());
+        c.args(["-b", &broker.bootstrap(), "-L"]);
+        let out = run_ok(c, None, Duration::from_secs(120));
+        let full = out.matches("with 1000 partitions").count();
+        assert!(
+            full >= 100,
+            "{full} topics with 1000 partitions: {}",
+            tail(&out, 2_000)
+        );
+        assert!(!out.contains("leader -1"), "a partition without a leader");
+    };
+    every_topic_led(&broker);
+    broker.terminate();
+    let t = std::time::Instant::now();
+    broker.restart();
+    eprintln!("clean restart served in {:?}", t.elapsed());
+    every_topic_led(&broker);
+    let out = check("verify", "13");
+    assert!(out.contains("\"verified_partitions\": 1000"), "{out}");
+    // A second sample written, then a SIGKILL: both samples read back.
+    let out = check("produce", "14");
+    assert!(out.contains("\"acked\": 1000"), "{out}");
+    broker.kill();
+    let t = std::time::Instant::now();
+    broker.restart();
+    eprintln!("restart after SIGKILL served in {:?}", t.elapsed());
+    every_topic_led(&broker);
+    let out = check("verify", "13,14");
+    assert!(out.contains("\"verified_partitions\": "), "{out}");
+    let fds = broker_fds(&broker);
+    assert!(fds < FD_LIMIT as usize, "{fds} fds after the restarts");
+    broker.assert_alive();
+}

@@ -10,7 +10,8 @@ usage: scale_check.py BOOTSTRAP MODE TOPIC_PREFIX TOPICS PARTITIONS SAMPLE SEED 
            (explicit partitions, acks=all), one pass over the sample per round; prints the
            count acknowledged; any delivery error fails
   verify   reads each sampled partition from offset 0 and checks it holds exactly the
-           records `produce` acknowledged for it with the same SEED (and ROUNDS), in order
+           records `produce` acknowledged for it with the same SEED (and ROUNDS), in order;
+           SEED may list several (`13,14`): the samples' records in that order
   rr       as produce, but over every partition of every topic, round-robin (SAMPLE unused)
 
 Prints SUMMARY (JSON) as its last stdout line.
@@ -34,11 +35,11 @@ def sample(prefix, topics, partitions, n, seed):
     return sorted(rng.sample(every, n))
 
 
-def value(topic, p, r):
-    return f"{topic}/{p}/{r}".encode()
+def value(topic, p, seed, r):
+    return f"{topic}/{p}/{seed}/{r}".encode()
 
 
-def produce(bootstrap, targets, rounds):
+def produce(bootstrap, targets, seed, rounds):
     acked = [0]
     errors = []
 
@@ -60,7 +61,7 @@ def produce(bootstrap, targets, rounds):
         for topic, p in targets:
             while True:
                 try:
-                    pr.produce(topic, value(topic, p, r), partition=p, on_delivery=cb)
+                    pr.produce(topic, value(topic, p, seed, r), partition=p, on_delivery=cb)
                     break
                 except BufferError:
                     pr.poll(0.1)
@@ -72,18 +73,17 @@ def produce(bootstrap, targets, rounds):
     SUMMARY["produce_secs"] = round(time.time() - started, 3)
 
 
-def verify(bootstrap, targets, rounds):
+def verify(bootstrap, want, rounds):
     c = Consumer({
         "bootstrap.servers": bootstrap,
         "group.id": "scale-verify",
         "enable.auto.commit": False,
         "isolation.level": "read_uncommitted",
     })
-    want = {(t, p): [value(t, p, r) for r in range(rounds)] for t, p in targets}
     got = {k: [] for k in want}
-    c.assign([TopicPartition(t, p, 0) for t, p in targets])
+    c.assign([TopicPartition(t, p, 0) for t, p in want])
     deadline = time.time() + 180
-    missing = len(want) * rounds
+    missing = sum(len(w) for w in want.values())
     while missing > 0 and time.time() < deadline:
         for m in c.consume(1000, 1.0):
             if m.error():
@@ -99,18 +99,24 @@ def verify(bootstrap, targets, rounds):
 
 def main():
     bootstrap, mode, prefix = sys.argv[1], sys.argv[2], sys.argv[3]
-    topics, partitions, n, seed = (int(a) for a in sys.argv[4:8])
+    topics, partitions, n = (int(a) for a in sys.argv[4:7])
+    seeds = [int(x) for x in sys.argv[7].split(",")]
     rounds = int(sys.argv[8]) if len(sys.argv) > 8 else 1
     if mode == "rr":
-        targets = sample(prefix, topics, partitions, max(topics, 1) * partitions, seed)
+        n = max(topics, 1) * partitions
         mode = "produce"
-    else:
-        targets = sample(prefix, topics, partitions, n, seed)
-    step(f"{mode} {len(targets)} partitions x {rounds}")
     if mode == "produce":
-        produce(bootstrap, targets, rounds)
+        check(len(seeds) == 1, "produce takes one seed")
+        targets = sample(prefix, topics, partitions, n, seeds[0])
+        step(f"produce {len(targets)} partitions x {rounds}")
+        produce(bootstrap, targets, seeds[0], rounds)
     elif mode == "verify":
-        verify(bootstrap, targets, rounds)
+        want = {}
+        for seed in seeds:
+            for t, p in sample(prefix, topics, partitions, n, seed):
+                want.setdefault((t, p), []).extend(value(t, p, seed, r) for r in range(rounds))
+        step(f"verify {len(want)} partitions x {rounds}")
+        verify(bootstrap, want, rounds)
     else:
         fail(f"unknown mode {mode}")
     print(json.dumps(SUMMARY))

@@ -268,6 +268,8 @@ pub struct Broker {
     addr: SocketAddr,
     cores: usize,
     extra_args: Vec<String>,
+    /// How long a (re)start may take to print its ready line.
+    ready_timeout: Duration,
 }
 
 /// A port on 127.0.0.1 that was free a moment ago (tests bind their own ports).
@@ -309,6 +311,7 @@ impl Broker {
             addr,
             cores,
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+            ready_timeout: READY_TIMEOUT,
         };
         b.spawn_and_wait(1);
         b
@@ -391,11 +394,12 @@ impl Broker {
                     tail(text.get(start_len..).unwrap_or(""), 20_000)
                 ));
             }
-            if t0.elapsed() > READY_TIMEOUT {
+            if t0.elapsed() > self.ready_timeout {
                 let _ = child.kill();
                 let _ = child.wait();
                 panic!(
-                    "ringlog serve did not print {ready:?} within {READY_TIMEOUT:?}\n--- stderr ---\n{}",
+                    "ringlog serve did not print {ready:?} within {:?}\n--- stderr ---\n{}",
+                    self.ready_timeout,
                     tail(text.get(start_len..).unwrap_or(""), 20_000)
                 );
             }
@@ -416,6 +420,11 @@ impl Broker {
     /// listener and cores).
     pub fn set_extra_args(&mut self, extra_args: &[&str]) {
         self.extra_args = extra_args.iter().map(|s| s.to_string()).collect();
+    }
+
+    /// How long the next restarts may take to be ready (a node with very many partitions).
+    pub fn set_ready_timeout(&mut self, t: Duration) {
+        self.ready_timeout = t;
     }
 
     /// Starts again on the same data dir and port (after [`kill`] or [`terminate`]).
