@@ -51,7 +51,7 @@ impl FdBudget {
         max_open_files: Option<usize>,
         max_partitions: usize,
     ) -> Self {
-        let fd_limit = raise_nofile_limit();
+        let (soft_before, fd_limit, hard) = raise_nofile_limit();
         let b = Self::new(
             fd_limit,
             read_cache_fds,
@@ -60,6 +60,8 @@ impl FdBudget {
             max_partitions,
         );
         tracing::info!(
+            soft_before,
+            hard,
             fd_limit,
             max_open_files_per_core = b.max_open_files_per_core,
             max_partitions,
@@ -128,7 +130,9 @@ impl Drop for PartitionSlot {
     }
 }
 
-fn raise_nofile_limit() -> usize {
+/// Raises the soft fd limit to the hard limit; returns (soft before, soft now, hard).
+fn raise_nofile_limit() -> (usize, usize, usize) {
+    let as_usize = |v: libc::rlim_t| usize::try_from(v).unwrap_or(usize::MAX).min(1 << 24);
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -136,8 +140,9 @@ fn raise_nofile_limit() -> usize {
     // SAFETY: plain syscalls on a local struct.
     unsafe {
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return 1024;
+            return (1024, 1024, 1024);
         }
+        let before = as_usize(lim.rlim_cur);
         if lim.rlim_cur < lim.rlim_max {
             let raised = libc::rlimit {
                 rlim_cur: lim.rlim_max,
@@ -147,10 +152,8 @@ fn raise_nofile_limit() -> usize {
                 lim.rlim_cur = lim.rlim_max;
             }
         }
+        (before, as_usize(lim.rlim_cur), as_usize(lim.rlim_max))
     }
-    usize::try_from(lim.rlim_cur)
-        .unwrap_or(usize::MAX)
-        .min(1 << 24)
 }
 
 #[cfg(test)]

@@ -402,7 +402,8 @@ pub(super) async fn open_segment_at(
     })
 }
 
-/// Closes the three files of a segment that nothing changed since it was opened.
+/// Closes the three files of a segment (one that nothing changed since it was opened, or one
+/// just sealed).
 async fn close_unsealed(seg: ActiveSegment) -> std::io::Result<()> {
     let ActiveSegment {
         log,
@@ -428,14 +429,5 @@ pub(super) async fn seal_segment(mut seg: ActiveSegment) -> std::io::Result<()> 
     for r in crate::join::join_all(apps.iter().map(|a| a.file().sync())).await {
         r?;
     }
-    let ActiveSegment {
-        log,
-        index,
-        time_index,
-        ..
-    } = seg;
-    for a in [log, index, time_index] {
-        a.close().await?;
-    }
-    Ok(())
+    close_unsealed(seg).await
 }
