@@ -91,12 +91,12 @@ pub fn owner_core_in(m: &MetaState, node_id: u64, topic: &str, partition: u32) -
 }
 
 /// A partition this core owns: the engine's `Partition` (log, producer state, directory) with
-/// the topic it belongs to and its place in the node's fd budget.
+/// the topic it belongs to and its place in the node's partition budget (`max-partitions`).
 pub struct OwnedPartition {
     pub topic: String,
     pub index: u32,
     pub partition: Rc<Partition>,
-    /// This partition's place in the node's fd budget.
+    /// This partition's place in the node's partition budget.
     pub _fd_slot: crate::fd_budget::PartitionSlot,
 }
 

@@ -85,10 +85,7 @@ impl FilePool {
     pub(super) fn reserve(self: &Rc<Self>) -> Reservation {
         self.make_room();
         self.opening.set(self.opening.get() + 1);
-        Reservation {
-            pool: self.clone(),
-            done: false,
-        }
+        Reservation { pool: self.clone() }
     }
 
     fn make_room(&self) {
@@ -162,19 +159,16 @@ impl FilePool {
     }
 }
 
-/// A place taken for a file being opened; given back if the open fails.
+/// A place taken for a file being opened, counted until the file enters the LRU order (or the
+/// open fails).
 pub(super) struct Reservation {
     pool: Rc<FilePool>,
-    done: bool,
 }
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        if !self.done {
-            self.done = true;
-            let n = self.pool.opening.get();
-            debug_assert!(n > 0, "a reservation is counted");
-            self.pool.opening.set(n.saturating_sub(1));
-        }
+        let n = self.pool.opening.get();
+        debug_assert!(n > 0, "a reservation is counted");
+        self.pool.opening.set(n.saturating_sub(1));
     }
 }

@@ -72,7 +72,7 @@ pub async fn wait_all_cores(state: &Rc<CoreState>, log_index: u64) {
 /// Spreads `count` new partitions over this node's cores, starting after the core that holds
 /// the most recently placed partition count (round robin over everything placed so far).
 /// Refuses, before anything is allocated for them, counts above the metastore's per-topic
-/// limit and partitions this node's fd budget cannot serve.
+/// limit and partitions past this node's `max-partitions`.
 fn place(state: &CoreState, count: u32) -> Result<Vec<Assignment>, Refusal> {
     let placed = check_partition_count(state, count)?;
     let cores = state.shards.cores() as u32;
