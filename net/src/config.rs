@@ -106,6 +106,9 @@ pub struct BrokerConfig {
     pub max_open_files: Option<usize>,
     /// Partitions the node serves at most (`max-partitions`).
     pub max_partitions: usize,
+    /// Partitions each core opens at once in its background pass after start
+    /// (`background-opens-per-core`); 0: a partition is opened by its first request only.
+    pub background_opens_per_core: usize,
     /// Which runtime carries each core's appends (`storage-io`).
     pub storage_io: engine::StorageIo,
     /// Registered write buffers of each core's ring (`storage-io = io-uring`).
@@ -165,6 +168,7 @@ impl BrokerConfig {
             read_cache_segments: DEFAULT_READ_CACHE_SEGMENTS,
             max_open_files: None,
             max_partitions: crate::fd_budget::DEFAULT_MAX_PARTITIONS,
+            background_opens_per_core: crate::opening::DEFAULT_BACKGROUND_OPENS_PER_CORE,
             storage_io: engine::StorageIo::default(),
             registered_buffer_bytes: engine::core_storage::DEFAULT_REGISTERED_BUFFER_BYTES,
             tail_cache_bytes: engine::tail_cache::DEFAULT_TAIL_CACHE_BYTES,
@@ -216,6 +220,12 @@ impl BrokerConfig {
                 self.transactional_id_expiration_ms,
             ),
         ];
+        if self.background_opens_per_core > crate::opening::MAX_CONCURRENT_PARTITION_OPENS {
+            return Err(InvalidBrokerConfig::TooLarge {
+                setting: "background-opens-per-core",
+                max: crate::opening::MAX_CONCURRENT_PARTITION_OPENS as u64,
+            });
+        }
         if self.transaction_max_timeout_ms > i32::MAX as u64 {
             return Err(InvalidBrokerConfig::TooLarge {
                 setting: "transaction-max-timeout-ms",

@@ -110,13 +110,18 @@ impl std::ops::Deref for OwnedPartition {
 
 pub struct CoreState {
     pub core: usize,
+    /// This state itself, for the tasks it spawns (a partition's open outlives its request).
+    pub(crate) me: std::rc::Weak<CoreState>,
     pub ctx: Arc<BrokerContext>,
     pub shards: Shards<CoreState>,
     pub storage: Rc<CoreStorage>,
     pub meta: RefCell<MetaState>,
     pub(crate) applied_index: Cell<u64>,
     applied_waiters: RefCell<Vec<Waker>>,
+    /// The partitions this core has open; those assigned to it and not open yet are in
+    /// `openings` (see `crate::opening`).
     pub partitions: RefCell<HashMap<PartitionKey, Rc<OwnedPartition>>>,
+    pub openings: crate::opening::Openings,
     /// The consumer groups this core coordinates (those of its `__consumer_offsets`
     /// partitions).
     pub groups: RefCell<Groups>,
@@ -156,8 +161,9 @@ impl CoreState {
         };
         let storage = CoreStorage::open(ctx.data_dir.clone(), options, faults.clone()).await?;
         let request_bytes = ctx.config.queued_max_request_bytes_per_core as u64;
-        Ok(Rc::new(Self {
+        Ok(Rc::new_cyclic(|me| Self {
             core,
+            me: me.clone(),
             ctx,
             shards,
             storage,
@@ -165,6 +171,7 @@ impl CoreState {
             applied_index: Cell::new(0),
             applied_waiters: RefCell::new(Vec::new()),
             partitions: RefCell::new(HashMap::new()),
+            openings: Default::default(),
             groups: RefCell::new(Groups::new()),
             txns: RefCell::default(),
             metrics: Default::default(),
@@ -179,7 +186,9 @@ impl CoreState {
         self.ctx.config.node_id
     }
 
-    pub fn partition(&self, topic: &str, index: u32) -> Option<Rc<OwnedPartition>> {
+    /// The partition `topic`/`index` if this core has it open (`partition` also opens one
+    /// assigned here and not open yet).
+    pub fn partition_if_open(&self, topic: &str, index: u32) -> Option<Rc<OwnedPartition>> {
         self.partitions
             .borrow()
             .get(&(topic.to_string(), index))
@@ -305,6 +314,7 @@ impl CoreState {
             .collect();
         parts.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
         s.partitions = parts;
+        s.unopened_partitions = self.openings.unopened_count() as u64;
         s.cursors = self
             .cursors
             .borrow()

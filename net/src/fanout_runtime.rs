@@ -99,7 +99,7 @@ impl ChildSink for CoreChild {
             .ok_or_else(not_served)?;
         let child = self.child.clone();
         let append = move |s: Rc<CoreState>| async move {
-            let Some(part) = s.partition(&child, partition) else {
+            let Some(part) = s.partition(&child, partition).await else {
                 return Ok(false);
             };
             let valid = ValidBatch::new(&batch, part.log().batch_rules()).map_err(|source| {
@@ -185,7 +185,7 @@ async fn reconcile(state: &Rc<CoreState>, pass: u64) {
             continue;
         }
         let (parent, p, child, epoch) = key.clone();
-        let Some(part) = state.partition(&parent, p) else {
+        let Some(part) = state.partition_if_open(&parent, p) else {
             continue;
         };
         let stored = Stored::from_load(part.load_cursor_file(&child).await);
@@ -217,7 +217,7 @@ async fn reconcile(state: &Rc<CoreState>, pass: u64) {
         // Loading the file (and confirming the epoch) awaited: the partition may have been
         // closed, or closed and reopened, meanwhile; the next pass starts it afresh.
         if !state
-            .partition(&parent, p)
+            .partition_if_open(&parent, p)
             .is_some_and(|now| Rc::ptr_eq(&now, &part))
         {
             continue;

@@ -19,6 +19,7 @@ pub mod group;
 pub mod lazy_reserve;
 pub mod log_cleaner;
 pub mod metrics;
+pub mod opening;
 pub mod reconcile;
 pub mod route;
 pub mod topic_config;

@@ -118,6 +118,8 @@ pub struct Snapshot {
     /// The core's open-file budget (`max-open-files`' share) and what it did.
     pub file_pool: engine::io::FilePoolStats,
     pub partitions: Vec<PartitionFigures>,
+    /// Partitions assigned to the core and not open yet (`crate::opening`).
+    pub unopened_partitions: u64,
     pub cursors: Vec<CursorFigures>,
 }
 
@@ -289,8 +291,14 @@ pub fn render(snaps: &[Snapshot]) -> String {
         (
             "ringlog_partitions",
             "gauge",
-            "Partitions owned by the core.",
-            |s| s.partitions.len() as f64,
+            "Partitions owned by the core, open or not yet opened.",
+            |s| (s.partitions.len() as u64 + s.unopened_partitions) as f64,
+        ),
+        (
+            "ringlog_partitions_unopened",
+            "gauge",
+            "Partitions owned by the core and not opened yet since start (the background pass or a first request opens them).",
+            |s| s.unopened_partitions as f64,
         ),
         (
             "ringlog_log_bytes",

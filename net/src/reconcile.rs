@@ -8,6 +8,8 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use engine::join::for_each_bounded;
+
+use crate::opening::MAX_CONCURRENT_PARTITION_OPENS;
 use engine::{LogError, Partition, PartitionError};
 use meta::AppliedChange;
 
@@ -15,11 +17,12 @@ use crate::core::{CoreState, OwnedPartition, PartitionKey};
 use crate::group::{self, OFFSETS_TOPIC};
 use crate::topic_config;
 
-/// Partitions a core opens or closes at once (start-up, restart after a crash, shutdown,
-/// topic create and delete): each waits on small file reads and fsyncs.
-pub const MAX_CONCURRENT_PARTITION_OPENS: usize = 32;
-/// How often a core opening many partitions logs how far it is.
-const OPEN_PROGRESS_LOG_SECS: u64 = 5;
+/// Which reconcile: the first (start-up) opens only what requests cannot wait for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reconcile {
+    StartUp,
+    Change,
+}
 
 /// Bytes read per step while replaying a `__consumer_offsets` partition.
 const OFFSETS_REPLAY_READ_BYTES: usize = 1 << 20;
@@ -46,8 +49,10 @@ impl CoreState {
     pub async fn start_meta_follower(self: &Rc<Self>) -> Result<(), FollowError> {
         let (index, state, changes) = self.ctx.meta.subscribe().await?;
         *self.meta.borrow_mut() = state;
-        self.reconcile().await;
+        self.reconcile(Reconcile::StartUp).await;
         self.set_applied(index);
+        let me = self.clone();
+        glommio::spawn_local(async move { me.background_open_pass().await }).detach();
         let me = self.clone();
         glommio::spawn_local(async move {
             while let Ok(AppliedChange { log_index, change }) =
@@ -57,7 +62,7 @@ impl CoreState {
                     crate::api::group::forget_topic(&me, &name).await;
                 }
                 me.meta.borrow_mut().apply_change(&change);
-                me.reconcile().await;
+                me.reconcile(Reconcile::Change).await;
                 me.set_applied(log_index);
             }
         })
@@ -67,7 +72,7 @@ impl CoreState {
 
     /// Opens the partitions the metadata assigns to this core and closes the others; deletes
     /// the files of partitions whose topic is gone.
-    async fn reconcile(&self) {
+    async fn reconcile(&self, when: Reconcile) {
         let (desired, configs) = {
             let m = self.meta.borrow();
             let mut desired: HashMap<PartitionKey, String> = HashMap::new();
@@ -91,6 +96,12 @@ impl CoreState {
                 .filter(|(k, _)| !moving.contains(k))
                 .collect()
         };
+        // An unopened partition that is no longer assigned here is opened first, so that one
+        // path below closes it (or deletes it with its topic).
+        let leaving = self
+            .openings
+            .unwanted(|k, incarnation| desired.get(k).map(String::as_str) == Some(incarnation));
+        self.open_all(leaving, MAX_CONCURRENT_PARTITION_OPENS).await;
         let stale: Vec<(PartitionKey, Rc<OwnedPartition>)> = self
             .partitions
             .borrow()
@@ -126,42 +137,28 @@ impl CoreState {
             }
         })
         .await;
-        let mut wanted: Vec<(PartitionKey, String)> = desired
-            .into_iter()
-            .filter(|(k, _)| !self.partitions.borrow().contains_key(k))
-            .collect();
-        wanted.sort();
-        let total = wanted.len();
-        let opened = std::cell::Cell::new(0usize);
-        let progress = std::cell::Cell::new(std::time::Instant::now());
-        let configs = &configs;
-        for_each_bounded(
-            wanted,
-            MAX_CONCURRENT_PARTITION_OPENS,
-            |((topic, index), incarnation)| {
-                let opened = &opened;
-                let progress = &progress;
-                async move {
-                    let cfg = configs.get(&topic).cloned().unwrap_or_default();
-                    match self.open_partition(&topic, index, &incarnation, &cfg).await {
-                        Ok(p) => {
-                            self.partitions
-                                .borrow_mut()
-                                .insert((topic, index), Rc::new(p));
-                        }
-                        Err(e) => {
-                            tracing::error!(%topic, partition = index, error = %e, "cannot open partition")
-                        }
-                    }
-                    opened.set(opened.get() + 1);
-                    if progress.get().elapsed() >= Duration::from_secs(OPEN_PROGRESS_LOG_SECS) {
-                        progress.set(std::time::Instant::now());
-                        tracing::info!(core = self.core, done = opened.get(), total, "opening partitions");
-                    }
-                }
-            },
-        )
-        .await;
+        let mut added: Vec<PartitionKey> = Vec::new();
+        for (key, incarnation) in desired {
+            if !self.partitions.borrow().contains_key(&key) && !self.openings.is_unopened(&key) {
+                added.push(key.clone());
+                self.openings.add(key, incarnation);
+            }
+        }
+        added.sort();
+        match when {
+            // Start-up opens the internal topics before the core reports ready (their replay
+            // fills the groups and transactions that requests read without touching a
+            // partition) and leaves the rest to the background pass and first use.
+            Reconcile::StartUp => {
+                added.retain(|(topic, _)| crate::core::is_internal_topic(topic));
+                self.open_all(added, MAX_CONCURRENT_PARTITION_OPENS).await;
+            }
+            // A change opens what it adds before it counts as applied (a topic created is
+            // served when CreateTopics answers).
+            Reconcile::Change => {
+                self.open_all(added, MAX_CONCURRENT_PARTITION_OPENS).await;
+            }
+        }
         // Configs of open partitions follow the metadata.
         for p in self.partitions.borrow().values() {
             if let Some(cfg) = configs.get(&p.topic) {
@@ -174,7 +171,7 @@ impl CoreState {
         }
     }
 
-    async fn open_partition(
+    pub(crate) async fn open_partition(
         &self,
         topic: &str,
         index: u32,
@@ -321,6 +318,8 @@ impl CoreState {
     pub async fn release_partition(&self, topic: &str, index: u32) -> Result<(), LogError> {
         let key = (topic.to_string(), index);
         self.moving.borrow_mut().insert(key.clone());
+        // One not open yet is opened first: one path closes it.
+        let _ = self.partition(topic, index).await;
         let part = self.partitions.borrow_mut().remove(&key);
         match part {
             Some(p) => p.close().await,
@@ -331,11 +330,13 @@ impl CoreState {
     /// Undoes `release_partition` when the move could not be recorded.
     pub async fn resume_partition(&self, topic: &str, index: u32) {
         self.moving.borrow_mut().remove(&(topic.to_string(), index));
-        self.reconcile().await;
+        self.reconcile(Reconcile::Change).await;
     }
 
-    /// Closes every partition cleanly (flush, sync, clean-shutdown marker).
+    /// Closes every partition cleanly (flush, sync, clean-shutdown marker); those never opened
+    /// are left as they are.
     pub async fn close_all(&self) {
+        self.stop_opening().await;
         let parts: Vec<Rc<OwnedPartition>> = self
             .partitions
             .borrow_mut()

@@ -48,6 +48,11 @@ pub struct ServeArgs {
     /// refused (default 200000).
     #[arg(long, value_name = "N")]
     max_partitions: Option<usize>,
+    /// Partitions each core opens at once in its background pass after start; the broker is
+    /// ready before they are open, and a request for one not open yet opens it first
+    /// (default 16, at most 32; 0: partitions open on their first request only).
+    #[arg(long, value_name = "N")]
+    background_opens_per_core: Option<usize>,
     /// Which runtime carries each core's appends: `io-uring` (default: the engine's own ring,
     /// one DSYNC write per durable flush) or `glommio` (a write, then an fdatasync).
     #[arg(long, value_name = "io-uring|glommio")]
@@ -152,6 +157,8 @@ struct FileConfig {
     max_open_files: Option<usize>,
     /// Partitions the node serves at most.
     max_partitions: Option<usize>,
+    /// Partitions each core opens at once in the background after start (0: on first use).
+    background_opens_per_core: Option<usize>,
     /// `io-uring` (default) or `glommio`: which runtime carries each core's appends.
     storage_io: Option<String>,
     /// Registered write buffers of each core's ring, bytes.
@@ -301,6 +308,12 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
     }
     if let Some(n) = args.max_partitions.or(file.max_partitions) {
         c.max_partitions = n;
+    }
+    if let Some(n) = args
+        .background_opens_per_core
+        .or(file.background_opens_per_core)
+    {
+        c.background_opens_per_core = n;
     }
     if let Some(v) = args.storage_io.as_ref().or(file.storage_io.as_ref()) {
         c.storage_io = v.parse()?;

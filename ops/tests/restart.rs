@@ -179,13 +179,155 @@ fn a_restart_with_more_partitions_than_max_partitions_still_starts() {
     c.args(["-b", &broker.bootstrap(), "-L", "-t", "many"]);
     let out = run_ok(c, None, Duration::from_secs(30));
     assert!(out.contains("300 partitions"), "{}", tail(&out, 2_000));
-    let log = broker.stderr_text();
-    assert!(
-        log.contains("max-partitions") && log.contains("not served"),
-        "the partitions past the bound are named in the log"
-    );
+    // The partitions past the bound are named in the log (by the background open pass).
+    broker.wait_for_log_line(&["max-partitions", "not served"], Duration::from_secs(60));
     // A partition inside the bound serves produce.
     let mut p = Command::new(kcat());
     p.args(["-b", &broker.bootstrap(), "-P", "-t", "many", "-p", "0"]);
     run_ok(p, Some(b"still works\n"), Duration::from_secs(30));
+}
+
+/// The sum over cores of gauge `name` on the admin listener at `admin`.
+fn gauge_sum(admin: &str, name: &str) -> f64 {
+    let raw = http_request(admin, "GET", "/metrics");
+    let prefix = format!("{name}{{");
+    raw.lines()
+        .filter(|l| l.starts_with(&prefix))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
+fn wait_for_gauge(admin: &str, name: &str, want: f64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let got = gauge_sum(admin, name);
+        if got == want {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{name} is {got}, want {want}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Lazy start-up (issue #13): after a restart the partitions stay closed until something
+/// opens them. With the background pass off, each is opened by its first request (a fetch,
+/// a produce), which waits for it and gets its data; deleting the topic deletes the files of
+/// partitions never opened; with the background pass on, every partition is opened soon after
+/// ready without any request.
+#[test]
+fn partitions_open_on_first_use_or_in_the_background_after_a_restart() {
+    let admin = format!("127.0.0.1:{}", free_port());
+    let mut broker = Broker::start_with(2, &["--metrics-listen", &admin]);
+    const PARTITIONS: u32 = 12;
+    create_topic(&broker, "lazy", PARTITIONS, &[]);
+    for p in 0..PARTITIONS {
+        let mut c = Command::new(kcat());
+        c.args([
+            "-b",
+            &broker.bootstrap(),
+            "-P",
+            "-t",
+            "lazy",
+            "-p",
+            &p.to_string(),
+        ]);
+        run_ok(
+            c,
+            Some(format!("before-{p}\n").as_bytes()),
+            Duration::from_secs(30),
+        );
+    }
+    let owned = gauge_sum(&admin, "ringlog_partitions");
+    assert!(owned >= PARTITIONS as f64, "ringlog_partitions {owned}");
+    assert_eq!(gauge_sum(&admin, "ringlog_partitions_unopened"), 0.0);
+
+    broker.terminate();
+    broker.set_extra_args(&[
+        "--metrics-listen",
+        &admin,
+        "--background-opens-per-core",
+        "0",
+    ]);
+    broker.restart();
+    broker.assert_alive();
+    assert_eq!(
+        gauge_sum(&admin, "ringlog_partitions_unopened"),
+        PARTITIONS as f64,
+        "every partition of the topic waits for its first use"
+    );
+    assert_eq!(gauge_sum(&admin, "ringlog_partitions"), owned);
+
+    // A fetch opens its partition and reads what was there before the restart.
+    let mut c = Command::new(kcat());
+    c.args([
+        "-b",
+        &broker.bootstrap(),
+        "-C",
+        "-t",
+        "lazy",
+        "-p",
+        "3",
+        "-o",
+        "beginning",
+        "-e",
+    ]);
+    let out = run_ok(c, None, Duration::from_secs(30));
+    assert_eq!(out.trim(), "before-3");
+    assert_eq!(
+        gauge_sum(&admin, "ringlog_partitions_unopened"),
+        PARTITIONS as f64 - 1.0
+    );
+    // So does a produce, appending after the old record.
+    let mut c = Command::new(kcat());
+    c.args(["-b", &broker.bootstrap(), "-P", "-t", "lazy", "-p", "5"]);
+    run_ok(c, Some(b"after-5\n"), Duration::from_secs(30));
+    assert_eq!(
+        gauge_sum(&admin, "ringlog_partitions_unopened"),
+        PARTITIONS as f64 - 2.0
+    );
+    let mut c = Command::new(kcat());
+    c.args([
+        "-b",
+        &broker.bootstrap(),
+        "-C",
+        "-t",
+        "lazy",
+        "-p",
+        "5",
+        "-o",
+        "beginning",
+        "-e",
+    ]);
+    let out = run_ok(c, None, Duration::from_secs(30));
+    assert_eq!(out.trim(), "before-5\nafter-5");
+
+    // A second topic, restarted with the background pass on: all of it opens unasked.
+    create_topic(&broker, "eager", PARTITIONS, &[]);
+    // Deleting a topic deletes the files of its partitions, opened or not.
+    let mut del = Command::new(ringlog_bin());
+    del.args(["topic", "delete", "lazy", "--brokers", &broker.bootstrap()]);
+    run_ok(del, None, Duration::from_secs(60));
+    let topic_dir = broker.data_dir().join("topics").join("lazy");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while topic_dir.read_dir().is_ok_and(|mut d| d.next().is_some()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "partition dirs of the deleted topic remain: {:?}",
+            topic_dir.read_dir().map(|d| d.count())
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(gauge_sum(&admin, "ringlog_partitions_unopened"), 0.0);
+
+    broker.terminate();
+    broker.set_extra_args(&["--metrics-listen", &admin]);
+    broker.restart();
+    broker.wait_for_log_line(&["background open pass done"], Duration::from_secs(60));
+    wait_for_gauge(&admin, "ringlog_partitions_unopened", 0.0);
+    let total = gauge_sum(&admin, "ringlog_partitions");
+    assert!(total >= PARTITIONS as f64, "ringlog_partitions {total}");
+    broker.assert_alive();
 }

@@ -238,7 +238,9 @@ pub async fn attach(
         async move {
             let core = state.owner_core(&parent, p)?;
             let hwm = move |s: Rc<CoreState>| async move {
-                s.partition(&parent, p).map(|x| x.log().high_watermark())
+                s.partition(&parent, p)
+                    .await
+                    .map(|x| x.log().high_watermark())
             };
             crate::route::on_core(&state, core, hwm)
                 .await

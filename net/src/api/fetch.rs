@@ -185,7 +185,7 @@ async fn read_local(
 /// something was read); returns the bytes read.
 async fn read_one(state: &Rc<CoreState>, item: &ReadItem, limit: usize) -> (PartitionData, usize) {
     let index = item.partition as i32;
-    let Some(part) = state.partition(&item.topic, item.partition) else {
+    let Some(part) = state.partition(&item.topic, item.partition).await else {
         return (partition_error(index, codes::NOT_LEADER_OR_FOLLOWER), 0);
     };
     let log = part.log();
@@ -264,7 +264,7 @@ async fn wait_local(state: Rc<CoreState>, items: Vec<ReadItem>, deadline: Instan
     let logs: Vec<(Rc<engine::PartitionLog>, u64, bool)> = items
         .iter()
         .filter_map(|i| {
-            state.partition(&i.topic, i.partition).map(|part| {
+            state.partition_if_open(&i.topic, i.partition).map(|part| {
                 let off = i.offset.max(0) as u64;
                 // Durable data past the offset that is not stable yet: look again shortly.
                 let unstable = i.read_committed

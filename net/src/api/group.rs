@@ -416,7 +416,7 @@ async fn persist_offsets(
     if items.is_empty() {
         return Ok(());
     }
-    let Some(part) = s.partition(OFFSETS_TOPIC, partition) else {
+    let Some(part) = s.partition(OFFSETS_TOPIC, partition).await else {
         return Err(COORDINATOR_NOT_AVAILABLE);
     };
     let now = now_ms();

@@ -43,6 +43,19 @@ pub async fn describe_log_dirs(
     }
     let results = scatter
         .gather(state, |s, items: Vec<Wanted>| async move {
+            // Sizes come from open partitions: those not opened since start are opened first.
+            for w in &items {
+                let keys = match w {
+                    None => s.openings.keys_sorted(),
+                    Some(w) => w
+                        .iter()
+                        .filter(|(_, i)| *i >= 0)
+                        .map(|(t, i)| (t.clone(), *i as u32))
+                        .collect(),
+                };
+                s.open_all(keys, crate::opening::MAX_CONCURRENT_PARTITION_OPENS)
+                    .await;
+            }
             items
                 .into_iter()
                 .map(|w| {

@@ -160,7 +160,7 @@ async fn append_one(
     durability: Durability,
 ) -> PartitionProduceResponse {
     let index = item.partition;
-    let Some(part) = state.partition(&item.topic, index as u32) else {
+    let Some(part) = state.partition(&item.topic, index as u32).await else {
         return answer(
             index,
             codes::NOT_LEADER_OR_FOLLOWER,

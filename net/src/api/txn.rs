@@ -115,7 +115,7 @@ async fn append_record(
     meta: Option<&TxnMeta>,
     durability: Durability,
 ) -> Result<(), i16> {
-    let Some(part) = s.partition(TXN_STATE_TOPIC, partition) else {
+    let Some(part) = s.partition(TXN_STATE_TOPIC, partition).await else {
         return Err(COORDINATOR_NOT_AVAILABLE);
     };
     let batch = engine::batch_encode::encode_uncompressed([engine::batch_encode::NewRecord {
@@ -192,7 +192,7 @@ async fn mark_partitions(
             join_all(items.into_iter().map(|(topic, p)| {
                 let s = s.clone();
                 async move {
-                    let Some(part) = s.partition(&topic, p) else {
+                    let Some(part) = s.partition(&topic, p).await else {
                         return Err((
                             codes::NOT_LEADER_OR_FOLLOWER,
                             format!("{topic}/{p} is not open on core {}", s.core),
@@ -527,17 +527,18 @@ async fn add_to_txn(
     }
     let results = scatter
         .gather(state, move |s, items: Vec<(String, u32)>| async move {
-            items
-                .into_iter()
-                .map(|(topic, p)| match s.partition(&topic, p) {
+            let mut out = Vec::with_capacity(items.len());
+            for (topic, p) in items {
+                out.push(match s.partition(&topic, p).await {
                     None => codes::NOT_LEADER_OR_FOLLOWER,
                     Some(part) => match part.begin_transaction(producer_id, epoch) {
                         Ok(()) => NONE,
                         Err(engine::PartitionError::FencedEpoch { .. }) => PRODUCER_FENCED,
                         Err(e) => codes::for_partition_error(&e),
                     },
-                })
-                .collect::<Vec<i16>>()
+                });
+            }
+            out
         })
         .await;
     for ((i, _), r) in results {
@@ -770,7 +771,7 @@ async fn persist_txn_offsets(
     epoch: i16,
     items: Vec<(String, i32, Committed)>,
 ) -> i16 {
-    let Some(part) = s.partition(OFFSETS_TOPIC, partition) else {
+    let Some(part) = s.partition(OFFSETS_TOPIC, partition).await else {
         return COORDINATOR_NOT_AVAILABLE;
     };
     // The group holds what the log will: refused before the write when past the bound.
@@ -1013,31 +1014,28 @@ pub async fn describe_producers(
     }
     let results = scatter
         .gather(state, |s, items: Vec<(String, u32)>| async move {
-            items
-                .into_iter()
-                .map(|(topic, p)| {
-                    s.partition(&topic, p).map(|part| {
-                        part.producers()
-                            .into_iter()
-                            .map(|(st, open_from)| {
-                                ProducerStateInfo::default()
-                                    .with_producer_id(ProducerId(st.producer_id))
-                                    .with_producer_epoch(st.epoch as i32)
-                                    .with_last_sequence(st.last_sequence)
-                                    .with_last_timestamp(st.last_timestamp_ms)
-                                    .with_coordinator_epoch(if open_from.is_some() {
-                                        COORDINATOR_EPOCH
-                                    } else {
-                                        -1
-                                    })
-                                    .with_current_txn_start_offset(
-                                        open_from.map_or(-1, |o| o as i64),
-                                    )
-                            })
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect::<Vec<_>>()
+            let mut out = Vec::with_capacity(items.len());
+            for (topic, p) in items {
+                out.push(s.partition(&topic, p).await.map(|part| {
+                    part.producers()
+                        .into_iter()
+                        .map(|(st, open_from)| {
+                            ProducerStateInfo::default()
+                                .with_producer_id(ProducerId(st.producer_id))
+                                .with_producer_epoch(st.epoch as i32)
+                                .with_last_sequence(st.last_sequence)
+                                .with_last_timestamp(st.last_timestamp_ms)
+                                .with_coordinator_epoch(if open_from.is_some() {
+                                    COORDINATOR_EPOCH
+                                } else {
+                                    -1
+                                })
+                                .with_current_txn_start_offset(open_from.map_or(-1, |o| o as i64))
+                        })
+                        .collect::<Vec<_>>()
+                }));
+            }
+            out
         })
         .await;
     for ((t, i), r) in results {

@@ -339,6 +339,24 @@ impl Broker {
         String::from_utf8_lossy(&fs::read(&self.stderr_path).unwrap_or_default()).into_owned()
     }
 
+    /// Waits until the broker's stderr holds a line containing every one of `needles` (all
+    /// runs of this broker), or panics after `timeout` naming what it waited for.
+    pub fn wait_for_log_line(&self, needles: &[&str], timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let text = self.stderr_text();
+            if let Some(line) = text.lines().find(|l| needles.iter().all(|n| l.contains(n))) {
+                return line.to_string();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no log line with {needles:?} within {timeout:?}; log ends: {}",
+                tail(&text, 3_000)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     fn spawn_and_wait(&mut self, attempts: usize) {
         let mut last_err = String::new();
         for attempt in 0..attempts {

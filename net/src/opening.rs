@@ -1,0 +1,255 @@
+//! Opening a core's partitions, lazily and bounded.
+//!
+//! A partition assigned to a core is *unopened* until something opens it: start-up leaves all
+//! but the internal topics so (a node with 100,000 partitions reports ready in about a second,
+//! not after opening them all), then opens them in a background pass; the first request that
+//! needs one opens it at once and waits for it; a later metastore change opens what it adds
+//! before it is applied. Each partition has at most one open under way, which every caller
+//! waits on; the open runs as a task of its own, so a request that goes away (its connection
+//! closed) does not stop it halfway. At most `MAX_CONCURRENT_PARTITION_OPENS` opens run at once
+//! per core, and the background pass takes at most `background-opens-per-core` of them, so a
+//! request's open never waits behind the whole pass.
+//!
+//! Bounds: one entry per partition assigned to the core and not open (at most
+//! `max-partitions`); one open task per such partition at most; the requests waiting on opens
+//! are requests in flight, bounded by `queued-max-request-bytes-per-core`.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use engine::join::for_each_bounded;
+use glommio::sync::Semaphore;
+
+use crate::core::{CoreState, OwnedPartition, PartitionKey};
+
+/// Partitions a core opens or closes at once (start-up, restart after a crash, shutdown,
+/// topic create and delete): each waits on small file reads and fsyncs.
+pub const MAX_CONCURRENT_PARTITION_OPENS: usize = 32;
+/// Partitions each core opens at once in its background pass after start, unless
+/// `background-opens-per-core` says otherwise (the rest of `MAX_CONCURRENT_PARTITION_OPENS` is
+/// left to requests).
+pub const DEFAULT_BACKGROUND_OPENS_PER_CORE: usize = 16;
+/// How often a core opening many partitions logs how far it is.
+const OPEN_PROGRESS_LOG_SECS: u64 = 5;
+
+/// One core's partitions that are assigned to it and not open yet, and its opens under way.
+pub struct Openings {
+    unopened: RefCell<HashMap<PartitionKey, Unopened>>,
+    /// Opens running at once (`MAX_CONCURRENT_PARTITION_OPENS`).
+    permits: Semaphore,
+    /// Set by the clean close at shutdown: nothing more is opened.
+    closing: Cell<bool>,
+}
+
+struct Unopened {
+    /// The topic incarnation the metastore assigned (a deleted and recreated topic is another).
+    incarnation: String,
+    /// Closed when the open under way ends, however it ends.
+    opening: Option<Rc<Semaphore>>,
+}
+
+impl Default for Openings {
+    fn default() -> Self {
+        Self {
+            unopened: RefCell::default(),
+            permits: Semaphore::new(MAX_CONCURRENT_PARTITION_OPENS as u64),
+            closing: Cell::new(false),
+        }
+    }
+}
+
+impl Openings {
+    /// Partitions assigned to the core and not open yet.
+    pub fn unopened_count(&self) -> usize {
+        self.unopened.borrow().len()
+    }
+
+    /// Whether `key` is assigned to the core (as `incarnation`) and not open yet.
+    pub(crate) fn is_unopened(&self, key: &PartitionKey) -> bool {
+        self.unopened.borrow().contains_key(key)
+    }
+
+    /// The unopened partitions whose assignment `wanted` no longer names (with the same
+    /// incarnation).
+    pub(crate) fn unwanted(
+        &self,
+        wanted: impl Fn(&PartitionKey, &str) -> bool,
+    ) -> Vec<PartitionKey> {
+        self.unopened
+            .borrow()
+            .iter()
+            .filter(|(k, e)| !wanted(k, &e.incarnation))
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// Records `key` as assigned and not open (a new assignment; an entry already there stays).
+    pub(crate) fn add(&self, key: PartitionKey, incarnation: String) {
+        self.unopened.borrow_mut().entry(key).or_insert(Unopened {
+            incarnation,
+            opening: None,
+        });
+    }
+
+    /// The unopened partitions, in order.
+    pub(crate) fn keys_sorted(&self) -> Vec<PartitionKey> {
+        let mut keys: Vec<PartitionKey> = self.unopened.borrow().keys().cloned().collect();
+        keys.sort();
+        keys
+    }
+}
+
+impl CoreState {
+    /// The open partition `topic`/`index` of this core. One assigned here and not open yet is
+    /// opened first (or the open under way awaited). `None`: not this core's partition, its
+    /// open failed (logged), or the core is shutting down.
+    pub async fn partition(&self, topic: &str, index: u32) -> Option<Rc<OwnedPartition>> {
+        if let Some(p) = self.partition_if_open(topic, index) {
+            return Some(p);
+        }
+        let gate = self.start_open(&(topic.to_string(), index))?;
+        // `acquire` fails once the gate is closed: the open has ended.
+        let _ = gate.acquire(1).await;
+        self.partition_if_open(topic, index)
+    }
+
+    /// The gate of `key`'s open, starting the open if none is under way; `None` if `key` is
+    /// not an unopened partition of this core.
+    fn start_open(&self, key: &PartitionKey) -> Option<Rc<Semaphore>> {
+        let me = self.me.upgrade()?;
+        let (gate, incarnation) = {
+            let mut unopened = self.openings.unopened.borrow_mut();
+            let entry = unopened.get_mut(key)?;
+            if let Some(gate) = &entry.opening {
+                return Some(gate.clone());
+            }
+            let gate = Rc::new(Semaphore::new(0));
+            entry.opening = Some(gate.clone());
+            (gate, entry.incarnation.clone())
+        };
+        // glommio runs a spawned task at once, up to its first wait: no borrow is held here.
+        let (key, done) = (key.clone(), gate.clone());
+        glommio::spawn_local(async move {
+            me.open_unopened(key, incarnation).await;
+            done.close();
+        })
+        .detach();
+        Some(gate)
+    }
+
+    /// Opens the unopened partition `key`, within the core's bound on opens at once.
+    async fn open_unopened(&self, key: PartitionKey, incarnation: String) {
+        let openings = &self.openings;
+        let Ok(_permit) = openings.permits.acquire_permit(1).await else {
+            return;
+        };
+        let still_assigned = || {
+            openings
+                .unopened
+                .borrow()
+                .get(&key)
+                .is_some_and(|e| e.incarnation == incarnation)
+        };
+        if openings.closing.get() || !still_assigned() {
+            if let Some(e) = openings.unopened.borrow_mut().get_mut(&key) {
+                e.opening = None;
+            }
+            return;
+        }
+        let configs = self
+            .meta
+            .borrow()
+            .topic(&key.0)
+            .map(|t| t.configs.clone())
+            .unwrap_or_default();
+        let opened = self
+            .open_partition(&key.0, key.1, &incarnation, &configs)
+            .await;
+        // Whatever the outcome, the partition is no longer waiting to be opened: a failed open
+        // is tried again by the next metastore change, as before lazy opens.
+        let assigned = still_assigned();
+        if assigned {
+            openings.unopened.borrow_mut().remove(&key);
+        }
+        match opened {
+            Ok(p) if assigned => {
+                self.partitions.borrow_mut().insert(key, Rc::new(p));
+            }
+            Ok(p) => {
+                // Reassigned while it opened (not done by this module's callers): closed
+                // cleanly, its files left to whoever owns it now.
+                if let Err(e) = p.close().await {
+                    tracing::warn!(topic = %key.0, partition = key.1, error = %e, "closing partition");
+                }
+            }
+            Err(e) => {
+                tracing::error!(topic = %key.0, partition = key.1, error = %e, "cannot open partition")
+            }
+        }
+    }
+
+    /// Opens `keys` (those unopened; others are skipped), `concurrency` at a time, logging how
+    /// far it is every `OPEN_PROGRESS_LOG_SECS`; returns how many are open after it.
+    pub(crate) async fn open_all(&self, keys: Vec<PartitionKey>, concurrency: usize) -> usize {
+        let total = keys.len();
+        let done = Cell::new(0usize);
+        let opened = Cell::new(0usize);
+        let progress = Cell::new(Instant::now());
+        for_each_bounded(keys, concurrency, |(topic, index)| {
+            let (done, opened, progress) = (&done, &opened, &progress);
+            async move {
+                if self.partition(&topic, index).await.is_some() {
+                    opened.set(opened.get() + 1);
+                }
+                done.set(done.get() + 1);
+                if progress.get().elapsed() >= Duration::from_secs(OPEN_PROGRESS_LOG_SECS) {
+                    progress.set(Instant::now());
+                    tracing::info!(
+                        core = self.core,
+                        done = done.get(),
+                        total,
+                        "opening partitions"
+                    );
+                }
+            }
+        })
+        .await;
+        opened.get()
+    }
+
+    /// The background pass of start-up: opens every partition still unopened, a few at a
+    /// time (`background-opens-per-core`; 0: none, each waits for its first request).
+    pub(crate) async fn background_open_pass(&self) {
+        let concurrency = self.ctx.config.background_opens_per_core;
+        let keys = self.openings.keys_sorted();
+        if concurrency == 0 || keys.is_empty() {
+            return;
+        }
+        let started = Instant::now();
+        let total = keys.len();
+        let opened = self.open_all(keys, concurrency).await;
+        tracing::info!(
+            core = self.core,
+            opened,
+            total,
+            secs = started.elapsed().as_secs_f64(),
+            "background open pass done"
+        );
+    }
+
+    /// Stops opening (the clean close at shutdown): waits for the opens under way, and leaves
+    /// the partitions never opened as they are on disk.
+    pub(crate) async fn stop_opening(&self) {
+        let openings = &self.openings;
+        openings.closing.set(true);
+        // Every permit: no open is under way after this (those queued behind find `closing`).
+        let all = openings
+            .permits
+            .acquire_permit(MAX_CONCURRENT_PARTITION_OPENS as u64)
+            .await;
+        drop(all);
+        openings.unopened.borrow_mut().clear();
+    }
+}
