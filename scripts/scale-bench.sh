@@ -2,7 +2,8 @@
 # Issue #13's benchmark: one `ringlog serve --cores 2` with 100,000 partitions (100 topics x
 # 1,000) under an fd limit of 20,000: RSS and fds after creation, produce throughput over a
 # 10,000-partition topic vs a 100-partition topic (ringlog-bench, alternating rounds, same
-# broker), then time to ready after SIGKILL, clean stop time and time to ready after it.
+# broker), then time to ready after SIGKILL (and until the background pass has opened every
+# partition), clean stop time, and the same two after the clean stop.
 #
 # usage: scripts/scale-bench.sh RINGLOG RINGLOG_BENCH [SECS] [ROUNDS]
 # Reports land in $OUT (default /tmp/ringlog-scale-bench).
@@ -32,6 +33,13 @@ start() { # LOG
     sleep 0.1
   done
 }
+all_open() { # LOG T0: waits until both cores' background open passes are done
+  until [ "$(grep -c "background open pass done" "$1")" -ge 2 ]; do
+    kill -0 "$pid" 2>/dev/null || { echo "broker died; see $1" >&2; exit 1; }
+    sleep 0.1
+  done
+  echo "every partition open $(since "$2") s after the start"
+}
 usage() {
   echo "rss_mib=$(($(awk '/VmRSS/ {print $2}' "/proc/$pid/status") / 1024)) fds=$(ls "/proc/$pid/fd" | wc -l)"
 }
@@ -56,7 +64,10 @@ echo "after the benchmark: $(usage)" | tee -a "$out/scale.txt"
 kill -9 "$pid"; wait "$pid" 2>/dev/null || true
 t0=$(now); start "$work/serve2.log"
 echo "ready after SIGKILL in $(since "$t0") s; $(usage)" | tee -a "$out/scale.txt"
+all_open "$work/serve2.log" "$t0" | tee -a "$out/scale.txt"
 t0=$(now); kill -TERM "$pid"; wait "$pid" 2>/dev/null || true
 echo "clean stop in $(since "$t0") s" | tee -a "$out/scale.txt"
 t0=$(now); start "$work/serve3.log"
 echo "ready after the clean stop in $(since "$t0") s; $(usage)" | tee -a "$out/scale.txt"
+all_open "$work/serve3.log" "$t0" | tee -a "$out/scale.txt"
+echo "then: $(usage)" | tee -a "$out/scale.txt"

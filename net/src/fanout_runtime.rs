@@ -144,14 +144,16 @@ pub async fn reconcile_loop(state: Rc<CoreState>) {
 }
 
 async fn reconcile(state: &Rc<CoreState>, pass: u64) {
-    // Desired: links × parent partitions open on this core.
+    // Desired: links × parent partitions this core serves (open, or not opened since start:
+    // a cursor opens its parent).
     let desired: HashMap<CursorKey, (u64, u64)> = {
         let m = state.meta.borrow();
         let parts = state.partitions.borrow();
         let mut d = HashMap::new();
         for link in m.fanout_links.links.values() {
             for (p, attach) in link.attach_offsets.iter().enumerate() {
-                if parts.contains_key(&(link.parent.clone(), p as u32)) {
+                let key = (link.parent.clone(), p as u32);
+                if parts.contains_key(&key) || state.openings.is_unopened(&key) {
                     d.insert(
                         (
                             link.parent.clone(),
@@ -185,7 +187,7 @@ async fn reconcile(state: &Rc<CoreState>, pass: u64) {
             continue;
         }
         let (parent, p, child, epoch) = key.clone();
-        let Some(part) = state.partition_if_open(&parent, p) else {
+        let Some(part) = state.partition(&parent, p).await else {
             continue;
         };
         let stored = Stored::from_load(part.load_cursor_file(&child).await);

@@ -66,7 +66,7 @@ impl Openings {
         self.unopened.borrow().len()
     }
 
-    /// Whether `key` is assigned to the core (as `incarnation`) and not open yet.
+    /// Whether `key` is assigned to the core and not open yet.
     pub(crate) fn is_unopened(&self, key: &PartitionKey) -> bool {
         self.unopened.borrow().contains_key(key)
     }

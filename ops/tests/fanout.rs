@@ -156,6 +156,73 @@ fn child_holds_every_acknowledged_parent_record_across_sigkills() {
     );
 }
 
+/// The records of `topic`/0 from the beginning (kcat, at most 30 s).
+fn read_all(broker: &Broker, topic: &str) -> Vec<String> {
+    let mut c = std::process::Command::new(kcat());
+    c.args([
+        "-b",
+        &broker.bootstrap(),
+        "-C",
+        "-t",
+        topic,
+        "-p",
+        "0",
+        "-o",
+        "beginning",
+        "-e",
+        "-q",
+        "-f",
+        "%s\n",
+    ]);
+    run_ok(c, None, Duration::from_secs(30))
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Lazy start-up (issue #13): after a restart that opens partitions on first use only, a
+/// fan-out cursor opens its parent itself. Records the parent held before the restart, and
+/// its delay child had not received yet, reach the child with no request for the parent.
+#[test]
+fn a_cursor_opens_its_parent_after_a_restart_with_no_request_for_it() {
+    let mut broker = Broker::start(1);
+    create_topic(&broker, "lp", 1, &[]);
+    create_topic(
+        &broker,
+        "lp-late",
+        1,
+        &[("fanout.parent", "lp"), ("fanout.delay.ms", "4000")],
+    );
+    let records: Vec<String> = (0..5).map(|i| format!("r{i}")).collect();
+    let mut c = std::process::Command::new(kcat());
+    c.args(["-b", &broker.bootstrap(), "-P", "-t", "lp", "-p", "0"]);
+    run_ok(
+        c,
+        Some(format!("{}\n", records.join("\n")).as_bytes()),
+        Duration::from_secs(30),
+    );
+    assert!(
+        read_all(&broker, "lp-late").is_empty(),
+        "the delay child is still empty before the restart"
+    );
+    broker.terminate();
+    broker.set_extra_args(&["--background-opens-per-core", "0"]);
+    broker.restart();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let got = read_all(&broker, "lp-late");
+        if got == records {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the delay child holds {got:?}, want {records:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    broker.assert_alive();
+}
+
 fn ringlog(args: &[&str]) -> Output {
     let mut c = std::process::Command::new(ringlog_bin());
     c.args(args);
