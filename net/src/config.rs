@@ -371,6 +371,22 @@ mod tests {
     }
 
     #[test]
+    fn background_opens_past_the_bound_on_opens_are_refused() {
+        let mut c = core_direct("127.0.0.1:9092", 1, None);
+        c.core_direct = false;
+        c.background_opens_per_core = 0;
+        assert!(c.validate().is_ok(), "0: opens on first use only");
+        c.background_opens_per_core = crate::opening::MAX_CONCURRENT_PARTITION_OPENS;
+        assert!(c.validate().is_ok());
+        c.background_opens_per_core += 1;
+        let err = c.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("background-opens-per-core must be at most 32"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn core_ports_follow_the_listen_port_or_the_base() {
         assert_eq!(
             ports(&core_direct("127.0.0.1:9092", 3, None)),
