@@ -122,25 +122,7 @@ fn child_holds_every_acknowledged_parent_record_across_sigkills() {
     let missing = loop {
         let mut seen = std::collections::HashSet::new();
         for p in 0..2 {
-            let mut c = std::process::Command::new(kcat());
-            c.args([
-                "-b",
-                &broker.bootstrap(),
-                "-C",
-                "-t",
-                "fo-copy",
-                "-p",
-                &p.to_string(),
-                "-o",
-                "beginning",
-                "-e",
-                "-q",
-                "-f",
-                "%s\n",
-            ]);
-            for l in run_ok(c, None, Duration::from_secs(60)).lines() {
-                seen.insert(l.to_string());
-            }
+            seen.extend(kcat_read(&broker, "fo-copy", p));
         }
         let missing: Vec<&String> = acked.iter().filter(|v| !seen.contains(*v)).collect();
         if missing.is_empty() || std::time::Instant::now() > deadline {
@@ -156,30 +138,6 @@ fn child_holds_every_acknowledged_parent_record_across_sigkills() {
     );
 }
 
-/// The records of `topic`/0 from the beginning (kcat, at most 30 s).
-fn read_all(broker: &Broker, topic: &str) -> Vec<String> {
-    let mut c = std::process::Command::new(kcat());
-    c.args([
-        "-b",
-        &broker.bootstrap(),
-        "-C",
-        "-t",
-        topic,
-        "-p",
-        "0",
-        "-o",
-        "beginning",
-        "-e",
-        "-q",
-        "-f",
-        "%s\n",
-    ]);
-    run_ok(c, None, Duration::from_secs(30))
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
-
 /// Lazy start-up (issue #13): after a restart that opens partitions on first use only, a
 /// fan-out cursor opens its parent itself. Records the parent held before the restart, and
 /// its delay child had not received yet, reach the child with no request for the parent.
@@ -193,16 +151,10 @@ fn a_cursor_opens_its_parent_after_a_restart_with_no_request_for_it() {
         1,
         &[("fanout.parent", "lp"), ("fanout.delay.ms", "4000")],
     );
-    let records: Vec<String> = (0..5).map(|i| format!("r{i}")).collect();
-    let mut c = std::process::Command::new(kcat());
-    c.args(["-b", &broker.bootstrap(), "-P", "-t", "lp", "-p", "0"]);
-    run_ok(
-        c,
-        Some(format!("{}\n", records.join("\n")).as_bytes()),
-        Duration::from_secs(30),
-    );
+    let records = ["r0", "r1", "r2", "r3", "r4"];
+    kcat_write(&broker, "lp", 0, &records);
     assert!(
-        read_all(&broker, "lp-late").is_empty(),
+        kcat_read(&broker, "lp-late", 0).is_empty(),
         "the delay child is still empty before the restart"
     );
     broker.terminate();
@@ -210,7 +162,7 @@ fn a_cursor_opens_its_parent_after_a_restart_with_no_request_for_it() {
     broker.restart();
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
-        let got = read_all(&broker, "lp-late");
+        let got = kcat_read(&broker, "lp-late", 0);
         if got == records {
             break;
         }

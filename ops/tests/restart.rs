@@ -224,21 +224,7 @@ fn partitions_open_on_first_use_or_in_the_background_after_a_restart() {
     const PARTITIONS: u32 = 12;
     create_topic(&broker, "lazy", PARTITIONS, &[]);
     for p in 0..PARTITIONS {
-        let mut c = Command::new(kcat());
-        c.args([
-            "-b",
-            &broker.bootstrap(),
-            "-P",
-            "-t",
-            "lazy",
-            "-p",
-            &p.to_string(),
-        ]);
-        run_ok(
-            c,
-            Some(format!("before-{p}\n").as_bytes()),
-            Duration::from_secs(30),
-        );
+        kcat_write(&broker, "lazy", p, &[&format!("before-{p}")]);
     }
     let owned = gauge_sum(&admin, "ringlog_partitions");
     assert!(owned >= PARTITIONS as f64, "ringlog_partitions {owned}");
@@ -261,48 +247,18 @@ fn partitions_open_on_first_use_or_in_the_background_after_a_restart() {
     assert_eq!(gauge_sum(&admin, "ringlog_partitions"), owned);
 
     // A fetch opens its partition and reads what was there before the restart.
-    let mut c = Command::new(kcat());
-    c.args([
-        "-b",
-        &broker.bootstrap(),
-        "-C",
-        "-t",
-        "lazy",
-        "-p",
-        "3",
-        "-o",
-        "beginning",
-        "-e",
-    ]);
-    let out = run_ok(c, None, Duration::from_secs(30));
-    assert_eq!(out.trim(), "before-3");
+    assert_eq!(kcat_read(&broker, "lazy", 3), ["before-3"]);
     assert_eq!(
         gauge_sum(&admin, "ringlog_partitions_unopened"),
         PARTITIONS as f64 - 1.0
     );
     // So does a produce, appending after the old record.
-    let mut c = Command::new(kcat());
-    c.args(["-b", &broker.bootstrap(), "-P", "-t", "lazy", "-p", "5"]);
-    run_ok(c, Some(b"after-5\n"), Duration::from_secs(30));
+    kcat_write(&broker, "lazy", 5, &["after-5"]);
     assert_eq!(
         gauge_sum(&admin, "ringlog_partitions_unopened"),
         PARTITIONS as f64 - 2.0
     );
-    let mut c = Command::new(kcat());
-    c.args([
-        "-b",
-        &broker.bootstrap(),
-        "-C",
-        "-t",
-        "lazy",
-        "-p",
-        "5",
-        "-o",
-        "beginning",
-        "-e",
-    ]);
-    let out = run_ok(c, None, Duration::from_secs(30));
-    assert_eq!(out.trim(), "before-5\nafter-5");
+    assert_eq!(kcat_read(&broker, "lazy", 5), ["before-5", "after-5"]);
 
     // A second topic, restarted with the background pass on: all of it opens unasked.
     create_topic(&broker, "eager", PARTITIONS, &[]);

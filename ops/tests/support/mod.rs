@@ -229,6 +229,27 @@ pub fn run_python(script: &str, args: &[&str], env: &[(&str, &str)], timeout: Du
 }
 
 /// Creates a topic through the Kafka admin API (confluent-kafka), waiting until metadata shows it.
+/// The values of `topic`/`partition` from the beginning to the end, one per line (kcat).
+pub fn kcat_read(broker: &Broker, topic: &str, partition: u32) -> Vec<String> {
+    let mut c = Command::new(kcat());
+    c.args(["-b", &broker.bootstrap(), "-C", "-t", topic, "-p"])
+        .arg(partition.to_string())
+        .args(["-o", "beginning", "-e", "-q", "-f", "%s\n"]);
+    run_ok(c, None, Duration::from_secs(60))
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Produces `values` (one record each) to `topic`/`partition` (kcat, acks=all).
+pub fn kcat_write(broker: &Broker, topic: &str, partition: u32, values: &[&str]) {
+    let mut c = Command::new(kcat());
+    c.args(["-b", &broker.bootstrap(), "-P", "-t", topic, "-p"])
+        .arg(partition.to_string());
+    let input: String = values.iter().map(|v| format!("{v}\n")).collect();
+    run_ok(c, Some(input.as_bytes()), Duration::from_secs(60));
+}
+
 pub fn create_topic(broker: &Broker, topic: &str, partitions: u32, configs: &[(&str, &str)]) {
     let mut args = vec![
         "create".to_string(),
