@@ -9,6 +9,7 @@
 //! value `version i16 = 0 | offset i64 | leader_epoch i32 | metadata nullable str16 | commit_ms i64`
 //! A null value (tombstone) forgets the offset. Replayed in order when the partition opens.
 
+pub mod consumer;
 pub mod state;
 
 use std::collections::{BTreeMap, HashMap};

@@ -1,0 +1,852 @@
+//! KIP-848 consumer groups (`group.protocol=consumer`): the broker assigns the partitions.
+//!
+//! Each member heartbeats (ConsumerGroupHeartbeat) with its subscription and, when it changed,
+//! the partitions it owns; the coordinator keeps a *target assignment* per member, computed by
+//! a server-side assignor (`uniform`, sticky and balanced, or `range`) whenever the group epoch
+//! moves past the target's (a member joined, left, changed its subscription, or a subscribed
+//! topic gained partitions). Each member is then brought to its target step by step
+//! (incremental revocation, as Kafka's `CurrentAssignmentBuilder`):
+//! 1. partitions it owns and its target lacks are revoked first: its assignment shrinks and its
+//!    epoch stays, until a heartbeat reports them released;
+//! 2. then it moves to the target's epoch and gets the target's partitions that no other member
+//!    still owns or is releasing; those still held elsewhere follow once released.
+//!
+//! So a partition is never owned by two members: another member receives it only after its
+//! owner reported it released, left, or was fenced (session timeout, or a revocation not done
+//! within the member's rebalance timeout).
+//!
+//! Membership lives in memory only: after a coordinator restart a member's heartbeat gets
+//! UNKNOWN_MEMBER_ID and it rejoins (its committed offsets are durable as for classic groups).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use crate::codes;
+
+/// Kafka's `group.consumer.session.timeout.ms` default.
+pub const DEFAULT_CONSUMER_SESSION_TIMEOUT_MS: u64 = 45_000;
+/// Kafka's `group.consumer.heartbeat.interval.ms` default.
+pub const DEFAULT_CONSUMER_HEARTBEAT_INTERVAL_MS: u64 = 5_000;
+/// Members one consumer group holds (`group.consumer.max.size`); a join past it gets
+/// GROUP_MAX_SIZE_REACHED.
+pub const DEFAULT_CONSUMER_GROUP_MAX_SIZE: usize = 1_000;
+/// Topics one member may subscribe to (INVALID_REQUEST past it).
+pub const MAX_SUBSCRIBED_TOPICS_PER_MEMBER: usize = 10_000;
+/// Longest member id, instance id or rack id accepted (INVALID_REQUEST past it).
+pub const MAX_MEMBER_FIELD_BYTES: usize = 1_024;
+/// The server-side assignors, the first being the default (`group.consumer.assignors`).
+pub const ASSIGNORS: [&str; 2] = ["uniform", "range"];
+/// Member epoch of a heartbeat that leaves the group; -2: a static member leaving for now.
+pub const LEAVE_EPOCH: i32 = -1;
+pub const STATIC_LEAVE_EPOCH: i32 = -2;
+
+/// Partitions by topic name.
+pub type TopicPartitions = BTreeMap<String, BTreeSet<i32>>;
+
+/// The coordinator's limits for consumer groups (config).
+#[derive(Debug, Clone, Copy)]
+pub struct ConsumerGroupLimits {
+    pub session_timeout: Duration,
+    pub heartbeat_interval: Duration,
+    pub max_size: usize,
+}
+
+impl Default for ConsumerGroupLimits {
+    fn default() -> Self {
+        Self {
+            session_timeout: Duration::from_millis(DEFAULT_CONSUMER_SESSION_TIMEOUT_MS),
+            heartbeat_interval: Duration::from_millis(DEFAULT_CONSUMER_HEARTBEAT_INTERVAL_MS),
+            max_size: DEFAULT_CONSUMER_GROUP_MAX_SIZE,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Member {
+    pub id: String,
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub rebalance_timeout: Duration,
+    pub subscribed: BTreeSet<String>,
+    pub assignor: Option<String>,
+    pub epoch: i32,
+    pub previous_epoch: i32,
+    /// What the member was last told it owns.
+    pub assigned: TopicPartitions,
+    /// Partitions it was told to give up and has not reported released: still its own.
+    pub revoking: TopicPartitions,
+    pub last_heartbeat: Instant,
+    /// Set while `revoking` is not empty: past it the member is fenced.
+    pub revoke_deadline: Option<Instant>,
+}
+
+/// One heartbeat, decoded (topic ids already mapped to names).
+#[derive(Debug, Clone, Default)]
+pub struct Heartbeat {
+    pub member_id: String,
+    pub member_epoch: i32,
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub rebalance_timeout_ms: i32,
+    pub subscribed: Option<Vec<String>>,
+    pub assignor: Option<String>,
+    /// The partitions the member owns; `None`: unchanged since its last heartbeat.
+    pub owned: Option<TopicPartitions>,
+    pub client_id: String,
+    pub client_host: String,
+}
+
+/// What a heartbeat gets back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeartbeatAnswer {
+    pub member_id: String,
+    pub member_epoch: i32,
+    /// The member's assignment, when it changed (or on a join).
+    pub assignment: Option<TopicPartitions>,
+}
+
+/// A refused heartbeat: error code and message.
+pub type Refusal = (i16, String);
+
+#[derive(Debug, Clone, Default)]
+pub struct ConsumerGroup {
+    pub epoch: i32,
+    pub assignment_epoch: i32,
+    pub members: BTreeMap<String, Member>,
+    /// Member id → its target partitions at `assignment_epoch`.
+    pub target: BTreeMap<String, TopicPartitions>,
+    /// Partition counts of the subscribed topics the target was computed from.
+    target_topics: BTreeMap<String, u32>,
+}
+
+/// Kafka's names for a consumer group's state (ConsumerGroupDescribe, ListGroups).
+pub fn state_name(g: Option<&ConsumerGroup>) -> &'static str {
+    match g {
+        None => "Empty",
+        Some(g) if g.members.is_empty() => "Empty",
+        Some(g) if g.assignment_epoch < g.epoch => "Assigning",
+        Some(g)
+            if g.members.values().any(|m| {
+                m.epoch != g.assignment_epoch
+                    || !m.revoking.is_empty()
+                    || g.target.get(&m.id).unwrap_or(&TopicPartitions::new()) != &m.assigned
+            }) =>
+        {
+            "Reconciling"
+        }
+        Some(_) => "Stable",
+    }
+}
+
+fn too_long(s: &Option<String>) -> bool {
+    s.as_ref().is_some_and(|s| s.len() > MAX_MEMBER_FIELD_BYTES)
+}
+
+fn invalid(msg: impl Into<String>) -> Refusal {
+    (codes::INVALID_REQUEST, msg.into())
+}
+
+fn count(tp: &TopicPartitions) -> usize {
+    tp.values().map(BTreeSet::len).sum()
+}
+
+fn minus(a: &TopicPartitions, b: &TopicPartitions) -> TopicPartitions {
+    let mut out = TopicPartitions::new();
+    for (t, ps) in a {
+        let rest: BTreeSet<i32> = match b.get(t) {
+            Some(bp) => ps.difference(bp).copied().collect(),
+            None => ps.clone(),
+        };
+        if !rest.is_empty() {
+            out.insert(t.clone(), rest);
+        }
+    }
+    out
+}
+
+fn intersect(a: &TopicPartitions, b: &TopicPartitions) -> TopicPartitions {
+    let mut out = TopicPartitions::new();
+    for (t, ps) in a {
+        if let Some(bp) = b.get(t) {
+            let both: BTreeSet<i32> = ps.intersection(bp).copied().collect();
+            if !both.is_empty() {
+                out.insert(t.clone(), both);
+            }
+        }
+    }
+    out
+}
+
+impl ConsumerGroup {
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// The assignor the group uses: the one most members name, else the default.
+    pub fn assignor(&self) -> &'static str {
+        let mut votes: BTreeMap<&'static str, usize> = BTreeMap::new();
+        for m in self.members.values() {
+            if let Some(a) = m.assignor.as_deref() {
+                if let Some(known) = ASSIGNORS.iter().find(|k| **k == a) {
+                    *votes.entry(known).or_default() += 1;
+                }
+            }
+        }
+        votes
+            .into_iter()
+            .max_by_key(|(name, n)| (*n, std::cmp::Reverse(*name)))
+            .map_or(ASSIGNORS[0], |(name, _)| name)
+    }
+
+    /// Handles one heartbeat. `partitions_of(topic)`: the topic's partition count (`None`: no
+    /// such topic). `new_member_id`: the id a v0 join without one gets.
+    pub fn heartbeat(
+        &mut self,
+        hb: Heartbeat,
+        limits: &ConsumerGroupLimits,
+        partitions_of: &dyn Fn(&str) -> Option<u32>,
+        new_member_id: impl FnOnce() -> String,
+        now: Instant,
+    ) -> Result<HeartbeatAnswer, Refusal> {
+        if hb.member_id.len() > MAX_MEMBER_FIELD_BYTES
+            || too_long(&hb.instance_id)
+            || too_long(&hb.rack_id)
+        {
+            return Err(invalid(format!(
+                "member id, instance id and rack id are at most {MAX_MEMBER_FIELD_BYTES} bytes"
+            )));
+        }
+        if let Some(a) = hb.assignor.as_deref() {
+            if !ASSIGNORS.contains(&a) {
+                return Err((
+                    codes::UNSUPPORTED_ASSIGNOR,
+                    format!("assignor '{a}' is not one of {ASSIGNORS:?}"),
+                ));
+            }
+        }
+        if hb
+            .subscribed
+            .as_ref()
+            .is_some_and(|s| s.len() > MAX_SUBSCRIBED_TOPICS_PER_MEMBER)
+        {
+            return Err(invalid(format!(
+                "a member subscribes to at most {MAX_SUBSCRIBED_TOPICS_PER_MEMBER} topics"
+            )));
+        }
+        match hb.member_epoch {
+            LEAVE_EPOCH | STATIC_LEAVE_EPOCH => {
+                let epoch = hb.member_epoch;
+                if self.members.contains_key(&hb.member_id) {
+                    self.remove_member(&hb.member_id);
+                } else if let Some(id) = self.member_with_instance(hb.instance_id.as_deref()) {
+                    self.remove_member(&id);
+                } else {
+                    return Err((
+                        codes::UNKNOWN_MEMBER_ID,
+                        format!("member '{}' is not in the group", hb.member_id),
+                    ));
+                }
+                return Ok(HeartbeatAnswer {
+                    member_id: hb.member_id,
+                    member_epoch: epoch,
+                    assignment: None,
+                });
+            }
+            0 => {
+                let id = self.join(hb, limits, new_member_id, now)?;
+                self.refresh_target(partitions_of);
+                let mut answer = self.reconcile_member(&id, now);
+                // A join always hears its assignment, empty or not.
+                answer.assignment = answer.assignment.or_else(|| Some(TopicPartitions::new()));
+                Ok(answer)
+            }
+            e if e > 0 => {
+                let id = hb.member_id.clone();
+                self.beat(hb, now)?;
+                self.refresh_target(partitions_of);
+                Ok(self.reconcile_member(&id, now))
+            }
+            e => Err(invalid(format!("member epoch {e} is not valid"))),
+        }
+    }
+
+    fn member_with_instance(&self, instance: Option<&str>) -> Option<String> {
+        let instance = instance?;
+        self.members
+            .values()
+            .find(|m| m.instance_id.as_deref() == Some(instance))
+            .map(|m| m.id.clone())
+    }
+
+    fn join(
+        &mut self,
+        hb: Heartbeat,
+        limits: &ConsumerGroupLimits,
+        new_member_id: impl FnOnce() -> String,
+        now: Instant,
+    ) -> Result<String, Refusal> {
+        let Some(subscribed) = hb.subscribed.clone() else {
+            return Err(invalid(
+                "a joining member must name its subscribed topics (regular expressions are not supported)",
+            ));
+        };
+        if hb.rebalance_timeout_ms <= 0 {
+            return Err(invalid("a joining member must give a rebalance timeout"));
+        }
+        let id = if hb.member_id.is_empty() {
+            new_member_id()
+        } else {
+            hb.member_id.clone()
+        };
+        // A static member coming back takes the place (and the assignment) of its old id.
+        let replaced = self
+            .member_with_instance(hb.instance_id.as_deref())
+            .filter(|old| *old != id);
+        let rejoin = self.members.contains_key(&id);
+        if !rejoin && replaced.is_none() && self.members.len() >= limits.max_size {
+            return Err((
+                codes::GROUP_MAX_SIZE_REACHED,
+                format!(
+                    "the group has {} members (group.consumer.max.size)",
+                    limits.max_size
+                ),
+            ));
+        }
+        if rejoin {
+            // A member that joins again (epoch 0) starts over: what it owned is free.
+            self.remove_member(&id);
+        }
+        let mut member = Member {
+            id: id.clone(),
+            instance_id: hb.instance_id.clone(),
+            rack_id: hb.rack_id.clone(),
+            client_id: hb.client_id.clone(),
+            client_host: hb.client_host.clone(),
+            rebalance_timeout: Duration::from_millis(hb.rebalance_timeout_ms as u64),
+            subscribed: subscribed.into_iter().collect(),
+            assignor: hb.assignor.clone(),
+            epoch: 0,
+            previous_epoch: 0,
+            assigned: TopicPartitions::new(),
+            revoking: TopicPartitions::new(),
+            last_heartbeat: now,
+            revoke_deadline: None,
+        };
+        if let Some(old) = replaced.and_then(|old| self.members.remove(&old)) {
+            member.assigned = old.assigned;
+            member.revoking = old.revoking;
+            member.revoke_deadline = old.revoke_deadline;
+            member.epoch = old.epoch;
+            member.previous_epoch = old.previous_epoch;
+            if let Some(t) = self.target.remove(&old.id) {
+                self.target.insert(id.clone(), t);
+            }
+        }
+        self.members.insert(id.clone(), member);
+        self.epoch += 1;
+        Ok(id)
+    }
+
+    /// A heartbeat of a member in the group: checks its epoch, takes its changes.
+    fn beat(&mut self, hb: Heartbeat, now: Instant) -> Result<(), Refusal> {
+        let Some(m) = self.members.get_mut(&hb.member_id) else {
+            return Err((
+                codes::UNKNOWN_MEMBER_ID,
+                format!("member '{}' is not in the group; join again", hb.member_id),
+            ));
+        };
+        // A member whose last answer was lost may still be one epoch behind, if it owns
+        // nothing it was not given.
+        let lost_answer = hb.member_epoch == m.previous_epoch
+            && hb
+                .owned
+                .as_ref()
+                .is_some_and(|o| minus(o, &m.assigned).is_empty());
+        if hb.member_epoch != m.epoch && !lost_answer {
+            return Err((
+                codes::FENCED_MEMBER_EPOCH,
+                format!(
+                    "member epoch {} is not the member's current epoch {}",
+                    hb.member_epoch, m.epoch
+                ),
+            ));
+        }
+        m.last_heartbeat = now;
+        if hb.rebalance_timeout_ms > 0 {
+            m.rebalance_timeout = Duration::from_millis(hb.rebalance_timeout_ms as u64);
+        }
+        let mut bump = false;
+        if let Some(subs) = hb.subscribed {
+            let subs: BTreeSet<String> = subs.into_iter().collect();
+            if subs != m.subscribed {
+                m.subscribed = subs;
+                bump = true;
+            }
+        }
+        if hb.assignor.is_some() && hb.assignor != m.assignor {
+            m.assignor = hb.assignor;
+            bump = true;
+        }
+        if let Some(owned) = &hb.owned {
+            // What it reports no longer owning is released.
+            m.revoking = intersect(&m.revoking, owned);
+            if m.revoking.is_empty() {
+                m.revoke_deadline = None;
+            }
+        }
+        if bump {
+            self.epoch += 1;
+        }
+        Ok(())
+    }
+
+    fn subscribed_topics(&self) -> BTreeSet<String> {
+        self.members
+            .values()
+            .flat_map(|m| m.subscribed.iter().cloned())
+            .collect()
+    }
+
+    fn topics_changed(&self, partitions_of: &dyn Fn(&str) -> Option<u32>) -> bool {
+        self.subscribed_topics()
+            .into_iter()
+            .any(|t| partitions_of(&t) != self.target_topics.get(&t).copied())
+    }
+
+    /// Recomputes the target assignment if the group epoch moved past it, or a subscribed
+    /// topic gained or lost partitions (which moves the group epoch too).
+    pub fn refresh_target(&mut self, partitions_of: &dyn Fn(&str) -> Option<u32>) {
+        if self.assignment_epoch >= self.epoch && !self.topics_changed(partitions_of) {
+            return;
+        }
+        let topics: BTreeMap<String, u32> = self
+            .subscribed_topics()
+            .into_iter()
+            .filter_map(|t| partitions_of(&t).map(|n| (t, n)))
+            .collect();
+        self.target = match self.assignor() {
+            "range" => assign_range(&self.members, &topics),
+            _ => assign_uniform(&self.members, &self.target, &topics),
+        };
+        self.target_topics = topics;
+        if self.assignment_epoch >= self.epoch {
+            self.epoch += 1;
+        }
+        self.assignment_epoch = self.epoch;
+    }
+
+    /// Partitions any member but `except` owns or is releasing.
+    fn held_by_others(&self, except: &str) -> TopicPartitions {
+        let mut held = TopicPartitions::new();
+        for m in self.members.values().filter(|m| m.id != except) {
+            for (t, ps) in m.assigned.iter().chain(m.revoking.iter()) {
+                held.entry(t.clone())
+                    .or_default()
+                    .extend(ps.iter().copied());
+            }
+        }
+        held
+    }
+
+    /// One step of member `id` towards its target; the answer carries its assignment if it
+    /// changed.
+    fn reconcile_member(&mut self, id: &str, now: Instant) -> HeartbeatAnswer {
+        let target = self.target.get(id).cloned().unwrap_or_default();
+        let held = self.held_by_others(id);
+        let assignment_epoch = self.assignment_epoch;
+        let m = self.members.get_mut(id).expect("reconciled member exists");
+        let before = (m.epoch, m.assigned.clone());
+        if m.revoking.is_empty() {
+            let revoke = minus(&m.assigned, &target);
+            if !revoke.is_empty() {
+                // Step 1: give up what the target lacks, at the same epoch.
+                m.assigned = intersect(&m.assigned, &target);
+                m.revoking = revoke;
+                m.revoke_deadline = Some(now + m.rebalance_timeout);
+            } else {
+                // Step 2: the target's epoch, with every target partition nobody else holds.
+                let free = minus(&minus(&target, &m.assigned), &held);
+                for (t, ps) in free {
+                    m.assigned.entry(t).or_default().extend(ps);
+                }
+                if m.epoch != assignment_epoch {
+                    m.previous_epoch = m.epoch;
+                    m.epoch = assignment_epoch;
+                }
+            }
+        }
+        let changed = before.1 != m.assigned;
+        HeartbeatAnswer {
+            member_id: m.id.clone(),
+            member_epoch: m.epoch,
+            assignment: changed.then(|| m.assigned.clone()),
+        }
+    }
+
+    /// Removes a member (left, fenced or timed out): what it owned is free for the others.
+    pub fn remove_member(&mut self, id: &str) {
+        if self.members.remove(id).is_some() {
+            self.target.remove(id);
+            self.epoch += 1;
+        }
+    }
+
+    /// Fences members whose session ran out or who did not release revoked partitions within
+    /// their rebalance timeout; returns their ids.
+    pub fn tick(&mut self, limits: &ConsumerGroupLimits, now: Instant) -> Vec<String> {
+        let gone: Vec<String> = self
+            .members
+            .values()
+            .filter(|m| {
+                now.duration_since(m.last_heartbeat) > limits.session_timeout
+                    || m.revoke_deadline.is_some_and(|d| now > d)
+            })
+            .map(|m| m.id.clone())
+            .collect();
+        for id in &gone {
+            self.remove_member(id);
+        }
+        gone
+    }
+}
+
+/// Sticky and balanced: every member keeps what it had in the previous target (up to its share:
+/// `n / members`, one more for the first `n % members` that have more), then each remaining
+/// partition goes to the subscribed member holding fewest.
+fn assign_uniform(
+    members: &BTreeMap<String, Member>,
+    previous: &BTreeMap<String, TopicPartitions>,
+    topics: &BTreeMap<String, u32>,
+) -> BTreeMap<String, TopicPartitions> {
+    let mut out: BTreeMap<String, TopicPartitions> = members
+        .keys()
+        .map(|id| (id.clone(), TopicPartitions::new()))
+        .collect();
+    if members.is_empty() {
+        return out;
+    }
+    let all: Vec<(String, i32)> = topics
+        .iter()
+        .filter(|(t, _)| members.values().any(|m| m.subscribed.contains(*t)))
+        .flat_map(|(t, n)| (0..*n as i32).map(move |p| (t.clone(), p)))
+        .collect();
+    let floor = all.len() / members.len();
+    let mut extra_slots = all.len() % members.len();
+    let mut taken: BTreeSet<(String, i32)> = BTreeSet::new();
+    for (id, m) in members {
+        let Some(prev) = previous.get(id) else {
+            continue;
+        };
+        let kept: Vec<(String, i32)> = prev
+            .iter()
+            .filter(|(t, _)| m.subscribed.contains(*t))
+            .flat_map(|(t, ps)| {
+                let n = topics.get(t).copied().unwrap_or(0) as i32;
+                ps.iter()
+                    .filter(move |p| **p < n)
+                    .map(move |p| (t.clone(), *p))
+            })
+            .collect();
+        let mut share = floor;
+        if kept.len() > floor && extra_slots > 0 {
+            share += 1;
+            extra_slots -= 1;
+        }
+        let mine = out.get_mut(id).expect("every member has an entry");
+        for (t, p) in kept.into_iter().take(share) {
+            mine.entry(t.clone()).or_default().insert(p);
+            taken.insert((t, p));
+        }
+    }
+    for (t, p) in all.into_iter().filter(|tp| !taken.contains(tp)) {
+        let least = members
+            .values()
+            .filter(|m| m.subscribed.contains(&t))
+            .min_by_key(|m| (count(&out[&m.id]), m.id.clone()));
+        if let Some(m) = least {
+            out.get_mut(&m.id)
+                .expect("every member has an entry")
+                .entry(t)
+                .or_default()
+                .insert(p);
+        }
+    }
+    out
+}
+
+/// Kafka's range assignor: per topic, its subscribers in member-id order get consecutive
+/// ranges, the first `n % subscribers` one partition more.
+fn assign_range(
+    members: &BTreeMap<String, Member>,
+    topics: &BTreeMap<String, u32>,
+) -> BTreeMap<String, TopicPartitions> {
+    let mut out: BTreeMap<String, TopicPartitions> = members
+        .keys()
+        .map(|id| (id.clone(), TopicPartitions::new()))
+        .collect();
+    for (t, n) in topics {
+        let subs: Vec<&String> = members
+            .values()
+            .filter(|m| m.subscribed.contains(t))
+            .map(|m| &m.id)
+            .collect();
+        if subs.is_empty() {
+            continue;
+        }
+        let (each, extra) = (*n as usize / subs.len(), *n as usize % subs.len());
+        let mut next = 0i32;
+        for (i, id) in subs.iter().enumerate() {
+            let len = (each + usize::from(i < extra)) as i32;
+            if len > 0 {
+                out.get_mut(*id)
+                    .expect("every member has an entry")
+                    .insert(t.clone(), (next..next + len).collect());
+            }
+            next += len;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TOPIC: &str = "t";
+
+    fn partitions_of(n: u32) -> impl Fn(&str) -> Option<u32> {
+        move |t| (t == TOPIC).then_some(n)
+    }
+
+    /// A client as the Java one behaves: it heartbeats with its epoch, and reports what it
+    /// owns (the last assignment it got) whenever that changed.
+    #[derive(Default)]
+    struct Client {
+        id: String,
+        epoch: i32,
+        owned: TopicPartitions,
+        report: bool,
+    }
+
+    impl Client {
+        fn beat(
+            &mut self,
+            g: &mut ConsumerGroup,
+            n: u32,
+            now: Instant,
+        ) -> Result<HeartbeatAnswer, Refusal> {
+            let hb = Heartbeat {
+                member_id: self.id.clone(),
+                member_epoch: self.epoch,
+                rebalance_timeout_ms: 30_000,
+                subscribed: (self.epoch == 0).then(|| vec![TOPIC.to_string()]),
+                owned: std::mem::take(&mut self.report).then(|| self.owned.clone()),
+                ..Default::default()
+            };
+            let a = g.heartbeat(
+                hb,
+                &ConsumerGroupLimits::default(),
+                &partitions_of(n),
+                || "generated".into(),
+                now,
+            )?;
+            self.epoch = a.member_epoch;
+            if let Some(asg) = &a.assignment {
+                self.report = *asg != self.owned;
+                self.owned = asg.clone();
+            }
+            Ok(a)
+        }
+    }
+
+    /// No partition is owned (assigned or being released) by two members.
+    fn assert_exclusive(g: &ConsumerGroup) {
+        let mut seen: BTreeMap<(String, i32), String> = BTreeMap::new();
+        for m in g.members.values() {
+            for (t, ps) in m.assigned.iter().chain(m.revoking.iter()) {
+                for p in ps {
+                    if let Some(other) = seen.insert((t.clone(), *p), m.id.clone()) {
+                        panic!("{t}/{p} owned by {other} and {}", m.id);
+                    }
+                }
+            }
+        }
+    }
+
+    fn rounds(g: &mut ConsumerGroup, clients: &mut [Client], n: u32, now: Instant) {
+        for _ in 0..6 {
+            for c in clients.iter_mut() {
+                c.beat(g, n, now).unwrap();
+                assert_exclusive(g);
+            }
+        }
+    }
+
+    fn owned_counts(clients: &[Client]) -> Vec<usize> {
+        clients.iter().map(|c| count(&c.owned)).collect()
+    }
+
+    #[test]
+    fn members_joining_one_by_one_converge_balanced_without_double_ownership() {
+        let now = Instant::now();
+        let mut g = ConsumerGroup::default();
+        let mut clients: Vec<Client> = Vec::new();
+        for i in 0..3 {
+            clients.push(Client {
+                id: format!("m{i}"),
+                ..Default::default()
+            });
+            rounds(&mut g, &mut clients, 6, now);
+            let counts = owned_counts(&clients);
+            assert_eq!(counts.iter().sum::<usize>(), 6, "{counts:?}");
+            assert!(counts.iter().all(|c| *c == 6 / clients.len()), "{counts:?}");
+        }
+        assert_eq!(state_name(Some(&g)), "Stable");
+        // Every member at the target's epoch.
+        assert!(clients.iter().all(|c| c.epoch == g.assignment_epoch));
+    }
+
+    #[test]
+    fn a_partition_moves_only_after_its_owner_released_it() {
+        let now = Instant::now();
+        let mut g = ConsumerGroup::default();
+        let mut a = Client {
+            id: "a".into(),
+            ..Default::default()
+        };
+        a.beat(&mut g, 4, now).unwrap();
+        a.beat(&mut g, 4, now).unwrap();
+        assert_eq!(count(&a.owned), 4);
+        let a_epoch = a.epoch;
+        let mut b = Client {
+            id: "b".into(),
+            ..Default::default()
+        };
+        let joined = b.beat(&mut g, 4, now).unwrap();
+        assert_eq!(
+            joined.assignment,
+            Some(TopicPartitions::new()),
+            "b waits for a"
+        );
+        // a is told to give up two partitions, at its old epoch.
+        let shrink = a.beat(&mut g, 4, now).unwrap();
+        assert_eq!(shrink.member_epoch, a_epoch);
+        assert_eq!(count(shrink.assignment.as_ref().unwrap()), 2);
+        // Before a reports them released, b still gets nothing.
+        let r = b.beat(&mut g, 4, now).unwrap();
+        assert!(r.assignment.is_none(), "{r:?}");
+        assert_exclusive(&g);
+        // a reports; now b gets them.
+        a.beat(&mut g, 4, now).unwrap();
+        let r = b.beat(&mut g, 4, now).unwrap();
+        assert_eq!(count(r.assignment.as_ref().unwrap()), 2);
+        assert_exclusive(&g);
+    }
+
+    #[test]
+    fn a_member_that_stops_heartbeating_is_fenced_and_its_partitions_reassigned() {
+        let now = Instant::now();
+        let mut g = ConsumerGroup::default();
+        let mut clients: Vec<Client> = (0..2)
+            .map(|i| Client {
+                id: format!("m{i}"),
+                ..Default::default()
+            })
+            .collect();
+        rounds(&mut g, &mut clients, 6, now);
+        assert_eq!(owned_counts(&clients), [3, 3]);
+        let limits = ConsumerGroupLimits::default();
+        let later = now + limits.session_timeout / 2;
+        clients[0].beat(&mut g, 6, later).unwrap();
+        let expired = now + limits.session_timeout + Duration::from_millis(1);
+        assert_eq!(g.tick(&limits, expired), ["m1"]);
+        let mut alive = vec![std::mem::take(&mut clients[0])];
+        rounds(&mut g, &mut alive, 6, expired);
+        assert_eq!(owned_counts(&alive), [6]);
+        // The fenced member's next heartbeat is refused: it must join again.
+        let err = clients[1].beat(&mut g, 6, expired).unwrap_err();
+        assert_eq!(err.0, codes::UNKNOWN_MEMBER_ID);
+    }
+
+    #[test]
+    fn stale_epochs_are_fenced_and_new_partitions_are_assigned() {
+        let now = Instant::now();
+        let mut g = ConsumerGroup::default();
+        let mut c = Client {
+            id: "c".into(),
+            ..Default::default()
+        };
+        rounds(&mut g, std::slice::from_mut(&mut c), 2, now);
+        let hb = Heartbeat {
+            member_id: "c".into(),
+            member_epoch: c.epoch + 5,
+            ..Default::default()
+        };
+        let err = g
+            .heartbeat(
+                hb,
+                &ConsumerGroupLimits::default(),
+                &partitions_of(2),
+                String::new,
+                now,
+            )
+            .unwrap_err();
+        assert_eq!(err.0, codes::FENCED_MEMBER_EPOCH);
+        // The topic grows to 5 partitions: the member gets them all at a new epoch.
+        let before = c.epoch;
+        for _ in 0..3 {
+            c.beat(&mut g, 5, now).unwrap();
+        }
+        assert_eq!(count(&c.owned), 5);
+        assert!(c.epoch > before);
+    }
+
+    #[test]
+    fn range_gives_consecutive_ranges_and_unknown_assignors_are_refused() {
+        let members: BTreeMap<String, Member> = ["a", "b"]
+            .iter()
+            .map(|id| {
+                let m = Member {
+                    id: id.to_string(),
+                    instance_id: None,
+                    rack_id: None,
+                    client_id: String::new(),
+                    client_host: String::new(),
+                    rebalance_timeout: Duration::from_secs(1),
+                    subscribed: [TOPIC.to_string()].into(),
+                    assignor: Some("range".into()),
+                    epoch: 0,
+                    previous_epoch: 0,
+                    assigned: TopicPartitions::new(),
+                    revoking: TopicPartitions::new(),
+                    last_heartbeat: Instant::now(),
+                    revoke_deadline: None,
+                };
+                (id.to_string(), m)
+            })
+            .collect();
+        let t = assign_range(&members, &[(TOPIC.to_string(), 5)].into());
+        assert_eq!(t["a"][TOPIC], [0, 1, 2].into());
+        assert_eq!(t["b"][TOPIC], [3, 4].into());
+        let mut g = ConsumerGroup::default();
+        let hb = Heartbeat {
+            member_id: "x".into(),
+            rebalance_timeout_ms: 1,
+            subscribed: Some(vec![TOPIC.into()]),
+            assignor: Some("sticky".into()),
+            ..Default::default()
+        };
+        let err = g
+            .heartbeat(
+                hb,
+                &ConsumerGroupLimits::default(),
+                &partitions_of(1),
+                String::new,
+                Instant::now(),
+            )
+            .unwrap_err();
+        assert_eq!(err.0, codes::UNSUPPORTED_ASSIGNOR);
+    }
+}
