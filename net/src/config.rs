@@ -106,6 +106,13 @@ pub struct BrokerConfig {
     pub max_open_files: Option<usize>,
     /// Partitions the node serves at most (`max-partitions`).
     pub max_partitions: usize,
+    /// A KIP-848 consumer-group member with no heartbeat for this long is fenced
+    /// (`group.consumer.session.timeout.ms`).
+    pub group_consumer_session_timeout_ms: u64,
+    /// How often KIP-848 members are told to heartbeat (`group.consumer.heartbeat.interval.ms`).
+    pub group_consumer_heartbeat_interval_ms: u64,
+    /// Members one KIP-848 consumer group holds at most (`group.consumer.max.size`).
+    pub group_consumer_max_size: usize,
     /// Partitions each core opens at once in its background pass after start
     /// (`background-opens-per-core`); 0: a partition is opened by its first request only.
     pub background_opens_per_core: usize,
@@ -169,6 +176,11 @@ impl BrokerConfig {
             max_open_files: None,
             max_partitions: crate::fd_budget::DEFAULT_MAX_PARTITIONS,
             background_opens_per_core: crate::opening::DEFAULT_BACKGROUND_OPENS_PER_CORE,
+            group_consumer_session_timeout_ms:
+                crate::group::consumer::DEFAULT_CONSUMER_SESSION_TIMEOUT_MS,
+            group_consumer_heartbeat_interval_ms:
+                crate::group::consumer::DEFAULT_CONSUMER_HEARTBEAT_INTERVAL_MS,
+            group_consumer_max_size: crate::group::consumer::DEFAULT_CONSUMER_GROUP_MAX_SIZE,
             storage_io: engine::StorageIo::default(),
             registered_buffer_bytes: engine::core_storage::DEFAULT_REGISTERED_BUFFER_BYTES,
             tail_cache_bytes: engine::tail_cache::DEFAULT_TAIL_CACHE_BYTES,
@@ -219,12 +231,47 @@ impl BrokerConfig {
                 "transactional-id-expiration-ms",
                 self.transactional_id_expiration_ms,
             ),
+            (
+                "group-consumer-session-timeout-ms",
+                self.group_consumer_session_timeout_ms,
+            ),
+            (
+                "group-consumer-heartbeat-interval-ms",
+                self.group_consumer_heartbeat_interval_ms,
+            ),
+            (
+                "group-consumer-max-size",
+                self.group_consumer_max_size as u64,
+            ),
         ];
         if self.background_opens_per_core > crate::opening::MAX_CONCURRENT_PARTITION_OPENS {
             return Err(InvalidBrokerConfig::TooLarge {
                 setting: "background-opens-per-core",
                 max: crate::opening::MAX_CONCURRENT_PARTITION_OPENS as u64,
             });
+        }
+        if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms {
+            return Err(InvalidBrokerConfig::HeartbeatNotBelowSession {
+                heartbeat_ms: self.group_consumer_heartbeat_interval_ms,
+                session_ms: self.group_consumer_session_timeout_ms,
+            });
+        }
+        for (setting, v) in [
+            (
+                "group-consumer-session-timeout-ms",
+                self.group_consumer_session_timeout_ms,
+            ),
+            (
+                "group-consumer-heartbeat-interval-ms",
+                self.group_consumer_heartbeat_interval_ms,
+            ),
+        ] {
+            if v > i32::MAX as u64 {
+                return Err(InvalidBrokerConfig::TooLarge {
+                    setting,
+                    max: i32::MAX as u64,
+                });
+            }
         }
         if self.transaction_max_timeout_ms > i32::MAX as u64 {
             return Err(InvalidBrokerConfig::TooLarge {
@@ -322,6 +369,8 @@ pub enum InvalidBrokerConfig {
     Zero { setting: &'static str },
     #[error("{setting} must be at most {max}")]
     TooLarge { setting: &'static str, max: u64 },
+    #[error("group-consumer-heartbeat-interval-ms ({heartbeat_ms}) must be below group-consumer-session-timeout-ms ({session_ms}), or members time out between heartbeats")]
+    HeartbeatNotBelowSession { heartbeat_ms: u64, session_ms: u64 },
     #[error("log-cleaner-dedupe-buffer-bytes {bytes} is below the minimum {MIN_LOG_CLEANER_DEDUPE_BUFFER_BYTES}: raise it")]
     DedupeBufferTooSmall { bytes: usize },
     #[error("core-direct: {cores} core ports from {base} (set by {setting}) run past port 65535; lower {setting} or --cores")]

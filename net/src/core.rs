@@ -235,6 +235,16 @@ impl CoreState {
         Some((p, self.owner_core(topic, p)?))
     }
 
+    /// The limits of KIP-848 consumer groups (`group-consumer-*`).
+    pub fn consumer_group_limits(&self) -> crate::group::consumer::ConsumerGroupLimits {
+        let c = &self.ctx.config;
+        crate::group::consumer::ConsumerGroupLimits {
+            session_timeout: Duration::from_millis(c.group_consumer_session_timeout_ms),
+            heartbeat_interval: Duration::from_millis(c.group_consumer_heartbeat_interval_ms),
+            max_size: c.group_consumer_max_size,
+        }
+    }
+
     pub fn initial_rebalance_delay(&self) -> Duration {
         Duration::from_millis(self.ctx.config.group_initial_rebalance_delay_ms)
     }

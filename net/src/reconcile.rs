@@ -271,9 +271,18 @@ impl CoreState {
             let now = std::time::Instant::now();
             let mut groups = self.groups.borrow_mut();
             let now_ms = engine::clock::system_now_ms();
+            let limits = self.consumer_group_limits();
             for g in groups.values_mut() {
                 g.group.tick(now);
-                g.vacant_since_ms = if g.group.members.is_empty() {
+                if let Some(c) = g.consumer.as_mut() {
+                    for member in c.tick(&limits, now) {
+                        tracing::info!(group = %g.group.id, %member, "consumer-protocol member fenced (session timeout, or revocation past its rebalance timeout)");
+                    }
+                    if c.is_empty() {
+                        g.consumer = None;
+                    }
+                }
+                g.vacant_since_ms = if !g.has_members() {
                     g.vacant_since_ms.or(Some(now_ms))
                 } else {
                     None
@@ -281,7 +290,7 @@ impl CoreState {
             }
             // A group with nobody in it and nothing committed holds no state worth keeping.
             groups.retain(|_, g| {
-                !(g.group.is_vacant() && g.offsets.is_empty() && g.pending_txn.is_empty())
+                !(g.is_vacant() && g.offsets.is_empty() && g.pending_txn.is_empty())
             });
         }
     }

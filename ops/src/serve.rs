@@ -53,6 +53,13 @@ pub struct ServeArgs {
     /// (default 16, at most 32; 0: partitions open on their first request only).
     #[arg(long, value_name = "N")]
     background_opens_per_core: Option<usize>,
+    /// A KIP-848 consumer-group member (`group.protocol=consumer`) with no heartbeat for this
+    /// long is fenced and its partitions go to the others (default 45000).
+    #[arg(long, value_name = "MS")]
+    group_consumer_session_timeout_ms: Option<u64>,
+    /// How often KIP-848 members heartbeat (default 5000; below the session timeout).
+    #[arg(long, value_name = "MS")]
+    group_consumer_heartbeat_interval_ms: Option<u64>,
     /// Which runtime carries each core's appends: `io-uring` (default: the engine's own ring,
     /// one DSYNC write per durable flush) or `glommio` (a write, then an fdatasync).
     #[arg(long, value_name = "io-uring|glommio")]
@@ -170,6 +177,12 @@ struct FileConfig {
     /// How long a new consumer group waits for more members before its first rebalance
     /// completes (Kafka's `group.initial.rebalance.delay.ms`).
     group_initial_rebalance_delay_ms: Option<u64>,
+    /// KIP-848 members: fenced after this long without a heartbeat.
+    group_consumer_session_timeout_ms: Option<u64>,
+    /// KIP-848 members: heartbeat this often.
+    group_consumer_heartbeat_interval_ms: Option<u64>,
+    /// KIP-848: members one consumer group holds at most.
+    group_consumer_max_size: Option<usize>,
     /// Core-direct routing: `"on"`/`"off"` (or true/false).
     core_direct: Option<FileSwitch>,
     /// Core-direct: core c listens on this port + c.
@@ -329,6 +342,21 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
     }
     if let Some(n) = file.group_initial_rebalance_delay_ms {
         c.group_initial_rebalance_delay_ms = n;
+    }
+    if let Some(n) = args
+        .group_consumer_session_timeout_ms
+        .or(file.group_consumer_session_timeout_ms)
+    {
+        c.group_consumer_session_timeout_ms = n;
+    }
+    if let Some(n) = args
+        .group_consumer_heartbeat_interval_ms
+        .or(file.group_consumer_heartbeat_interval_ms)
+    {
+        c.group_consumer_heartbeat_interval_ms = n;
+    }
+    if let Some(n) = file.group_consumer_max_size {
+        c.group_consumer_max_size = n;
     }
     c.core_direct = match (args.core_direct, &file.core_direct) {
         (Some(s), _) => s == Switch::On,

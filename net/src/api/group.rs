@@ -58,7 +58,11 @@ fn now_ms() -> i64 {
 }
 
 /// Runs `f` on the core coordinating `group`; `Err(code)` when no coordinator is available.
-async fn on_coordinator<R, F, Fut>(state: &Rc<CoreState>, group: &str, f: F) -> Result<R, i16>
+pub(crate) async fn on_coordinator<R, F, Fut>(
+    state: &Rc<CoreState>,
+    group: &str,
+    f: F,
+) -> Result<R, i16>
 where
     R: Send + 'static,
     F: FnOnce(Rc<CoreState>, u32) -> Fut + Send + 'static,
@@ -84,7 +88,7 @@ fn partition_exists(state: &CoreState, topic: &str) -> impl Fn(i32) -> bool {
 
 /// Runs `f` on the group, creating it if needed (JoinGroup, and an OffsetCommit that passes
 /// its check). `Err(code)` when the core already coordinates `MAX_GROUPS_PER_CORE` groups.
-fn with_group<R>(
+pub(crate) fn with_group<R>(
     state: &CoreState,
     id: &str,
     partition: u32,
@@ -102,7 +106,7 @@ fn with_group<R>(
 }
 
 /// Runs `f` on an existing group; a group id nobody joined creates no state (`None`).
-fn with_existing_group<R>(
+pub(crate) fn with_existing_group<R>(
     state: &CoreState,
     id: &str,
     f: impl FnOnce(&mut GroupEntry) -> R,
@@ -236,7 +240,17 @@ pub async fn join_group(
     };
     let gid = group_id.clone();
     let result = on_coordinator(state, &group_id, move |s, partition| async move {
-        let reply = with_group(&s, &gid, partition, |g| g.group.join(args, Instant::now()));
+        let reply = with_group(&s, &gid, partition, |g| {
+            // A group with consumer-protocol (KIP-848) members takes no classic member.
+            if g.consumer.as_ref().is_some_and(|c| !c.is_empty()) {
+                return Reply::Now(JoinResult {
+                    error: codes::INCONSISTENT_GROUP_PROTOCOL,
+                    generation: -1,
+                    ..Default::default()
+                });
+            }
+            g.group.join(args, Instant::now())
+        });
         match reply {
             Err(code) => JoinResult {
                 error: code,
@@ -523,8 +537,12 @@ pub async fn offset_commit(
                 return Ok(());
             }
             with_group(&s, &gid, partition, |g| {
-                g.group
-                    .check_commit(&member, instance.as_deref(), generation)
+                g.check_commit(
+                    &member,
+                    instance.as_deref(),
+                    generation,
+                    items.iter().map(|(t, p, _)| (t.as_str(), *p)),
+                )
             })??;
             let items: Vec<(String, i32, Option<Committed>)> =
                 items.into_iter().map(|(t, p, c)| (t, p, Some(c))).collect();
@@ -847,7 +865,7 @@ pub async fn delete_groups(
                     let Some(g) = groups.get(&id2) else {
                         return GROUP_ID_NOT_FOUND;
                     };
-                    if !g.group.members.is_empty() {
+                    if g.has_members() {
                         return NON_EMPTY_GROUP;
                     }
                     g.offsets
@@ -861,7 +879,7 @@ pub async fn delete_groups(
                             .groups
                             .borrow()
                             .get(&id2)
-                            .is_some_and(|g| g.group.members.is_empty());
+                            .is_some_and(|g| !g.has_members());
                         if removable {
                             s.groups.borrow_mut().remove(&id2);
                             tracing::info!(group = %id2, "group deleted");

@@ -1,6 +1,7 @@
 //! Kafka API handlers and the table of supported versions (what ApiVersions advertises).
 
 pub mod admin;
+mod consumer_group;
 pub mod fetch;
 pub mod group;
 mod log_dirs;
@@ -52,6 +53,9 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeGroups, 0, 6),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
+    // KIP-848 consumer groups (`group.protocol=consumer`).
+    (ApiKey::ConsumerGroupHeartbeat, 0, 1),
+    (ApiKey::ConsumerGroupDescribe, 0, 1),
     (ApiKey::DescribeCluster, 0, 2),
     (ApiKey::DeleteRecords, 0, 2),
     // Transactions (KIP-98), as transaction version 1: the newer versions belong to
@@ -102,9 +106,9 @@ pub fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
 
 /// The features ApiVersions v3+ reports (KIP-584; what `kafka-features describe` prints), each
 /// with the version range ringlog supports, all finalized at their only level: transactions
-/// as version 1 of the protocol (`transaction.version` 0: no KIP-890), classic groups only
-/// (`group.version` 0: no KIP-848).
-pub const FEATURES: &[(&str, i16)] = &[("group.version", 0), ("transaction.version", 0)];
+/// as version 1 of the protocol (`transaction.version` 0: no KIP-890), and the KIP-848
+/// consumer group protocol beside classic groups (`group.version` 1).
+pub const FEATURES: &[(&str, i16)] = &[("group.version", 1), ("transaction.version", 0)];
 
 /// The ApiVersions response: the ranges above and the features (tagged fields of v3+; older
 /// versions do not carry them).
@@ -191,6 +195,8 @@ pub fn first_error(resp: &ResponseKind) -> i16 {
         ResponseKind::SyncGroup(r) => r.error_code,
         ResponseKind::Heartbeat(r) => r.error_code,
         ResponseKind::LeaveGroup(r) => r.error_code,
+        ResponseKind::ConsumerGroupHeartbeat(r) => r.error_code,
+        ResponseKind::ConsumerGroupDescribe(r) => first(&mut r.groups.iter().map(|g| g.error_code)),
         ResponseKind::FindCoordinator(r) => first(
             &mut std::iter::once(r.error_code).chain(r.coordinators.iter().map(|c| c.error_code)),
         ),
@@ -313,6 +319,21 @@ pub async fn dispatch(state: &Rc<CoreState>, req: Request) -> Option<ResponseKin
                 .unwrap_or_default();
             ResponseKind::JoinGroup(group::join_group(state, version, r, client_id, req.peer).await)
         }
+        RequestKind::ConsumerGroupHeartbeat(r) => {
+            let client_id = req
+                .header
+                .client_id
+                .as_ref()
+                .map(|c| c.to_string())
+                .unwrap_or_default();
+            ResponseKind::ConsumerGroupHeartbeat(
+                consumer_group::consumer_group_heartbeat(state, version, r, client_id, req.peer)
+                    .await,
+            )
+        }
+        RequestKind::ConsumerGroupDescribe(r) => ResponseKind::ConsumerGroupDescribe(
+            consumer_group::consumer_group_describe(state, r).await,
+        ),
         RequestKind::SyncGroup(r) => {
             ResponseKind::SyncGroup(group::sync_group(state, version, r).await)
         }
@@ -390,6 +411,12 @@ mod tests {
             ApiKey::DescribeGroups => both::<DescribeGroupsRequest, DescribeGroupsResponse>(),
             ApiKey::DeleteGroups => both::<DeleteGroupsRequest, DeleteGroupsResponse>(),
             ApiKey::OffsetDelete => both::<OffsetDeleteRequest, OffsetDeleteResponse>(),
+            ApiKey::ConsumerGroupHeartbeat => {
+                both::<ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse>()
+            }
+            ApiKey::ConsumerGroupDescribe => {
+                both::<ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse>()
+            }
             ApiKey::DescribeCluster => both::<DescribeClusterRequest, DescribeClusterResponse>(),
             ApiKey::DeleteRecords => both::<DeleteRecordsRequest, DeleteRecordsResponse>(),
             ApiKey::AddPartitionsToTxn => {

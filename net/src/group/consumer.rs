@@ -80,6 +80,9 @@ pub struct Member {
     pub last_heartbeat: Instant,
     /// Set while `revoking` is not empty: past it the member is fenced.
     pub revoke_deadline: Option<Instant>,
+    /// The member epoch at which each partition it holds (`assigned` or `revoking`) became
+    /// its own: an offset commit for it carries that epoch or a later one.
+    pub assigned_since: BTreeMap<(String, i32), i32>,
 }
 
 /// One heartbeat, decoded (topic ids already mapped to names).
@@ -333,6 +336,7 @@ impl ConsumerGroup {
             revoking: TopicPartitions::new(),
             last_heartbeat: now,
             revoke_deadline: None,
+            assigned_since: BTreeMap::new(),
         };
         if let Some(old) = replaced.and_then(|old| self.members.remove(&old)) {
             member.assigned = old.assigned;
@@ -340,6 +344,7 @@ impl ConsumerGroup {
             member.revoke_deadline = old.revoke_deadline;
             member.epoch = old.epoch;
             member.previous_epoch = old.previous_epoch;
+            member.assigned_since = old.assigned_since;
             if let Some(t) = self.target.remove(&old.id) {
                 self.target.insert(id.clone(), t);
             }
@@ -467,21 +472,58 @@ impl ConsumerGroup {
                 m.revoke_deadline = Some(now + m.rebalance_timeout);
             } else {
                 // Step 2: the target's epoch, with every target partition nobody else holds.
-                let free = minus(&minus(&target, &m.assigned), &held);
-                for (t, ps) in free {
-                    m.assigned.entry(t).or_default().extend(ps);
-                }
                 if m.epoch != assignment_epoch {
                     m.previous_epoch = m.epoch;
                     m.epoch = assignment_epoch;
                 }
+                let free = minus(&minus(&target, &m.assigned), &held);
+                for (t, ps) in free {
+                    for p in &ps {
+                        m.assigned_since.insert((t.clone(), *p), m.epoch);
+                    }
+                    m.assigned.entry(t).or_default().extend(ps);
+                }
             }
         }
+        let (assigned, revoking) = (&m.assigned, &m.revoking);
+        m.assigned_since.retain(|(t, p), _| {
+            let holds = |tp: &TopicPartitions| tp.get(t).is_some_and(|ps| ps.contains(p));
+            holds(assigned) || holds(revoking)
+        });
         let changed = before.1 != m.assigned;
         HeartbeatAnswer {
             member_id: m.id.clone(),
             member_epoch: m.epoch,
             assignment: changed.then(|| m.assigned.clone()),
+        }
+    }
+
+    /// Whether member `member_id` may commit offsets of `partitions` with member epoch
+    /// `epoch`: its current epoch, or an older one at which it already held every one of
+    /// them (a commit sent before the heartbeat answer that moved its epoch arrived: the Java
+    /// client fails a `commitSync` refused with STALE_MEMBER_EPOCH). Else UNKNOWN_MEMBER_ID,
+    /// FENCED_MEMBER_EPOCH (an epoch from the future) or STALE_MEMBER_EPOCH.
+    pub fn check_commit<'a>(
+        &self,
+        member_id: &str,
+        epoch: i32,
+        mut partitions: impl Iterator<Item = (&'a str, i32)>,
+    ) -> Result<(), i16> {
+        let m = self
+            .members
+            .get(member_id)
+            .ok_or(codes::UNKNOWN_MEMBER_ID)?;
+        if epoch > m.epoch {
+            return Err(codes::FENCED_MEMBER_EPOCH);
+        }
+        if epoch == m.epoch {
+            return Ok(());
+        }
+        let held_since = |t: &str, p: i32| m.assigned_since.get(&(t.to_string(), p)).copied();
+        if partitions.all(|(t, p)| held_since(t, p).is_some_and(|since| since <= epoch)) {
+            Ok(())
+        } else {
+            Err(codes::STALE_MEMBER_EPOCH)
         }
     }
 
@@ -804,6 +846,35 @@ mod tests {
     }
 
     #[test]
+    fn a_commit_may_carry_an_older_epoch_for_partitions_held_since() {
+        let now = Instant::now();
+        let mut g = ConsumerGroup::default();
+        let mut a = Client {
+            id: "a".into(),
+            ..Default::default()
+        };
+        rounds(&mut g, std::slice::from_mut(&mut a), 2, now);
+        let first = a.epoch;
+        // The topic grows: a moves to a new epoch and gets partitions 2 and 3.
+        for _ in 0..3 {
+            a.beat(&mut g, 4, now).unwrap();
+        }
+        assert!(a.epoch > first);
+        assert_eq!(count(&a.owned), 4);
+        let ok = |epoch: i32, parts: &[i32]| {
+            g.check_commit("a", epoch, parts.iter().map(|p| (TOPIC, *p)))
+        };
+        assert_eq!(ok(a.epoch, &[0, 1, 2, 3]), Ok(()));
+        assert_eq!(ok(first, &[0, 1]), Ok(()), "held since the older epoch");
+        assert_eq!(ok(first, &[0, 2]), Err(codes::STALE_MEMBER_EPOCH));
+        assert_eq!(ok(a.epoch + 1, &[0]), Err(codes::FENCED_MEMBER_EPOCH));
+        assert_eq!(
+            g.check_commit("nobody", a.epoch, std::iter::empty()),
+            Err(codes::UNKNOWN_MEMBER_ID)
+        );
+    }
+
+    #[test]
     fn range_gives_consecutive_ranges_and_unknown_assignors_are_refused() {
         let members: BTreeMap<String, Member> = ["a", "b"]
             .iter()
@@ -823,6 +894,7 @@ mod tests {
                     revoking: TopicPartitions::new(),
                     last_heartbeat: Instant::now(),
                     revoke_deadline: None,
+                    assigned_since: BTreeMap::new(),
                 };
                 (id.to_string(), m)
             })

@@ -59,6 +59,9 @@ pub struct GroupEntry {
     /// `__consumer_offsets` partition, and are dropped at its abort marker. At most one open
     /// transaction per producer, each bounded by `MAX_PENDING_TXN_OFFSETS_PER_PRODUCER`.
     pub pending_txn: BTreeMap<i64, BTreeMap<(String, i32), Committed>>,
+    /// The group's KIP-848 membership while it has consumer-protocol members (`None`: a
+    /// classic group, or one with no members). A group has members of one protocol at a time.
+    pub consumer: Option<consumer::ConsumerGroup>,
 }
 
 impl GroupEntry {
@@ -69,6 +72,34 @@ impl GroupEntry {
             partition,
             vacant_since_ms: None,
             pending_txn: BTreeMap::new(),
+            consumer: None,
+        }
+    }
+
+    /// Whether the group has members, of either protocol.
+    pub fn has_members(&self) -> bool {
+        !self.group.members.is_empty() || self.consumer.as_ref().is_some_and(|c| !c.is_empty())
+    }
+
+    /// No members, no member ids handed out: nothing to coordinate (offsets aside).
+    pub fn is_vacant(&self) -> bool {
+        self.group.is_vacant() && self.consumer.as_ref().is_none_or(|c| c.is_empty())
+    }
+
+    /// Whether `member_id` at `generation` (a member epoch for a consumer-protocol group) may
+    /// commit offsets of `partitions`: the classic rules, or KIP-848's
+    /// (`consumer::ConsumerGroup::check_commit`). A commit with no member and no generation is
+    /// taken while the group has no members.
+    pub fn check_commit<'a>(
+        &self,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+        partitions: impl Iterator<Item = (&'a str, i32)>,
+    ) -> Result<(), i16> {
+        match self.consumer.as_ref().filter(|c| !c.is_empty()) {
+            Some(c) => c.check_commit(member_id, generation, partitions),
+            None => self.group.check_commit(member_id, instance_id, generation),
         }
     }
 

@@ -133,7 +133,7 @@ pub struct Group {
     next_seq: u64,
 }
 
-fn new_member_id(client_id: &str) -> String {
+pub(crate) fn new_member_id(client_id: &str) -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);

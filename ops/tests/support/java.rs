@@ -266,14 +266,19 @@ impl JavaCheck {
         }
     }
 
-    /// Runs it with `args`; returns its "OK ..." line (panics with its output otherwise).
-    pub fn run(&self, args: &[&str]) -> String {
+    /// The command that runs it with `args` (for a caller that spawns it).
+    pub fn command(&self, args: &[&str]) -> Command {
         let mut run = Command::new(java());
         run.arg("-cp")
             .arg(&self.classpath)
             .arg(&self.name)
             .args(args);
-        let out = run_ok(run, None, Duration::from_secs(180));
+        run
+    }
+
+    /// Runs it with `args`; returns its "OK ..." line (panics with its output otherwise).
+    pub fn run(&self, args: &[&str]) -> String {
+        let out = run_ok(self.command(args), None, Duration::from_secs(180));
         out.lines()
             .find(|l| l.starts_with("OK "))
             .unwrap_or_else(|| panic!("{} {args:?} gave no OK line:\n{out}", self.name))

@@ -1,0 +1,173 @@
+// Apache Kafka 4.3's Java consumer with the KIP-848 group protocol (group.protocol=consumer)
+// against a ringlog broker (issue #12).
+//
+// usage: java -cp KAFKA_CLIENTS_JARS:. Kip848Check MODE BOOTSTRAP ...
+//   produce  BOOTSTRAP TOPIC N            N keyed records "v<i>" (acks=all); prints "OK produced N"
+//   member   BOOTSTRAP GROUP TOPIC IDLE_S  one group member: prints "ASSIGNED <nanos> <epoch>
+//            <p,p,..>" at every assignment change (nanos: System.nanoTime, CLOCK_MONOTONIC on
+//            Linux, the same clock in every process; epoch: groupMetadata().generationId()),
+//            "REC <partition> <offset> <value>" per record, commits after every batch
+//            (commitSync), and after IDLE_S seconds without a record leaves the group
+//            (close) and prints "OK member <records>"
+//   describe BOOTSTRAP GROUP MEMBERS      waits until describeConsumerGroups shows a CONSUMER
+//            group with MEMBERS members owning every partition; prints "OK <state> ..."
+//   verify   BOOTSTRAP GROUP TOPIC         the group's committed offsets equal the end offsets
+//
+// Exits 1 with "FAIL: <step>: <detail>" when a check fails.
+
+import java.time.Duration;
+import java.util.*;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Collectors;
+
+import org.apache.kafka.clients.admin.*;
+import org.apache.kafka.clients.consumer.*;
+import org.apache.kafka.clients.producer.*;
+import org.apache.kafka.common.GroupType;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+public class Kip848Check {
+    static Admin admin(String bootstrap) {
+        Properties p = new Properties();
+        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, 30000);
+        return Admin.create(p);
+    }
+
+    static void produce(String bootstrap, String topic, int n) throws Exception {
+        Check.step("produce");
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ProducerConfig.ACKS_CONFIG, "all");
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        try (KafkaProducer<String, String> pr = new KafkaProducer<>(p)) {
+            for (int i = 0; i < n; i++) pr.send(new ProducerRecord<>(topic, "k" + i, "v" + i));
+            pr.flush();
+        }
+        System.out.println("OK produced " + n);
+    }
+
+    static String partitions(Collection<TopicPartition> tps) {
+        return tps.stream().map(TopicPartition::partition).sorted()
+                .map(String::valueOf).collect(Collectors.joining(","));
+    }
+
+    static void member(String bootstrap, String group, String topic, int idleS) {
+        Check.step("member");
+        Properties c = new Properties();
+        c.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        c.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        c.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
+        c.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        c.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
+        c.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, 20);
+        c.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        c.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        long records = 0;
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(c)) {
+            Set<TopicPartition> owned = new TreeSet<>(Comparator.comparingInt(TopicPartition::partition));
+            consumer.subscribe(List.of(topic), new ConsumerRebalanceListener() {
+                void report() {
+                    System.out.println("ASSIGNED " + System.nanoTime() + " "
+                            + consumer.groupMetadata().generationId() + " " + partitions(owned));
+                    System.out.flush();
+                }
+                public void onPartitionsRevoked(Collection<TopicPartition> tps) {
+                    // What was processed is committed before the partitions go.
+                    consumer.commitSync();
+                    owned.removeAll(tps);
+                    report();
+                }
+                public void onPartitionsAssigned(Collection<TopicPartition> tps) {
+                    owned.addAll(tps);
+                    report();
+                }
+                public void onPartitionsLost(Collection<TopicPartition> tps) {
+                    owned.removeAll(tps);
+                    report();
+                }
+            });
+            long lastRecord = System.nanoTime();
+            boolean any = false;
+            while (!any || System.nanoTime() - lastRecord < TimeUnit.SECONDS.toNanos(idleS)) {
+                ConsumerRecords<String, String> batch = consumer.poll(Duration.ofMillis(200));
+                for (ConsumerRecord<String, String> r : batch) {
+                    System.out.println("REC " + r.partition() + " " + r.offset() + " " + r.value());
+                    records++;
+                }
+                System.out.flush();
+                if (!batch.isEmpty()) {
+                    any = true;
+                    lastRecord = System.nanoTime();
+                    consumer.commitSync();
+                    // A slow consumer: the test kills and adds members mid-stream.
+                    try { Thread.sleep(40); } catch (InterruptedException e) { return; }
+                }
+            }
+        }
+        System.out.println("OK member " + records);
+    }
+
+    static void describe(String bootstrap, String group, int members) throws Exception {
+        Check.step("describe");
+        try (Admin admin = admin(bootstrap)) {
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            String last = "";
+            while (System.nanoTime() < deadline) {
+                ConsumerGroupDescription d = admin.describeConsumerGroups(List.of(group))
+                        .describedGroups().get(group).get(30, TimeUnit.SECONDS);
+                int owned = d.members().stream()
+                        .mapToInt(m -> m.assignment().topicPartitions().size()).sum();
+                last = d.type() + " " + d.groupState() + " members=" + d.members().size()
+                        + " owned=" + owned + " assignor=" + d.partitionAssignor()
+                        + " epoch=" + d.groupEpoch().orElse(-1);
+                if (d.type() == GroupType.CONSUMER && d.members().size() == members && owned > 0
+                        && d.members().stream().allMatch(m -> m.memberEpoch().orElse(-1) > 0)) {
+                    // Every listed member has a client id and a host.
+                    for (MemberDescription m : d.members()) {
+                        Check.check(!m.clientId().isEmpty() && !m.host().isEmpty(), "member " + m);
+                    }
+                    System.out.println("OK " + last);
+                    return;
+                }
+                Thread.sleep(200);
+            }
+            Check.fail("the group never showed " + members + " consumer members: " + last);
+        }
+    }
+
+    static void verify(String bootstrap, String group, String topic) throws Exception {
+        Check.step("verify");
+        try (Admin admin = admin(bootstrap)) {
+            int n = admin.describeTopics(List.of(topic)).allTopicNames().get(30, TimeUnit.SECONDS)
+                    .get(topic).partitions().size();
+            Map<TopicPartition, OffsetSpec> ask = new HashMap<>();
+            for (int p = 0; p < n; p++) ask.put(new TopicPartition(topic, p), OffsetSpec.latest());
+            Map<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> ends =
+                    admin.listOffsets(ask).all().get(30, TimeUnit.SECONDS);
+            Map<TopicPartition, OffsetAndMetadata> committed =
+                    admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata()
+                            .get(30, TimeUnit.SECONDS);
+            for (TopicPartition tp : ask.keySet()) {
+                OffsetAndMetadata c = committed.get(tp);
+                long end = ends.get(tp).offset();
+                Check.check(c != null && c.offset() == end,
+                        tp + " committed " + c + ", end offset " + end);
+            }
+            System.out.println("OK committed offsets are the end offsets of " + n + " partitions");
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        switch (args[0]) {
+            case "produce" -> produce(args[1], args[2], Integer.parseInt(args[3]));
+            case "member" -> member(args[1], args[2], args[3], Integer.parseInt(args[4]));
+            case "describe" -> describe(args[1], args[2], Integer.parseInt(args[3]));
+            case "verify" -> verify(args[1], args[2], args[3]);
+            default -> Check.fail("unknown mode " + args[0]);
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! KIP-848 (issue #12): Kafka 4.3's Java consumer with `group.protocol=consumer`. A group of
+//! three members consumes a 6-partition topic; one is SIGKILLed mid-stream and a fourth joins.
+//! Every record is consumed at least once, the committed offsets end at the end offsets, no
+//! partition is owned by two members at any moment, and the Admin client describes the group
+//! as a CONSUMER group (ConsumerGroupDescribe). See `tests/clients/Kip848Check.java`.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use support::java::JavaCheck;
+use support::*;
+
+const TOPIC: &str = "k848";
+const GROUP: &str = "g848";
+const PARTITIONS: u32 = 6;
+const RECORDS: usize = 3_000;
+/// A member leaves after this long without a record.
+const MEMBER_IDLE_SECS: &str = "12";
+
+/// CLOCK_MONOTONIC in ns: Java's `System.nanoTime` on Linux.
+fn monotonic_ns() -> i128 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the struct it is given.
+    assert_eq!(
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) },
+        0
+    );
+    ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
+}
+
+struct Member {
+    name: String,
+    child: Child,
+    out: PathBuf,
+}
+
+impl Member {
+    fn spawn(check: &JavaCheck, broker: &Broker, name: &str) -> Member {
+        let out = broker.temp_dir().join(format!("{name}.out"));
+        let mut cmd = check.command(&[
+            "member",
+            &broker.bootstrap(),
+            GROUP,
+            TOPIC,
+            MEMBER_IDLE_SECS,
+        ]);
+        cmd.stdout(File::create(&out).unwrap())
+            .stderr(File::create(broker.temp_dir().join(format!("{name}.err"))).unwrap())
+            .stdin(Stdio::null());
+        Member {
+            name: name.to_string(),
+            child: cmd.spawn().expect("java member"),
+            out,
+        }
+    }
+
+    fn text(&self) -> String {
+        std::fs::read_to_string(&self.out).unwrap_or_default()
+    }
+
+    fn records(&self) -> usize {
+        self.text()
+            .lines()
+            .filter(|l| l.starts_with("REC "))
+            .count()
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Ownership intervals of one member: (from ns, to ns, partitions), from its ASSIGNED lines;
+/// the last ends at `end_ns`.
+fn intervals(text: &str, end_ns: i128) -> Vec<(i128, i128, BTreeSet<u32>)> {
+    let mut points: Vec<(i128, BTreeSet<u32>)> = Vec::new();
+    for l in text.lines().filter_map(|l| l.strip_prefix("ASSIGNED ")) {
+        let mut f = l.splitn(3, ' ');
+        let t: i128 = f.next().unwrap().parse().unwrap();
+        let _epoch = f.next();
+        let parts = f
+            .next()
+            .unwrap_or("")
+            .split(',')
+            .filter(|p| !p.is_empty())
+            .map(|p| p.parse().unwrap())
+            .collect();
+        points.push((t, parts));
+    }
+    let mut out = Vec::new();
+    for (i, (t, parts)) in points.iter().enumerate() {
+        let to = points.get(i + 1).map_or(end_ns, |(n, _)| *n);
+        out.push((*t, to, parts.clone()));
+    }
+    out
+}
+
+#[test]
+fn a_consumer_protocol_group_survives_a_killed_member_and_an_added_one() {
+    let broker = Broker::start_with(
+        2,
+        &[
+            "--group-consumer-session-timeout-ms",
+            "6000",
+            "--group-consumer-heartbeat-interval-ms",
+            "500",
+        ],
+    );
+    create_topic(&broker, TOPIC, PARTITIONS, &[]);
+    let check = JavaCheck::compile("Kip848Check");
+    let bootstrap = broker.bootstrap();
+    check.run(&["produce", &bootstrap, TOPIC, &RECORDS.to_string()]);
+
+    let mut members: Vec<Member> = ["m1", "m2", "m3"]
+        .iter()
+        .map(|n| Member::spawn(&check, &broker, n))
+        .collect();
+    let described = check.run(&["describe", &bootstrap, GROUP, "3"]);
+    assert!(described.starts_with("OK Consumer "), "{described}");
+
+    // m2 dies mid-stream (SIGKILL: no leave), then m4 joins.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while members[1].records() < 100 {
+        assert!(
+            Instant::now() < deadline,
+            "m2 read {} records",
+            members[1].records()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    members[1].child.kill().unwrap();
+    members[1].child.wait().unwrap();
+    let killed_at = monotonic_ns();
+    assert!(
+        members[1].records() < RECORDS,
+        "m2 read everything before it was killed"
+    );
+    members.push(Member::spawn(&check, &broker, "m4"));
+
+    // The others leave by themselves once everything is read.
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let mut ended: BTreeMap<String, i128> = BTreeMap::new();
+    ended.insert("m2".into(), killed_at);
+    while ended.len() < members.len() {
+        for m in members.iter_mut().filter(|m| m.name != "m2") {
+            if !ended.contains_key(&m.name) {
+                if let Some(status) = m.child.try_wait().unwrap() {
+                    assert!(
+                        status.success(),
+                        "{} exited with {status}: {}",
+                        m.name,
+                        std::fs::read_to_string(broker.temp_dir().join(format!("{}.err", m.name)))
+                            .unwrap_or_default()
+                    );
+                    ended.insert(m.name.clone(), monotonic_ns());
+                }
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "members still running: {ended:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // At least once: every produced value was read by some member.
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    for m in &members {
+        for l in m.text().lines().filter_map(|l| l.strip_prefix("REC ")) {
+            seen.insert(l.splitn(3, ' ').nth(2).unwrap().to_string());
+        }
+    }
+    let missing: Vec<String> = (0..RECORDS)
+        .map(|i| format!("v{i}"))
+        .filter(|v| !seen.contains(v))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} records never read: {:?}",
+        missing.len(),
+        &missing[..missing.len().min(10)]
+    );
+
+    // No partition owned by two members at once.
+    let owned: Vec<(String, Vec<(i128, i128, BTreeSet<u32>)>)> = members
+        .iter()
+        .map(|m| (m.name.clone(), intervals(&m.text(), ended[&m.name])))
+        .collect();
+    for (i, (a, ia)) in owned.iter().enumerate() {
+        for (b, ib) in &owned[i + 1..] {
+            for (fa, ta, pa) in ia {
+                for (fb, tb, pb) in ib {
+                    let overlap = fa.max(fb) < ta.min(tb);
+                    let both: Vec<&u32> = pa.intersection(pb).collect();
+                    assert!(
+                        !overlap || both.is_empty(),
+                        "partitions {both:?} owned by {a} and {b} at once"
+                    );
+                }
+            }
+        }
+    }
+    // The members that stayed got partitions; the one added too.
+    for m in members.iter().filter(|m| m.name != "m2") {
+        assert!(
+            m.text()
+                .lines()
+                .any(|l| l.starts_with("ASSIGNED ") && !l.ends_with(' ')),
+            "{} never owned a partition",
+            m.name
+        );
+        assert!(
+            m.text().contains("OK member"),
+            "{}: {}",
+            m.name,
+            tail(&m.text(), 500)
+        );
+    }
+
+    let verified = check.run(&["verify", &bootstrap, GROUP, TOPIC]);
+    assert!(verified.contains("6 partitions"), "{verified}");
+}
