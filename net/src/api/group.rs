@@ -741,17 +741,15 @@ pub async fn list_groups(
     } else {
         Vec::new()
     };
-    // v5 (KIP-848): a types filter; every group here is a classic group, so a filter without
-    // "classic" matches none (and no core is asked).
-    let classic_wanted = version < 5
-        || req.types_filter.is_empty()
-        || req
-            .types_filter
+    // v5 (KIP-848): a types filter ("classic", "consumer"); none: every type.
+    let types: Vec<String> = if version >= 5 {
+        req.types_filter
             .iter()
-            .any(|t| t.to_string().eq_ignore_ascii_case("classic"));
-    if !classic_wanted {
-        return ListGroupsResponse::default();
-    }
+            .map(|t| t.to_string().to_lowercase())
+            .collect()
+    } else {
+        Vec::new()
+    };
     let per_core = (0..state.shards.cores()).map(|core| {
         let state = state.clone();
         async move {
@@ -759,12 +757,19 @@ pub async fn list_groups(
                 s.groups
                     .borrow()
                     .values()
-                    .map(|g| {
-                        (
+                    .map(|g| match g.consumer.as_ref().filter(|c| !c.is_empty()) {
+                        Some(c) => (
+                            g.group.id.clone(),
+                            "consumer".to_string(),
+                            crate::group::consumer::state_name(Some(c)).to_string(),
+                            "consumer",
+                        ),
+                        None => (
                             g.group.id.clone(),
                             g.group.protocol_type.clone().unwrap_or_default(),
                             g.group.state.name().to_string(),
-                        )
+                            "classic",
+                        ),
                     })
                     .collect::<Vec<_>>()
             };
@@ -777,8 +782,9 @@ pub async fn list_groups(
         .await
         .into_iter()
         .flatten()
-        .filter(|(_, _, st)| filter.is_empty() || filter.contains(&st.to_lowercase()))
-        .map(|(id, pt, st)| {
+        .filter(|(_, _, st, _)| filter.is_empty() || filter.contains(&st.to_lowercase()))
+        .filter(|(_, _, _, ty)| types.is_empty() || types.iter().any(|t| t == ty))
+        .map(|(id, pt, st, ty)| {
             let mut g = ListedGroup::default()
                 .with_group_id(GroupId(str_bytes(id)))
                 .with_protocol_type(str_bytes(pt));
@@ -786,10 +792,7 @@ pub async fn list_groups(
                 g.group_state = str_bytes(st);
             }
             if version >= 5 {
-                g.group_type = str_bytes("classic");
-            }
-            if version >= 5 {
-                g.group_type = str_bytes("classic");
+                g.group_type = str_bytes(ty);
             }
             g
         })

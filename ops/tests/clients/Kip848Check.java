@@ -10,7 +10,8 @@
 //            (commitSync), and after IDLE_S seconds without a record leaves the group
 //            (close) and prints "OK member <records>"
 //   describe BOOTSTRAP GROUP MEMBERS      waits until describeConsumerGroups shows a CONSUMER
-//            group with MEMBERS members owning every partition; prints "OK <state> ..."
+//            group with MEMBERS members owning partitions, then checks that listGroups lists it
+//            among the consumer groups and not the classic ones; prints "OK <type> <state> ..."
 //   verify   BOOTSTRAP GROUP TOPIC         the group's committed offsets equal the end offsets
 //
 // Exits 1 with "FAIL: <step>: <detail>" when a check fails.
@@ -130,6 +131,19 @@ public class Kip848Check {
                     for (MemberDescription m : d.members()) {
                         Check.check(!m.clientId().isEmpty() && !m.host().isEmpty(), "member " + m);
                     }
+                    // Listed as a consumer group (kafka-consumer-groups --list), not a classic one.
+                    Check.step("listGroups");
+                    Collection<GroupListing> consumers = admin.listGroups(
+                            new ListGroupsOptions().withTypes(Set.of(GroupType.CONSUMER)))
+                            .all().get(30, TimeUnit.SECONDS);
+                    Check.check(consumers.stream().anyMatch(g -> g.groupId().equals(group)
+                            && g.type().equals(Optional.of(GroupType.CONSUMER))
+                            && g.protocol().equals("consumer")), "consumer groups " + consumers);
+                    Collection<GroupListing> classic = admin.listGroups(
+                            new ListGroupsOptions().withTypes(Set.of(GroupType.CLASSIC)))
+                            .all().get(30, TimeUnit.SECONDS);
+                    Check.check(classic.stream().noneMatch(g -> g.groupId().equals(group)),
+                            "classic groups " + classic);
                     System.out.println("OK " + last);
                     return;
                 }
