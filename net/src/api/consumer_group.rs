@@ -110,7 +110,11 @@ pub async fn consumer_group_heartbeat(
             }
             r
         });
-        let heartbeat_ms = limits.heartbeat_interval.as_millis() as i32;
+        let heartbeat_ms = match &answer {
+            Ok(Ok(a)) => a.heartbeat_interval(&limits),
+            _ => limits.heartbeat_interval,
+        }
+        .as_millis() as i32;
         (answer, heartbeat_ms)
     })
     .await;

@@ -27,6 +27,10 @@ use crate::codes;
 pub const DEFAULT_CONSUMER_SESSION_TIMEOUT_MS: u64 = 45_000;
 /// Kafka's `group.consumer.heartbeat.interval.ms` default.
 pub const DEFAULT_CONSUMER_HEARTBEAT_INTERVAL_MS: u64 = 5_000;
+/// The heartbeat interval a member is given while it is not at its target (it waits for
+/// partitions another member is releasing, or is releasing some itself): it hears of its
+/// next step this soon instead of a whole `group.consumer.heartbeat.interval.ms` later.
+pub const RECONCILING_HEARTBEAT_INTERVAL_MS: u64 = 200;
 /// Members one consumer group holds (`group.consumer.max.size`); a join past it gets
 /// GROUP_MAX_SIZE_REACHED.
 pub const DEFAULT_CONSUMER_GROUP_MAX_SIZE: usize = 1_000;
@@ -108,6 +112,22 @@ pub struct HeartbeatAnswer {
     pub member_epoch: i32,
     /// The member's assignment, when it changed (or on a join).
     pub assignment: Option<TopicPartitions>,
+    /// The member is not at its target yet: it should heartbeat again soon
+    /// (`RECONCILING_HEARTBEAT_INTERVAL_MS`).
+    pub reconciling: bool,
+}
+
+impl HeartbeatAnswer {
+    /// The heartbeat interval to give the member.
+    pub fn heartbeat_interval(&self, limits: &ConsumerGroupLimits) -> Duration {
+        if self.reconciling {
+            limits
+                .heartbeat_interval
+                .min(Duration::from_millis(RECONCILING_HEARTBEAT_INTERVAL_MS))
+        } else {
+            limits.heartbeat_interval
+        }
+    }
 }
 
 /// A refused heartbeat: error code and message.
@@ -255,6 +275,7 @@ impl ConsumerGroup {
                     member_id: hb.member_id,
                     member_epoch: epoch,
                     assignment: None,
+                    reconciling: false,
                 });
             }
             0 => {
@@ -495,6 +516,9 @@ impl ConsumerGroup {
             member_id: m.id.clone(),
             member_epoch: m.epoch,
             assignment: changed.then(|| m.assigned.clone()),
+            reconciling: !m.revoking.is_empty()
+                || m.epoch != assignment_epoch
+                || m.assigned != target,
         }
     }
 

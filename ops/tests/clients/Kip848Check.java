@@ -13,6 +13,7 @@
 //            group with MEMBERS members owning partitions, then checks that listGroups lists it
 //            among the consumer groups and not the classic ones; prints "OK <type> <state> ..."
 //   verify   BOOTSTRAP GROUP TOPIC         the group's committed offsets equal the end offsets
+//   rebalance BOOTSTRAP TOPIC PROTOCOL ROUNDS the rebalance benchmark (scripts/rebalance-bench.sh)
 //
 // Exits 1 with "FAIL: <step>: <detail>" when a check fails.
 
@@ -175,12 +176,103 @@ public class Kip848Check {
         }
     }
 
+    /// One consumer polling in a thread of its own, its owned partitions readable from others.
+    static final class Polling implements Runnable {
+        final Properties config;
+        final String topic;
+        final Set<Integer> owned = java.util.concurrent.ConcurrentHashMap.newKeySet();
+        volatile boolean stop;
+        final Thread thread = new Thread(this);
+
+        Polling(Properties config, String topic) {
+            this.config = config;
+            this.topic = topic;
+            thread.start();
+        }
+
+        public void run() {
+            try (KafkaConsumer<String, String> c = new KafkaConsumer<>(config)) {
+                c.subscribe(List.of(topic), new ConsumerRebalanceListener() {
+                    public void onPartitionsRevoked(Collection<TopicPartition> tps) {
+                        tps.forEach(tp -> owned.remove(tp.partition()));
+                    }
+                    public void onPartitionsAssigned(Collection<TopicPartition> tps) {
+                        tps.forEach(tp -> owned.add(tp.partition()));
+                    }
+                });
+                while (!stop) c.poll(Duration.ofMillis(50));
+            }
+        }
+
+        void close() throws InterruptedException {
+            stop = true;
+            thread.join();
+        }
+    }
+
+    static void awaitOwned(String what, java.util.function.BooleanSupplier done) throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
+        while (!done.getAsBoolean()) {
+            Check.check(System.nanoTime() < deadline, what);
+            Thread.sleep(2);
+        }
+    }
+
+    /// The benchmark of issue #12: one member owns every partition of TOPIC; a second one
+    /// joins 0-3 s later (a random moment of the first one's heartbeat cycle); the time from its subscribe until every partition is owned again, split between
+    /// the two with none owned twice. PROTOCOL: "consumer" (KIP-848) or "classic"
+    /// (cooperative-sticky). Prints "ROUND <protocol> <ms>" per round.
+    static void rebalance(String bootstrap, String topic, String protocol, int rounds) throws Exception {
+        Check.step("rebalance " + protocol);
+        int n;
+        try (Admin admin = admin(bootstrap)) {
+            n = admin.describeTopics(List.of(topic)).allTopicNames().get(30, TimeUnit.SECONDS)
+                    .get(topic).partitions().size();
+        }
+        List<Double> times = new ArrayList<>();
+        Random random = new Random(848);
+        for (int r = 0; r < rounds; r++) {
+            Properties c = new Properties();
+            c.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+            c.put(ConsumerConfig.GROUP_ID_CONFIG, "rebalance-" + protocol + "-" + r + "-" + System.nanoTime());
+            c.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol);
+            if (protocol.equals("classic")) {
+                c.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG,
+                        CooperativeStickyAssignor.class.getName());
+            }
+            c.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+            c.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+            Polling a = new Polling(c, topic);
+            awaitOwned("the first member never owned every partition", () -> a.owned.size() == n);
+            // The second member comes at a random moment of the first one's heartbeat cycle
+            // (3 s), as joins do.
+            Thread.sleep(random.nextInt(3000));
+            long t0 = System.nanoTime();
+            Polling b = new Polling(c, topic);
+            awaitOwned("the partitions were never split", () -> {
+                Set<Integer> both = new HashSet<>(a.owned);
+                both.retainAll(b.owned);
+                return !a.owned.isEmpty() && !b.owned.isEmpty() && both.isEmpty()
+                        && a.owned.size() + b.owned.size() == n;
+            });
+            double ms = (System.nanoTime() - t0) / 1e6;
+            times.add(ms);
+            System.out.println("ROUND " + protocol + " " + String.format("%.1f", ms));
+            System.out.flush();
+            b.close();
+            a.close();
+        }
+        Collections.sort(times);
+        System.out.println("OK " + protocol + " median_ms " + String.format("%.1f", times.get(times.size() / 2)));
+    }
+
     public static void main(String[] args) throws Exception {
         switch (args[0]) {
             case "produce" -> produce(args[1], args[2], Integer.parseInt(args[3]));
             case "member" -> member(args[1], args[2], args[3], Integer.parseInt(args[4]));
             case "describe" -> describe(args[1], args[2], Integer.parseInt(args[3]));
             case "verify" -> verify(args[1], args[2], args[3]);
+            case "rebalance" -> rebalance(args[1], args[2], args[3], Integer.parseInt(args[4]));
             default -> Check.fail("unknown mode " + args[0]);
         }
     }
