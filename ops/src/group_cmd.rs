@@ -10,13 +10,17 @@ use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::{
-    ConsumerProtocolAssignment, DescribeGroupsRequest, GroupId, ListGroupsRequest,
-    ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, TopicName,
+    ConsumerGroupDescribeRequest, ConsumerProtocolAssignment, DescribeGroupsRequest, GroupId,
+    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+    OffsetFetchRequest, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use serde_json::json;
 
 use crate::client::{kafka_error, KafkaClient};
+
+/// DescribeGroups' answer for a consumer-protocol (KIP-848) group.
+const GROUP_ID_NOT_FOUND: i16 = kafka_protocol::ResponseError::GroupIdNotFound.code();
 use crate::output;
 
 #[derive(Args, Debug)]
@@ -154,7 +158,20 @@ fn list_offsets(
     Ok(out)
 }
 
-fn describe(c: &mut KafkaClient, group: &str, as_json: bool) -> Result<(), String> {
+/// A group as `describe` shows it, from DescribeGroups (classic) or ConsumerGroupDescribe
+/// (KIP-848).
+struct Described {
+    state: String,
+    protocol_type: String,
+    protocol: String,
+    /// (member id, instance id, client id, host)
+    members: Vec<(String, Option<String>, String, String)>,
+    /// Which member owns which partition: (member id, client id, host).
+    owner: BTreeMap<(String, i32), (String, String, String)>,
+}
+
+/// The classic view; `None` when the group is a consumer-protocol group.
+fn describe_classic(c: &mut KafkaClient, group: &str) -> Result<Option<Described>, String> {
     let d = c.call(
         &DescribeGroupsRequest::default().with_groups(vec![GroupId(s(group))]),
         5,
@@ -164,6 +181,9 @@ fn describe(c: &mut KafkaClient, group: &str, as_json: bool) -> Result<(), Strin
         .into_iter()
         .next()
         .ok_or("DescribeGroups returned no group")?;
+    if g.error_code == GROUP_ID_NOT_FOUND {
+        return Ok(None);
+    }
     if g.error_code != 0 {
         return Err(format!(
             "DescribeGroups {group}: {}",
@@ -171,7 +191,7 @@ fn describe(c: &mut KafkaClient, group: &str, as_json: bool) -> Result<(), Strin
         ));
     }
     // Which member owns which partition, from the consumer protocol assignments.
-    let mut owner: BTreeMap<(String, i32), (String, String, String)> = BTreeMap::new();
+    let mut owner = BTreeMap::new();
     for m in &g.members {
         let mut b = m.member_assignment.clone();
         if b.remaining() < 2 {
@@ -193,6 +213,84 @@ fn describe(c: &mut KafkaClient, group: &str, as_json: bool) -> Result<(), Strin
             }
         }
     }
+    Ok(Some(Described {
+        state: g.group_state.to_string(),
+        protocol_type: g.protocol_type.to_string(),
+        protocol: g.protocol_data.to_string(),
+        members: g
+            .members
+            .iter()
+            .map(|m| {
+                (
+                    m.member_id.to_string(),
+                    m.group_instance_id.as_ref().map(|s| s.to_string()),
+                    m.client_id.to_string(),
+                    m.client_host.to_string(),
+                )
+            })
+            .collect(),
+        owner,
+    }))
+}
+
+/// The KIP-848 view (ConsumerGroupDescribe).
+fn describe_consumer(c: &mut KafkaClient, group: &str) -> Result<Described, String> {
+    let d = c.call(
+        &ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s(group))]),
+        0,
+    )?;
+    let g = d
+        .groups
+        .into_iter()
+        .next()
+        .ok_or("ConsumerGroupDescribe returned no group")?;
+    if g.error_code != 0 {
+        return Err(format!(
+            "ConsumerGroupDescribe {group}: {}",
+            kafka_error(g.error_code)
+        ));
+    }
+    let mut owner = BTreeMap::new();
+    for m in &g.members {
+        for tp in &m.assignment.topic_partitions {
+            for p in &tp.partitions {
+                owner.insert(
+                    (tp.topic_name.0.to_string(), *p),
+                    (
+                        m.member_id.to_string(),
+                        m.client_id.to_string(),
+                        m.client_host.to_string(),
+                    ),
+                );
+            }
+        }
+    }
+    Ok(Described {
+        state: g.group_state.to_string(),
+        protocol_type: "consumer".into(),
+        protocol: format!("{} (KIP-848, epoch {})", g.assignor_name, g.group_epoch),
+        members: g
+            .members
+            .iter()
+            .map(|m| {
+                (
+                    m.member_id.to_string(),
+                    m.instance_id.as_ref().map(|s| s.to_string()),
+                    m.client_id.to_string(),
+                    m.client_host.to_string(),
+                )
+            })
+            .collect(),
+        owner,
+    })
+}
+
+fn describe(c: &mut KafkaClient, group: &str, as_json: bool) -> Result<(), String> {
+    let g = match describe_classic(c, group)? {
+        Some(g) => g,
+        None => describe_consumer(c, group)?,
+    };
+    let owner = &g.owner;
     let f = c.call(
         &OffsetFetchRequest::default()
             .with_group_id(GroupId(s(group)))
@@ -255,14 +353,14 @@ fn describe(c: &mut KafkaClient, group: &str, as_json: bool) -> Result<(), Strin
     if as_json {
         output::json(&json!({
             "group": group,
-            "state": g.group_state.to_string(),
-            "protocol_type": g.protocol_type.to_string(),
-            "protocol": g.protocol_data.to_string(),
-            "members": g.members.iter().map(|m| json!({
-                "member_id": m.member_id.to_string(),
-                "instance_id": m.group_instance_id.as_ref().map(|s| s.to_string()),
-                "client_id": m.client_id.to_string(),
-                "host": m.client_host.to_string(),
+            "state": g.state,
+            "protocol_type": g.protocol_type,
+            "protocol": g.protocol,
+            "members": g.members.iter().map(|(id, instance, client, host)| json!({
+                "member_id": id,
+                "instance_id": instance,
+                "client_id": client,
+                "host": host,
             })).collect::<Vec<_>>(),
             "partitions": rows.iter().map(|r| json!({
                 "topic": r[0], "partition": r[1].parse::<i32>().unwrap_or(-1),
@@ -273,9 +371,9 @@ fn describe(c: &mut KafkaClient, group: &str, as_json: bool) -> Result<(), Strin
     } else {
         println!(
             "Group {group}: state {}, protocol {} {}, {} member(s)",
-            g.group_state,
+            g.state,
             g.protocol_type,
-            g.protocol_data,
+            g.protocol,
             g.members.len()
         );
         output::table(

@@ -128,6 +128,26 @@ fn a_consumer_protocol_group_survives_a_killed_member_and_an_added_one() {
         .collect();
     let described = check.run(&["describe", &bootstrap, GROUP, "3"]);
     assert!(described.starts_with("OK Consumer "), "{described}");
+    // `ringlog group describe` shows it too (ConsumerGroupDescribe).
+    let mut cmd = std::process::Command::new(ringlog_bin());
+    cmd.args([
+        "group",
+        "describe",
+        GROUP,
+        "--json",
+        "--brokers",
+        &bootstrap,
+    ]);
+    let out = run_ok(cmd, None, Duration::from_secs(30));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(v["protocol_type"], "consumer", "{out}");
+    assert_eq!(v["members"].as_array().map(Vec::len), Some(3), "{out}");
+    assert!(
+        v["partitions"]
+            .as_array()
+            .is_some_and(|ps| ps.iter().any(|p| p["member_id"] != "-")),
+        "partitions with their owners: {out}"
+    );
 
     // m2 dies mid-stream (SIGKILL: no leave), then m4 joins.
     let deadline = Instant::now() + Duration::from_secs(120);

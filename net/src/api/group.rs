@@ -817,6 +817,17 @@ pub async fn describe_groups(
                     return DescribedGroup::default()
                         .with_group_state(str_bytes(GroupState::Dead.name()));
                 };
+                // A consumer-protocol group is described by ConsumerGroupDescribe (as Kafka
+                // answers; the admin client asks that first).
+                if g.consumer.as_ref().is_some_and(|c| !c.is_empty()) {
+                    let mut d = DescribedGroup::default().with_error_code(GROUP_ID_NOT_FOUND);
+                    if version >= 6 {
+                        d.error_message = Some(str_bytes(format!(
+                            "group '{id2}' is a consumer-protocol (KIP-848) group: ConsumerGroupDescribe describes it"
+                        )));
+                    }
+                    return d;
+                }
                 let g = &g.group;
                 let protocol = g.protocol.clone().unwrap_or_default();
                 let members = g

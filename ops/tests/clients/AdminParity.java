@@ -10,7 +10,8 @@
 // - listOffsets with earliest, latest and max-timestamp specs;
 // - electLeaders: ElectionNotNeeded for a single replica; alterReplicaLogDirs: a no-op to the
 //   data dir itself, LogDirNotFound elsewhere;
-// - describeFeatures (kafka-features describe): transaction.version and group.version at 0;
+// - describeFeatures (kafka-features describe): transaction.version at 0, group.version at 1
+//   (KIP-848 consumer groups);
 // - describeMetadataQuorum (kafka-metadata-quorum describe): the metastore's leader, voters and
 //   high watermark.
 //
@@ -119,7 +120,10 @@ public class AdminParity {
             FeatureMetadata fm = admin.describeFeatures().featureMetadata().get(30, TimeUnit.SECONDS);
             SupportedVersionRange tv = fm.supportedFeatures().get("transaction.version");
             Check.check(tv != null && tv.minVersion() == 0 && tv.maxVersion() == 0, "supported transaction.version " + fm);
-            Check.check(fm.supportedFeatures().containsKey("group.version"), "supported group.version " + fm);
+            SupportedVersionRange gv = fm.supportedFeatures().get("group.version");
+            Check.check(gv != null && gv.maxVersion() == 1, "supported group.version " + fm);
+            FinalizedVersionRange fgv = fm.finalizedFeatures().get("group.version");
+            Check.check(fgv != null && fgv.maxVersionLevel() == 1, "finalized group.version " + fm);
             FinalizedVersionRange ftv = fm.finalizedFeatures().get("transaction.version");
             Check.check(ftv != null && ftv.maxVersionLevel() == 0, "finalized transaction.version " + fm);
 
