@@ -44,6 +44,11 @@ struct Member {
 
 impl Member {
     fn spawn(check: &JavaCheck, broker: &Broker, name: &str) -> Member {
+        Member::spawn_with(check, broker, name, "consumer")
+    }
+
+    /// A member speaking `protocol`: "consumer" (KIP-848) or "classic" (cooperative-sticky).
+    fn spawn_with(check: &JavaCheck, broker: &Broker, name: &str, protocol: &str) -> Member {
         let out = broker.temp_dir().join(format!("{name}.out"));
         let mut cmd = check.command(&[
             "member",
@@ -51,6 +56,7 @@ impl Member {
             GROUP,
             TOPIC,
             MEMBER_IDLE_SECS,
+            protocol,
         ]);
         cmd.stdout(File::create(&out).unwrap())
             .stderr(File::create(broker.temp_dir().join(format!("{name}.err"))).unwrap())
@@ -81,9 +87,11 @@ impl Drop for Member {
     }
 }
 
-/// Ownership intervals of one member: (from ns, to ns, partitions), from its ASSIGNED lines;
-/// the last ends at `end_ns`.
-fn intervals(text: &str, end_ns: i128) -> Vec<(i128, i128, BTreeSet<u32>)> {
+/// One stretch of ownership: (from ns, to ns, partitions owned).
+type Owned = (i128, i128, BTreeSet<u32>);
+
+/// Ownership intervals of one member, from its ASSIGNED lines; the last ends at `end_ns`.
+fn intervals(text: &str, end_ns: i128) -> Vec<Owned> {
     let mut points: Vec<(i128, BTreeSet<u32>)> = Vec::new();
     for l in text.lines().filter_map(|l| l.strip_prefix("ASSIGNED ")) {
         let mut f = l.splitn(3, ' ');
@@ -104,6 +112,89 @@ fn intervals(text: &str, end_ns: i128) -> Vec<(i128, i128, BTreeSet<u32>)> {
         out.push((*t, to, parts.clone()));
     }
     out
+}
+
+/// Waits for every member not in `ended` to leave by itself (once everything is read), then
+/// checks: every record read at least once, no partition owned by two members at once, every
+/// member that stayed owned partitions and ended cleanly.
+fn finish_and_check(broker: &Broker, members: &mut [Member], mut ended: BTreeMap<String, i128>) {
+    let killed: BTreeSet<String> = ended.keys().cloned().collect();
+    let deadline = Instant::now() + Duration::from_secs(240);
+    while ended.len() < members.len() {
+        for m in members.iter_mut() {
+            if !ended.contains_key(&m.name) {
+                if let Some(status) = m.child.try_wait().unwrap() {
+                    assert!(
+                        status.success(),
+                        "{} exited with {status}: {}",
+                        m.name,
+                        std::fs::read_to_string(broker.temp_dir().join(format!("{}.err", m.name)))
+                            .unwrap_or_default()
+                    );
+                    ended.insert(m.name.clone(), monotonic_ns());
+                }
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "members still running: {ended:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // At least once: every produced value was read by some member.
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    for m in members.iter() {
+        for l in m.text().lines().filter_map(|l| l.strip_prefix("REC ")) {
+            seen.insert(l.splitn(3, ' ').nth(2).unwrap().to_string());
+        }
+    }
+    let missing: Vec<String> = (0..RECORDS)
+        .map(|i| format!("v{i}"))
+        .filter(|v| !seen.contains(v))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} records never read: {:?}",
+        missing.len(),
+        &missing[..missing.len().min(10)]
+    );
+
+    // No partition owned by two members at once.
+    let owned: Vec<(String, Vec<Owned>)> = members
+        .iter()
+        .map(|m| (m.name.clone(), intervals(&m.text(), ended[&m.name])))
+        .collect();
+    for (i, (a, ia)) in owned.iter().enumerate() {
+        for (b, ib) in &owned[i + 1..] {
+            for (fa, ta, pa) in ia {
+                for (fb, tb, pb) in ib {
+                    let overlap = fa.max(fb) < ta.min(tb);
+                    let both: Vec<&u32> = pa.intersection(pb).collect();
+                    assert!(
+                        !overlap || both.is_empty(),
+                        "partitions {both:?} owned by {a} and {b} at once"
+                    );
+                }
+            }
+        }
+    }
+    // The members that ended by themselves owned partitions and said so.
+    for m in members.iter().filter(|m| !killed.contains(&m.name)) {
+        assert!(
+            m.text()
+                .lines()
+                .any(|l| l.starts_with("ASSIGNED ") && !l.ends_with(' ')),
+            "{} never owned a partition",
+            m.name
+        );
+        assert!(
+            m.text().contains("OK member"),
+            "{}: {}",
+            m.name,
+            tail(&m.text(), 500)
+        );
+    }
 }
 
 #[test]
@@ -168,86 +259,70 @@ fn a_consumer_protocol_group_survives_a_killed_member_and_an_added_one() {
     );
     members.push(Member::spawn(&check, &broker, "m4"));
 
-    // The others leave by themselves once everything is read.
-    let deadline = Instant::now() + Duration::from_secs(240);
     let mut ended: BTreeMap<String, i128> = BTreeMap::new();
     ended.insert("m2".into(), killed_at);
-    while ended.len() < members.len() {
-        for m in members.iter_mut().filter(|m| m.name != "m2") {
-            if !ended.contains_key(&m.name) {
-                if let Some(status) = m.child.try_wait().unwrap() {
-                    assert!(
-                        status.success(),
-                        "{} exited with {status}: {}",
-                        m.name,
-                        std::fs::read_to_string(broker.temp_dir().join(format!("{}.err", m.name)))
-                            .unwrap_or_default()
-                    );
-                    ended.insert(m.name.clone(), monotonic_ns());
-                }
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "members still running: {ended:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-
-    // At least once: every produced value was read by some member.
-    let mut seen: BTreeSet<String> = BTreeSet::new();
+    finish_and_check(&broker, &mut members, ended);
+    // No commit of a consumer-protocol member was refused: a commit sent just before the
+    // heartbeat answer that moved its epoch still counts (`ConsumerGroup::check_commit`).
     for m in &members {
-        for l in m.text().lines().filter_map(|l| l.strip_prefix("REC ")) {
-            seen.insert(l.splitn(3, ' ').nth(2).unwrap().to_string());
-        }
-    }
-    let missing: Vec<String> = (0..RECORDS)
-        .map(|i| format!("v{i}"))
-        .filter(|v| !seen.contains(v))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "{} records never read: {:?}",
-        missing.len(),
-        &missing[..missing.len().min(10)]
-    );
-
-    // No partition owned by two members at once.
-    let owned: Vec<(String, Vec<(i128, i128, BTreeSet<u32>)>)> = members
-        .iter()
-        .map(|m| (m.name.clone(), intervals(&m.text(), ended[&m.name])))
-        .collect();
-    for (i, (a, ia)) in owned.iter().enumerate() {
-        for (b, ib) in &owned[i + 1..] {
-            for (fa, ta, pa) in ia {
-                for (fb, tb, pb) in ib {
-                    let overlap = fa.max(fb) < ta.min(tb);
-                    let both: Vec<&u32> = pa.intersection(pb).collect();
-                    assert!(
-                        !overlap || both.is_empty(),
-                        "partitions {both:?} owned by {a} and {b} at once"
-                    );
-                }
-            }
-        }
-    }
-    // The members that stayed got partitions; the one added too.
-    for m in members.iter().filter(|m| m.name != "m2") {
         assert!(
+            !m.text().contains("COMMIT_RETRY"),
+            "{} had a commit refused: {}",
+            m.name,
             m.text()
                 .lines()
-                .any(|l| l.starts_with("ASSIGNED ") && !l.ends_with(' ')),
-            "{} never owned a partition",
-            m.name
-        );
-        assert!(
-            m.text().contains("OK member"),
-            "{}: {}",
-            m.name,
-            tail(&m.text(), 500)
+                .filter(|l| l.starts_with("COMMIT_RETRY"))
+                .collect::<Vec<_>>()
+                .join("; ")
         );
     }
 
+    let verified = check.run(&["verify", &bootstrap, GROUP, TOPIC]);
+    assert!(verified.contains("6 partitions"), "{verified}");
+}
+
+/// Kafka 4's online migration: a live classic group (two cooperative-sticky members)
+/// converts when a consumer-protocol member joins; the classic members keep consuming in it
+/// (JoinGroup, SyncGroup, Heartbeat served by the consumer group), partitions move to the new
+/// member without being owned twice, and every record is read.
+#[test]
+fn a_live_classic_group_converts_when_a_consumer_protocol_member_joins() {
+    let broker = Broker::start_with(
+        2,
+        &[
+            "--group-consumer-session-timeout-ms",
+            "6000",
+            "--group-consumer-heartbeat-interval-ms",
+            "500",
+        ],
+    );
+    create_topic(&broker, TOPIC, PARTITIONS, &[]);
+    let check = JavaCheck::compile("Kip848Check");
+    let bootstrap = broker.bootstrap();
+    check.run(&["produce", &bootstrap, TOPIC, &RECORDS.to_string()]);
+    let mut members = vec![
+        Member::spawn_with(&check, &broker, "c1", "classic"),
+        Member::spawn_with(&check, &broker, "c2", "classic"),
+    ];
+    // Both classic members consume before the new one comes.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while members.iter().any(|m| m.records() < 20) {
+        assert!(
+            Instant::now() < deadline,
+            "the classic members never both consumed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    members.push(Member::spawn_with(&check, &broker, "n1", "consumer"));
+    let described = check.run(&["describe", &bootstrap, GROUP, "3"]);
+    assert!(described.starts_with("OK Consumer "), "{described}");
+    assert!(
+        broker
+            .stderr_text()
+            .contains("classic group converted to a consumer group"),
+        "the conversion is logged"
+    );
+    finish_and_check(&broker, &mut members, BTreeMap::new());
     let verified = check.run(&["verify", &bootstrap, GROUP, TOPIC]);
     assert!(verified.contains("6 partitions"), "{verified}");
 }

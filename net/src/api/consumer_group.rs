@@ -4,7 +4,11 @@
 
 use std::collections::BTreeSet;
 use std::rc::Rc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::consumer_protocol_assignment as assignment;
+use kafka_protocol::protocol::{Decodable, Encodable};
 
 use kafka_protocol::messages::consumer_group_describe_response::{
     self as describe, DescribedGroup,
@@ -14,17 +18,24 @@ use kafka_protocol::messages::consumer_group_heartbeat_response::{
 };
 use kafka_protocol::messages::{
     ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatRequest,
-    ConsumerGroupHeartbeatResponse, GroupId, TopicName,
+    ConsumerGroupHeartbeatResponse, ConsumerProtocolAssignment, ConsumerProtocolSubscription,
+    GroupId, TopicName,
 };
 
 use super::group::{on_coordinator, with_existing_group, with_group};
 use super::str_bytes;
 use crate::codes;
 use crate::core::CoreState;
-use crate::group::consumer::{self, ConsumerGroup, Heartbeat, TopicPartitions};
+use crate::group::consumer::{
+    self, ClassicJoin, ClassicMeta, ConsumerGroup, Heartbeat, TopicPartitions,
+};
+use crate::group::state::JoinArgs;
+use crate::group::{GroupEntry, GroupState};
 
-/// `member_type` of ConsumerGroupDescribe v1: a member speaking the consumer protocol.
+/// `member_type` of ConsumerGroupDescribe v1: a member speaking the consumer protocol, or
+/// the classic one.
 const MEMBER_TYPE_CONSUMER: i8 = 1;
+const MEMBER_TYPE_CLASSIC: i8 = 0;
 
 fn topic_id(state: &CoreState, name: &str) -> uuid::Uuid {
     state
@@ -89,12 +100,17 @@ pub async fn consumer_group_heartbeat(
     let outcome = on_coordinator(state, &group_id, move |s, partition| async move {
         let limits = s.consumer_group_limits();
         let partitions_of = |t: &str| s.meta.borrow().topic(t).map(|m| m.partitions);
+        let delay = s.initial_rebalance_delay();
         let answer = with_group(&s, &gid, partition, |g| {
             if !g.group.members.is_empty() {
-                return Err((
-                    codes::GROUP_ID_NOT_FOUND,
-                    format!("group '{gid}' is a classic group with members; it takes no consumer-protocol member until they leave"),
-                ));
+                // A consumer-protocol member joining a live classic group converts it.
+                if hb.member_epoch != 0 {
+                    return Err((
+                        codes::UNKNOWN_MEMBER_ID,
+                        format!("group '{gid}' is a classic group; join with epoch 0"),
+                    ));
+                }
+                convert_classic(g, delay)?;
             }
             let cg = g.consumer.get_or_insert_with(ConsumerGroup::default);
             let client = hb.client_id.clone();
@@ -186,7 +202,11 @@ fn describe_group(s: &CoreState, id: &str, g: &ConsumerGroup) -> DescribedGroup 
                 )
                 .with_assignment(described_partitions(s, &held))
                 .with_target_assignment(described_partitions(s, &target))
-                .with_member_type(MEMBER_TYPE_CONSUMER)
+                .with_member_type(if m.classic.is_some() {
+                    MEMBER_TYPE_CLASSIC
+                } else {
+                    MEMBER_TYPE_CONSUMER
+                })
         })
         .collect();
     DescribedGroup::default()
@@ -221,19 +241,18 @@ pub async fn consumer_group_describe(
                         .as_ref()
                         .filter(|c| !c.is_empty())
                         .map(|c| describe_group(&s, &id2, c))
+                        .ok_or("is a classic group (DescribeGroups describes it)")
                 })
-                .flatten()
+                .unwrap_or(Err("does not exist"))
             })
             .await;
             match described {
-                Ok(Some(d)) => d,
+                Ok(Ok(d)) => d,
                 // Not a consumer-protocol group (the admin client then asks DescribeGroups).
-                Ok(None) => DescribedGroup::default()
+                Ok(Err(why)) => DescribedGroup::default()
                     .with_group_id(GroupId(str_bytes(id.clone())))
                     .with_error_code(codes::GROUP_ID_NOT_FOUND)
-                    .with_error_message(Some(str_bytes(format!(
-                        "group '{id}' is not a consumer-protocol group"
-                    )))),
+                    .with_error_message(Some(str_bytes(format!("group '{id}' {why}")))),
                 Err(code) => DescribedGroup::default()
                     .with_group_id(GroupId(str_bytes(id)))
                     .with_error_code(code),
@@ -241,4 +260,154 @@ pub async fn consumer_group_describe(
         }
     });
     ConsumerGroupDescribeResponse::default().with_groups(engine::join::join_all(futs).await)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Classic members of a consumer group (Kafka 4's online migration): a classic group converts
+// when a consumer-protocol member joins it, and classic clients keep working in it through
+// JoinGroup (answered at once, no leader: the broker assigns), SyncGroup (their assignment),
+// Heartbeat (REBALANCE_IN_PROGRESS while they have a step to take) and LeaveGroup. The group
+// stays a consumer group until it empties.
+
+/// The classic consumer protocol's type.
+pub(crate) const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
+
+/// Topics and owned partitions of a ConsumerProtocol subscription (JoinGroup metadata).
+pub(crate) fn decode_subscription(metadata: &Bytes) -> Option<(Vec<String>, TopicPartitions)> {
+    let mut b = metadata.clone();
+    if b.remaining() < 2 {
+        return None;
+    }
+    let version = b.get_i16().clamp(0, 3);
+    let sub = ConsumerProtocolSubscription::decode(&mut b, version).ok()?;
+    let mut owned = TopicPartitions::new();
+    for tp in sub.owned_partitions {
+        owned
+            .entry(tp.topic.0.to_string())
+            .or_default()
+            .extend(tp.partitions);
+    }
+    Some((sub.topics.iter().map(|t| t.to_string()).collect(), owned))
+}
+
+/// The partitions of a ConsumerProtocol assignment (SyncGroup); empty if it does not decode.
+pub(crate) fn decode_assignment(bytes: &Bytes) -> TopicPartitions {
+    let mut b = bytes.clone();
+    let mut out = TopicPartitions::new();
+    if b.remaining() < 2 {
+        return out;
+    }
+    let version = b.get_i16().clamp(0, 3);
+    if let Ok(a) = ConsumerProtocolAssignment::decode(&mut b, version) {
+        for tp in a.assigned_partitions {
+            out.entry(tp.topic.0.to_string())
+                .or_default()
+                .extend(tp.partitions);
+        }
+    }
+    out
+}
+
+/// A ConsumerProtocol assignment (version 0) of `tp`.
+pub(crate) fn encode_assignment(tp: &TopicPartitions) -> Bytes {
+    let a = ConsumerProtocolAssignment::default().with_assigned_partitions(
+        tp.iter()
+            .map(|(t, ps)| {
+                assignment::TopicPartition::default()
+                    .with_topic(TopicName(str_bytes(t.clone())))
+                    .with_partitions(ps.iter().copied().collect())
+            })
+            .collect(),
+    );
+    let mut b = BytesMut::new();
+    b.put_i16(0);
+    // Encoding a message we built cannot fail; an empty assignment is the safe answer.
+    if a.encode(&mut b, 0).is_err() {
+        return Bytes::new();
+    }
+    b.freeze()
+}
+
+/// A classic JoinGroup as a consumer-group member; `None` if it is not the consumer protocol
+/// or its subscription does not decode.
+pub(crate) fn classic_join_of(args: &JoinArgs, member_id: String) -> Option<ClassicJoin> {
+    if args.protocol_type != CONSUMER_PROTOCOL_TYPE {
+        return None;
+    }
+    let (_, metadata) = args.protocols.first()?;
+    let (subscribed, owned) = decode_subscription(metadata)?;
+    Some(ClassicJoin {
+        member_id,
+        instance_id: args.instance_id.clone(),
+        client_id: args.client_id.clone(),
+        client_host: args.client_host.clone(),
+        rebalance_timeout: Duration::from_millis(args.rebalance_timeout_ms.max(0) as u64),
+        classic: ClassicMeta {
+            session_timeout: Duration::from_millis(args.session_timeout_ms.max(0) as u64),
+            protocols: args.protocols.clone(),
+        },
+        subscribed,
+        owned,
+    })
+}
+
+/// Converts a Stable classic group of consumers into a consumer group (a consumer-protocol
+/// member is joining it): its members keep their assignments. A group of another protocol
+/// type, or one rebalancing, is refused (the second retriably).
+pub(crate) fn convert_classic(g: &mut GroupEntry, delay: Duration) -> Result<(), (i16, String)> {
+    let id = g.group.id.clone();
+    if g.group.protocol_type.as_deref() != Some(CONSUMER_PROTOCOL_TYPE) {
+        return Err((
+            codes::GROUP_ID_NOT_FOUND,
+            format!(
+                "group '{id}' is a classic group of protocol type {:?}, not consumers",
+                g.group.protocol_type
+            ),
+        ));
+    }
+    if g.group.state != GroupState::Stable {
+        return Err((
+            codes::COORDINATOR_LOAD_IN_PROGRESS,
+            format!("classic group '{id}' is rebalancing; it converts once stable"),
+        ));
+    }
+    let protocol = g.group.protocol.clone().unwrap_or_default();
+    let mut members = Vec::with_capacity(g.group.members.len());
+    for m in g.group.members.values() {
+        let metadata = m.metadata(&protocol);
+        let (subscribed, _) = decode_subscription(&metadata).ok_or((
+            codes::INCONSISTENT_GROUP_PROTOCOL,
+            format!(
+                "member '{}' of group '{id}' has no consumer subscription",
+                m.id
+            ),
+        ))?;
+        // The chosen protocol first: classic members are answered with it.
+        let mut protocols = m.protocols.clone();
+        protocols.sort_by_key(|(n, _)| *n != protocol);
+        members.push((
+            ClassicJoin {
+                member_id: m.id.clone(),
+                instance_id: m.instance_id.clone(),
+                client_id: m.client_id.clone(),
+                client_host: m.client_host.clone(),
+                rebalance_timeout: m.rebalance_timeout,
+                classic: ClassicMeta {
+                    session_timeout: m.session_timeout,
+                    protocols,
+                },
+                subscribed,
+                owned: TopicPartitions::new(),
+            },
+            decode_assignment(&m.assignment),
+        ));
+    }
+    tracing::info!(group = %id, members = members.len(), generation = g.group.generation, "classic group converted to a consumer group (KIP-848)");
+    g.consumer = Some(ConsumerGroup::converted(
+        members,
+        g.group.generation,
+        Instant::now(),
+    ));
+    g.group = crate::group::Group::new(&id, delay);
+    Ok(())
 }

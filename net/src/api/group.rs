@@ -240,14 +240,17 @@ pub async fn join_group(
     };
     let gid = group_id.clone();
     let result = on_coordinator(state, &group_id, move |s, partition| async move {
+        let limits = s.consumer_group_limits();
+        let partitions_of = |t: &str| s.meta.borrow().topic(t).map(|m| m.partitions);
         let reply = with_group(&s, &gid, partition, |g| {
-            // A group with consumer-protocol (KIP-848) members takes no classic member.
-            if g.consumer.as_ref().is_some_and(|c| !c.is_empty()) {
-                return Reply::Now(JoinResult {
-                    error: codes::INCONSISTENT_GROUP_PROTOCOL,
-                    generation: -1,
-                    ..Default::default()
-                });
+            // A consumer group (KIP-848) serves classic members itself.
+            if let Some(c) = g.consumer.as_mut().filter(|c| !c.is_empty()) {
+                return Reply::Now(classic_join_to_consumer_group(
+                    c,
+                    &args,
+                    &limits,
+                    &partitions_of,
+                ));
             }
             g.group.join(args, Instant::now())
         });
@@ -315,6 +318,23 @@ pub async fn sync_group(
     let gid = group_id.clone();
     let result = on_coordinator(state, &group_id, move |s, _partition| async move {
         let reply = with_existing_group(&s, &gid, |g| {
+            if let Some(c) = g.consumer.as_ref().filter(|c| !c.is_empty()) {
+                return Reply::Now(match c.classic_sync(&member, generation) {
+                    Ok(m) => SyncResult {
+                        error: codes::NONE,
+                        protocol_type: Some(super::consumer_group::CONSUMER_PROTOCOL_TYPE.into()),
+                        protocol_name: m
+                            .classic
+                            .as_ref()
+                            .and_then(|c| c.protocols.first().map(|(n, _)| n.clone())),
+                        assignment: super::consumer_group::encode_assignment(&m.assigned),
+                    },
+                    Err(error) => SyncResult {
+                        error,
+                        ..Default::default()
+                    },
+                });
+            }
             g.group.sync(
                 &member,
                 instance.as_deref(),
@@ -358,8 +378,12 @@ pub async fn heartbeat(state: &Rc<CoreState>, req: HeartbeatRequest) -> Heartbea
     let gid = group_id.clone();
     let code = on_coordinator(state, &group_id, move |s, _partition| async move {
         with_existing_group(&s, &gid, |g| {
-            g.group
-                .heartbeat(&member, instance.as_deref(), generation, Instant::now())
+            match g.consumer.as_mut().filter(|c| !c.is_empty()) {
+                Some(c) => c.classic_heartbeat(&member, generation, Instant::now()),
+                None => g
+                    .group
+                    .heartbeat(&member, instance.as_deref(), generation, Instant::now()),
+            }
         })
         .unwrap_or(UNKNOWN_MEMBER_ID)
     })
@@ -390,8 +414,19 @@ pub async fn leave_group(
     let gid = group_id.clone();
     let who2 = who.clone();
     let result = on_coordinator(state, &group_id, move |s, _partition| async move {
-        with_existing_group(&s, &gid, |g| g.group.leave(&who2, Instant::now()))
-            .unwrap_or_else(|| vec![UNKNOWN_MEMBER_ID; who2.len()])
+        with_existing_group(&s, &gid, |g| {
+            match g.consumer.as_mut().filter(|c| !c.is_empty()) {
+                Some(c) => {
+                    let codes = c.classic_leave(&who2);
+                    if c.is_empty() {
+                        g.consumer = None;
+                    }
+                    codes
+                }
+                None => g.group.leave(&who2, Instant::now()),
+            }
+        })
+        .unwrap_or_else(|| vec![UNKNOWN_MEMBER_ID; who2.len()])
     })
     .await;
     match result {
@@ -409,6 +444,48 @@ pub async fn leave_group(
         ),
         Ok(codes_per_member) => LeaveGroupResponse::default()
             .with_error_code(codes_per_member.first().copied().unwrap_or(0)),
+    }
+}
+
+/// A classic JoinGroup to a consumer group: answered at once with the member epoch as the
+/// generation and no leader (the broker assigns; SyncGroup carries the assignment).
+fn classic_join_to_consumer_group(
+    c: &mut crate::group::consumer::ConsumerGroup,
+    args: &JoinArgs,
+    limits: &crate::group::consumer::ConsumerGroupLimits,
+    partitions_of: &dyn Fn(&str) -> Option<u32>,
+) -> JoinResult {
+    let refused = |error| JoinResult {
+        error,
+        generation: -1,
+        ..Default::default()
+    };
+    if args.member_id.is_empty() && args.require_known_member_id {
+        return JoinResult {
+            member_id: crate::group::state::new_member_id(&args.client_id),
+            ..refused(codes::MEMBER_ID_REQUIRED)
+        };
+    }
+    let member_id = if args.member_id.is_empty() {
+        crate::group::state::new_member_id(&args.client_id)
+    } else {
+        args.member_id.clone()
+    };
+    let Some(join) = super::consumer_group::classic_join_of(args, member_id.clone()) else {
+        return refused(codes::INCONSISTENT_GROUP_PROTOCOL);
+    };
+    let protocol_name = join.classic.protocols.first().map(|(n, _)| n.clone());
+    match c.classic_join(join, limits, partitions_of, Instant::now()) {
+        Ok(epoch) => JoinResult {
+            error: codes::NONE,
+            generation: epoch,
+            protocol_type: Some(super::consumer_group::CONSUMER_PROTOCOL_TYPE.into()),
+            protocol_name,
+            leader: String::new(),
+            member_id,
+            members: Vec::new(),
+        },
+        Err(code) => refused(code),
     }
 }
 

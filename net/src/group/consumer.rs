@@ -47,6 +47,31 @@ pub const STATIC_LEAVE_EPOCH: i32 = -2;
 /// Partitions by topic name.
 pub type TopicPartitions = BTreeMap<String, BTreeSet<i32>>;
 
+/// What a classic-protocol member of a consumer group has besides (a classic client in a
+/// group converted from classic, or one joining a consumer group): it is served through
+/// JoinGroup, SyncGroup, Heartbeat and LeaveGroup, as Kafka 4 does.
+#[derive(Debug, Clone)]
+pub struct ClassicMeta {
+    pub session_timeout: Duration,
+    /// Its JoinGroup protocols (name, metadata); the first names the protocol it is answered.
+    pub protocols: Vec<(String, bytes::Bytes)>,
+}
+
+/// A classic member's JoinGroup, decoded.
+#[derive(Debug, Clone)]
+pub struct ClassicJoin {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub rebalance_timeout: Duration,
+    pub classic: ClassicMeta,
+    pub subscribed: Vec<String>,
+    /// The partitions it still owns (its subscription's owned partitions: a cooperative
+    /// client keeps its partitions across a join, an eager one gives them all up first).
+    pub owned: TopicPartitions,
+}
+
 /// The coordinator's limits for consumer groups (config).
 #[derive(Debug, Clone, Copy)]
 pub struct ConsumerGroupLimits {
@@ -87,6 +112,8 @@ pub struct Member {
     /// The member epoch at which each partition it holds (`assigned` or `revoking`) became
     /// its own: an offset commit for it carries that epoch or a later one.
     pub assigned_since: BTreeMap<(String, i32), i32>,
+    /// Set for a member speaking the classic protocol.
+    pub classic: Option<ClassicMeta>,
 }
 
 /// One heartbeat, decoded (topic ids already mapped to names).
@@ -271,12 +298,12 @@ impl ConsumerGroup {
                         format!("member '{}' is not in the group", hb.member_id),
                     ));
                 }
-                return Ok(HeartbeatAnswer {
+                Ok(HeartbeatAnswer {
                     member_id: hb.member_id,
                     member_epoch: epoch,
                     assignment: None,
                     reconciling: false,
-                });
+                })
             }
             0 => {
                 let id = self.join(hb, limits, new_member_id, now)?;
@@ -358,6 +385,7 @@ impl ConsumerGroup {
             last_heartbeat: now,
             revoke_deadline: None,
             assigned_since: BTreeMap::new(),
+            classic: None,
         };
         if let Some(old) = replaced.and_then(|old| self.members.remove(&old)) {
             member.assigned = old.assigned;
@@ -551,6 +579,184 @@ impl ConsumerGroup {
         }
     }
 
+    /// Whether the member is at its target: its epoch, every target partition, nothing left
+    /// to release.
+    fn at_target(&self, m: &Member) -> bool {
+        m.revoking.is_empty()
+            && m.epoch == self.assignment_epoch
+            && self.target.get(&m.id).unwrap_or(&TopicPartitions::new()) == &m.assigned
+    }
+
+    /// Whether any member speaks the consumer protocol (a group of classic members only is
+    /// still served here until it empties).
+    pub fn has_consumer_protocol_members(&self) -> bool {
+        self.members.values().any(|m| m.classic.is_none())
+    }
+
+    /// A group converted from a Stable classic group: its members keep their assignments at
+    /// the classic generation, which becomes the group and assignment epoch.
+    pub fn converted(
+        members: Vec<(ClassicJoin, TopicPartitions)>,
+        generation: i32,
+        now: Instant,
+    ) -> Self {
+        let mut g = ConsumerGroup {
+            epoch: generation,
+            assignment_epoch: generation,
+            ..Default::default()
+        };
+        for (j, assigned) in members {
+            let assigned_since = assigned
+                .iter()
+                .flat_map(|(t, ps)| ps.iter().map(move |p| ((t.clone(), *p), generation)))
+                .collect();
+            g.target.insert(j.member_id.clone(), assigned.clone());
+            g.members.insert(
+                j.member_id.clone(),
+                Member {
+                    id: j.member_id,
+                    instance_id: j.instance_id,
+                    rack_id: None,
+                    client_id: j.client_id,
+                    client_host: j.client_host,
+                    rebalance_timeout: j.rebalance_timeout,
+                    subscribed: j.subscribed.into_iter().collect(),
+                    assignor: None,
+                    epoch: generation,
+                    previous_epoch: generation,
+                    assigned,
+                    revoking: TopicPartitions::new(),
+                    last_heartbeat: now,
+                    revoke_deadline: None,
+                    assigned_since,
+                    classic: Some(j.classic),
+                },
+            );
+        }
+        g
+    }
+
+    /// A classic member's JoinGroup: it joins or updates its subscription, releases what its
+    /// owned partitions no longer hold, and takes one step towards its target. Returns its
+    /// member epoch (the JoinGroup generation), answered at once: the broker assigns, so there
+    /// is no leader and nobody to wait for.
+    pub fn classic_join(
+        &mut self,
+        j: ClassicJoin,
+        limits: &ConsumerGroupLimits,
+        partitions_of: &dyn Fn(&str) -> Option<u32>,
+        now: Instant,
+    ) -> Result<i32, i16> {
+        if j.subscribed.len() > MAX_SUBSCRIBED_TOPICS_PER_MEMBER
+            || j.member_id.len() > MAX_MEMBER_FIELD_BYTES
+            || too_long(&j.instance_id)
+        {
+            return Err(codes::INVALID_REQUEST);
+        }
+        let id = j.member_id.clone();
+        let subscribed: BTreeSet<String> = j.subscribed.iter().cloned().collect();
+        match self.members.get_mut(&id) {
+            Some(m) => {
+                m.last_heartbeat = now;
+                m.rebalance_timeout = j.rebalance_timeout;
+                m.classic = Some(j.classic);
+                m.revoking = intersect(&m.revoking, &j.owned);
+                if m.revoking.is_empty() {
+                    m.revoke_deadline = None;
+                }
+                if m.subscribed != subscribed {
+                    m.subscribed = subscribed;
+                    self.epoch += 1;
+                }
+            }
+            None => {
+                let replaced = self
+                    .member_with_instance(j.instance_id.as_deref())
+                    .filter(|old| *old != id);
+                if replaced.is_none() && self.members.len() >= limits.max_size {
+                    return Err(codes::GROUP_MAX_SIZE_REACHED);
+                }
+                if let Some(old) = replaced {
+                    self.remove_member(&old);
+                }
+                self.members.insert(
+                    id.clone(),
+                    Member {
+                        id: id.clone(),
+                        instance_id: j.instance_id,
+                        rack_id: None,
+                        client_id: j.client_id,
+                        client_host: j.client_host,
+                        rebalance_timeout: j.rebalance_timeout,
+                        subscribed,
+                        assignor: None,
+                        epoch: 0,
+                        previous_epoch: 0,
+                        assigned: TopicPartitions::new(),
+                        revoking: TopicPartitions::new(),
+                        last_heartbeat: now,
+                        revoke_deadline: None,
+                        assigned_since: BTreeMap::new(),
+                        classic: Some(j.classic),
+                    },
+                );
+                self.epoch += 1;
+            }
+        }
+        self.refresh_target(partitions_of);
+        Ok(self.reconcile_member(&id, now).member_epoch)
+    }
+
+    /// A classic member's SyncGroup: its assignment at `generation`.
+    pub fn classic_sync(&self, member_id: &str, generation: i32) -> Result<&Member, i16> {
+        let m = self
+            .members
+            .get(member_id)
+            .ok_or(codes::UNKNOWN_MEMBER_ID)?;
+        if m.epoch != generation {
+            return Err(codes::ILLEGAL_GENERATION);
+        }
+        Ok(m)
+    }
+
+    /// A classic member's Heartbeat: REBALANCE_IN_PROGRESS while it is not at its target, so
+    /// that it joins again and takes its next step.
+    pub fn classic_heartbeat(&mut self, member_id: &str, generation: i32, now: Instant) -> i16 {
+        let at_target = match self.members.get(member_id) {
+            None => return codes::UNKNOWN_MEMBER_ID,
+            Some(m) if m.epoch != generation => return codes::ILLEGAL_GENERATION,
+            Some(m) => self.at_target(m),
+        };
+        if let Some(m) = self.members.get_mut(member_id) {
+            m.last_heartbeat = now;
+        }
+        if at_target {
+            codes::NONE
+        } else {
+            codes::REBALANCE_IN_PROGRESS
+        }
+    }
+
+    /// Classic LeaveGroup: each (member id, instance id) leaves; one code per member.
+    pub fn classic_leave(&mut self, who: &[(String, Option<String>)]) -> Vec<i16> {
+        who.iter()
+            .map(|(id, instance)| {
+                let found = if self.members.contains_key(id) {
+                    Some(id.clone())
+                } else {
+                    self.member_with_instance(instance.as_deref())
+                };
+                match found {
+                    Some(id) => {
+                        self.remove_member(&id);
+                        codes::NONE
+                    }
+                    None => codes::UNKNOWN_MEMBER_ID,
+                }
+            })
+            .collect()
+    }
+
     /// Removes a member (left, fenced or timed out): what it owned is free for the others.
     pub fn remove_member(&mut self, id: &str) {
         if self.members.remove(id).is_some() {
@@ -566,7 +772,11 @@ impl ConsumerGroup {
             .members
             .values()
             .filter(|m| {
-                now.duration_since(m.last_heartbeat) > limits.session_timeout
+                let session = m
+                    .classic
+                    .as_ref()
+                    .map_or(limits.session_timeout, |c| c.session_timeout);
+                now.duration_since(m.last_heartbeat) > session
                     || m.revoke_deadline.is_some_and(|d| now > d)
             })
             .map(|m| m.id.clone())
@@ -898,6 +1108,71 @@ mod tests {
         );
     }
 
+    fn classic(id: &str, owned: &TopicPartitions) -> ClassicJoin {
+        ClassicJoin {
+            member_id: id.into(),
+            instance_id: None,
+            client_id: String::new(),
+            client_host: String::new(),
+            rebalance_timeout: Duration::from_secs(30),
+            classic: ClassicMeta {
+                session_timeout: Duration::from_secs(10),
+                protocols: vec![("cooperative-sticky".into(), bytes::Bytes::new())],
+            },
+            subscribed: vec![TOPIC.into()],
+            owned: owned.clone(),
+        }
+    }
+
+    #[test]
+    fn a_converted_classic_group_hands_partitions_to_a_consumer_protocol_member() {
+        let now = Instant::now();
+        let limits = ConsumerGroupLimits::default();
+        let tp =
+            |ps: &[i32]| TopicPartitions::from([(TOPIC.to_string(), ps.iter().copied().collect())]);
+        let mut g = ConsumerGroup::converted(
+            vec![
+                (classic("c1", &TopicPartitions::new()), tp(&[0, 1, 2])),
+                (classic("c2", &TopicPartitions::new()), tp(&[3, 4, 5])),
+            ],
+            7,
+            now,
+        );
+        assert_eq!(
+            g.classic_heartbeat("c1", 7, now),
+            codes::NONE,
+            "stable as converted"
+        );
+        let mut n = Client {
+            id: "n".into(),
+            ..Default::default()
+        };
+        n.beat(&mut g, 6, now).unwrap();
+        assert_exclusive(&g);
+        // The classic members are asked to rejoin; a cooperative one keeps what it owns.
+        let mut owned = BTreeMap::from([("c1", tp(&[0, 1, 2])), ("c2", tp(&[3, 4, 5]))]);
+        for _ in 0..4 {
+            for id in ["c1", "c2"] {
+                let epoch = g.members[id].epoch;
+                if g.classic_heartbeat(id, epoch, now) == codes::REBALANCE_IN_PROGRESS {
+                    let epoch = g
+                        .classic_join(classic(id, &owned[id]), &limits, &partitions_of(6), now)
+                        .unwrap();
+                    // SyncGroup: the client keeps exactly what it is given.
+                    owned.insert(id, g.classic_sync(id, epoch).unwrap().assigned.clone());
+                    assert_exclusive(&g);
+                }
+            }
+            n.beat(&mut g, 6, now).unwrap();
+            assert_exclusive(&g);
+        }
+        assert_eq!(count(&n.owned), 2, "{:?}", n.owned);
+        assert_eq!(count(&owned["c1"]) + count(&owned["c2"]), 4);
+        assert!(g.has_consumer_protocol_members());
+        assert_eq!(g.classic_leave(&[("c1".into(), None)]), [codes::NONE]);
+        assert!(!g.members.contains_key("c1"));
+    }
+
     #[test]
     fn range_gives_consecutive_ranges_and_unknown_assignors_are_refused() {
         let members: BTreeMap<String, Member> = ["a", "b"]
@@ -919,6 +1194,7 @@ mod tests {
                     last_heartbeat: Instant::now(),
                     revoke_deadline: None,
                     assigned_since: BTreeMap::new(),
+                    classic: None,
                 };
                 (id.to_string(), m)
             })

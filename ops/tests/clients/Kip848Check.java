@@ -3,11 +3,13 @@
 //
 // usage: java -cp KAFKA_CLIENTS_JARS:. Kip848Check MODE BOOTSTRAP ...
 //   produce  BOOTSTRAP TOPIC N            N keyed records "v<i>" (acks=all); prints "OK produced N"
-//   member   BOOTSTRAP GROUP TOPIC IDLE_S  one group member: prints "ASSIGNED <nanos> <epoch>
+//   member   BOOTSTRAP GROUP TOPIC IDLE_S [PROTOCOL]  one group member (PROTOCOL: consumer, the
+//            default, or classic with the cooperative-sticky assignor): prints "ASSIGNED <nanos> <epoch>
 //            <p,p,..>" at every assignment change (nanos: System.nanoTime, CLOCK_MONOTONIC on
 //            Linux, the same clock in every process; epoch: groupMetadata().generationId()),
 //            "REC <partition> <offset> <value>" per record, commits after every batch
-//            (commitSync), and after IDLE_S seconds without a record leaves the group
+//            (commitSync), and after IDLE_S seconds without a record (from its start or its
+//            last record) leaves the group
 //            (close) and prints "OK member <records>"
 //   describe BOOTSTRAP GROUP MEMBERS      waits until describeConsumerGroups shows a CONSUMER
 //            group with MEMBERS members owning partitions, then checks that listGroups lists it
@@ -57,12 +59,29 @@ public class Kip848Check {
                 .map(String::valueOf).collect(Collectors.joining(","));
     }
 
-    static void member(String bootstrap, String group, String topic, int idleS) {
+    /// commitSync, which a classic member may be refused while it rebalances
+    /// (RebalanceInProgressException, CommitFailedException: as with any Kafka broker); the
+    /// records since are committed by a later call.
+    static boolean tryCommit(KafkaConsumer<String, String> c) {
+        try {
+            c.commitSync();
+            return true;
+        } catch (org.apache.kafka.common.errors.RebalanceInProgressException | CommitFailedException e) {
+            System.out.println("COMMIT_RETRY " + e.getClass().getSimpleName());
+            return false;
+        }
+    }
+
+    static void member(String bootstrap, String group, String topic, int idleS, String protocol) {
         Check.step("member");
         Properties c = new Properties();
         c.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         c.put(ConsumerConfig.GROUP_ID_CONFIG, group);
-        c.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
+        c.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol);
+        if (protocol.equals("classic")) {
+            c.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG,
+                    CooperativeStickyAssignor.class.getName());
+        }
         c.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         c.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
         c.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, 20);
@@ -79,7 +98,7 @@ public class Kip848Check {
                 }
                 public void onPartitionsRevoked(Collection<TopicPartition> tps) {
                     // What was processed is committed before the partitions go.
-                    consumer.commitSync();
+                    tryCommit(consumer);
                     owned.removeAll(tps);
                     report();
                 }
@@ -93,8 +112,7 @@ public class Kip848Check {
                 }
             });
             long lastRecord = System.nanoTime();
-            boolean any = false;
-            while (!any || System.nanoTime() - lastRecord < TimeUnit.SECONDS.toNanos(idleS)) {
+            while (System.nanoTime() - lastRecord < TimeUnit.SECONDS.toNanos(idleS)) {
                 ConsumerRecords<String, String> batch = consumer.poll(Duration.ofMillis(200));
                 for (ConsumerRecord<String, String> r : batch) {
                     System.out.println("REC " + r.partition() + " " + r.offset() + " " + r.value());
@@ -102,11 +120,18 @@ public class Kip848Check {
                 }
                 System.out.flush();
                 if (!batch.isEmpty()) {
-                    any = true;
                     lastRecord = System.nanoTime();
-                    consumer.commitSync();
+                    tryCommit(consumer);
                     // A slow consumer: the test kills and adds members mid-stream.
                     try { Thread.sleep(40); } catch (InterruptedException e) { return; }
+                }
+            }
+            // Everything read is committed before the member leaves.
+            for (int i = 0; !tryCommit(consumer); i++) {
+                Check.check(i < 100, "the last commit never succeeded");
+                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(100))) {
+                    System.out.println("REC " + r.partition() + " " + r.offset() + " " + r.value());
+                    records++;
                 }
             }
         }
@@ -119,8 +144,18 @@ public class Kip848Check {
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
             String last = "";
             while (System.nanoTime() < deadline) {
-                ConsumerGroupDescription d = admin.describeConsumerGroups(List.of(group))
-                        .describedGroups().get(group).get(30, TimeUnit.SECONDS);
+                ConsumerGroupDescription d;
+                try {
+                    d = admin.describeConsumerGroups(List.of(group))
+                            .describedGroups().get(group).get(30, TimeUnit.SECONDS);
+                } catch (java.util.concurrent.ExecutionException e) {
+                    // The members may not have joined yet.
+                    Check.check(e.getCause() instanceof org.apache.kafka.common.errors.GroupIdNotFoundException,
+                            "describeConsumerGroups: " + e.getCause());
+                    last = String.valueOf(e.getCause().getMessage());
+                    Thread.sleep(200);
+                    continue;
+                }
                 int owned = d.members().stream()
                         .mapToInt(m -> m.assignment().topicPartitions().size()).sum();
                 last = d.type() + " " + d.groupState() + " members=" + d.members().size()
@@ -269,7 +304,8 @@ public class Kip848Check {
     public static void main(String[] args) throws Exception {
         switch (args[0]) {
             case "produce" -> produce(args[1], args[2], Integer.parseInt(args[3]));
-            case "member" -> member(args[1], args[2], args[3], Integer.parseInt(args[4]));
+            case "member" -> member(args[1], args[2], args[3], Integer.parseInt(args[4]),
+                    args.length > 5 ? args[5] : "consumer");
             case "describe" -> describe(args[1], args[2], Integer.parseInt(args[3]));
             case "verify" -> verify(args[1], args[2], args[3]);
             case "rebalance" -> rebalance(args[1], args[2], args[3], Integer.parseInt(args[4]));
