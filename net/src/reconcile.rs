@@ -282,6 +282,10 @@ impl CoreState {
                         g.consumer = None;
                     }
                 }
+                crate::api::consumer_group::downgrade_if_classic_only(
+                    g,
+                    self.initial_rebalance_delay(),
+                );
                 g.vacant_since_ms = if !g.has_members() {
                     g.vacant_since_ms.or(Some(now_ms))
                 } else {

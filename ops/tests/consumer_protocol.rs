@@ -44,18 +44,25 @@ struct Member {
 
 impl Member {
     fn spawn(check: &JavaCheck, broker: &Broker, name: &str) -> Member {
-        Member::spawn_with(check, broker, name, "consumer")
+        Member::spawn_with(check, broker, name, "consumer", MEMBER_IDLE_SECS)
     }
 
-    /// A member speaking `protocol`: "consumer" (KIP-848) or "classic" (cooperative-sticky).
-    fn spawn_with(check: &JavaCheck, broker: &Broker, name: &str, protocol: &str) -> Member {
+    /// A member speaking `protocol`: "consumer" (KIP-848) or "classic" (cooperative-sticky),
+    /// leaving after `idle_secs` without a record.
+    fn spawn_with(
+        check: &JavaCheck,
+        broker: &Broker,
+        name: &str,
+        protocol: &str,
+        idle_secs: &str,
+    ) -> Member {
         let out = broker.temp_dir().join(format!("{name}.out"));
         let mut cmd = check.command(&[
             "member",
             &broker.bootstrap(),
             GROUP,
             TOPIC,
-            MEMBER_IDLE_SECS,
+            idle_secs,
             protocol,
         ]);
         cmd.stdout(File::create(&out).unwrap())
@@ -284,7 +291,8 @@ fn a_consumer_protocol_group_survives_a_killed_member_and_an_added_one() {
 /// Kafka 4's online migration: a live classic group (two cooperative-sticky members)
 /// converts when a consumer-protocol member joins; the classic members keep consuming in it
 /// (JoinGroup, SyncGroup, Heartbeat served by the consumer group), partitions move to the new
-/// member without being owned twice, and every record is read.
+/// member without being owned twice; when it leaves, the group converts back to classic and
+/// its members rebalance as a classic group. Every record is read.
 #[test]
 fn a_live_classic_group_converts_when_a_consumer_protocol_member_joins() {
     let broker = Broker::start_with(
@@ -301,8 +309,8 @@ fn a_live_classic_group_converts_when_a_consumer_protocol_member_joins() {
     let bootstrap = broker.bootstrap();
     check.run(&["produce", &bootstrap, TOPIC, &RECORDS.to_string()]);
     let mut members = vec![
-        Member::spawn_with(&check, &broker, "c1", "classic"),
-        Member::spawn_with(&check, &broker, "c2", "classic"),
+        Member::spawn_with(&check, &broker, "c1", "classic", MEMBER_IDLE_SECS),
+        Member::spawn_with(&check, &broker, "c2", "classic", MEMBER_IDLE_SECS),
     ];
     // Both classic members consume before the new one comes.
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -313,7 +321,8 @@ fn a_live_classic_group_converts_when_a_consumer_protocol_member_joins() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    members.push(Member::spawn_with(&check, &broker, "n1", "consumer"));
+    // n1 leaves well before the classic members: the group converts back to classic then.
+    members.push(Member::spawn_with(&check, &broker, "n1", "consumer", "3"));
     let described = check.run(&["describe", &bootstrap, GROUP, "3"]);
     assert!(described.starts_with("OK Consumer "), "{described}");
     assert!(
@@ -323,6 +332,12 @@ fn a_live_classic_group_converts_when_a_consumer_protocol_member_joins() {
         "the conversion is logged"
     );
     finish_and_check(&broker, &mut members, BTreeMap::new());
+    assert!(
+        broker
+            .stderr_text()
+            .contains("converted back to a classic group"),
+        "the group went back to classic when its consumer-protocol member left"
+    );
     let verified = check.run(&["verify", &bootstrap, GROUP, TOPIC]);
     assert!(verified.contains("6 partitions"), "{verified}");
 }

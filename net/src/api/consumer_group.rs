@@ -124,6 +124,7 @@ pub async fn consumer_group_heartbeat(
             if cg.is_empty() {
                 g.consumer = None;
             }
+            downgrade_if_classic_only(g, delay);
             r
         });
         let heartbeat_ms = match &answer {
@@ -410,4 +411,42 @@ pub(crate) fn convert_classic(g: &mut GroupEntry, delay: Duration) -> Result<(),
     ));
     g.group = crate::group::Group::new(&id, delay);
     Ok(())
+}
+
+/// Converts a consumer group left with classic members only (its last consumer-protocol
+/// member left or was fenced) back to a classic group, as Kafka 4 does: they keep their
+/// assignments and rejoin in a classic rebalance. Returns whether it converted.
+pub(crate) fn downgrade_if_classic_only(g: &mut GroupEntry, delay: Duration) -> bool {
+    let Some(c) = g.consumer.as_ref() else {
+        return false;
+    };
+    if c.is_empty() || c.has_consumer_protocol_members() {
+        return false;
+    }
+    let members = c
+        .members
+        .values()
+        .map(|m| {
+            let classic = m.classic.clone().unwrap_or(ClassicMeta {
+                session_timeout: Duration::from_millis(
+                    consumer::DEFAULT_CONSUMER_SESSION_TIMEOUT_MS,
+                ),
+                protocols: Vec::new(),
+            });
+            (
+                m.id.clone(),
+                m.instance_id.clone(),
+                m.client_id.clone(),
+                m.client_host.clone(),
+                classic.session_timeout,
+                m.rebalance_timeout,
+                classic.protocols,
+                encode_assignment(&m.assigned),
+            )
+        })
+        .collect::<Vec<_>>();
+    tracing::info!(group = %g.group.id, members = members.len(), epoch = c.epoch, "consumer group left with classic members only: converted back to a classic group");
+    g.group = crate::group::Group::taken_over(&g.group.id, delay, c.epoch, members, Instant::now());
+    g.consumer = None;
+    true
 }

@@ -157,6 +157,76 @@ pub(crate) fn new_member_id(client_id: &str) -> String {
 }
 
 impl Group {
+    /// A classic group taking over the classic members of a consumer group whose last
+    /// consumer-protocol member left (Kafka 4's online downgrade): each keeps its id,
+    /// protocols and assignment (`members`: id, instance id, client id, host, session and
+    /// rebalance timeouts, protocols, assignment), the group epoch becomes the generation, and
+    /// a rebalance starts at once so that they join it and assign themselves again.
+    #[allow(clippy::type_complexity)]
+    pub fn taken_over(
+        id: &str,
+        initial_rebalance_delay: Duration,
+        generation: i32,
+        members: Vec<(
+            String,
+            Option<String>,
+            String,
+            String,
+            Duration,
+            Duration,
+            Vec<(String, Bytes)>,
+            Bytes,
+        )>,
+        now: Instant,
+    ) -> Self {
+        let mut g = Group::new(id, initial_rebalance_delay);
+        g.generation = generation;
+        g.protocol_type = Some("consumer".into());
+        for (
+            member_id,
+            instance_id,
+            client_id,
+            client_host,
+            session,
+            rebalance,
+            protocols,
+            assignment,
+        ) in members
+        {
+            g.protocol = g
+                .protocol
+                .or_else(|| protocols.first().map(|(n, _)| n.clone()));
+            g.leader = g.leader.or_else(|| Some(member_id.clone()));
+            if let Some(instance) = &instance_id {
+                g.static_members.insert(instance.clone(), member_id.clone());
+            }
+            g.next_seq += 1;
+            g.members.insert(
+                member_id.clone(),
+                Member {
+                    id: member_id,
+                    instance_id,
+                    client_id,
+                    client_host,
+                    session_timeout: session,
+                    rebalance_timeout: rebalance,
+                    protocols,
+                    assignment,
+                    last_heartbeat: now,
+                    joined_seq: g.next_seq,
+                    join_waiter: None,
+                    sync_waiter: None,
+                },
+            );
+        }
+        if g.members.is_empty() {
+            return g;
+        }
+        g.state = GroupState::Stable;
+        g.prepare_rebalance(now);
+        g
+    }
+
     pub fn new(id: &str, initial_rebalance_delay: Duration) -> Self {
         Self {
             id: id.to_string(),
