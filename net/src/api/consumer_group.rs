@@ -433,16 +433,16 @@ pub(crate) fn downgrade_if_classic_only(g: &mut GroupEntry, delay: Duration) -> 
                 ),
                 protocols: Vec::new(),
             });
-            (
-                m.id.clone(),
-                m.instance_id.clone(),
-                m.client_id.clone(),
-                m.client_host.clone(),
-                classic.session_timeout,
-                m.rebalance_timeout,
-                classic.protocols,
-                encode_assignment(&m.assigned),
-            )
+            crate::group::state::TakenOverMember {
+                id: m.id.clone(),
+                instance_id: m.instance_id.clone(),
+                client_id: m.client_id.clone(),
+                client_host: m.client_host.clone(),
+                session_timeout: classic.session_timeout,
+                rebalance_timeout: m.rebalance_timeout,
+                protocols: classic.protocols,
+                assignment: encode_assignment(&m.assigned),
+            }
         })
         .collect::<Vec<_>>();
     tracing::info!(group = %g.group.id, members = members.len(), epoch = c.epoch, "consumer group left with classic members only: converted back to a classic group");

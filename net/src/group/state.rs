@@ -114,6 +114,18 @@ impl Member {
     }
 }
 
+/// A member handed to a classic group by `Group::taken_over`.
+pub struct TakenOverMember {
+    pub id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout: Duration,
+    pub rebalance_timeout: Duration,
+    pub protocols: Vec<(String, Bytes)>,
+    pub assignment: Bytes,
+}
+
 pub struct Group {
     pub id: String,
     pub state: GroupState,
@@ -159,59 +171,38 @@ pub(crate) fn new_member_id(client_id: &str) -> String {
 impl Group {
     /// A classic group taking over the classic members of a consumer group whose last
     /// consumer-protocol member left (Kafka 4's online downgrade): each keeps its id,
-    /// protocols and assignment (`members`: id, instance id, client id, host, session and
-    /// rebalance timeouts, protocols, assignment), the group epoch becomes the generation, and
-    /// a rebalance starts at once so that they join it and assign themselves again.
-    #[allow(clippy::type_complexity)]
+    /// protocols and assignment, the group epoch becomes the generation, and a rebalance
+    /// starts at once so that they join it and assign themselves again.
     pub fn taken_over(
         id: &str,
         initial_rebalance_delay: Duration,
         generation: i32,
-        members: Vec<(
-            String,
-            Option<String>,
-            String,
-            String,
-            Duration,
-            Duration,
-            Vec<(String, Bytes)>,
-            Bytes,
-        )>,
+        members: Vec<TakenOverMember>,
         now: Instant,
     ) -> Self {
         let mut g = Group::new(id, initial_rebalance_delay);
         g.generation = generation;
         g.protocol_type = Some("consumer".into());
-        for (
-            member_id,
-            instance_id,
-            client_id,
-            client_host,
-            session,
-            rebalance,
-            protocols,
-            assignment,
-        ) in members
-        {
+        for m in members {
             g.protocol = g
                 .protocol
-                .or_else(|| protocols.first().map(|(n, _)| n.clone()));
-            g.leader = g.leader.or_else(|| Some(member_id.clone()));
-            if let Some(instance) = &instance_id {
-                g.static_members.insert(instance.clone(), member_id.clone());
+                .or_else(|| m.protocols.first().map(|(n, _)| n.clone()));
+            g.leader = g.leader.or_else(|| Some(m.id.clone()));
+            if let Some(instance) = &m.instance_id {
+                g.static_members.insert(instance.clone(), m.id.clone());
             }
             g.next_seq += 1;
             g.members.insert(
-                member_id.clone(),
+                m.id.clone(),
                 Member {
-                    id: member_id,
-                    instance_id,
-                    client_id,
-                    client_host,
-                    session_timeout: session,
-                    rebalance_timeout: rebalance,
-                    protocols,
-                    assignment,
+                    id: m.id,
+                    instance_id: m.instance_id,
+                    client_id: m.client_id,
+                    client_host: m.client_host,
+                    session_timeout: m.session_timeout,
+                    rebalance_timeout: m.rebalance_timeout,
+                    protocols: m.protocols,
+                    assignment: m.assignment,
                     last_heartbeat: now,
                     joined_seq: g.next_seq,
                     join_waiter: None,
