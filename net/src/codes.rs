@@ -46,6 +46,7 @@ pub const GROUP_MAX_SIZE_REACHED: i16 = E::GroupMaxSizeReached.code();
 pub const UNSUPPORTED_ASSIGNOR: i16 = E::UnsupportedAssignor.code();
 pub const FENCED_MEMBER_EPOCH: i16 = E::FencedMemberEpoch.code();
 pub const STALE_MEMBER_EPOCH: i16 = E::StaleMemberEpoch.code();
+pub const INVALID_REGULAR_EXPRESSION: i16 = E::InvalidRegularExpression.code();
 pub const FENCED_INSTANCE_ID: i16 = E::FencedInstanceId.code();
 pub const INVALID_RECORD: i16 = E::InvalidRecord.code();
 pub const UNKNOWN_TOPIC_ID: i16 = E::UnknownTopicId.code();

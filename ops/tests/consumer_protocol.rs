@@ -341,3 +341,24 @@ fn a_live_classic_group_converts_when_a_consumer_protocol_member_joins() {
     let verified = check.run(&["verify", &bootstrap, GROUP, TOPIC]);
     assert!(verified.contains("6 partitions"), "{verified}");
 }
+
+/// A broker-side regex subscription (`SubscriptionPattern`, KIP-848): two members subscribed
+/// by "k848.*" share the topic's partitions and read every record.
+#[test]
+fn members_subscribed_by_a_regex_share_the_matching_topic() {
+    let broker = Broker::start_with(2, &["--group-consumer-heartbeat-interval-ms", "500"]);
+    create_topic(&broker, TOPIC, PARTITIONS, &[]);
+    create_topic(&broker, "unrelated", 2, &[]);
+    let check = JavaCheck::compile("Kip848Check");
+    let bootstrap = broker.bootstrap();
+    check.run(&["produce", &bootstrap, TOPIC, &RECORDS.to_string()]);
+    let mut members = vec![
+        Member::spawn_with(&check, &broker, "r1", "consumer-regex", MEMBER_IDLE_SECS),
+        Member::spawn_with(&check, &broker, "r2", "consumer-regex", MEMBER_IDLE_SECS),
+    ];
+    let described = check.run(&["describe", &bootstrap, GROUP, "2"]);
+    assert!(described.starts_with("OK Consumer "), "{described}");
+    finish_and_check(&broker, &mut members, BTreeMap::new());
+    let verified = check.run(&["verify", &bootstrap, GROUP, TOPIC]);
+    assert!(verified.contains("6 partitions"), "{verified}");
+}

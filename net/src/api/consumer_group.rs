@@ -63,12 +63,6 @@ pub async fn consumer_group_heartbeat(
     if version >= 1 && req.member_id.is_empty() {
         return refused(codes::INVALID_REQUEST, "a member id is required (v1)");
     }
-    if req.subscribed_topic_names.is_none() && req.subscribed_topic_regex.is_some() {
-        return refused(
-            codes::INVALID_REQUEST,
-            "subscribing by regular expression is not supported; subscribe to topic names",
-        );
-    }
     // Owned partitions come by topic id; ids of topics gone are dropped.
     let owned = req.topic_partitions.as_ref().map(|tps| {
         let mut out = TopicPartitions::new();
@@ -91,6 +85,7 @@ pub async fn consumer_group_heartbeat(
             .subscribed_topic_names
             .as_ref()
             .map(|ts| ts.iter().map(|t| t.0.to_string()).collect()),
+        subscribed_regex: req.subscribed_topic_regex.as_ref().map(|s| s.to_string()),
         assignor: req.server_assignor.as_ref().map(|s| s.to_string()),
         owned,
         client_id,
@@ -114,10 +109,21 @@ pub async fn consumer_group_heartbeat(
             }
             let cg = g.consumer.get_or_insert_with(ConsumerGroup::default);
             let client = hb.client_id.clone();
+            // What a subscription regex may match: every topic but the internal ones.
+            let all_topics = || {
+                s.meta
+                    .borrow()
+                    .topics
+                    .keys()
+                    .filter(|t| !crate::core::is_internal_topic(t))
+                    .cloned()
+                    .collect()
+            };
             let r = cg.heartbeat(
                 hb,
                 &limits,
                 &partitions_of,
+                &all_topics,
                 || crate::group::state::new_member_id(&client),
                 Instant::now(),
             );
@@ -201,6 +207,7 @@ fn describe_group(s: &CoreState, id: &str, g: &ConsumerGroup) -> DescribedGroup 
                         .map(|t| TopicName(str_bytes(t.clone())))
                         .collect(),
                 )
+                .with_subscribed_topic_regex(m.regex.as_ref().map(|r| str_bytes(r.text.clone())))
                 .with_assignment(described_partitions(s, &held))
                 .with_target_assignment(described_partitions(s, &target))
                 .with_member_type(if m.classic.is_some() {

@@ -29,7 +29,13 @@ pub async fn handle(state: &Rc<CoreState>, version: i16, req: MetadataRequest) -
         Some(t) if t.is_empty() && version == 0 => None,
         Some(t) => Some(
             t.into_iter()
-                .map(|t| (t.name.map(|n| n.0.to_string()), t.topic_id))
+                // A topic asked by ID may come with an empty name (the Java consumer
+                // resolving the topic IDs of a KIP-848 assignment sends ""): the ID counts.
+                .map(|t| {
+                    let name = t.name.map(|n| n.0.to_string());
+                    let by_id = !t.topic_id.is_nil() && name.as_deref().is_none_or(str::is_empty);
+                    (if by_id { None } else { name }, t.topic_id)
+                })
                 .collect(),
         ),
     };

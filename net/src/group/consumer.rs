@@ -36,8 +36,11 @@ pub const RECONCILING_HEARTBEAT_INTERVAL_MS: u64 = 200;
 pub const DEFAULT_CONSUMER_GROUP_MAX_SIZE: usize = 1_000;
 /// Topics one member may subscribe to (INVALID_REQUEST past it).
 pub const MAX_SUBSCRIBED_TOPICS_PER_MEMBER: usize = 10_000;
-/// Longest member id, instance id or rack id accepted (INVALID_REQUEST past it).
+/// Longest member id, instance id, rack id or subscription regex accepted (INVALID_REQUEST
+/// past it).
 pub const MAX_MEMBER_FIELD_BYTES: usize = 1_024;
+/// Compiled size a subscription regex may take (INVALID_REGULAR_EXPRESSION past it).
+pub const MAX_SUBSCRIPTION_REGEX_BYTES: usize = 1 << 20;
 /// The server-side assignors, the first being the default (`group.consumer.assignors`).
 pub const ASSIGNORS: [&str; 2] = ["uniform", "range"];
 /// Member epoch of a heartbeat that leaves the group; -2: a static member leaving for now.
@@ -98,7 +101,12 @@ pub struct Member {
     pub client_id: String,
     pub client_host: String,
     pub rebalance_timeout: Duration,
+    /// The topics it subscribes to: those it names, and those its regex matches.
     pub subscribed: BTreeSet<String>,
+    /// The topics it names.
+    pub subscribed_names: BTreeSet<String>,
+    /// Its subscription regex (matched against whole topic names, as Kafka's RE2J does).
+    pub regex: Option<SubscriptionRegex>,
     pub assignor: Option<String>,
     pub epoch: i32,
     pub previous_epoch: i32,
@@ -116,6 +124,36 @@ pub struct Member {
     pub classic: Option<ClassicMeta>,
 }
 
+/// A member's subscription regex: its text, and compiled to match whole topic names.
+#[derive(Debug, Clone)]
+pub struct SubscriptionRegex {
+    pub text: String,
+    whole: regex::Regex,
+}
+
+impl SubscriptionRegex {
+    /// Compiles `text`; INVALID_REGULAR_EXPRESSION if it is not a valid regex or too large.
+    pub fn new(text: &str) -> Result<Self, Refusal> {
+        let whole = regex::RegexBuilder::new(&format!("^(?:{text})$"))
+            .size_limit(MAX_SUBSCRIPTION_REGEX_BYTES)
+            .build()
+            .map_err(|e| {
+                (
+                    codes::INVALID_REGULAR_EXPRESSION,
+                    format!("subscription regex '{text}': {e}"),
+                )
+            })?;
+        Ok(Self {
+            text: text.to_string(),
+            whole,
+        })
+    }
+
+    pub fn matches(&self, topic: &str) -> bool {
+        self.whole.is_match(topic)
+    }
+}
+
 /// One heartbeat, decoded (topic ids already mapped to names).
 #[derive(Debug, Clone, Default)]
 pub struct Heartbeat {
@@ -125,6 +163,8 @@ pub struct Heartbeat {
     pub rack_id: Option<String>,
     pub rebalance_timeout_ms: i32,
     pub subscribed: Option<Vec<String>>,
+    /// A subscription regex (v1); `None`: unchanged; `Some("")`: none any more.
+    pub subscribed_regex: Option<String>,
     pub assignor: Option<String>,
     /// The partitions the member owns; `None`: unchanged since its last heartbeat.
     pub owned: Option<TopicPartitions>,
@@ -252,11 +292,14 @@ impl ConsumerGroup {
 
     /// Handles one heartbeat. `partitions_of(topic)`: the topic's partition count (`None`: no
     /// such topic). `new_member_id`: the id a v0 join without one gets.
+    /// `all_topics()`: every topic a regex may match (asked only for members with one).
+    #[allow(clippy::too_many_arguments)]
     pub fn heartbeat(
         &mut self,
         hb: Heartbeat,
         limits: &ConsumerGroupLimits,
         partitions_of: &dyn Fn(&str) -> Option<u32>,
+        all_topics: &dyn Fn() -> Vec<String>,
         new_member_id: impl FnOnce() -> String,
         now: Instant,
     ) -> Result<HeartbeatAnswer, Refusal> {
@@ -307,6 +350,7 @@ impl ConsumerGroup {
             }
             0 => {
                 let id = self.join(hb, limits, new_member_id, now)?;
+                self.resolve_subscription(&id, all_topics);
                 self.refresh_target(partitions_of);
                 let mut answer = self.reconcile_member(&id, now);
                 // A join always hears its assignment, empty or not.
@@ -316,6 +360,7 @@ impl ConsumerGroup {
             e if e > 0 => {
                 let id = hb.member_id.clone();
                 self.beat(hb, now)?;
+                self.resolve_subscription(&id, all_topics);
                 self.refresh_target(partitions_of);
                 Ok(self.reconcile_member(&id, now))
             }
@@ -338,11 +383,21 @@ impl ConsumerGroup {
         new_member_id: impl FnOnce() -> String,
         now: Instant,
     ) -> Result<String, Refusal> {
-        let Some(subscribed) = hb.subscribed.clone() else {
-            return Err(invalid(
-                "a joining member must name its subscribed topics (regular expressions are not supported)",
-            ));
+        let regex = match hb.subscribed_regex.as_deref() {
+            None | Some("") => None,
+            Some(text) => Some(SubscriptionRegex::new(text)?),
         };
+        let subscribed_names: BTreeSet<String> = hb
+            .subscribed
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        if hb.subscribed.is_none() && regex.is_none() {
+            return Err(invalid(
+                "a joining member must name its subscribed topics or a subscription regex",
+            ));
+        }
         if hb.rebalance_timeout_ms <= 0 {
             return Err(invalid("a joining member must give a rebalance timeout"));
         }
@@ -376,7 +431,9 @@ impl ConsumerGroup {
             client_id: hb.client_id.clone(),
             client_host: hb.client_host.clone(),
             rebalance_timeout: Duration::from_millis(hb.rebalance_timeout_ms as u64),
-            subscribed: subscribed.into_iter().collect(),
+            subscribed: BTreeSet::new(),
+            subscribed_names: subscribed_names.clone(),
+            regex: regex.clone(),
             assignor: hb.assignor.clone(),
             epoch: 0,
             previous_epoch: 0,
@@ -433,11 +490,13 @@ impl ConsumerGroup {
         }
         let mut bump = false;
         if let Some(subs) = hb.subscribed {
-            let subs: BTreeSet<String> = subs.into_iter().collect();
-            if subs != m.subscribed {
-                m.subscribed = subs;
-                bump = true;
-            }
+            m.subscribed_names = subs.into_iter().collect();
+        }
+        match hb.subscribed_regex.as_deref() {
+            None => {}
+            Some("") => m.regex = None,
+            Some(text) if m.regex.as_ref().is_some_and(|r| r.text == text) => {}
+            Some(text) => m.regex = Some(SubscriptionRegex::new(text)?),
         }
         if hb.assignor.is_some() && hb.assignor != m.assignor {
             m.assignor = hb.assignor;
@@ -454,6 +513,22 @@ impl ConsumerGroup {
             self.epoch += 1;
         }
         Ok(())
+    }
+
+    /// The member's subscription: the topics it names and those its regex matches now; a
+    /// change moves the group epoch.
+    fn resolve_subscription(&mut self, id: &str, all_topics: &dyn Fn() -> Vec<String>) {
+        let Some(m) = self.members.get_mut(id) else {
+            return;
+        };
+        let mut subscribed = m.subscribed_names.clone();
+        if let Some(re) = &m.regex {
+            subscribed.extend(all_topics().into_iter().filter(|t| re.matches(t)));
+        }
+        if subscribed != m.subscribed {
+            m.subscribed = subscribed;
+            self.epoch += 1;
+        }
     }
 
     fn subscribed_topics(&self) -> BTreeSet<String> {
@@ -620,7 +695,9 @@ impl ConsumerGroup {
                     client_id: j.client_id,
                     client_host: j.client_host,
                     rebalance_timeout: j.rebalance_timeout,
-                    subscribed: j.subscribed.into_iter().collect(),
+                    subscribed: j.subscribed.iter().cloned().collect(),
+                    subscribed_names: j.subscribed.into_iter().collect(),
+                    regex: None,
                     assignor: None,
                     epoch: generation,
                     previous_epoch: generation,
@@ -665,7 +742,8 @@ impl ConsumerGroup {
                     m.revoke_deadline = None;
                 }
                 if m.subscribed != subscribed {
-                    m.subscribed = subscribed;
+                    m.subscribed = subscribed.clone();
+                    m.subscribed_names = subscribed;
                     self.epoch += 1;
                 }
             }
@@ -688,7 +766,9 @@ impl ConsumerGroup {
                         client_id: j.client_id,
                         client_host: j.client_host,
                         rebalance_timeout: j.rebalance_timeout,
-                        subscribed,
+                        subscribed: subscribed.clone(),
+                        subscribed_names: subscribed,
+                        regex: None,
                         assignor: None,
                         epoch: 0,
                         previous_epoch: 0,
@@ -925,6 +1005,7 @@ mod tests {
                 hb,
                 &ConsumerGroupLimits::default(),
                 &partitions_of(n),
+                &|| vec![TOPIC.to_string()],
                 || "generated".into(),
                 now,
             )?;
@@ -1065,6 +1146,7 @@ mod tests {
                 hb,
                 &ConsumerGroupLimits::default(),
                 &partitions_of(2),
+                &Vec::new,
                 String::new,
                 now,
             )
@@ -1174,6 +1256,53 @@ mod tests {
     }
 
     #[test]
+    fn a_regex_subscription_follows_the_topics_it_matches() {
+        let now = Instant::now();
+        let limits = ConsumerGroupLimits::default();
+        let mut g = ConsumerGroup::default();
+        let counts = |t: &str| match t {
+            "orders" => Some(2),
+            "orders-eu" => Some(1),
+            "audit" => Some(4),
+            _ => None,
+        };
+        let mut topics = vec!["orders".to_string(), "audit".to_string()];
+        let mut beat =
+            |g: &mut ConsumerGroup, epoch: i32, regex: Option<&str>, topics: &[String]| {
+                g.heartbeat(
+                    Heartbeat {
+                        member_id: "r".into(),
+                        member_epoch: epoch,
+                        rebalance_timeout_ms: 1_000,
+                        subscribed_regex: regex.map(str::to_string),
+                        ..Default::default()
+                    },
+                    &limits,
+                    &counts,
+                    &|| topics.to_vec(),
+                    String::new,
+                    now,
+                )
+            };
+        let bad = beat(&mut g, 0, Some("orders("), &topics).unwrap_err();
+        assert_eq!(bad.0, codes::INVALID_REGULAR_EXPRESSION);
+        let a = beat(&mut g, 0, Some("orders.*"), &topics).unwrap();
+        let a = beat(&mut g, a.member_epoch, None, &topics).unwrap();
+        assert_eq!(g.members["r"].subscribed, ["orders".to_string()].into());
+        assert_eq!(count(&g.members["r"].assigned), 2, "{a:?}");
+        // A topic the regex matches appears: it joins the subscription at a new epoch.
+        topics.push("orders-eu".into());
+        let b = beat(&mut g, a.member_epoch, None, &topics).unwrap();
+        let b = beat(&mut g, b.member_epoch, None, &topics).unwrap();
+        assert!(b.member_epoch > a.member_epoch);
+        assert_eq!(count(&g.members["r"].assigned), 3);
+        assert!(
+            !g.members["r"].subscribed.contains("audit"),
+            "whole names only"
+        );
+    }
+
+    #[test]
     fn range_gives_consecutive_ranges_and_unknown_assignors_are_refused() {
         let members: BTreeMap<String, Member> = ["a", "b"]
             .iter()
@@ -1186,6 +1315,8 @@ mod tests {
                     client_host: String::new(),
                     rebalance_timeout: Duration::from_secs(1),
                     subscribed: [TOPIC.to_string()].into(),
+                    subscribed_names: [TOPIC.to_string()].into(),
+                    regex: None,
                     assignor: Some("range".into()),
                     epoch: 0,
                     previous_epoch: 0,
@@ -1215,6 +1346,7 @@ mod tests {
                 hb,
                 &ConsumerGroupLimits::default(),
                 &partitions_of(1),
+                &Vec::new,
                 String::new,
                 Instant::now(),
             )

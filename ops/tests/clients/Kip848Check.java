@@ -4,7 +4,8 @@
 // usage: java -cp KAFKA_CLIENTS_JARS:. Kip848Check MODE BOOTSTRAP ...
 //   produce  BOOTSTRAP TOPIC N            N keyed records "v<i>" (acks=all); prints "OK produced N"
 //   member   BOOTSTRAP GROUP TOPIC IDLE_S [PROTOCOL]  one group member (PROTOCOL: consumer, the
-//            default, or classic with the cooperative-sticky assignor): prints "ASSIGNED <nanos> <epoch>
+//            default; consumer-regex, subscribed by the broker-side regex "TOPIC.*"; or classic
+//            with the cooperative-sticky assignor): prints "ASSIGNED <nanos> <epoch>
 //            <p,p,..>" at every assignment change (nanos: System.nanoTime, CLOCK_MONOTONIC on
 //            Linux, the same clock in every process; epoch: groupMetadata().generationId()),
 //            "REC <partition> <offset> <value>" per record, commits after every batch
@@ -74,6 +75,10 @@ public class Kip848Check {
 
     static void member(String bootstrap, String group, String topic, int idleS, String protocol) {
         Check.step("member");
+        // "consumer-regex": the consumer protocol, subscribed by a broker-side regex
+        // (SubscriptionPattern "<TOPIC>.*").
+        boolean byRegex = protocol.equals("consumer-regex");
+        if (byRegex) protocol = "consumer";
         Properties c = new Properties();
         c.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         c.put(ConsumerConfig.GROUP_ID_CONFIG, group);
@@ -90,7 +95,7 @@ public class Kip848Check {
         long records = 0;
         try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(c)) {
             Set<TopicPartition> owned = new TreeSet<>(Comparator.comparingInt(TopicPartition::partition));
-            consumer.subscribe(List.of(topic), new ConsumerRebalanceListener() {
+            ConsumerRebalanceListener listener = new ConsumerRebalanceListener() {
                 void report() {
                     System.out.println("ASSIGNED " + System.nanoTime() + " "
                             + consumer.groupMetadata().generationId() + " " + partitions(owned));
@@ -110,7 +115,12 @@ public class Kip848Check {
                     owned.removeAll(tps);
                     report();
                 }
-            });
+            };
+            if (byRegex) {
+                consumer.subscribe(new SubscriptionPattern(topic + ".*"), listener);
+            } else {
+                consumer.subscribe(List.of(topic), listener);
+            }
             long lastRecord = System.nanoTime();
             while (System.nanoTime() - lastRecord < TimeUnit.SECONDS.toNanos(idleS)) {
                 ConsumerRecords<String, String> batch = consumer.poll(Duration.ofMillis(200));
