@@ -1267,23 +1267,22 @@ mod tests {
             _ => None,
         };
         let mut topics = vec!["orders".to_string(), "audit".to_string()];
-        let mut beat =
-            |g: &mut ConsumerGroup, epoch: i32, regex: Option<&str>, topics: &[String]| {
-                g.heartbeat(
-                    Heartbeat {
-                        member_id: "r".into(),
-                        member_epoch: epoch,
-                        rebalance_timeout_ms: 1_000,
-                        subscribed_regex: regex.map(str::to_string),
-                        ..Default::default()
-                    },
-                    &limits,
-                    &counts,
-                    &|| topics.to_vec(),
-                    String::new,
-                    now,
-                )
-            };
+        let beat = |g: &mut ConsumerGroup, epoch: i32, regex: Option<&str>, topics: &[String]| {
+            g.heartbeat(
+                Heartbeat {
+                    member_id: "r".into(),
+                    member_epoch: epoch,
+                    rebalance_timeout_ms: 1_000,
+                    subscribed_regex: regex.map(str::to_string),
+                    ..Default::default()
+                },
+                &limits,
+                &counts,
+                &|| topics.to_vec(),
+                String::new,
+                now,
+            )
+        };
         let bad = beat(&mut g, 0, Some("orders("), &topics).unwrap_err();
         assert_eq!(bad.0, codes::INVALID_REGULAR_EXPRESSION);
         let a = beat(&mut g, 0, Some("orders.*"), &topics).unwrap();
