@@ -107,6 +107,21 @@ pub fn sample_request(key: ApiKey) -> Option<RequestKind> {
             ]))
         }
         ApiKey::DescribeCluster => RequestKind::DescribeCluster(Default::default()),
+        ApiKey::ConsumerGroupHeartbeat => RequestKind::ConsumerGroupHeartbeat(
+            ConsumerGroupHeartbeatRequest::default()
+                .with_group_id(GroupId(StrBytes::from_static_str("fuzz-group")))
+                .with_member_id(StrBytes::from_static_str("fuzz-member"))
+                .with_rebalance_timeout_ms(1_000)
+                .with_subscribed_topic_names(Some(vec![name("fuzz")]))
+                .with_topic_partitions(Some(vec![
+                    consumer_group_heartbeat_request::TopicPartitions::default()
+                        .with_partitions(vec![0]),
+                ])),
+        ),
+        ApiKey::ConsumerGroupDescribe => RequestKind::ConsumerGroupDescribe(
+            ConsumerGroupDescribeRequest::default()
+                .with_group_ids(vec![GroupId(StrBytes::from_static_str("fuzz-group"))]),
+        ),
         ApiKey::DeleteRecords => RequestKind::DeleteRecords(
             DeleteRecordsRequest::default()
                 .with_timeout_ms(1_000)

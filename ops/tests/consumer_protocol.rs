@@ -204,8 +204,9 @@ fn finish_and_check(broker: &Broker, members: &mut [Member], mut ended: BTreeMap
     }
 }
 
-#[test]
-fn a_consumer_protocol_group_survives_a_killed_member_and_an_added_one() {
+/// A broker whose KIP-848 members heartbeat every 500 ms and are fenced after 6 s, with
+/// `RECORDS` records in `TOPIC`, and the compiled check program.
+fn broker_with_records() -> (Broker, JavaCheck) {
     let broker = Broker::start_with(
         2,
         &[
@@ -217,8 +218,14 @@ fn a_consumer_protocol_group_survives_a_killed_member_and_an_added_one() {
     );
     create_topic(&broker, TOPIC, PARTITIONS, &[]);
     let check = JavaCheck::compile("Kip848Check");
+    check.run(&["produce", &broker.bootstrap(), TOPIC, &RECORDS.to_string()]);
+    (broker, check)
+}
+
+#[test]
+fn a_consumer_protocol_group_survives_a_killed_member_and_an_added_one() {
+    let (broker, check) = broker_with_records();
     let bootstrap = broker.bootstrap();
-    check.run(&["produce", &bootstrap, TOPIC, &RECORDS.to_string()]);
 
     let mut members: Vec<Member> = ["m1", "m2", "m3"]
         .iter()
@@ -295,19 +302,8 @@ fn a_consumer_protocol_group_survives_a_killed_member_and_an_added_one() {
 /// its members rebalance as a classic group. Every record is read.
 #[test]
 fn a_live_classic_group_converts_when_a_consumer_protocol_member_joins() {
-    let broker = Broker::start_with(
-        2,
-        &[
-            "--group-consumer-session-timeout-ms",
-            "6000",
-            "--group-consumer-heartbeat-interval-ms",
-            "500",
-        ],
-    );
-    create_topic(&broker, TOPIC, PARTITIONS, &[]);
-    let check = JavaCheck::compile("Kip848Check");
+    let (broker, check) = broker_with_records();
     let bootstrap = broker.bootstrap();
-    check.run(&["produce", &bootstrap, TOPIC, &RECORDS.to_string()]);
     let mut members = vec![
         Member::spawn_with(&check, &broker, "c1", "classic", MEMBER_IDLE_SECS),
         Member::spawn_with(&check, &broker, "c2", "classic", MEMBER_IDLE_SECS),

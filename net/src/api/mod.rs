@@ -239,6 +239,15 @@ pub fn str_bytes(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
 }
 
+/// The request header's client id ("" when null), as group members are described with it.
+fn client_id(header: &RequestHeader) -> String {
+    header
+        .client_id
+        .as_ref()
+        .map(|c| c.to_string())
+        .unwrap_or_default()
+}
+
 /// Runs the handler of `req`. `None` means no response is sent (Produce with acks=0).
 pub async fn dispatch(state: &Rc<CoreState>, req: Request) -> Option<ResponseKind> {
     let version = req.header.request_api_version;
@@ -310,27 +319,19 @@ pub async fn dispatch(state: &Rc<CoreState>, req: Request) -> Option<ResponseKin
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(group::find_coordinator(state, version, r).await)
         }
-        RequestKind::JoinGroup(r) => {
-            let client_id = req
-                .header
-                .client_id
-                .as_ref()
-                .map(|c| c.to_string())
-                .unwrap_or_default();
-            ResponseKind::JoinGroup(group::join_group(state, version, r, client_id, req.peer).await)
-        }
-        RequestKind::ConsumerGroupHeartbeat(r) => {
-            let client_id = req
-                .header
-                .client_id
-                .as_ref()
-                .map(|c| c.to_string())
-                .unwrap_or_default();
-            ResponseKind::ConsumerGroupHeartbeat(
-                consumer_group::consumer_group_heartbeat(state, version, r, client_id, req.peer)
-                    .await,
+        RequestKind::JoinGroup(r) => ResponseKind::JoinGroup(
+            group::join_group(state, version, r, client_id(&req.header), req.peer).await,
+        ),
+        RequestKind::ConsumerGroupHeartbeat(r) => ResponseKind::ConsumerGroupHeartbeat(
+            consumer_group::consumer_group_heartbeat(
+                state,
+                version,
+                r,
+                client_id(&req.header),
+                req.peer,
             )
-        }
+            .await,
+        ),
         RequestKind::ConsumerGroupDescribe(r) => ResponseKind::ConsumerGroupDescribe(
             consumer_group::consumer_group_describe(state, r).await,
         ),
