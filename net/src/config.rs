@@ -60,6 +60,14 @@ pub const DEFAULT_READ_CACHE_SEGMENTS: usize = engine::core_storage::DEFAULT_REA
 /// Core-direct routing (`--core-direct`): off until benchmarks set the default.
 pub const DEFAULT_CORE_DIRECT: bool = false;
 
+/// Partitions a core opens or closes at once (start-up, restart after a crash, shutdown,
+/// topic create and delete; `crate::opening`): each waits on small file reads and fsyncs.
+pub const MAX_CONCURRENT_PARTITION_OPENS: usize = 32;
+/// Partitions each core opens at once in its background pass after start, unless
+/// `background-opens-per-core` says otherwise (the rest of `MAX_CONCURRENT_PARTITION_OPENS` is
+/// left to requests).
+pub const DEFAULT_BACKGROUND_OPENS_PER_CORE: usize = 16;
+
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
     pub data_dir: PathBuf,
@@ -175,7 +183,7 @@ impl BrokerConfig {
             read_cache_segments: DEFAULT_READ_CACHE_SEGMENTS,
             max_open_files: None,
             max_partitions: crate::fd_budget::DEFAULT_MAX_PARTITIONS,
-            background_opens_per_core: crate::opening::DEFAULT_BACKGROUND_OPENS_PER_CORE,
+            background_opens_per_core: DEFAULT_BACKGROUND_OPENS_PER_CORE,
             group_consumer_session_timeout_ms:
                 crate::group::consumer::DEFAULT_CONSUMER_SESSION_TIMEOUT_MS,
             group_consumer_heartbeat_interval_ms:
@@ -244,10 +252,10 @@ impl BrokerConfig {
                 self.group_consumer_max_size as u64,
             ),
         ];
-        if self.background_opens_per_core > crate::opening::MAX_CONCURRENT_PARTITION_OPENS {
+        if self.background_opens_per_core > MAX_CONCURRENT_PARTITION_OPENS {
             return Err(InvalidBrokerConfig::TooLarge {
                 setting: "background-opens-per-core",
-                max: crate::opening::MAX_CONCURRENT_PARTITION_OPENS as u64,
+                max: MAX_CONCURRENT_PARTITION_OPENS as u64,
             });
         }
         if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms {
@@ -425,7 +433,7 @@ mod tests {
         c.core_direct = false;
         c.background_opens_per_core = 0;
         assert!(c.validate().is_ok(), "0: opens on first use only");
-        c.background_opens_per_core = crate::opening::MAX_CONCURRENT_PARTITION_OPENS;
+        c.background_opens_per_core = MAX_CONCURRENT_PARTITION_OPENS;
         assert!(c.validate().is_ok());
         c.background_opens_per_core += 1;
         let err = c.validate().unwrap_err().to_string();

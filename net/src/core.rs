@@ -121,7 +121,7 @@ pub struct CoreState {
     /// The partitions this core has open; those assigned to it and not open yet are in
     /// `openings` (see `crate::opening`).
     pub partitions: RefCell<HashMap<PartitionKey, Rc<OwnedPartition>>>,
-    pub openings: crate::opening::Openings,
+    pub openings: crate::unopened::Openings,
     /// The consumer groups this core coordinates (those of its `__consumer_offsets`
     /// partitions).
     pub groups: RefCell<Groups>,

@@ -24,5 +24,6 @@ pub mod reconcile;
 pub mod route;
 pub mod topic_config;
 pub mod txn;
+pub mod unopened;
 
 pub use config::BrokerConfig;

@@ -10,96 +10,25 @@
 //! per core, and the background pass takes at most `background-opens-per-core` of them, so a
 //! request's open never waits behind the whole pass.
 //!
+//! The bookkeeping (which partitions wait, their opens under way, the bound on opens at once)
+//! is `crate::unopened::Openings`.
+//!
 //! Bounds: one entry per partition assigned to the core and not open (at most
 //! `max-partitions`); one open task per such partition at most; the requests waiting on opens
 //! are requests in flight, bounded by `queued-max-request-bytes-per-core`.
 
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use engine::join::for_each_bounded;
 use glommio::sync::Semaphore;
 
+pub use crate::config::MAX_CONCURRENT_PARTITION_OPENS;
 use crate::core::{CoreState, OwnedPartition, PartitionKey};
 
-/// Partitions a core opens or closes at once (start-up, restart after a crash, shutdown,
-/// topic create and delete): each waits on small file reads and fsyncs.
-pub const MAX_CONCURRENT_PARTITION_OPENS: usize = 32;
-/// Partitions each core opens at once in its background pass after start, unless
-/// `background-opens-per-core` says otherwise (the rest of `MAX_CONCURRENT_PARTITION_OPENS` is
-/// left to requests).
-pub const DEFAULT_BACKGROUND_OPENS_PER_CORE: usize = 16;
 /// How often a core opening many partitions logs how far it is.
 const OPEN_PROGRESS_LOG_SECS: u64 = 5;
-
-/// One core's partitions that are assigned to it and not open yet, and its opens under way.
-pub struct Openings {
-    unopened: RefCell<HashMap<PartitionKey, Unopened>>,
-    /// Opens running at once (`MAX_CONCURRENT_PARTITION_OPENS`).
-    permits: Semaphore,
-    /// Set by the clean close at shutdown: nothing more is opened.
-    closing: Cell<bool>,
-}
-
-struct Unopened {
-    /// The topic incarnation the metastore assigned (a deleted and recreated topic is another).
-    incarnation: String,
-    /// Closed when the open under way ends, however it ends.
-    opening: Option<Rc<Semaphore>>,
-}
-
-impl Default for Openings {
-    fn default() -> Self {
-        Self {
-            unopened: RefCell::default(),
-            permits: Semaphore::new(MAX_CONCURRENT_PARTITION_OPENS as u64),
-            closing: Cell::new(false),
-        }
-    }
-}
-
-impl Openings {
-    /// Partitions assigned to the core and not open yet.
-    pub fn unopened_count(&self) -> usize {
-        self.unopened.borrow().len()
-    }
-
-    /// Whether `key` is assigned to the core and not open yet.
-    pub(crate) fn is_unopened(&self, key: &PartitionKey) -> bool {
-        self.unopened.borrow().contains_key(key)
-    }
-
-    /// The unopened partitions whose assignment `wanted` no longer names (with the same
-    /// incarnation).
-    pub(crate) fn unwanted(
-        &self,
-        wanted: impl Fn(&PartitionKey, &str) -> bool,
-    ) -> Vec<PartitionKey> {
-        self.unopened
-            .borrow()
-            .iter()
-            .filter(|(k, e)| !wanted(k, &e.incarnation))
-            .map(|(k, _)| k.clone())
-            .collect()
-    }
-
-    /// Records `key` as assigned and not open (a new assignment; an entry already there stays).
-    pub(crate) fn add(&self, key: PartitionKey, incarnation: String) {
-        self.unopened.borrow_mut().entry(key).or_insert(Unopened {
-            incarnation,
-            opening: None,
-        });
-    }
-
-    /// The unopened partitions, in order.
-    pub(crate) fn keys_sorted(&self) -> Vec<PartitionKey> {
-        let mut keys: Vec<PartitionKey> = self.unopened.borrow().keys().cloned().collect();
-        keys.sort();
-        keys
-    }
-}
 
 impl CoreState {
     /// The open partition `topic`/`index` of this core. One assigned here and not open yet is

@@ -282,7 +282,7 @@ impl CoreState {
                         g.consumer = None;
                     }
                 }
-                crate::api::consumer_group::downgrade_if_classic_only(
+                crate::group::migration::downgrade_if_classic_only(
                     g,
                     self.initial_rebalance_delay(),
                 );

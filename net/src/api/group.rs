@@ -322,12 +322,12 @@ pub async fn sync_group(
                 return Reply::Now(match c.classic_sync(&member, generation) {
                     Ok(m) => SyncResult {
                         error: codes::NONE,
-                        protocol_type: Some(super::consumer_group::CONSUMER_PROTOCOL_TYPE.into()),
+                        protocol_type: Some(crate::group::migration::CONSUMER_PROTOCOL_TYPE.into()),
                         protocol_name: m
                             .classic
                             .as_ref()
                             .and_then(|c| c.protocols.first().map(|(n, _)| n.clone())),
-                        assignment: super::consumer_group::encode_assignment(&m.assigned),
+                        assignment: crate::group::migration::encode_assignment(&m.assigned),
                     },
                     Err(error) => SyncResult {
                         error,
@@ -471,7 +471,7 @@ fn classic_join_to_consumer_group(
     } else {
         args.member_id.clone()
     };
-    let Some(join) = super::consumer_group::classic_join_of(args, member_id.clone()) else {
+    let Some(join) = crate::group::migration::classic_join_of(args, member_id.clone()) else {
         return refused(codes::INCONSISTENT_GROUP_PROTOCOL);
     };
     let protocol_name = join.classic.protocols.first().map(|(n, _)| n.clone());
@@ -479,7 +479,7 @@ fn classic_join_to_consumer_group(
         Ok(epoch) => JoinResult {
             error: codes::NONE,
             generation: epoch,
-            protocol_type: Some(super::consumer_group::CONSUMER_PROTOCOL_TYPE.into()),
+            protocol_type: Some(crate::group::migration::CONSUMER_PROTOCOL_TYPE.into()),
             protocol_name,
             leader: String::new(),
             member_id,

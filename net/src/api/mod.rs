@@ -1,7 +1,7 @@
 //! Kafka API handlers and the table of supported versions (what ApiVersions advertises).
 
 pub mod admin;
-pub(crate) mod consumer_group;
+mod consumer_group;
 pub mod fetch;
 pub mod group;
 mod log_dirs;

@@ -10,6 +10,7 @@
 //! A null value (tombstone) forgets the offset. Replayed in order when the partition opens.
 
 pub mod consumer;
+pub mod migration;
 pub mod state;
 
 use std::collections::{BTreeMap, HashMap};
