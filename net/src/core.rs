@@ -116,6 +116,9 @@ pub struct CoreState {
     pub shards: Shards<CoreState>,
     pub storage: Rc<CoreStorage>,
     pub meta: RefCell<MetaState>,
+    /// Topic ID → name of `meta`'s topics (requests from v13 of Fetch, Produce and others,
+    /// and KIP-848 assignments, name topics by ID), rebuilt when `meta` changes.
+    topic_ids: RefCell<HashMap<uuid::Uuid, String>>,
     pub(crate) applied_index: Cell<u64>,
     applied_waiters: RefCell<Vec<Waker>>,
     /// The partitions this core has open; those assigned to it and not open yet are in
@@ -168,6 +171,7 @@ impl CoreState {
             shards,
             storage,
             meta: RefCell::new(MetaState::default()),
+            topic_ids: RefCell::default(),
             applied_index: Cell::new(0),
             applied_waiters: RefCell::new(Vec::new()),
             partitions: RefCell::new(HashMap::new()),
@@ -198,12 +202,19 @@ impl CoreState {
     /// The name of the topic with Kafka topic ID `id` (requests from v13 of Fetch, Produce
     /// and others name topics by ID).
     pub fn topic_name_by_id(&self, id: uuid::Uuid) -> Option<String> {
-        self.meta
+        self.topic_ids.borrow().get(&id).cloned()
+    }
+
+    /// Rebuilds the topic-ID index from this core's metadata copy (after it changed).
+    pub(crate) fn index_topic_ids(&self) {
+        let index = self
+            .meta
             .borrow()
             .topics
             .values()
-            .find(|t| uuid::Uuid::from_bytes(t.topic_id) == id)
-            .map(|t| t.name.clone())
+            .map(|t| (uuid::Uuid::from_bytes(t.topic_id), t.name.clone()))
+            .collect();
+        *self.topic_ids.borrow_mut() = index;
     }
 
     /// The core that owns `topic`/`partition` on this node, per this core's metadata copy.

@@ -49,6 +49,7 @@ impl CoreState {
     pub async fn start_meta_follower(self: &Rc<Self>) -> Result<(), FollowError> {
         let (index, state, changes) = self.ctx.meta.subscribe().await?;
         *self.meta.borrow_mut() = state;
+        self.index_topic_ids();
         self.reconcile(Reconcile::StartUp).await;
         self.set_applied(index);
         let me = self.clone();
@@ -62,6 +63,7 @@ impl CoreState {
                     crate::api::group::forget_topic(&me, &name).await;
                 }
                 me.meta.borrow_mut().apply_change(&change);
+                me.index_topic_ids();
                 me.reconcile(Reconcile::Change).await;
                 me.set_applied(log_index);
             }

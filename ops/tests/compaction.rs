@@ -217,11 +217,7 @@ fn a_consumer_sees_the_latest_value_per_key() {
         "ringlog_cleaner_read_bytes_total",
         "ringlog_cleaner_written_bytes_total",
     ] {
-        let total: f64 = metrics
-            .lines()
-            .filter(|l| l.starts_with(name))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum();
+        let total = metric_sum(&metrics, name);
         assert!(total > 0.0, "{name} = {total}\n{metrics}");
     }
     assert!(

@@ -189,12 +189,7 @@ fn a_restart_with_more_partitions_than_max_partitions_still_starts() {
 
 /// The sum over cores of gauge `name` on the admin listener at `admin`.
 fn gauge_sum(admin: &str, name: &str) -> f64 {
-    let raw = http_request(admin, "GET", "/metrics");
-    let prefix = format!("{name}{{");
-    raw.lines()
-        .filter(|l| l.starts_with(&prefix))
-        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-        .sum()
+    metric_sum(&http_request(admin, "GET", "/metrics"), name)
 }
 
 fn wait_for_gauge(admin: &str, name: &str, want: f64) {

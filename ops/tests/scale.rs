@@ -65,11 +65,7 @@ fn round_robin_over_ten_thousand_partitions_survives_sigkill() {
         "{fds} fds after writing 10,000 partitions"
     );
     let stats = http_request(&admin, "GET", "/metrics");
-    let closed: f64 = stats
-        .lines()
-        .filter(|l| l.starts_with("ringlog_open_files_closed_for_budget_total{"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum();
+    let closed = metric_sum(&stats, "ringlog_open_files_closed_for_budget_total");
     assert!(
         closed > 0.0,
         "files were closed for the budget: {}",

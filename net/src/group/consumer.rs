@@ -217,15 +217,7 @@ pub fn state_name(g: Option<&ConsumerGroup>) -> &'static str {
         None => "Empty",
         Some(g) if g.members.is_empty() => "Empty",
         Some(g) if g.assignment_epoch < g.epoch => "Assigning",
-        Some(g)
-            if g.members.values().any(|m| {
-                m.epoch != g.assignment_epoch
-                    || !m.revoking.is_empty()
-                    || g.target.get(&m.id).unwrap_or(&TopicPartitions::new()) != &m.assigned
-            }) =>
-        {
-            "Reconciling"
-        }
+        Some(g) if g.members.values().any(|m| !g.at_target(m)) => "Reconciling",
         Some(_) => "Stable",
     }
 }
@@ -306,9 +298,10 @@ impl ConsumerGroup {
         if hb.member_id.len() > MAX_MEMBER_FIELD_BYTES
             || too_long(&hb.instance_id)
             || too_long(&hb.rack_id)
+            || too_long(&hb.subscribed_regex)
         {
             return Err(invalid(format!(
-                "member id, instance id and rack id are at most {MAX_MEMBER_FIELD_BYTES} bytes"
+                "member id, instance id, rack id and subscription regex are at most {MAX_MEMBER_FIELD_BYTES} bytes"
             )));
         }
         if let Some(a) = hb.assignor.as_deref() {
@@ -586,7 +579,7 @@ impl ConsumerGroup {
         let held = self.held_by_others(id);
         let assignment_epoch = self.assignment_epoch;
         let m = self.members.get_mut(id).expect("reconciled member exists");
-        let before = (m.epoch, m.assigned.clone());
+        let assigned_before = m.assigned.clone();
         if m.revoking.is_empty() {
             let revoke = minus(&m.assigned, &target);
             if !revoke.is_empty() {
@@ -614,14 +607,13 @@ impl ConsumerGroup {
             let holds = |tp: &TopicPartitions| tp.get(t).is_some_and(|ps| ps.contains(p));
             holds(assigned) || holds(revoking)
         });
-        let changed = before.1 != m.assigned;
+        let changed = assigned_before != m.assigned;
+        let m = &self.members[id];
         HeartbeatAnswer {
             member_id: m.id.clone(),
             member_epoch: m.epoch,
             assignment: changed.then(|| m.assigned.clone()),
-            reconciling: !m.revoking.is_empty()
-                || m.epoch != assignment_epoch
-                || m.assigned != target,
+            reconciling: !self.at_target(m),
         }
     }
 

@@ -241,6 +241,16 @@ pub fn kcat_read(broker: &Broker, topic: &str, partition: u32) -> Vec<String> {
         .collect()
 }
 
+/// The sum over its series (every core, every label) of metric `name` in Prometheus text.
+pub fn metric_sum(metrics: &str, name: &str) -> f64 {
+    let prefix = format!("{name}{{");
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(&prefix))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
 /// Produces `values` (one record each) to `topic`/`partition` (kcat, acks=all).
 pub fn kcat_write(broker: &Broker, topic: &str, partition: u32, values: &[&str]) {
     let mut c = Command::new(kcat());
