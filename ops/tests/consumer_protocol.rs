@@ -304,9 +304,11 @@ fn a_consumer_protocol_group_survives_a_killed_member_and_an_added_one() {
 fn a_live_classic_group_converts_when_a_consumer_protocol_member_joins() {
     let (broker, check) = broker_with_records();
     let bootstrap = broker.bootstrap();
+    // The classic members stay long after the last record, so that the KIP-848 member (a
+    // JVM starting on a loaded machine) still finds them.
     let mut members = vec![
-        Member::spawn_with(&check, &broker, "c1", "classic", MEMBER_IDLE_SECS),
-        Member::spawn_with(&check, &broker, "c2", "classic", MEMBER_IDLE_SECS),
+        Member::spawn_with(&check, &broker, "c1", "classic", "30"),
+        Member::spawn_with(&check, &broker, "c2", "classic", "30"),
     ];
     // Both classic members consume before the new one comes.
     let deadline = Instant::now() + Duration::from_secs(120);

@@ -9,8 +9,8 @@
 //            <p,p,..>" at every assignment change (nanos: System.nanoTime, CLOCK_MONOTONIC on
 //            Linux, the same clock in every process; epoch: groupMetadata().generationId()),
 //            "REC <partition> <offset> <value>" per record, commits after every batch
-//            (commitSync), and after IDLE_S seconds without a record (from its start or its
-//            last record) leaves the group
+//            (commitSync), and after IDLE_S seconds without a record (from its start, its last
+//            record or its last partitions assigned) leaves the group
 //            (close) and prints "OK member <records>"
 //   describe BOOTSTRAP GROUP MEMBERS      waits until describeConsumerGroups shows a CONSUMER
 //            group with MEMBERS members owning partitions, then checks that listGroups lists it
@@ -93,6 +93,9 @@ public class Kip848Check {
         c.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         c.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         long records = 0;
+        // The idle time counts from the last record or the last partitions assigned (a member
+        // that joins late is not gone before it got its share).
+        long[] lastRecord = {System.nanoTime()};
         try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(c)) {
             Set<TopicPartition> owned = new TreeSet<>(Comparator.comparingInt(TopicPartition::partition));
             ConsumerRebalanceListener listener = new ConsumerRebalanceListener() {
@@ -108,6 +111,7 @@ public class Kip848Check {
                     report();
                 }
                 public void onPartitionsAssigned(Collection<TopicPartition> tps) {
+                    if (!tps.isEmpty()) lastRecord[0] = System.nanoTime();
                     owned.addAll(tps);
                     report();
                 }
@@ -121,8 +125,7 @@ public class Kip848Check {
             } else {
                 consumer.subscribe(List.of(topic), listener);
             }
-            long lastRecord = System.nanoTime();
-            while (System.nanoTime() - lastRecord < TimeUnit.SECONDS.toNanos(idleS)) {
+            while (System.nanoTime() - lastRecord[0] < TimeUnit.SECONDS.toNanos(idleS)) {
                 ConsumerRecords<String, String> batch = consumer.poll(Duration.ofMillis(200));
                 for (ConsumerRecord<String, String> r : batch) {
                     System.out.println("REC " + r.partition() + " " + r.offset() + " " + r.value());
@@ -130,7 +133,7 @@ public class Kip848Check {
                 }
                 System.out.flush();
                 if (!batch.isEmpty()) {
-                    lastRecord = System.nanoTime();
+                    lastRecord[0] = System.nanoTime();
                     tryCommit(consumer);
                     // A slow consumer: the test kills and adds members mid-stream.
                     try { Thread.sleep(40); } catch (InterruptedException e) { return; }
