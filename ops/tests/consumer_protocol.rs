@@ -19,8 +19,19 @@ const TOPIC: &str = "k848";
 const GROUP: &str = "g848";
 const PARTITIONS: u32 = 6;
 const RECORDS: usize = 3_000;
-/// A member leaves after this long without a record.
-const MEMBER_IDLE_SECS: &str = "12";
+/// The members leave when this file appears (`finish_and_check` creates it), not after an
+/// idle time: on a loaded machine a JVM may start later than any idle time would allow.
+const LEAVE_ALL: &str = "all";
+
+/// The file whose appearance tells the members spawned with `until(broker, who)` to leave.
+fn leave_file(broker: &Broker, who: &str) -> PathBuf {
+    broker.temp_dir().join(format!("leave-{who}"))
+}
+
+/// The member program's LEAVE argument for `leave_file(broker, who)`.
+fn until(broker: &Broker, who: &str) -> String {
+    format!("until:{}", leave_file(broker, who).display())
+}
 
 /// CLOCK_MONOTONIC in ns: Java's `System.nanoTime` on Linux.
 fn monotonic_ns() -> i128 {
@@ -44,27 +55,21 @@ struct Member {
 
 impl Member {
     fn spawn(check: &JavaCheck, broker: &Broker, name: &str) -> Member {
-        Member::spawn_with(check, broker, name, "consumer", MEMBER_IDLE_SECS)
+        Member::spawn_with(check, broker, name, "consumer", &until(broker, LEAVE_ALL))
     }
 
-    /// A member speaking `protocol`: "consumer" (KIP-848) or "classic" (cooperative-sticky),
-    /// leaving after `idle_secs` without a record.
+    /// A member speaking `protocol`: "consumer" (KIP-848), "consumer-regex" or "classic"
+    /// (cooperative-sticky), leaving as `leave` says (see the member mode of Kip848Check).
     fn spawn_with(
         check: &JavaCheck,
         broker: &Broker,
         name: &str,
         protocol: &str,
-        idle_secs: &str,
+        leave: &str,
     ) -> Member {
         let out = broker.temp_dir().join(format!("{name}.out"));
-        let mut cmd = check.command(&[
-            "member",
-            &broker.bootstrap(),
-            GROUP,
-            TOPIC,
-            idle_secs,
-            protocol,
-        ]);
+        let mut cmd =
+            check.command(&["member", &broker.bootstrap(), GROUP, TOPIC, leave, protocol]);
         cmd.stdout(File::create(&out).unwrap())
             .stderr(File::create(broker.temp_dir().join(format!("{name}.err"))).unwrap())
             .stdin(Stdio::null());
@@ -77,6 +82,13 @@ impl Member {
 
     fn text(&self) -> String {
         std::fs::read_to_string(&self.out).unwrap_or_default()
+    }
+
+    /// Whether an ASSIGNED line of this member lists a partition.
+    fn owned_any(&self) -> bool {
+        intervals(&self.text(), 0)
+            .iter()
+            .any(|(_, _, parts)| !parts.is_empty())
     }
 
     fn records(&self) -> usize {
@@ -92,6 +104,22 @@ impl Drop for Member {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The produced values no member has read yet.
+fn unread(members: &[Member]) -> Vec<String> {
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    for m in members {
+        for l in m.text().lines().filter_map(|l| l.strip_prefix("REC ")) {
+            if let Some(v) = l.splitn(3, ' ').nth(2) {
+                seen.insert(v.to_string());
+            }
+        }
+    }
+    (0..RECORDS)
+        .map(|i| format!("v{i}"))
+        .filter(|v| !seen.contains(v))
+        .collect()
 }
 
 /// One stretch of ownership: (from ns, to ns, partitions owned).
@@ -121,12 +149,26 @@ fn intervals(text: &str, end_ns: i128) -> Vec<Owned> {
     out
 }
 
-/// Waits for every member not in `ended` to leave by itself (once everything is read), then
-/// checks: every record read at least once, no partition owned by two members at once, every
+/// Once every record was read and every live member owned partitions, tells the members
+/// spawned with `until(broker, LEAVE_ALL)` to leave and waits for every member not in `ended`
+/// to end, then checks: every record read at least once, no partition owned by two members at once, every
 /// member that stayed owned partitions and ended cleanly.
 fn finish_and_check(broker: &Broker, members: &mut [Member], mut ended: BTreeMap<String, i128>) {
     let killed: BTreeSet<String> = ended.keys().cloned().collect();
     let deadline = Instant::now() + Duration::from_secs(240);
+    let leave = leave_file(broker, LEAVE_ALL);
+    while !leave.exists() {
+        let mut live = members.iter().filter(|m| !killed.contains(&m.name));
+        if unread(members).is_empty() && live.all(Member::owned_any) {
+            File::create(&leave).unwrap();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} records still unread",
+            unread(members).len()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     while ended.len() < members.len() {
         for m in members.iter_mut() {
             if !ended.contains_key(&m.name) {
@@ -150,16 +192,7 @@ fn finish_and_check(broker: &Broker, members: &mut [Member], mut ended: BTreeMap
     }
 
     // At least once: every produced value was read by some member.
-    let mut seen: BTreeSet<String> = BTreeSet::new();
-    for m in members.iter() {
-        for l in m.text().lines().filter_map(|l| l.strip_prefix("REC ")) {
-            seen.insert(l.splitn(3, ' ').nth(2).unwrap().to_string());
-        }
-    }
-    let missing: Vec<String> = (0..RECORDS)
-        .map(|i| format!("v{i}"))
-        .filter(|v| !seen.contains(v))
-        .collect();
+    let missing = unread(members);
     assert!(
         missing.is_empty(),
         "{} records never read: {:?}",
@@ -188,13 +221,7 @@ fn finish_and_check(broker: &Broker, members: &mut [Member], mut ended: BTreeMap
     }
     // The members that ended by themselves owned partitions and said so.
     for m in members.iter().filter(|m| !killed.contains(&m.name)) {
-        assert!(
-            m.text()
-                .lines()
-                .any(|l| l.starts_with("ASSIGNED ") && !l.ends_with(' ')),
-            "{} never owned a partition",
-            m.name
-        );
+        assert!(m.owned_any(), "{} never owned a partition", m.name);
         assert!(
             m.text().contains("OK member"),
             "{}: {}",
@@ -304,11 +331,9 @@ fn a_consumer_protocol_group_survives_a_killed_member_and_an_added_one() {
 fn a_live_classic_group_converts_when_a_consumer_protocol_member_joins() {
     let (broker, check) = broker_with_records();
     let bootstrap = broker.bootstrap();
-    // The classic members stay long after the last record, so that the KIP-848 member (a
-    // JVM starting on a loaded machine) still finds them.
     let mut members = vec![
-        Member::spawn_with(&check, &broker, "c1", "classic", "30"),
-        Member::spawn_with(&check, &broker, "c2", "classic", "30"),
+        Member::spawn_with(&check, &broker, "c1", "classic", &until(&broker, LEAVE_ALL)),
+        Member::spawn_with(&check, &broker, "c2", "classic", &until(&broker, LEAVE_ALL)),
     ];
     // Both classic members consume before the new one comes.
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -319,23 +344,32 @@ fn a_live_classic_group_converts_when_a_consumer_protocol_member_joins() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    // n1 leaves well before the classic members: the group converts back to classic then.
-    members.push(Member::spawn_with(&check, &broker, "n1", "consumer", "3"));
+    members.push(Member::spawn_with(
+        &check,
+        &broker,
+        "n1",
+        "consumer",
+        &until(&broker, "n1"),
+    ));
     let described = check.run(&["describe", &bootstrap, GROUP, "3"]);
     assert!(described.starts_with("OK Consumer "), "{described}");
-    assert!(
-        broker
-            .stderr_text()
-            .contains("classic group converted to a consumer group"),
-        "the conversion is logged"
+    broker.wait_for_log_line(
+        &["classic group converted to a consumer group"],
+        Duration::from_secs(10),
+    );
+    // n1 leaves once it owns partitions: the group converts back to classic, then the
+    // classic members leave.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !members[2].owned_any() {
+        assert!(Instant::now() < deadline, "n1 never owned a partition");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    File::create(leave_file(&broker, "n1")).unwrap();
+    broker.wait_for_log_line(
+        &["converted back to a classic group"],
+        Duration::from_secs(120),
     );
     finish_and_check(&broker, &mut members, BTreeMap::new());
-    assert!(
-        broker
-            .stderr_text()
-            .contains("converted back to a classic group"),
-        "the group went back to classic when its consumer-protocol member left"
-    );
     let verified = check.run(&["verify", &bootstrap, GROUP, TOPIC]);
     assert!(verified.contains("6 partitions"), "{verified}");
 }
@@ -351,8 +385,20 @@ fn members_subscribed_by_a_regex_share_the_matching_topic() {
     let bootstrap = broker.bootstrap();
     check.run(&["produce", &bootstrap, TOPIC, &RECORDS.to_string()]);
     let mut members = vec![
-        Member::spawn_with(&check, &broker, "r1", "consumer-regex", MEMBER_IDLE_SECS),
-        Member::spawn_with(&check, &broker, "r2", "consumer-regex", MEMBER_IDLE_SECS),
+        Member::spawn_with(
+            &check,
+            &broker,
+            "r1",
+            "consumer-regex",
+            &until(&broker, LEAVE_ALL),
+        ),
+        Member::spawn_with(
+            &check,
+            &broker,
+            "r2",
+            "consumer-regex",
+            &until(&broker, LEAVE_ALL),
+        ),
     ];
     let described = check.run(&["describe", &bootstrap, GROUP, "2"]);
     assert!(described.starts_with("OK Consumer "), "{described}");

@@ -3,15 +3,15 @@
 //
 // usage: java -cp KAFKA_CLIENTS_JARS:. Kip848Check MODE BOOTSTRAP ...
 //   produce  BOOTSTRAP TOPIC N            N keyed records "v<i>" (acks=all); prints "OK produced N"
-//   member   BOOTSTRAP GROUP TOPIC IDLE_S [PROTOCOL]  one group member (PROTOCOL: consumer, the
+//   member   BOOTSTRAP GROUP TOPIC LEAVE [PROTOCOL]  one group member (PROTOCOL: consumer, the
 //            default; consumer-regex, subscribed by the broker-side regex "TOPIC.*"; or classic
 //            with the cooperative-sticky assignor): prints "ASSIGNED <nanos> <epoch>
 //            <p,p,..>" at every assignment change (nanos: System.nanoTime, CLOCK_MONOTONIC on
 //            Linux, the same clock in every process; epoch: groupMetadata().generationId()),
 //            "REC <partition> <offset> <value>" per record, commits after every batch
-//            (commitSync), and after IDLE_S seconds without a record (from its start, its last
-//            record or its last partitions assigned) leaves the group
-//            (close) and prints "OK member <records>"
+//            (commitSync), and leaves the group (close) and prints "OK member <records>"
+//            when LEAVE says: LEAVE seconds without a record (from its start, its last record
+//            or its last partitions assigned), or, for "until:PATH", once PATH exists
 //   describe BOOTSTRAP GROUP MEMBERS      waits until describeConsumerGroups shows a CONSUMER
 //            group with MEMBERS members owning partitions, then checks that listGroups lists it
 //            among the consumer groups and not the classic ones; prints "OK <type> <state> ..."
@@ -73,8 +73,14 @@ public class Kip848Check {
         }
     }
 
-    static void member(String bootstrap, String group, String topic, int idleS, String protocol) {
+    /// `leave`: a number of seconds (the member leaves after that long without a record or
+    /// a new assignment), or "until:PATH" (the member leaves once PATH exists: the test
+    /// decides when, whatever the machine's speed).
+    static void member(String bootstrap, String group, String topic, String leave, String protocol) {
         Check.step("member");
+        java.nio.file.Path leaveFile = leave.startsWith("until:")
+                ? java.nio.file.Path.of(leave.substring("until:".length())) : null;
+        long idleS = leaveFile == null ? Long.parseLong(leave) : 0;
         // "consumer-regex": the consumer protocol, subscribed by a broker-side regex
         // (SubscriptionPattern "<TOPIC>.*").
         boolean byRegex = protocol.equals("consumer-regex");
@@ -125,7 +131,8 @@ public class Kip848Check {
             } else {
                 consumer.subscribe(List.of(topic), listener);
             }
-            while (System.nanoTime() - lastRecord[0] < TimeUnit.SECONDS.toNanos(idleS)) {
+            while (leaveFile != null ? !java.nio.file.Files.exists(leaveFile)
+                    : System.nanoTime() - lastRecord[0] < TimeUnit.SECONDS.toNanos(idleS)) {
                 ConsumerRecords<String, String> batch = consumer.poll(Duration.ofMillis(200));
                 for (ConsumerRecord<String, String> r : batch) {
                     System.out.println("REC " + r.partition() + " " + r.offset() + " " + r.value());
@@ -317,7 +324,7 @@ public class Kip848Check {
     public static void main(String[] args) throws Exception {
         switch (args[0]) {
             case "produce" -> produce(args[1], args[2], Integer.parseInt(args[3]));
-            case "member" -> member(args[1], args[2], args[3], Integer.parseInt(args[4]),
+            case "member" -> member(args[1], args[2], args[3], args[4],
                     args.length > 5 ? args[5] : "consumer");
             case "describe" -> describe(args[1], args[2], Integer.parseInt(args[3]));
             case "verify" -> verify(args[1], args[2], args[3]);
