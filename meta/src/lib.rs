@@ -5,6 +5,7 @@
 
 pub mod client;
 pub mod error;
+pub mod liveness;
 pub mod log_store;
 pub mod network;
 pub mod node;
@@ -18,8 +19,8 @@ pub use client::MetaClient;
 pub use error::{MetaError, Result};
 pub use node::{MetaConfig, MetaHandle, Metastore};
 pub use state::{
-    AppliedChange, ApplyOutcome, Assignment, Change, Command, MetaState, Proposal, Refusal,
-    TopicMeta,
+    AppliedChange, ApplyOutcome, Assignment, BrokerRegistration, Change, Command, MetaState,
+    Proposal, Refusal, TopicMeta,
 };
 pub use wire::NodeStatus;
 

@@ -13,6 +13,7 @@ use openraft::raft::{InstallSnapshotRequest, VoteRequest};
 use openraft::{BasicNode, ChangeMembers, SnapshotPolicy};
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::liveness::LivenessTracker;
 use crate::error::{MetaError, Result};
 use crate::log_store::LogStore;
 use crate::network::{self, NetworkFactory};
@@ -55,6 +56,11 @@ pub const MAX_PROPOSALS_IN_FLIGHT: usize = 2;
 pub const COMMAND_QUEUE_CAPACITY: usize = 4_096;
 pub const ACCEPT_ERROR_BACKOFF_MS: u64 = 100;
 pub const DATA_DIR_LOCK_FILE: &str = "LOCK";
+/// A broker with no heartbeat applied for this long is fenced by the metastore leader
+/// (Kafka's `broker.session.timeout.ms`).
+pub const DEFAULT_BROKER_SESSION_TIMEOUT_MS: u64 = 9_000;
+/// The fence loop looks this many times per session timeout.
+const FENCE_CHECKS_PER_SESSION: u32 = 6;
 pub const RAFT_DIR: &str = "raft";
 
 /// Configuration of one metastore node.
@@ -76,6 +82,8 @@ pub struct MetaConfig {
     pub election_timeout_max_ms: u64,
     pub snapshot_every_logs: u64,
     pub logs_kept_after_snapshot: u64,
+    /// The leader fences a registered broker silent for longer (issue #17); 0: never.
+    pub broker_session_timeout_ms: u64,
 }
 
 impl MetaConfig {
@@ -93,6 +101,7 @@ impl MetaConfig {
             election_timeout_max_ms: DEFAULT_ELECTION_TIMEOUT_MAX_MS,
             snapshot_every_logs: DEFAULT_SNAPSHOT_EVERY_LOGS,
             logs_kept_after_snapshot: DEFAULT_LOGS_KEPT_AFTER_SNAPSHOT,
+            broker_session_timeout_ms: DEFAULT_BROKER_SESSION_TIMEOUT_MS,
         }
     }
 
@@ -970,6 +979,12 @@ async fn run(
             tokio::spawn(join_cluster(config.node_id, advertise, join));
         }
     }
+    if config.broker_session_timeout_ms > 0 {
+        tokio::spawn(fence_loop(
+            node.clone(),
+            Duration::from_millis(config.broker_session_timeout_ms),
+        ));
+    }
     tracing::info!(node_id = config.node_id, listen = ?started.listen_addr, "metastore running");
     let _ = ready.send(Ok(started.listen_addr));
 
@@ -1026,6 +1041,43 @@ async fn run(
         let _ = r.send(Ok(()));
     }
     Some(started.lock)
+}
+
+/// While this node leads, fences the registered brokers that sent no heartbeat within
+/// `session_timeout` (see `crate::liveness`). A node that just became the leader gives every
+/// broker one session first: it may have been cut off from their heartbeats before.
+async fn fence_loop(node: Arc<Node>, session_timeout: Duration) {
+    let (_, state, changes) = node.sm.subscribe();
+    let mut tracker = LivenessTracker::new(&state.brokers, std::time::Instant::now());
+    drop(state);
+    let tick = (session_timeout / FENCE_CHECKS_PER_SESSION).max(Duration::from_millis(10));
+    let mut leading = false;
+    loop {
+        tokio::select! {
+            c = changes.recv_async() => {
+                let Ok(c) = c else { return };
+                tracker.observe(&c.change, std::time::Instant::now());
+            }
+            _ = tokio::time::sleep(tick) => {
+                let now = std::time::Instant::now();
+                let brokers = node.sm.brokers();
+                let leader = node.raft.metrics().borrow().current_leader == Some(node.id);
+                if leader && !leading {
+                    tracker.reset(&brokers, now);
+                }
+                leading = leader;
+                if !leader {
+                    continue;
+                }
+                for (node_id, incarnation) in tracker.due_fences(&brokers, now, session_timeout) {
+                    match node.write(Command::FenceBroker { node_id, incarnation }, false).await {
+                        Ok(_) => tracing::warn!(node_id, timeout_ms = session_timeout.as_millis() as u64, "broker fenced: no heartbeat within its session"),
+                        Err(e) => tracing::info!(node_id, error = %e, "broker not fenced"),
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Free bytes the metastore's disk must keep for a write to be proposed: room for many raft

@@ -6,6 +6,7 @@
 //! id, membership, id) and the whole [`MetaState`]. The same bytes are what is sent to a
 //! follower in InstallSnapshot, so the checksum covers the transfer too.
 
+use std::collections::BTreeMap;
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -18,14 +19,15 @@ use openraft::{
 use rkyv::{Archive, Deserialize, Serialize};
 
 use crate::error::MetaError;
-use crate::state::{AppliedChange, ApplyOutcome, Change, MetaState};
+use crate::state::{AppliedChange, ApplyOutcome, BrokerRegistration, Change, MetaState};
 use crate::wire::{self, Entry, WSnapshotMeta};
 use crate::TypeConfig;
 
 pub const SNAPSHOT_FILE: &str = "snapshot";
 pub const SNAPSHOT_MAGIC: &[u8; 8] = b"RLMSNAP1";
-/// 2: the state's fan-out section holds links (`STATE_VERSION` 2). Version 1 is still read.
-pub const SNAPSHOT_VERSION: u32 = 2;
+/// 2: the state's fan-out section holds links (`STATE_VERSION` 2); 3: the broker registry
+/// (`STATE_VERSION` 3). Versions 1 and 2 are still read.
+pub const SNAPSHOT_VERSION: u32 = 3;
 
 #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
 struct SnapshotBody {
@@ -62,6 +64,58 @@ mod v1 {
         pub(super) meta: WSnapshotMeta,
         pub(super) state: MetaState,
     }
+}
+
+/// The layouts of snapshot version 2 (state version 2: no broker registry), kept to read (and
+/// migrate) snapshots written before the cluster issue.
+mod v2 {
+    use std::collections::BTreeMap;
+
+    use rkyv::{Archive, Deserialize, Serialize};
+
+    use crate::state::{Assignment, BarrierGroups, FanoutLinks, TopicMeta};
+    use crate::wire::WSnapshotMeta;
+
+    #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
+    pub(super) struct MetaState {
+        pub(super) version: u32,
+        pub(super) topics: BTreeMap<String, TopicMeta>,
+        pub(super) assignments: BTreeMap<String, Vec<Assignment>>,
+        pub(super) fanout_links: FanoutLinks,
+        pub(super) barrier_groups: BarrierGroups,
+    }
+
+    #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
+    pub(super) struct SnapshotBody {
+        pub(super) meta: WSnapshotMeta,
+        pub(super) state: MetaState,
+    }
+}
+
+/// Reads a version-2 snapshot body and migrates it (an empty broker registry: every node
+/// registers again at its start).
+fn decode_snapshot_v2(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> {
+    let payload = wire::checked_file_payload(bytes, SNAPSHOT_MAGIC, 2, what)?;
+    let old = wire::decode::<v2::SnapshotBody>(payload, what)?;
+    if old.state.version != 2 {
+        return Err(MetaError::Corrupt {
+            context: format!(
+                "{what}: state version {} in a v2 snapshot",
+                old.state.version
+            ),
+        });
+    }
+    let state = MetaState {
+        topics: old.state.topics,
+        assignments: old.state.assignments,
+        fanout_links: old.state.fanout_links,
+        barrier_groups: old.state.barrier_groups,
+        ..MetaState::default()
+    };
+    Ok(SnapshotBody {
+        meta: old.meta,
+        state,
+    })
 }
 
 /// Reads a version-1 snapshot body and migrates it (no fan-out links existed then).
@@ -112,8 +166,15 @@ pub fn check_snapshot_bytes(bytes: &[u8]) -> Result<(), MetaError> {
 }
 
 fn decode_snapshot(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> {
-    if bytes.len() >= 12 && bytes[8..12] == 1u32.to_le_bytes() {
-        let body = decode_snapshot_v1(bytes, what)?;
+    let old_version = [1u32, 2]
+        .into_iter()
+        .find(|v| bytes.len() >= 12 && bytes[8..12] == v.to_le_bytes());
+    if let Some(v) = old_version {
+        let body = if v == 1 {
+            decode_snapshot_v1(bytes, what)?
+        } else {
+            decode_snapshot_v2(bytes, what)?
+        };
         body.state
             .check_invariants()
             .map_err(|e| MetaError::Corrupt {
@@ -222,6 +283,11 @@ impl StateMachineStore {
             g.state.clone(),
             rx,
         )
+    }
+
+    /// A copy of the broker registry alone (cheaper than [`Self::read`] for a large state).
+    pub fn brokers(&self) -> BTreeMap<u64, BrokerRegistration> {
+        self.lock().state.brokers.clone()
     }
 
     /// (last applied index, copy of the state).
@@ -375,10 +441,10 @@ mod tests {
     use super::*;
     use crate::state::{Assignment, Command};
 
-    /// A snapshot written before fan-out links existed (snapshot and state version 1) is read
-    /// and migrated to an empty link set.
+    /// Snapshots written before fan-out links (version 1) and before the broker registry
+    /// (version 2) are read and migrated (empty links, an empty registry).
     #[test]
-    fn v1_snapshot_is_migrated() {
+    fn v1_and_v2_snapshots_are_migrated() {
         let mut now = MetaState::default();
         now.apply(&Command::create_topic(
             "orders",
@@ -412,6 +478,19 @@ mod tests {
         let body = decode_snapshot(&img, "test").unwrap();
         assert_eq!(body.state, now);
         assert_eq!(body.meta.snapshot_id, "old");
+        // A version-2 snapshot (no broker registry) is migrated the same way.
+        let old = v2::SnapshotBody {
+            meta: meta.clone(),
+            state: v2::MetaState {
+                version: 2,
+                topics: now.topics.clone(),
+                assignments: now.assignments.clone(),
+                fanout_links: now.fanout_links.clone(),
+                barrier_groups: now.barrier_groups.clone(),
+            },
+        };
+        let img = wire::checked_file_bytes(SNAPSHOT_MAGIC, 2, &wire::encode(&old).unwrap());
+        assert_eq!(decode_snapshot(&img, "test").unwrap().state, now);
         // The current version round-trips.
         let cur = SnapshotBody {
             meta,

@@ -6,9 +6,10 @@ use std::collections::BTreeMap;
 
 use rkyv::{Archive, Deserialize, Serialize};
 
-/// Version of the [`MetaState`] layout (stored in snapshots). 2: the fan-out section holds links.
-/// A version-1 snapshot is still read (see `sm::decode_snapshot`) and migrated.
-pub const STATE_VERSION: u32 = 2;
+/// Version of the [`MetaState`] layout (stored in snapshots). 2: the fan-out section holds links;
+/// 3: the broker registry ([`MetaState::brokers`]). Version-1 and version-2 snapshots are still
+/// read (see `sm::decode_snapshot`) and migrated.
+pub const STATE_VERSION: u32 = 3;
 /// Version of the fan-out links section. 1: empty; 2: [`FanoutLinks::links`].
 pub const FANOUT_SECTION_VERSION: u32 = 2;
 /// Version of the barrier groups section (filled in by the barrier issue).
@@ -31,6 +32,14 @@ pub const MAX_FANOUT_CHILDREN_PER_PARENT: usize = 108;
 pub const MAX_FANOUT_DELAY_MS: u64 = 365 * 24 * 3_600 * 1_000;
 /// A delay child's parent keeps its records at least `delay + this` (one hour), in milliseconds.
 pub const FANOUT_RETENTION_MARGIN_MS: u64 = 3_600 * 1_000;
+/// Longest advertised host name of a broker (DNS allows 253).
+pub const MAX_BROKER_HOST_BYTES: usize = 255;
+/// Longest rack id of a broker.
+pub const MAX_BROKER_RACK_BYTES: usize = 255;
+/// Most cores one broker registers (the core-direct broker id stride).
+pub const MAX_BROKER_CORES: u32 = 1_000;
+/// Most brokers in the registry.
+pub const MAX_BROKERS: usize = 1_024;
 /// The topic config holding a partition log's time retention.
 pub const RETENTION_MS_CONFIG: &str = "retention.ms";
 
@@ -130,6 +139,61 @@ pub fn retention_satisfies(retention_ms: &str, floor_ms: u64) -> bool {
     }
 }
 
+/// One broker node as Kafka clients reach it (issue #17), registered by the node at each start.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct BrokerRegistration {
+    pub node_id: u64,
+    /// The advertised host and port of the node's shared Kafka listener.
+    pub host: String,
+    pub port: u16,
+    /// Core-direct: each core's advertised port (core c is broker `node_id × 1000 + c`);
+    /// empty when core-direct is off (the node is broker `node_id`).
+    pub core_ports: Vec<u16>,
+    pub cores: u32,
+    pub rack: Option<String>,
+    /// Random, new at every start of the node's process: a heartbeat or fence meant for an
+    /// earlier start is refused.
+    pub incarnation: u64,
+    /// Missed its session (no heartbeat within the session timeout): not listed to clients,
+    /// its partitions unavailable until it heartbeats again.
+    pub fenced: bool,
+}
+
+impl BrokerRegistration {
+    fn validate(&self) -> Result<(), Refusal> {
+        let bad = |reason: String| {
+            Err(Refusal::InvalidBroker {
+                node_id: self.node_id,
+                reason,
+            })
+        };
+        if self.host.is_empty() || self.host.len() > MAX_BROKER_HOST_BYTES {
+            return bad(format!("host must be 1 to {MAX_BROKER_HOST_BYTES} bytes"));
+        }
+        if self.cores == 0 || self.cores > MAX_BROKER_CORES {
+            return bad(format!("cores must be 1 to {MAX_BROKER_CORES}"));
+        }
+        if !self.core_ports.is_empty() && self.core_ports.len() != self.cores as usize {
+            return bad(format!(
+                "{} core ports for {} cores",
+                self.core_ports.len(),
+                self.cores
+            ));
+        }
+        if self.rack.as_ref().is_some_and(|r| r.len() > MAX_BROKER_RACK_BYTES) {
+            return bad(format!("rack longer than {MAX_BROKER_RACK_BYTES} bytes"));
+        }
+        Ok(())
+    }
+}
+
+/// The most brokers that may be fenced at once among `registered`: fewer than half, so a
+/// fencing leader that lost touch with the others can never fence a quorum (the breaker of
+/// issue #17). One broker alone is never fenced.
+pub fn max_fenced_brokers(registered: usize) -> usize {
+    registered.saturating_sub(1) / 2
+}
+
 /// Barrier groups (seed 003). Versioned and empty until the barrier issue fills it in.
 #[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct BarrierGroups {
@@ -145,6 +209,8 @@ pub struct MetaState {
     pub assignments: BTreeMap<String, Vec<Assignment>>,
     pub fanout_links: FanoutLinks,
     pub barrier_groups: BarrierGroups,
+    /// The broker registry (issue #17): node id -> registration.
+    pub brokers: BTreeMap<u64, BrokerRegistration>,
 }
 
 impl Default for MetaState {
@@ -160,6 +226,7 @@ impl Default for MetaState {
             barrier_groups: BarrierGroups {
                 section_version: BARRIER_SECTION_VERSION,
             },
+            brokers: BTreeMap::new(),
         }
     }
 }
@@ -211,6 +278,15 @@ pub enum Command {
         parent: String,
         child: String,
     },
+    /// A node registers (or re-registers, at each start) as a broker; it is unfenced.
+    /// Boxed: the archived command stays as small as before.
+    RegisterBroker { broker: Box<BrokerRegistration> },
+    /// A registered node is alive (sent every `broker-heartbeat-interval-ms`); a fenced one
+    /// is unfenced. Refused for another incarnation than the registered one.
+    BrokerHeartbeat { node_id: u64, incarnation: u64 },
+    /// The metastore leader fences a node that missed its session. Refused for another
+    /// incarnation, and when it would fence more than [`max_fenced_brokers`].
+    FenceBroker { node_id: u64, incarnation: u64 },
 }
 
 impl Command {
@@ -257,6 +333,13 @@ impl Command {
                     ..
                 } => parent.len() + child.len() + epoch.len() + attach_offsets.len() * 8,
                 Command::DetachChild { parent, child } => parent.len() + child.len(),
+                Command::RegisterBroker { broker } => {
+                    broker.host.len()
+                        + broker.core_ports.len() * 2
+                        + broker.rack.as_ref().map_or(0, String::len)
+                        + PER_STRING
+                }
+                Command::BrokerHeartbeat { .. } | Command::FenceBroker { .. } => 16,
             }
     }
 
@@ -346,6 +429,18 @@ pub enum Change {
         child: String,
         epoch: String,
     },
+    BrokerRegistered {
+        broker: Box<BrokerRegistration>,
+    },
+    /// A heartbeat was applied; `unfenced`: the node was fenced until now.
+    BrokerHeartbeat {
+        node_id: u64,
+        incarnation: u64,
+        unfenced: bool,
+    },
+    BrokerFenced {
+        node_id: u64,
+    },
     /// The node installed a snapshot from the leader: replace the whole copy.
     SnapshotInstalled {
         state: Box<MetaState>,
@@ -404,6 +499,8 @@ pub enum Refusal {
     InvalidAssignment { name: String, reason: String },
     #[error("fan-out refused for child '{child}': {reason}")]
     InvalidFanout { child: String, reason: String },
+    #[error("broker {node_id} refused: {reason}")]
+    InvalidBroker { node_id: u64, reason: String },
 }
 
 fn validate_topic_name(name: &str) -> Result<(), Refusal> {
@@ -710,6 +807,58 @@ impl MetaState {
                 self.fanout_links.links.insert(child.clone(), link.clone());
                 Ok(Change::ChildAttached { link })
             }
+            Command::RegisterBroker { broker } => {
+                broker.validate()?;
+                if !self.brokers.contains_key(&broker.node_id) && self.brokers.len() >= MAX_BROKERS
+                {
+                    return Err(Refusal::InvalidBroker {
+                        node_id: broker.node_id,
+                        reason: format!("the registry holds {MAX_BROKERS} brokers (MAX_BROKERS)"),
+                    });
+                }
+                let mut b = (**broker).clone();
+                b.fenced = false;
+                self.brokers.insert(b.node_id, b.clone());
+                Ok(Change::BrokerRegistered {
+                    broker: Box::new(b),
+                })
+            }
+            Command::BrokerHeartbeat {
+                node_id,
+                incarnation,
+            } => {
+                let b = self.registered(*node_id, *incarnation)?;
+                let unfenced = std::mem::replace(&mut b.fenced, false);
+                Ok(Change::BrokerHeartbeat {
+                    node_id: *node_id,
+                    incarnation: *incarnation,
+                    unfenced,
+                })
+            }
+            Command::FenceBroker {
+                node_id,
+                incarnation,
+            } => {
+                let registered = self.brokers.len();
+                let fenced = self.brokers.values().filter(|b| b.fenced).count();
+                let b = self.registered(*node_id, *incarnation)?;
+                if b.fenced {
+                    return Err(Refusal::InvalidBroker {
+                        node_id: *node_id,
+                        reason: "already fenced".into(),
+                    });
+                }
+                if fenced + 1 > max_fenced_brokers(registered) {
+                    return Err(Refusal::InvalidBroker {
+                        node_id: *node_id,
+                        reason: format!(
+                            "{fenced} of {registered} brokers are fenced already: fencing one more would fence a quorum (the breaker)"
+                        ),
+                    });
+                }
+                b.fenced = true;
+                Ok(Change::BrokerFenced { node_id: *node_id })
+            }
             Command::DetachChild { parent, child } => {
                 match self.fanout_links.links.get(child) {
                     Some(l) if &l.parent == parent => {}
@@ -732,6 +881,30 @@ impl MetaState {
                 })
             }
         }
+    }
+
+    /// The registration of `node_id` if it is of `incarnation`.
+    fn registered(
+        &mut self,
+        node_id: u64,
+        incarnation: u64,
+    ) -> Result<&mut BrokerRegistration, Refusal> {
+        match self.brokers.get_mut(&node_id) {
+            Some(b) if b.incarnation == incarnation => Ok(b),
+            Some(_) => Err(Refusal::InvalidBroker {
+                node_id,
+                reason: "another start of this node registered since (stale incarnation)".into(),
+            }),
+            None => Err(Refusal::InvalidBroker {
+                node_id,
+                reason: "not registered".into(),
+            }),
+        }
+    }
+
+    /// The registered brokers that are not fenced, by node id.
+    pub fn live_brokers(&self) -> impl Iterator<Item = &BrokerRegistration> {
+        self.brokers.values().filter(|b| !b.fenced)
     }
 
     /// The attach rules of seed 000: both topics exist and differ, one parent per child, no
@@ -878,6 +1051,24 @@ impl MetaState {
                 known
             }
             Change::ChildDetached { child, .. } => self.fanout_links.links.remove(child).is_some(),
+            Change::BrokerRegistered { broker } => {
+                self.brokers.insert(broker.node_id, (**broker).clone());
+                true
+            }
+            Change::BrokerHeartbeat { node_id, .. } => match self.brokers.get_mut(node_id) {
+                Some(b) => {
+                    b.fenced = false;
+                    true
+                }
+                None => false,
+            },
+            Change::BrokerFenced { node_id } => match self.brokers.get_mut(node_id) {
+                Some(b) => {
+                    b.fenced = true;
+                    true
+                }
+                None => false,
+            },
             Change::SnapshotInstalled { state } => {
                 *self = (**state).clone();
                 true
