@@ -77,8 +77,11 @@ impl LivenessTracker {
                     // Registered under an incarnation not seen here yet: counts from now on.
                     _ => return None,
                 };
-                (now.saturating_duration_since(seen) > session_timeout)
-                    .then_some((seen, b.node_id, b.incarnation))
+                (now.saturating_duration_since(seen) > session_timeout).then_some((
+                    seen,
+                    b.node_id,
+                    b.incarnation,
+                ))
             })
             .collect();
         due.sort();
@@ -137,7 +140,10 @@ mod tests {
         })
         .unwrap();
         assert!(s.brokers[&3].fenced);
-        assert!(t.due_fences(&s.brokers, at, timeout).is_empty(), "fenced already");
+        assert!(
+            t.due_fences(&s.brokers, at, timeout).is_empty(),
+            "fenced already"
+        );
         // The breaker: with one of three fenced, a second fence would fence a quorum.
         let e = s
             .apply(&Command::FenceBroker {

@@ -13,8 +13,8 @@ use openraft::raft::{InstallSnapshotRequest, VoteRequest};
 use openraft::{BasicNode, ChangeMembers, SnapshotPolicy};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::liveness::LivenessTracker;
 use crate::error::{MetaError, Result};
+use crate::liveness::LivenessTracker;
 use crate::log_store::LogStore;
 use crate::network::{self, NetworkFactory};
 use crate::sm::StateMachineStore;

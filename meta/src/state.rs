@@ -38,6 +38,8 @@ pub const MAX_BROKER_HOST_BYTES: usize = 255;
 pub const MAX_BROKER_RACK_BYTES: usize = 255;
 /// Most cores one broker registers (the core-direct broker id stride).
 pub const MAX_BROKER_CORES: u32 = 1_000;
+/// Longest cluster id.
+pub const MAX_CLUSTER_ID_BYTES: usize = 64;
 /// Most brokers in the registry.
 pub const MAX_BROKERS: usize = 1_024;
 /// The topic config holding a partition log's time retention.
@@ -180,7 +182,11 @@ impl BrokerRegistration {
                 self.cores
             ));
         }
-        if self.rack.as_ref().is_some_and(|r| r.len() > MAX_BROKER_RACK_BYTES) {
+        if self
+            .rack
+            .as_ref()
+            .is_some_and(|r| r.len() > MAX_BROKER_RACK_BYTES)
+        {
             return bad(format!("rack longer than {MAX_BROKER_RACK_BYTES} bytes"));
         }
         Ok(())
@@ -211,6 +217,8 @@ pub struct MetaState {
     pub barrier_groups: BarrierGroups,
     /// The broker registry (issue #17): node id -> registration.
     pub brokers: BTreeMap<u64, BrokerRegistration>,
+    /// The Kafka cluster id every node reports, set once by the first node that starts.
+    pub cluster_id: Option<String>,
 }
 
 impl Default for MetaState {
@@ -227,6 +235,7 @@ impl Default for MetaState {
                 section_version: BARRIER_SECTION_VERSION,
             },
             brokers: BTreeMap::new(),
+            cluster_id: None,
         }
     }
 }
@@ -280,13 +289,25 @@ pub enum Command {
     },
     /// A node registers (or re-registers, at each start) as a broker; it is unfenced.
     /// Boxed: the archived command stays as small as before.
-    RegisterBroker { broker: Box<BrokerRegistration> },
+    RegisterBroker {
+        broker: Box<BrokerRegistration>,
+    },
     /// A registered node is alive (sent every `broker-heartbeat-interval-ms`); a fenced one
     /// is unfenced. Refused for another incarnation than the registered one.
-    BrokerHeartbeat { node_id: u64, incarnation: u64 },
+    BrokerHeartbeat {
+        node_id: u64,
+        incarnation: u64,
+    },
     /// The metastore leader fences a node that missed its session. Refused for another
     /// incarnation, and when it would fence more than [`max_fenced_brokers`].
-    FenceBroker { node_id: u64, incarnation: u64 },
+    FenceBroker {
+        node_id: u64,
+        incarnation: u64,
+    },
+    /// Sets the cluster id; refused once one is set (the first node to start sets it).
+    SetClusterId {
+        id: String,
+    },
 }
 
 impl Command {
@@ -340,6 +361,7 @@ impl Command {
                         + PER_STRING
                 }
                 Command::BrokerHeartbeat { .. } | Command::FenceBroker { .. } => 16,
+                Command::SetClusterId { id } => id.len(),
             }
     }
 
@@ -441,6 +463,9 @@ pub enum Change {
     BrokerFenced {
         node_id: u64,
     },
+    ClusterIdSet {
+        id: String,
+    },
     /// The node installed a snapshot from the leader: replace the whole copy.
     SnapshotInstalled {
         state: Box<MetaState>,
@@ -501,6 +526,10 @@ pub enum Refusal {
     InvalidFanout { child: String, reason: String },
     #[error("broker {node_id} refused: {reason}")]
     InvalidBroker { node_id: u64, reason: String },
+    #[error("the cluster id is set already: {id}")]
+    ClusterIdSet { id: String },
+    #[error("invalid cluster id: {reason}")]
+    InvalidClusterId { reason: String },
 }
 
 fn validate_topic_name(name: &str) -> Result<(), Refusal> {
@@ -859,6 +888,18 @@ impl MetaState {
                 b.fenced = true;
                 Ok(Change::BrokerFenced { node_id: *node_id })
             }
+            Command::SetClusterId { id } => {
+                if let Some(set) = &self.cluster_id {
+                    return Err(Refusal::ClusterIdSet { id: set.clone() });
+                }
+                if id.is_empty() || id.len() > MAX_CLUSTER_ID_BYTES {
+                    return Err(Refusal::InvalidClusterId {
+                        reason: format!("must be 1 to {MAX_CLUSTER_ID_BYTES} bytes"),
+                    });
+                }
+                self.cluster_id = Some(id.clone());
+                Ok(Change::ClusterIdSet { id: id.clone() })
+            }
             Command::DetachChild { parent, child } => {
                 match self.fanout_links.links.get(child) {
                     Some(l) if &l.parent == parent => {}
@@ -1062,6 +1103,10 @@ impl MetaState {
                 }
                 None => false,
             },
+            Change::ClusterIdSet { id } => {
+                self.cluster_id = Some(id.clone());
+                true
+            }
             Change::BrokerFenced { node_id } => match self.brokers.get_mut(node_id) {
                 Some(b) => {
                     b.fenced = true;

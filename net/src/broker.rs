@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use engine::shard::{self, ShardConfig};
 use engine::DataDir;
-use meta::{Assignment, Command, MetaConfig, MetaHandle, Metastore};
+use meta::{Assignment, Command, MetaHandle, Metastore};
 
 use crate::brokers::BrokerMap;
 use crate::config::BrokerConfig;
@@ -197,50 +197,40 @@ fn cluster_id(data_dir: &DataDir) -> Result<String, StartError> {
     Ok(id)
 }
 
-/// Creates a compacted internal topic (`__consumer_offsets`, `__transaction_state`) with one
-/// partition per core, kept forever (`retention.ms` -1), in segments of `segment_bytes`.
+/// Creates a compacted internal topic (`__consumer_offsets`, `__transaction_state`) placed
+/// as `crate::cluster::internal_topic_assignments` says, kept forever (`retention.ms` -1), in
+/// segments of `segment_bytes`. Another node creating it at the same moment is fine.
 fn create_internal_topic(
     meta: &MetaHandle,
-    node_id: u64,
-    cores: usize,
+    config: &BrokerConfig,
     topic: &str,
-    segment_bytes: u64,
 ) -> Result<(), StartError> {
-    let assignments = (0..cores)
-        .map(|c| Assignment {
-            node_id,
-            core_index: c as u32,
-        })
-        .collect();
+    let assignments = crate::cluster::internal_topic_assignments(config);
     let configs = [
         ("retention.ms".to_string(), "-1".to_string()),
         ("cleanup.policy".to_string(), "compact".to_string()),
-        ("segment.bytes".to_string(), segment_bytes.to_string()),
+        (
+            "segment.bytes".to_string(),
+            config.offsets_topic_segment_bytes.to_string(),
+        ),
     ]
     .into_iter()
     .collect();
-    meta.write_blocking(Command::create_topic(
-        topic,
-        cores as u32,
-        configs,
-        assignments,
-    ))
-    .map(|_| ())
-    .map_err(|source| StartError::Metastore {
-        what: format!("creating {topic}"),
-        source,
-    })
+    let cmd = Command::create_topic(topic, assignments.len() as u32, configs, assignments);
+    match crate::cluster::write_at_start(meta, topic, cmd) {
+        Ok(()) | Err(meta::MetaError::Refused(meta::Refusal::TopicAlreadyExists { .. })) => Ok(()),
+        Err(source) => Err(StartError::Metastore {
+            what: format!("creating {topic}"),
+            source,
+        }),
+    }
 }
 
 /// Before the cores start: moves partitions placed on cores this run does not have (started
 /// earlier with more `--cores`) onto existing ones, and creates the internal topics
-/// (`__consumer_offsets`, `__transaction_state`: one partition per core) on the first start.
-fn prepare_placement(
-    meta: &MetaHandle,
-    node_id: u64,
-    cores: usize,
-    offsets_segment_bytes: u64,
-) -> Result<(), StartError> {
+/// (`__consumer_offsets`, `__transaction_state`) on the cluster's first start.
+fn prepare_placement(meta: &MetaHandle, config: &BrokerConfig) -> Result<(), StartError> {
+    let (node_id, cores) = (config.node_id, config.cores());
     let meta_err = |what: String| move |source| StartError::Metastore { what, source };
     let (_, state) = meta
         .read_blocking()
@@ -281,7 +271,7 @@ fn prepare_placement(
     }
     for topic in [crate::group::OFFSETS_TOPIC, crate::txn::TXN_STATE_TOPIC] {
         if state.topic(topic).is_none() {
-            create_internal_topic(meta, node_id, cores, topic, offsets_segment_bytes)?;
+            create_internal_topic(meta, config, topic)?;
         }
     }
     Ok(())
@@ -311,23 +301,37 @@ pub fn run(
     let core_listeners: Arc<std::sync::Mutex<Vec<Option<StdListener>>>> = Arc::new(
         std::sync::Mutex::new(core_listeners.into_iter().map(Some).collect()),
     );
-    let cluster_id = cluster_id(&data_dir)?;
-    let mut meta_config = MetaConfig::single_node(data_dir.root().join(META_DIR_NAME));
-    meta_config.node_id = config.node_id;
+    let local_cluster_id = cluster_id(&data_dir)?;
+    let meta_config = crate::cluster::meta_config(&config, data_dir.root().join(META_DIR_NAME));
     let meta = Metastore::start(meta_config).map_err(|source| StartError::Metastore {
         what: "starting the metastore".into(),
         source,
     })?;
     let listen = config.listen;
     let cores = config.cores();
-    if let Err(e) = prepare_placement(
-        &meta,
-        config.node_id,
-        cores,
-        config.offsets_topic_segment_bytes,
-    ) {
-        let _ = meta.shutdown();
-        return Err(e);
+    let joined = crate::cluster::agree_cluster_id(&meta, local_cluster_id).and_then(|id| {
+        let incarnation = crate::cluster::register(&meta, &config, &brokers)?;
+        prepare_placement(&meta, &config)?;
+        Ok((id, incarnation))
+    });
+    let (cluster_id, incarnation) = match joined {
+        Ok(j) => j,
+        Err(e) => {
+            let _ = meta.shutdown();
+            return Err(e);
+        }
+    };
+    // Dropped when `run` returns: the heartbeat thread stops then.
+    let (_heartbeat_stop, heartbeat_stopped) = flume::bounded::<()>(1);
+    if !config.peers.is_empty() {
+        crate::cluster::spawn_heartbeat(
+            meta.clone(),
+            config.node_id,
+            incarnation,
+            Duration::from_millis(config.broker_heartbeat_interval_ms),
+            heartbeat_stopped,
+        )
+        .map_err(StartError::Executors)?;
     }
     let shard_config = ShardConfig {
         cpus: config.cpus.clone(),

@@ -8,6 +8,9 @@
 //!   `node_id × CORE_BROKER_ID_STRIDE + core`, at the advertised host and that core's own
 //!   port. A client then sends a partition's requests to the broker that leads it, which is
 //!   its owner core, with no cross-core hop. The shared port still serves every request.
+//! - Clustered (issue #17): every node registers its map in the metastore's broker registry
+//!   (`meta::BrokerRegistration`); the other nodes' brokers are rebuilt from there
+//!   ([`BrokerMap::of_registration`], [`ClusterBrokers`]).
 
 /// Broker ids of one node's cores in core-direct mode: node 1's cores are 1000, 1001, ...
 /// (so at most this many cores per node).
@@ -67,6 +70,34 @@ impl BrokerMap {
             shared_port,
             core_ports,
         }
+    }
+
+    /// The map another node registered (its own view of itself).
+    pub fn of_registration(r: &meta::BrokerRegistration) -> Self {
+        Self {
+            node_id: r.node_id,
+            host: r.host.clone(),
+            shared_port: r.port,
+            core_ports: r.core_ports.clone(),
+        }
+    }
+
+    /// This map as a registry entry (incarnation 0: the caller sets it).
+    pub fn registration(&self, cores: u32, rack: Option<String>) -> meta::BrokerRegistration {
+        meta::BrokerRegistration {
+            node_id: self.node_id,
+            host: self.host.clone(),
+            port: self.shared_port,
+            core_ports: self.core_ports.clone(),
+            cores,
+            rack,
+            incarnation: 0,
+            fenced: false,
+        }
+    }
+
+    pub fn node_id(&self) -> u64 {
+        self.node_id
     }
 
     pub fn core_direct(&self) -> bool {
@@ -129,6 +160,53 @@ impl BrokerMap {
         } else {
             vec![self.endpoint_of_core(0)]
         }
+    }
+}
+
+/// Every node's brokers, as clients see the cluster: this node's own map, and the other
+/// nodes' from the registry of a metadata copy. A fenced node has no brokers.
+pub struct ClusterBrokers<'a> {
+    pub own: &'a BrokerMap,
+    pub meta: &'a meta::MetaState,
+}
+
+impl ClusterBrokers<'_> {
+    /// The map of node `node_id`; `None` for a node not registered or fenced.
+    pub fn node(&self, node_id: u64) -> Option<BrokerMap> {
+        if node_id == self.own.node_id {
+            return Some(self.own.clone());
+        }
+        self.meta
+            .brokers
+            .get(&node_id)
+            .filter(|r| !r.fenced)
+            .map(BrokerMap::of_registration)
+    }
+
+    /// The broker leading what `a` places; `None` when its node is fenced or unknown.
+    pub fn endpoint(&self, a: meta::Assignment) -> Option<Endpoint> {
+        self.node(a.node_id)
+            .map(|m| m.endpoint_of_core(a.core_index as usize))
+    }
+
+    /// The rack of node `node_id`, as registered.
+    pub fn rack(&self, node_id: u64) -> Option<String> {
+        self.meta.brokers.get(&node_id).and_then(|r| r.rack.clone())
+    }
+
+    /// Every live broker of the cluster with its node id, by broker id.
+    pub fn endpoints(&self) -> Vec<(u64, Endpoint)> {
+        let mut nodes: Vec<u64> = self.meta.live_brokers().map(|r| r.node_id).collect();
+        if !nodes.contains(&self.own.node_id) {
+            nodes.push(self.own.node_id);
+        }
+        let mut out: Vec<(u64, Endpoint)> = nodes
+            .into_iter()
+            .filter_map(|n| self.node(n).map(|m| (n, m)))
+            .flat_map(|(n, m)| m.endpoints().into_iter().map(move |e| (n, e)))
+            .collect();
+        out.sort_by_key(|(_, e)| e.broker_id);
+        out
     }
 }
 

@@ -14,6 +14,7 @@ pub const OFFSET_OUT_OF_RANGE: i16 = E::OffsetOutOfRange.code();
 pub const CORRUPT_MESSAGE: i16 = E::CorruptMessage.code();
 pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = E::UnknownTopicOrPartition.code();
 pub const NOT_LEADER_OR_FOLLOWER: i16 = E::NotLeaderOrFollower.code();
+pub const LEADER_NOT_AVAILABLE: i16 = E::LeaderNotAvailable.code();
 pub const REQUEST_TIMED_OUT: i16 = E::RequestTimedOut.code();
 pub const MESSAGE_TOO_LARGE: i16 = E::MessageTooLarge.code();
 pub const OFFSET_METADATA_TOO_LARGE: i16 = E::OffsetMetadataTooLarge.code();
@@ -113,6 +114,10 @@ pub fn for_refusal(r: &Refusal) -> i16 {
         Refusal::InvalidConfig { .. } | Refusal::InvalidFanout { .. } => INVALID_CONFIG,
         Refusal::InvalidTopic { .. } => INVALID_TOPIC_EXCEPTION,
         Refusal::InvalidAssignment { .. } => INVALID_REPLICA_ASSIGNMENT,
+        // Broker registry and cluster id: the nodes' own writes, never a client's.
+        Refusal::InvalidBroker { .. }
+        | Refusal::ClusterIdSet { .. }
+        | Refusal::InvalidClusterId { .. } => INVALID_REQUEST,
     }
 }
 

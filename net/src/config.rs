@@ -68,6 +68,13 @@ pub const MAX_CONCURRENT_PARTITION_OPENS: usize = 32;
 /// left to requests).
 pub const DEFAULT_BACKGROUND_OPENS_PER_CORE: usize = 16;
 
+/// How often a clustered node tells the metastore it is alive (Kafka's
+/// `broker.heartbeat.interval.ms`).
+pub const DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS: u64 = 2_000;
+/// How long a clustered node's start waits for the metastore to take its registration (a
+/// quorum of the peers must be up).
+pub const CLUSTER_JOIN_TIMEOUT_MS: u64 = 120_000;
+
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
     pub data_dir: PathBuf,
@@ -77,6 +84,15 @@ pub struct BrokerConfig {
     /// CPUs to run one executor on each.
     pub cpus: Vec<usize>,
     pub node_id: u64,
+    /// The metastore's members (`--peers 1=host:port,...`: node id -> its metastore address,
+    /// this node's own included); empty: the embedded single-node metastore.
+    pub peers: std::collections::BTreeMap<u64, String>,
+    /// This node's rack, listed in Metadata (`broker.rack`).
+    pub rack: Option<String>,
+    /// Clustered: how often this node heartbeats to the metastore, and how long the leader
+    /// waits for a heartbeat before it fences a node (`broker-session-timeout-ms`).
+    pub broker_heartbeat_interval_ms: u64,
+    pub broker_session_timeout_ms: u64,
     pub log_requests: bool,
     pub max_request_bytes: usize,
     pub max_inflight_requests_per_connection: usize,
@@ -157,6 +173,10 @@ impl BrokerConfig {
             advertised: None,
             cpus,
             node_id: 1,
+            peers: std::collections::BTreeMap::new(),
+            rack: None,
+            broker_heartbeat_interval_ms: DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS,
+            broker_session_timeout_ms: meta::node::DEFAULT_BROKER_SESSION_TIMEOUT_MS,
             log_requests: false,
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             max_inflight_requests_per_connection: DEFAULT_MAX_INFLIGHT_REQUESTS_PER_CONNECTION,
@@ -218,6 +238,10 @@ impl BrokerConfig {
                 self.queued_max_request_bytes_per_core as u64,
             ),
             ("max-connections", self.max_connections as u64),
+            (
+                "broker-heartbeat-interval-ms",
+                self.broker_heartbeat_interval_ms,
+            ),
             ("max-connections-per-ip", self.max_connections_per_ip as u64),
             ("connections-max-idle-ms", self.connections_max_idle_ms),
             ("request-timeout-ms", self.request_timeout_ms),
@@ -308,6 +332,25 @@ impl BrokerConfig {
                 bytes: self.log_cleaner_dedupe_buffer_bytes,
             });
         }
+        if !self.peers.is_empty() {
+            let own = self
+                .peers
+                .get(&self.node_id)
+                .ok_or(InvalidBrokerConfig::NotAmongPeers {
+                    node_id: self.node_id,
+                })?;
+            own.parse::<SocketAddr>()
+                .map_err(|_| InvalidBrokerConfig::PeerAddress {
+                    node_id: self.node_id,
+                    addr: own.clone(),
+                })?;
+            if self.broker_session_timeout_ms <= self.broker_heartbeat_interval_ms {
+                return Err(InvalidBrokerConfig::SessionBelowHeartbeat {
+                    session_ms: self.broker_session_timeout_ms,
+                    heartbeat_ms: self.broker_heartbeat_interval_ms,
+                });
+            }
+        }
         if self.core_direct {
             self.core_listen_addrs()?;
             let cores = self.cores();
@@ -393,6 +436,12 @@ pub enum InvalidBrokerConfig {
         last: u32,
         listen_port: u16,
     },
+    #[error("--node-id {node_id} is not among --peers: list every metastore member as ID=HOST:PORT, this node's own included")]
+    NotAmongPeers { node_id: u64 },
+    #[error("--peers: this node's ({node_id}) address {addr:?} is not IP:PORT (it is the address its metastore listens on)")]
+    PeerAddress { node_id: u64, addr: String },
+    #[error("broker-session-timeout-ms ({session_ms}) must be above broker-heartbeat-interval-ms ({heartbeat_ms})")]
+    SessionBelowHeartbeat { session_ms: u64, heartbeat_ms: u64 },
     #[error("core-direct: node id {node_id} with {cores} cores does not fit the per-core broker ids (node id × {} + core: fewer cores than that stride, ids up to 2147483647)", crate::brokers::CORE_BROKER_ID_STRIDE)]
     CoreBrokerIdRange { node_id: u64, cores: usize },
     #[error("max-request-bytes {max_request_bytes} exceeds the Kafka frame limit 2147483647")]

@@ -222,28 +222,80 @@ impl CoreState {
         owner_core_in(&self.meta.borrow(), self.node_id(), topic, partition)
     }
 
-    /// The broker id clients see leading `topic`/`partition`: its owner core's (core-direct),
-    /// else the node's. A partition with no owner here is shown on core 0, whose router
-    /// forwards what it gets.
-    pub fn leader_broker_id_in(&self, m: &MetaState, topic: &str, partition: u32) -> i32 {
-        let core = owner_core_in(m, self.node_id(), topic, partition).unwrap_or(0);
-        self.ctx.brokers.broker_id_of_core(core)
+    /// The cluster's brokers as this core's metadata copy `m` lists them.
+    pub fn cluster_brokers<'a>(&'a self, m: &'a MetaState) -> crate::brokers::ClusterBrokers<'a> {
+        crate::brokers::ClusterBrokers {
+            own: &self.ctx.brokers,
+            meta: m,
+        }
     }
 
-    /// The `__consumer_offsets` partition of `group` and the core that coordinates it.
-    pub fn group_coordinator(&self, group: &str) -> Option<(u32, usize)> {
+    /// The broker clients see leading `topic`/`partition`: its owner core's (core-direct),
+    /// else its node's; `None` when its node is fenced or not registered (the partition is
+    /// unavailable until the node is back) or the partition does not exist.
+    pub fn leader_in(
+        &self,
+        m: &MetaState,
+        topic: &str,
+        partition: u32,
+    ) -> Option<crate::brokers::Endpoint> {
+        self.cluster_brokers(m)
+            .endpoint(m.assignment(topic, partition)?)
+    }
+
+    /// The Kafka error for a partition request that reached a node not owning the
+    /// partition: NOT_LEADER_OR_FOLLOWER (the client refreshes its metadata and goes to the
+    /// owner) for a partition placed on another node, else UNKNOWN_TOPIC_OR_PARTITION.
+    pub fn not_owned_code(&self, topic: &str, partition: u32) -> i16 {
+        match self.meta.borrow().assignment(topic, partition) {
+            Some(a) if a.node_id != self.node_id() => crate::codes::NOT_LEADER_OR_FOLLOWER,
+            _ => crate::codes::UNKNOWN_TOPIC_OR_PARTITION,
+        }
+    }
+
+    /// The Kafka error for a coordinator request that reached a node not coordinating the
+    /// key: NOT_COORDINATOR when `internal`'s partition `p` is placed on another node (the
+    /// client finds the coordinator again), else COORDINATOR_NOT_AVAILABLE.
+    pub fn not_coordinator_code(&self, internal: &str, key_partition: Option<u32>) -> i16 {
+        let m = self.meta.borrow();
+        let elsewhere = key_partition
+            .and_then(|p| m.assignment(internal, p))
+            .is_some_and(|a| a.node_id != self.node_id());
+        if elsewhere {
+            crate::codes::NOT_COORDINATOR
+        } else {
+            crate::codes::COORDINATOR_NOT_AVAILABLE
+        }
+    }
+
+    /// The `__consumer_offsets` partition of `group` (whoever owns it).
+    pub fn group_partition(&self, group: &str) -> Option<u32> {
         let partitions = self.meta.borrow().topic(OFFSETS_TOPIC)?.partitions;
-        let p = group::offsets_partition(group, partitions);
+        Some(group::offsets_partition(group, partitions))
+    }
+
+    /// The `__transaction_state` partition of `transactional_id` (whoever owns it).
+    pub fn txn_partition(&self, transactional_id: &str) -> Option<u32> {
+        let partitions = self
+            .meta
+            .borrow()
+            .topic(crate::txn::TXN_STATE_TOPIC)?
+            .partitions;
+        Some(crate::txn::txn_partition(transactional_id, partitions))
+    }
+
+    /// The `__consumer_offsets` partition of `group` and the core of this node that
+    /// coordinates it; `None` when no core here does.
+    pub fn group_coordinator(&self, group: &str) -> Option<(u32, usize)> {
+        let p = self.group_partition(group)?;
         Some((p, self.owner_core(OFFSETS_TOPIC, p)?))
     }
 
-    /// The `__transaction_state` partition of `transactional_id` and the core that
-    /// coordinates it.
+    /// The `__transaction_state` partition of `transactional_id` and the core of this node
+    /// that coordinates it; `None` when no core here does.
     pub fn txn_coordinator(&self, transactional_id: &str) -> Option<(u32, usize)> {
-        let topic = crate::txn::TXN_STATE_TOPIC;
-        let partitions = self.meta.borrow().topic(topic)?.partitions;
-        let p = crate::txn::txn_partition(transactional_id, partitions);
-        Some((p, self.owner_core(topic, p)?))
+        let p = self.txn_partition(transactional_id)?;
+        Some((p, self.owner_core(crate::txn::TXN_STATE_TOPIC, p)?))
     }
 
     /// The limits of KIP-848 consumer groups (`group-consumer-*`).

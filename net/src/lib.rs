@@ -7,6 +7,7 @@ pub mod admin_http;
 pub mod api;
 pub mod broker;
 pub mod brokers;
+pub mod cluster;
 pub mod codes;
 pub mod config;
 pub mod conn;

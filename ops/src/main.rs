@@ -32,8 +32,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the broker (embedded single-node metastore).
-    Serve(serve::ServeArgs),
+    /// Run the broker (embedded single-node metastore; a cluster node with --peers).
+    Serve(Box<serve::ServeArgs>),
     /// Consumer groups: list, describe, reset offsets.
     Group(group_cmd::GroupArgs),
     /// Topics: create, list, describe, alter-config, add-partitions, delete.
@@ -78,7 +78,7 @@ fn main() {
         }
     }
     let code = match cli.command {
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => serve::run(*args),
         Command::Group(args) => report(group_cmd::run(args)),
         Command::Topic(args) => report(topic_cmd::run(args)),
         Command::Produce(args) => report(data_cmd::produce(args)),

@@ -73,6 +73,25 @@ pub struct ServeArgs {
     /// free port each).
     #[arg(long, value_name = "PORT")]
     core_direct_base_port: Option<u16>,
+    /// This node's id in a cluster (default 1); its brokers' ids derive from it.
+    #[arg(long, value_name = "N")]
+    node_id: Option<u64>,
+    /// Cluster mode: the metastore's members as ID=HOST:PORT,... (every node, this one
+    /// included, with the address its metastore listens on), e.g.
+    /// `1=10.0.0.1:9093,2=10.0.0.2:9093,3=10.0.0.3:9093`. Default: the embedded single-node
+    /// metastore.
+    #[arg(long, value_name = "ID=HOST:PORT,...")]
+    peers: Option<String>,
+    /// This node's rack, listed in Metadata (`broker.rack`).
+    #[arg(long, value_name = "RACK")]
+    rack: Option<String>,
+    /// Cluster mode: how often this node heartbeats to the metastore (default 2000).
+    #[arg(long, value_name = "MS")]
+    broker_heartbeat_interval_ms: Option<u64>,
+    /// Cluster mode: a node with no heartbeat for this long is fenced: not listed to clients,
+    /// its partitions unavailable until it is back (default 9000).
+    #[arg(long, value_name = "MS")]
+    broker_session_timeout_ms: Option<u64>,
     /// Tests and drills only: lets `POST /v1/debug/disk-fault?core=N&op=write|fdatasync|clear`
     /// on the admin listener make that core's next write or fdatasync fail with EIO.
     #[arg(long, hide = true)]
@@ -187,6 +206,13 @@ struct FileConfig {
     core_direct: Option<FileSwitch>,
     /// Core-direct: core c listens on this port + c.
     core_direct_base_port: Option<u16>,
+    /// This node's id in a cluster.
+    node_id: Option<u64>,
+    /// Cluster mode: the metastore's members, `"1=host:port,2=host:port,3=host:port"`.
+    peers: Option<String>,
+    rack: Option<String>,
+    broker_heartbeat_interval_ms: Option<u64>,
+    broker_session_timeout_ms: Option<u64>,
 }
 
 pub const DEFAULT_DATA_DIR: &str = "./ringlog-data";
@@ -235,6 +261,28 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
         c.advertised = Some((host, port));
     }
     c.metrics_listen = args.metrics_listen.or(file.metrics_listen);
+    if let Some(n) = args.node_id.or(file.node_id) {
+        if n == 0 || n > i32::MAX as u64 {
+            return Err(format!("--node-id {n}: must be 1 to {}", i32::MAX));
+        }
+        c.node_id = n;
+    }
+    if let Some(p) = args.peers.or(file.peers) {
+        c.peers = meta::MetaConfig::parse_peers(&p).map_err(|e| format!("--peers: {e}"))?;
+    }
+    c.rack = args.rack.or(file.rack);
+    if let Some(n) = args
+        .broker_heartbeat_interval_ms
+        .or(file.broker_heartbeat_interval_ms)
+    {
+        c.broker_heartbeat_interval_ms = n;
+    }
+    if let Some(n) = args
+        .broker_session_timeout_ms
+        .or(file.broker_session_timeout_ms)
+    {
+        c.broker_session_timeout_ms = n;
+    }
     c.fault_injection = args.enable_fault_injection;
     c.log_requests = args.log_requests || file.log_requests.unwrap_or(false);
     c.auto_create_topics = args.auto_create_topics || file.auto_create_topics.unwrap_or(false);

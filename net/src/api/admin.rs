@@ -69,19 +69,14 @@ pub async fn wait_all_cores(state: &Rc<CoreState>, log_index: u64) {
     join_all(waits).await;
 }
 
-/// Spreads `count` new partitions over this node's cores, starting after the core that holds
-/// the most recently placed partition count (round robin over everything placed so far).
-/// Refuses, before anything is allocated for them, counts above the metastore's per-topic
-/// limit and partitions past this node's `max-partitions`.
+/// Spreads `count` new partitions over the live nodes and their cores, round robin after
+/// everything placed so far (`crate::cluster::place`; one node: over its cores). Refuses,
+/// before anything is allocated for them, counts above the metastore's per-topic limit and
+/// partitions past this node's `max-partitions`.
 fn place(state: &CoreState, count: u32) -> Result<Vec<Assignment>, Refusal> {
-    let placed = check_partition_count(state, count)?;
-    let cores = state.shards.cores() as u32;
-    Ok((0..count)
-        .map(|i| Assignment {
-            node_id: state.node_id(),
-            core_index: ((placed + i as usize) % cores as usize) as u32,
-        })
-        .collect())
+    check_partition_count(state, count)?;
+    let own = (state.node_id(), state.shards.cores() as u32);
+    Ok(crate::cluster::place(&state.meta.borrow(), own, count))
 }
 
 fn placed_on_this_node(state: &CoreState) -> usize {

@@ -69,9 +69,9 @@ pub async fn handle(state: &Rc<CoreState>, version: i16, req: FetchRequest) -> F
                 .and_then(|n| state.owner_core(n, fp.partition as u32));
             match (&name, owner) {
                 (None, _) => parts.push(partition_error(fp.partition, codes::UNKNOWN_TOPIC_ID)),
-                (Some(_), None) => parts.push(partition_error(
+                (Some(n), None) => parts.push(partition_error(
                     fp.partition,
-                    codes::UNKNOWN_TOPIC_OR_PARTITION,
+                    super::not_owned(state, n, fp.partition),
                 )),
                 (Some(n), Some(_)) if !seen.insert((n.clone(), fp.partition)) => {
                     parts.push(partition_error(fp.partition, codes::NONE));

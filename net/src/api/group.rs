@@ -72,7 +72,7 @@ where
         return Err(INVALID_GROUP_ID);
     }
     let Some((partition, core)) = state.group_coordinator(group) else {
-        return Err(COORDINATOR_NOT_AVAILABLE);
+        return Err(state.not_coordinator_code(OFFSETS_TOPIC, state.group_partition(group)));
     };
     crate::route::on_core(state, core, move |s| f(s, partition))
         .await
@@ -130,18 +130,16 @@ pub async fn find_coordinator(
         _ => ("", 0),
     };
     let available = state.meta.borrow().topic(internal).is_some();
-    // The broker clients should send this key's requests to: the core that owns its internal
-    // partition (the node itself when core-direct is off).
+    // The broker clients should send this key's requests to: the one leading its internal
+    // partition (that partition's owner core, or its node when core-direct is off), on
+    // whichever node owns it; `None` while that node is fenced.
     let coordinator = |key: &str| {
-        let found = if req.key_type == KEY_TYPE_TRANSACTION {
-            state.txn_coordinator(key)
+        let p = if req.key_type == KEY_TYPE_TRANSACTION {
+            state.txn_partition(key)
         } else {
-            state.group_coordinator(key)
-        };
-        state
-            .ctx
-            .brokers
-            .endpoint_of_core(found.map_or(0, |(_, core)| core))
+            state.group_partition(key)
+        }?;
+        state.leader_in(&state.meta.borrow(), internal, p)
     };
     let answer = |key: &str| -> (i16, Option<String>) {
         if internal.is_empty() {
@@ -167,18 +165,19 @@ pub async fn find_coordinator(
                 COORDINATOR_NOT_AVAILABLE,
                 Some(format!("{internal} is not created yet")),
             )
+        } else if coordinator(key).is_none() {
+            (
+                COORDINATOR_NOT_AVAILABLE,
+                Some("the node coordinating this key is fenced (down); try again".into()),
+            )
         } else {
             (codes::NONE, None)
         }
     };
     // (node id, host, port): the coordinator's, or -1, "", -1 with an error.
-    let found = |key: &str, code: i16| {
-        if code == codes::NONE {
-            let e = coordinator(key);
-            (e.broker_id, e.host, i32::from(e.port))
-        } else {
-            (-1, String::new(), -1)
-        }
+    let found = |key: &str, code: i16| match coordinator(key) {
+        Some(e) if code == codes::NONE => (e.broker_id, e.host, i32::from(e.port)),
+        _ => (-1, String::new(), -1),
     };
     if version >= 4 {
         let coordinators = req

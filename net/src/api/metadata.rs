@@ -1,6 +1,7 @@
-//! Metadata: this node's brokers (the node, or one per core in core-direct mode, see
-//! `crate::brokers`), each partition led by its owner core's broker, topics with their stable
-//! topic UUIDs. DescribeCluster: the cluster id, the same brokers, core 0's as controller.
+//! Metadata: the cluster's live brokers (each node, or one per core of each node in
+//! core-direct mode, see `crate::brokers`), each partition led by its owner core's broker on
+//! its owner node (none while that node is fenced), topics with their stable topic UUIDs.
+//! DescribeCluster: the cluster id, the same brokers, this node's core 0 as controller.
 //! ElectLeaders: never needed (one replica).
 
 use std::rc::Rc;
@@ -70,13 +71,33 @@ pub async fn handle(state: &Rc<CoreState>, version: i16, req: MetadataRequest) -
         };
         let partitions = (0..t.partitions)
             .map(|p| {
-                let leader = BrokerId(state.leader_broker_id_in(&m, name, p));
-                MetadataResponsePartition::default()
+                let part = MetadataResponsePartition::default()
                     .with_partition_index(p as i32)
-                    .with_leader_id(leader)
-                    .with_leader_epoch(0)
-                    .with_replica_nodes(vec![leader])
-                    .with_isr_nodes(vec![leader])
+                    .with_leader_epoch(0);
+                match state.leader_in(&m, name, p) {
+                    Some(e) => {
+                        let leader = BrokerId(e.broker_id);
+                        part.with_leader_id(leader)
+                            .with_replica_nodes(vec![leader])
+                            .with_isr_nodes(vec![leader])
+                    }
+                    // Its node is fenced (down): no leader until it is back, as Kafka
+                    // answers for a partition whose only replica is offline.
+                    None => {
+                        let replica = BrokerId(offline_broker_id(&m, name, p));
+                        let part = part
+                            .with_error_code(codes::LEADER_NOT_AVAILABLE)
+                            .with_leader_id(BrokerId(-1))
+                            .with_replica_nodes(vec![replica])
+                            .with_isr_nodes(vec![]);
+                        // Offline replicas are listed from v5.
+                        if version >= 5 {
+                            part.with_offline_replicas(vec![replica])
+                        } else {
+                            part
+                        }
+                    }
+                }
             })
             .collect();
         let mut topic = MetadataResponseTopic::default()
@@ -109,28 +130,44 @@ pub async fn handle(state: &Rc<CoreState>, version: i16, req: MetadataRequest) -
             })
             .collect(),
     };
-    let brokers = &state.ctx.brokers;
+    let cluster = state.cluster_brokers(&m);
+    let brokers = cluster
+        .endpoints()
+        .into_iter()
+        .map(|(node, e)| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(e.broker_id))
+                .with_host(str_bytes(e.host))
+                .with_port(i32::from(e.port))
+                // The rack is listed from v1.
+                .with_rack(cluster.rack(node).filter(|_| version >= 1).map(str_bytes))
+        })
+        .collect();
+    let brokers_map = &state.ctx.brokers;
     let mut resp = MetadataResponse::default()
-        .with_brokers(
-            brokers
-                .endpoints()
-                .into_iter()
-                .map(|e| {
-                    MetadataResponseBroker::default()
-                        .with_node_id(BrokerId(e.broker_id))
-                        .with_host(str_bytes(e.host))
-                        .with_port(i32::from(e.port))
-                })
-                .collect(),
-        )
+        .with_brokers(brokers)
         .with_topics(topics);
     if version >= 1 {
-        resp.controller_id = BrokerId(brokers.controller_id());
+        resp.controller_id = BrokerId(brokers_map.controller_id());
     }
     if version >= 2 {
         resp.cluster_id = Some(str_bytes(state.ctx.cluster_id.clone()));
     }
     resp
+}
+
+/// The broker id that would lead `topic`/`partition` if its node were up (its registration's,
+/// -1 for a node never registered): the offline replica a Metadata answer names.
+fn offline_broker_id(m: &meta::MetaState, topic: &str, partition: u32) -> i32 {
+    m.assignment(topic, partition)
+        .and_then(|a| {
+            let r = m.brokers.get(&a.node_id)?;
+            Some(
+                crate::brokers::BrokerMap::of_registration(r)
+                    .broker_id_of_core(a.core_index as usize),
+            )
+        })
+        .unwrap_or(-1)
 }
 
 /// KIP-919 endpoint types (Kafka's `EndpointType`): what a DescribeCluster asks to list.
@@ -178,22 +215,23 @@ pub fn describe_cluster(
             )
         }
     }
-    let brokers = &state.ctx.brokers;
+    let m = state.meta.borrow();
+    let cluster = state.cluster_brokers(&m);
     DescribeClusterResponse::default()
         .with_error_message(None)
         .with_endpoint_type(ENDPOINT_TYPE_BROKER)
         .with_cluster_id(str_bytes(state.ctx.cluster_id.clone()))
-        .with_controller_id(BrokerId(brokers.controller_id()))
+        .with_controller_id(BrokerId(state.ctx.brokers.controller_id()))
         .with_brokers(
-            brokers
+            cluster
                 .endpoints()
                 .into_iter()
-                .map(|e| {
+                .map(|(node, e)| {
                     DescribeClusterBroker::default()
                         .with_broker_id(BrokerId(e.broker_id))
                         .with_host(str_bytes(e.host))
                         .with_port(i32::from(e.port))
-                        .with_rack(None)
+                        .with_rack(cluster.rack(node).map(str_bytes))
                         .with_is_fenced(false)
                 })
                 .collect(),

@@ -235,6 +235,16 @@ pub fn first_error(resp: &ResponseKind) -> i16 {
     }
 }
 
+/// The error for a request naming `topic`/`partition` that no core of this node owns:
+/// NOT_LEADER_OR_FOLLOWER when another node does (`CoreState::not_owned_code`), else
+/// UNKNOWN_TOPIC_OR_PARTITION (a negative index included).
+pub(crate) fn not_owned(state: &crate::core::CoreState, topic: &str, partition: i32) -> i16 {
+    match u32::try_from(partition) {
+        Ok(p) => state.not_owned_code(topic, p),
+        Err(_) => crate::codes::UNKNOWN_TOPIC_OR_PARTITION,
+    }
+}
+
 pub fn str_bytes(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
 }

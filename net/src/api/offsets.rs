@@ -59,7 +59,7 @@ pub async fn list_offsets(
             {
                 None => parts.push(answer(
                     lp.partition_index,
-                    codes::UNKNOWN_TOPIC_OR_PARTITION,
+                    super::not_owned(state, &name, lp.partition_index),
                 )),
                 Some(core) => {
                     parts.push(answer(lp.partition_index, codes::NONE));

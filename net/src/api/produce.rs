@@ -96,11 +96,13 @@ pub async fn handle(
             } else {
                 match state.owner_core(&name, data.index as u32) {
                     None => {
-                        resp = answer(
-                            data.index,
-                            codes::UNKNOWN_TOPIC_OR_PARTITION,
-                            Some(format!("unknown topic or partition {name}/{}", data.index)),
-                        )
+                        let code = state.not_owned_code(&name, data.index as u32);
+                        let msg = if code == codes::NOT_LEADER_OR_FOLLOWER {
+                            format!("{name}/{} is led by another node", data.index)
+                        } else {
+                            format!("unknown topic or partition {name}/{}", data.index)
+                        };
+                        resp = answer(data.index, code, Some(msg))
                     }
                     Some(core) => scatter.push(
                         core,

@@ -54,7 +54,7 @@ pub async fn delete_records(
                 _ => None,
             };
             match (owner, before) {
-                (None, _) => parts.push(answer(index, codes::UNKNOWN_TOPIC_OR_PARTITION, -1)),
+                (None, _) => parts.push(answer(index, super::not_owned(state, &name, index), -1)),
                 (Some(_), _) if internal => parts.push(answer(index, codes::POLICY_VIOLATION, -1)),
                 (Some(_), None) => parts.push(answer(index, codes::OFFSET_OUT_OF_RANGE, -1)),
                 (Some(core), Some(before)) => {

@@ -76,7 +76,7 @@ where
         return Err(INVALID_REQUEST);
     }
     let Some((partition, core)) = state.txn_coordinator(id) else {
-        return Err(COORDINATOR_NOT_AVAILABLE);
+        return Err(state.not_coordinator_code(TXN_STATE_TOPIC, state.txn_partition(id)));
     };
     crate::route::on_core(state, core, move |s| f(s, partition))
         .await
@@ -726,7 +726,7 @@ pub async fn txn_offset_commit(
         }
     }
     let code = match state.group_coordinator(&group_id) {
-        None => COORDINATOR_NOT_AVAILABLE,
+        None => state.not_coordinator_code(OFFSETS_TOPIC, state.group_partition(&group_id)),
         Some((partition, core)) if !items.is_empty() => {
             let g = group_id.clone();
             let items2 = items.clone();
@@ -993,13 +993,19 @@ pub async fn describe_producers(
                 .then(|| state.owner_core(&name, p as u32))
                 .flatten()
             {
-                None => parts.push(
-                    answer
-                        .with_error_code(UNKNOWN_TOPIC_OR_PARTITION)
-                        .with_error_message(Some(str_bytes(format!(
-                            "unknown topic or partition {name}/{p}"
-                        )))),
-                ),
+                None => {
+                    let code = super::not_owned(state, &name, p);
+                    let msg = if code == UNKNOWN_TOPIC_OR_PARTITION {
+                        format!("unknown topic or partition {name}/{p}")
+                    } else {
+                        format!("{name}/{p} is led by another node")
+                    };
+                    parts.push(
+                        answer
+                            .with_error_code(code)
+                            .with_error_message(Some(str_bytes(msg))),
+                    )
+                }
                 Some(core) => {
                     parts.push(answer);
                     scatter.push(core, (t, i), (name.clone(), p as u32));

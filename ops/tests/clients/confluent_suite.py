@@ -65,10 +65,12 @@ def main():
 
     step("ApiVersions+Metadata")
     md = admin.list_topics(timeout=10)
-    check(len(md.brokers) == 1, f"want 1 broker, got {md.brokers}")
-    b = list(md.brokers.values())[0]
-    check(b.id == 1, f"want node id 1, got {b.id}")
-    check(f"{b.host}:{b.port}" == bootstrap, f"advertised {b.host}:{b.port}, want {bootstrap}")
+    # One broker per bootstrap address (a single node, or every node of a cluster), ids 1..n.
+    want = bootstrap.split(",")
+    check(len(md.brokers) == len(want), f"want {len(want)} brokers, got {md.brokers}")
+    check(sorted(md.brokers) == list(range(1, len(want) + 1)), f"node ids {sorted(md.brokers)}")
+    listed = sorted(f"{b.host}:{b.port}" for b in md.brokers.values())
+    check(listed == sorted(want), f"advertised {listed}, want {want}")
 
     step("CreateTopics with configs")
     configs = {"retention.ms": "86400000", "segment.bytes": "1048576"}

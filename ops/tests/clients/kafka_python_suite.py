@@ -68,10 +68,13 @@ def main():
     admin = guard("KafkaAdminClient()", KafkaAdminClient, **common)
     cluster = guard("describe_cluster", admin.describe_cluster)
     brokers = cluster.get("brokers", [])
-    check(len(brokers) == 1, f"want 1 broker, got {brokers}")
-    b = brokers[0]
-    check(b.get("node_id", b.get("broker_id")) == 1, f"want node id 1, got {b}")
-    check(f"{b['host']}:{b['port']}" == bootstrap, f"advertised {b}, want {bootstrap}")
+    # One broker per bootstrap address (a single node, or every node of a cluster), ids 1..n.
+    want = bootstrap.split(",")
+    check(len(brokers) == len(want), f"want {len(want)} brokers, got {brokers}")
+    ids = sorted(b.get("node_id", b.get("broker_id")) for b in brokers)
+    check(ids == list(range(1, len(want) + 1)), f"node ids {ids}")
+    listed = sorted(f"{b['host']}:{b['port']}" for b in brokers)
+    check(listed == sorted(want), f"advertised {listed}, want {want}")
 
     step("CreateTopics with configs")
     configs = {"retention.ms": "86400000", "segment.bytes": "1048576"}

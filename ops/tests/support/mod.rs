@@ -325,7 +325,33 @@ impl Broker {
         Broker::start_in(cores, Some(data_dir), extra_args)
     }
 
+    /// Starts brokers that wait for each other (the nodes of a cluster: each one's start
+    /// waits for a quorum of its peers): all are spawned, then each one's ready line awaited.
+    pub fn start_together(cores: usize, extra_args: &[Vec<String>]) -> Vec<Broker> {
+        let mut brokers: Vec<Broker> = extra_args
+            .iter()
+            .map(|args| {
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                Broker::prepared(cores, None, &args)
+            })
+            .collect();
+        let launched: Vec<(Child, usize)> = brokers.iter_mut().map(Broker::launch).collect();
+        for (b, (child, start_len)) in brokers.iter_mut().zip(launched) {
+            if let Err(e) = b.await_ready(child, start_len) {
+                panic!("{e}");
+            }
+        }
+        brokers
+    }
+
     fn start_in(cores: usize, data_dir: Option<&Path>, extra_args: &[&str]) -> Broker {
+        let mut b = Broker::prepared(cores, data_dir, extra_args);
+        b.spawn_and_wait(1);
+        b
+    }
+
+    /// A broker not started yet: its temp dir, data dir and port.
+    fn prepared(cores: usize, data_dir: Option<&Path>, extra_args: &[&str]) -> Broker {
         let dir = tempfile::Builder::new()
             .prefix("ringlog-e2e-")
             .tempdir()
@@ -334,7 +360,7 @@ impl Broker {
         fs::create_dir_all(&data_dir).unwrap();
         let stderr_path = dir.path().join("broker.stderr");
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let mut b = Broker {
+        Broker {
             child: None,
             dir,
             data_dir,
@@ -343,9 +369,7 @@ impl Broker {
             cores,
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
             ready_timeout: READY_TIMEOUT,
-        };
-        b.spawn_and_wait(1);
-        b
+        }
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -405,6 +429,13 @@ impl Broker {
     /// Spawns the process (stderr appended to the log file) and waits for the ready line that
     /// this run prints. On an early exit returns Err (so a restart can retry a busy port).
     fn spawn_once(&mut self) -> Result<(), String> {
+        let (child, start_len) = self.launch();
+        self.await_ready(child, start_len)
+    }
+
+    /// Spawns the process, stderr appended to the log file; returns it with the log's length
+    /// before this run.
+    fn launch(&mut self) -> (Child, usize) {
         assert!(self.child.is_none(), "broker already running");
         let mut log = OpenOptions::new()
             .create(true)
@@ -426,9 +457,14 @@ impl Broker {
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log);
-        let mut child = cmd
+        let child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("spawn {}: {e}", ringlog_bin().display()));
+        (child, start_len)
+    }
+
+    /// Waits for the ready line of the run that `launch` started (log from `start_len`).
+    fn await_ready(&mut self, mut child: Child, start_len: usize) -> Result<(), String> {
         let ready = format!("ringlog ready on {}", self.addr);
         let t0 = Instant::now();
         loop {

@@ -1,0 +1,283 @@
+//! This node among the nodes of one cluster (issue #17): the metastore's config from
+//! `--peers`, the node's entry in the broker registry (registered at every start, kept alive
+//! by heartbeats), the cluster id the nodes agree on, and where new partitions go.
+//!
+//! Single-node (no `--peers`): the embedded metastore, no network; the node still registers
+//! (Metadata lists the registry) but never heartbeats: one broker alone is never fenced.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use meta::{Assignment, BrokerRegistration, Command, MetaConfig, MetaError, MetaHandle, MetaState};
+
+use crate::broker::StartError;
+use crate::brokers::BrokerMap;
+use crate::config::{BrokerConfig, CLUSTER_JOIN_TIMEOUT_MS};
+
+/// Pause between tries of a start-up write the metastore could not take yet (no leader).
+const JOIN_RETRY_MS: u64 = 250;
+/// A start-up write still waiting logs this often.
+const JOIN_PROGRESS_LOG_MS: u64 = 5_000;
+
+/// The metastore config of this node: embedded single-node without peers; else a member of
+/// the peers' raft cluster, listening on its own peer address.
+pub fn meta_config(config: &BrokerConfig, dir: std::path::PathBuf) -> MetaConfig {
+    let mut m = MetaConfig::single_node(dir);
+    m.node_id = config.node_id;
+    if !config.peers.is_empty() {
+        // `BrokerConfig::validate` checked that this node is among the peers at an IP:PORT.
+        m.listen = config
+            .peers
+            .get(&config.node_id)
+            .and_then(|a| a.parse().ok());
+        m.peers = config.peers.clone();
+        m.broker_session_timeout_ms = config.broker_session_timeout_ms;
+    }
+    m
+}
+
+/// Proposes `cmd` until the metastore takes it (a clustered start waits for a quorum of its
+/// peers), for at most [`CLUSTER_JOIN_TIMEOUT_MS`]. A refusal is returned as is.
+pub fn write_at_start(meta: &MetaHandle, what: &str, cmd: Command) -> Result<(), MetaError> {
+    let started = Instant::now();
+    let mut logged = started;
+    loop {
+        match meta.write_blocking(cmd.clone()) {
+            Ok(_) => return Ok(()),
+            Err(e) if !e.is_retriable() => return Err(e),
+            Err(e) if started.elapsed() >= Duration::from_millis(CLUSTER_JOIN_TIMEOUT_MS) => {
+                return Err(e)
+            }
+            Err(e) => {
+                if logged.elapsed() >= Duration::from_millis(JOIN_PROGRESS_LOG_MS) {
+                    logged = Instant::now();
+                    tracing::info!(%what, error = %e, waited_ms = started.elapsed().as_millis() as u64, "waiting for the metastore (a quorum of --peers must be up)");
+                }
+                std::thread::sleep(Duration::from_millis(JOIN_RETRY_MS));
+            }
+        }
+    }
+}
+
+/// The cluster id every node reports: the first node's, set once in the metastore. `local`
+/// (this data dir's id) is offered; a node that finds another id set adopts it.
+pub fn agree_cluster_id(meta: &MetaHandle, local: String) -> Result<String, StartError> {
+    let meta_err = |what: &str| {
+        let what = what.to_string();
+        move |source| StartError::Metastore { what, source }
+    };
+    match write_at_start(
+        meta,
+        "cluster id",
+        Command::SetClusterId { id: local.clone() },
+    ) {
+        Ok(()) | Err(MetaError::Refused(meta::Refusal::ClusterIdSet { .. })) => {}
+        Err(e) => return Err(meta_err("setting the cluster id")(e)),
+    }
+    let (_, state) = meta
+        .read_blocking()
+        .map_err(meta_err("reading the cluster id"))?;
+    Ok(state.cluster_id.unwrap_or(local))
+}
+
+/// Registers this node as a broker (its endpoints as `brokers` advertises them) under a
+/// fresh incarnation, which it returns.
+pub fn register(
+    meta: &MetaHandle,
+    config: &BrokerConfig,
+    brokers: &BrokerMap,
+) -> Result<u64, StartError> {
+    let incarnation = fresh_incarnation();
+    let broker = BrokerRegistration {
+        incarnation,
+        ..brokers.registration(config.cores() as u32, config.rack.clone())
+    };
+    write_at_start(
+        meta,
+        "broker registration",
+        Command::RegisterBroker {
+            broker: Box::new(broker),
+        },
+    )
+    .map_err(|source| StartError::Metastore {
+        what: "registering this node as a broker".into(),
+        source,
+    })?;
+    tracing::info!(
+        node_id = config.node_id,
+        incarnation,
+        "registered as a broker"
+    );
+    Ok(incarnation)
+}
+
+fn fresh_incarnation() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.finish()
+}
+
+/// Heartbeats this node's registration every `broker-heartbeat-interval-ms` on a thread of
+/// its own until `stop` is dropped. A heartbeat the metastore cannot take (no quorum) is
+/// tried again at the next tick; one refused for a stale incarnation (this node id started
+/// elsewhere since) is logged as an error.
+pub fn spawn_heartbeat(
+    meta: MetaHandle,
+    node_id: u64,
+    incarnation: u64,
+    interval: Duration,
+    stop: flume::Receiver<()>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("ringlog-heartbeat".into())
+        .spawn(move || loop {
+            match stop.recv_timeout(interval) {
+                Err(flume::RecvTimeoutError::Timeout) => {}
+                _ => return,
+            }
+            let cmd = Command::BrokerHeartbeat {
+                node_id,
+                incarnation,
+            };
+            match meta.write_blocking(cmd) {
+                Ok(c) => {
+                    if matches!(
+                        c.change,
+                        meta::Change::BrokerHeartbeat { unfenced: true, .. }
+                    ) {
+                        tracing::info!(node_id, "unfenced: heartbeats reach the metastore again");
+                    }
+                }
+                Err(MetaError::Refused(r)) => {
+                    tracing::error!(node_id, refusal = %r, "heartbeat refused");
+                }
+                Err(e) => tracing::debug!(node_id, error = %e, "heartbeat not taken"),
+            }
+        })
+}
+
+/// Where the partitions of a new topic go: `count` partitions spread round robin over the
+/// (node, core) slots of the live brokers, nodes first (core 0 of every node, then core 1
+/// of every node, ...), continuing after the partitions already placed. Without a live
+/// registration (never after start) everything goes to `fallback` (this node) and its cores.
+pub fn place(m: &MetaState, fallback: (u64, u32), count: u32) -> Vec<Assignment> {
+    let slots = placement_slots(m, fallback);
+    let placed: usize = m.assignments.values().map(Vec::len).sum();
+    (0..count as usize)
+        .map(|i| slots[(placed + i) % slots.len()])
+        .collect()
+}
+
+/// The (node, core) slots of [`place`], in placement order; never empty.
+fn placement_slots(m: &MetaState, (node_id, cores): (u64, u32)) -> Vec<Assignment> {
+    let live: BTreeMap<u64, u32> = m.live_brokers().map(|b| (b.node_id, b.cores)).collect();
+    let live = if live.is_empty() {
+        BTreeMap::from([(node_id, cores.max(1))])
+    } else {
+        live
+    };
+    let max_cores = live.values().copied().max().unwrap_or(1);
+    let slots: Vec<Assignment> = (0..max_cores)
+        .flat_map(|core| {
+            live.iter()
+                .filter(move |(_, c)| core < **c)
+                .map(move |(n, _)| Assignment {
+                    node_id: *n,
+                    core_index: core,
+                })
+        })
+        .collect();
+    assert!(!slots.is_empty(), "every live broker has a core");
+    slots
+}
+
+/// The partitions of an internal topic (`__consumer_offsets`, `__transaction_state`): one
+/// per core of this node when single; clustered, `cores` per peer, partition i on peer
+/// `i mod peers`, core `i / peers` (a peer with fewer cores moves what it lacks onto its own
+/// cores at its start), so coordinators spread over every node.
+pub fn internal_topic_assignments(config: &BrokerConfig) -> Vec<Assignment> {
+    let cores = config.cores() as u32;
+    let peers: Vec<u64> = if config.peers.is_empty() {
+        vec![config.node_id]
+    } else {
+        config.peers.keys().copied().collect()
+    };
+    (0..cores * peers.len() as u32)
+        .map(|i| Assignment {
+            node_id: peers[i as usize % peers.len()],
+            core_index: i / peers.len() as u32,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registered(nodes: &[(u64, u32)]) -> MetaState {
+        let mut m = MetaState::default();
+        for (i, (id, cores)) in nodes.iter().enumerate() {
+            m.apply(&Command::RegisterBroker {
+                broker: Box::new(BrokerRegistration {
+                    node_id: *id,
+                    host: "127.0.0.1".into(),
+                    port: 9000 + i as u16,
+                    core_ports: vec![],
+                    cores: *cores,
+                    rack: None,
+                    incarnation: 1,
+                    fenced: false,
+                }),
+            })
+            .unwrap();
+        }
+        m
+    }
+
+    #[test]
+    fn partitions_spread_over_nodes_first_then_cores() {
+        let m = registered(&[(1, 2), (2, 2), (3, 1)]);
+        let a = place(&m, (1, 2), 6);
+        let got: Vec<(u64, u32)> = a.iter().map(|a| (a.node_id, a.core_index)).collect();
+        assert_eq!(got, vec![(1, 0), (2, 0), (3, 0), (1, 1), (2, 1), (1, 0)]);
+    }
+
+    #[test]
+    fn placement_skips_fenced_nodes_and_falls_back_to_this_node() {
+        let mut m = registered(&[(1, 1), (2, 1), (3, 1)]);
+        m.apply(&Command::FenceBroker {
+            node_id: 2,
+            incarnation: 1,
+        })
+        .unwrap();
+        let nodes: Vec<u64> = place(&m, (1, 1), 4).iter().map(|a| a.node_id).collect();
+        assert_eq!(nodes, vec![1, 3, 1, 3]);
+        let empty = MetaState::default();
+        let a = place(&empty, (7, 2), 3);
+        assert!(a.iter().all(|a| a.node_id == 7 && a.core_index < 2));
+    }
+
+    #[test]
+    fn internal_topics_spread_over_the_peers() {
+        let mut c = BrokerConfig::new("/tmp/x".into(), "127.0.0.1:0".parse().unwrap(), vec![0, 1]);
+        let single: Vec<(u64, u32)> = internal_topic_assignments(&c)
+            .iter()
+            .map(|a| (a.node_id, a.core_index))
+            .collect();
+        assert_eq!(single, vec![(1, 0), (1, 1)]);
+        c.peers = (1..=3)
+            .map(|i| (i, format!("127.0.0.1:{}", 7000 + i)))
+            .collect();
+        let spread: Vec<(u64, u32)> = internal_topic_assignments(&c)
+            .iter()
+            .map(|a| (a.node_id, a.core_index))
+            .collect();
+        assert_eq!(spread, vec![(1, 0), (2, 0), (3, 0), (1, 1), (2, 1), (3, 1)]);
+    }
+}

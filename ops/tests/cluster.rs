@@ -1,0 +1,228 @@
+//! Three `ringlog serve` nodes on 127.0.0.1 as one cluster (issue #17): one openraft
+//! metastore over `--peers`, every node registered as a broker, partitions placed over every
+//! node, a request for another node's partition answered NOT_LEADER_OR_FOLLOWER, a SIGKILLed
+//! node fenced (its partitions unavailable, the others serving) and back with every
+//! acknowledged record after its restart; the client suites run against the cluster.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::messages::{MetadataRequest, MetadataResponse, ProduceResponse};
+use support::wire::{call, produce_req};
+use support::*;
+
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+const LEADER_NOT_AVAILABLE: i16 = 5;
+const METADATA_KEY: i16 = 3;
+/// Short sessions, so that a killed node is fenced within seconds.
+const SESSION_TIMEOUT_MS: &str = "3000";
+const HEARTBEAT_INTERVAL_MS: &str = "500";
+
+/// `nodes` brokers of `cores` cores each, started together as one cluster (node ids 1..).
+fn cluster(nodes: u64, cores: usize) -> Vec<Broker> {
+    let peers: String = (1..=nodes)
+        .map(|i| format!("{i}=127.0.0.1:{}", free_port()))
+        .collect::<Vec<_>>()
+        .join(",");
+    let args: Vec<Vec<String>> = (1..=nodes)
+        .map(|i| {
+            [
+                "--node-id",
+                &i.to_string(),
+                "--peers",
+                &peers,
+                "--broker-session-timeout-ms",
+                SESSION_TIMEOUT_MS,
+                "--broker-heartbeat-interval-ms",
+                HEARTBEAT_INTERVAL_MS,
+                "--rack",
+                &format!("rack-{i}"),
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+        })
+        .collect();
+    Broker::start_together(cores, &args)
+}
+
+/// Every node's address, as a client's bootstrap list.
+fn bootstrap(nodes: &[Broker]) -> String {
+    nodes
+        .iter()
+        .map(Broker::bootstrap)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn metadata(node: &Broker, topic: &str) -> MetadataResponse {
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::TopicName;
+    let mut s = TcpStream::connect(node.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let req = MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default()
+        .with_name(Some(TopicName(
+            kafka_protocol::protocol::StrBytes::from_string(topic.into()),
+        )))]));
+    call(&mut s, METADATA_KEY, 12, 1, &req)
+}
+
+/// Partition -> leader broker id of `topic`, as `node` answers.
+fn leaders(node: &Broker, topic: &str) -> BTreeMap<i32, i32> {
+    let m = metadata(node, topic);
+    m.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.leader_id.0))
+        .collect()
+}
+
+#[test]
+fn three_nodes_spread_partitions_and_answer_for_their_own() {
+    let nodes = cluster(3, 1);
+    create_topic(&nodes[1], "spread", 6, &[]);
+
+    // Every node lists the same three brokers (with their racks), cluster id and leaders.
+    let first = metadata(&nodes[0], "spread");
+    let ids: BTreeSet<i32> = first.brokers.iter().map(|b| b.node_id.0).collect();
+    assert_eq!(ids, BTreeSet::from([1, 2, 3]), "{first:?}");
+    for b in &first.brokers {
+        let rack = b.rack.as_ref().map(|r| r.to_string());
+        assert_eq!(rack, Some(format!("rack-{}", b.node_id.0)), "{b:?}");
+    }
+    let lead = leaders(&nodes[0], "spread");
+    assert_eq!(
+        lead.values().copied().collect::<BTreeSet<i32>>(),
+        BTreeSet::from([1, 2, 3]),
+        "partitions on every node: {lead:?}"
+    );
+    for n in &nodes[1..] {
+        let m = metadata(n, "spread");
+        assert_eq!(m.cluster_id, first.cluster_id, "one cluster id");
+        assert_eq!(
+            leaders(n, "spread"),
+            lead,
+            "every node agrees on the leaders"
+        );
+    }
+
+    // kcat writes through node 1 and reads through node 3: each partition from its leader.
+    for p in 0..6u32 {
+        let values: Vec<String> = (0..20).map(|i| format!("p{p}-v{i}")).collect();
+        let refs: Vec<&str> = values.iter().map(String::as_str).collect();
+        kcat_write(&nodes[0], "spread", p, &refs);
+    }
+    for p in 0..6u32 {
+        let got = kcat_read(&nodes[2], "spread", p);
+        let want: Vec<String> = (0..20).map(|i| format!("p{p}-v{i}")).collect();
+        assert_eq!(got, want, "partition {p}");
+    }
+
+    // A produce to a node that does not lead the partition: NOT_LEADER_OR_FOLLOWER (the
+    // client refreshes its metadata), never a silent proxy.
+    let (&p, &leader) = lead.iter().find(|(_, l)| **l != 1).unwrap();
+    let mut s = TcpStream::connect(nodes[0].addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let records = Bytes::from(engine::batch_encode::encode_uncompressed(std::iter::once(
+        engine::batch_encode::NewRecord {
+            value: Some(Bytes::from_static(b"wrong node")),
+            timestamp_ms: 1,
+            ..Default::default()
+        },
+    )));
+    let r: ProduceResponse = call(&mut s, 0, 9, 2, &produce_req("spread", p, records));
+    assert_eq!(
+        r.responses[0].partition_responses[0].error_code, NOT_LEADER_OR_FOLLOWER,
+        "partition {p} led by {leader}: {r:?}"
+    );
+    assert_eq!(
+        kcat_read(&nodes[2], "spread", p as u32).len(),
+        20,
+        "the refused record was not written"
+    );
+}
+
+#[test]
+fn a_killed_node_is_fenced_the_others_serve_and_it_returns_with_every_record() {
+    let mut nodes = cluster(3, 1);
+    create_topic(&nodes[0], "k", 6, &[]);
+    let lead = leaders(&nodes[0], "k");
+    let on = |node: i32| -> Vec<u32> {
+        lead.iter()
+            .filter(|(_, l)| **l == node)
+            .map(|(p, _)| *p as u32)
+            .collect()
+    };
+    let before: Vec<String> = (0..50).map(|i| format!("before-{i}")).collect();
+    let refs: Vec<&str> = before.iter().map(String::as_str).collect();
+    for p in 0..6 {
+        kcat_write(&nodes[0], "k", p, &refs);
+    }
+
+    nodes[2].kill();
+    nodes[0]
+        .wait_for_log_line(&["broker fenced", "node_id=3"], Duration::from_secs(60))
+        .to_string();
+    // Fenced: node 3 is not listed, its partitions have no leader.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let m = metadata(&nodes[1], "k");
+        let listed: BTreeSet<i32> = m.brokers.iter().map(|b| b.node_id.0).collect();
+        let orphaned = m.topics[0]
+            .partitions
+            .iter()
+            .filter(|p| p.error_code == LEADER_NOT_AVAILABLE && p.leader_id.0 == -1)
+            .count();
+        if listed == BTreeSet::from([1, 2]) && orphaned == on(3).len() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "node 3 never fenced: {m:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The partitions of nodes 1 and 2 keep taking and serving records.
+    let during: Vec<String> = (0..30).map(|i| format!("during-{i}")).collect();
+    let refs: Vec<&str> = during.iter().map(String::as_str).collect();
+    for p in on(1).into_iter().chain(on(2)) {
+        kcat_write(&nodes[1], "k", p, &refs);
+        let got = kcat_read(&nodes[0], "k", p);
+        assert_eq!(got.len(), 80, "partition {p}");
+    }
+
+    // Back: registered again, unfenced, its partitions served with every record.
+    nodes[2].restart();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while leaders(&nodes[0], "k") != lead {
+        assert!(
+            Instant::now() < deadline,
+            "node 3's partitions never came back"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for p in on(3) {
+        assert_eq!(kcat_read(&nodes[0], "k", p), before, "partition {p}");
+    }
+}
+
+/// The confluent-kafka and kafka-python suites (produce, consume, consumer groups, admin)
+/// against the three nodes.
+#[test]
+fn client_suites_pass_against_three_nodes() {
+    let nodes = cluster(3, 1);
+    for script in ["confluent_suite.py", "kafka_python_suite.py"] {
+        let out = run_python(
+            script,
+            &[&bootstrap(&nodes), "20000"],
+            &[],
+            Duration::from_secs(300),
+        );
+        let summary = out.lines().last().unwrap_or("");
+        assert!(
+            summary.contains("\"ok\": true"),
+            "{script}: no success summary in output:\n{out}"
+        );
+    }
+}
