@@ -63,6 +63,41 @@ pub const DEFAULT_BROKER_SESSION_TIMEOUT_MS: u64 = 9_000;
 const FENCE_CHECKS_PER_SESSION: u32 = 6;
 pub const RAFT_DIR: &str = "raft";
 
+/// How far this node's users applied the metastore's changes: each of a broker's cores
+/// reports its applied log index; the watermark is the lowest. Other nodes ask for it
+/// (`ClientRequest::WaitApplied`) before an admin change counts as done everywhere. With no
+/// users registered (a metastore-only node) the state machine's own applied index counts.
+#[derive(Clone, Debug, Default)]
+pub struct AppliedWatermark {
+    cores: Arc<Vec<std::sync::atomic::AtomicU64>>,
+}
+
+impl AppliedWatermark {
+    pub fn new(cores: usize) -> Self {
+        Self {
+            cores: Arc::new((0..cores).map(|_| 0.into()).collect()),
+        }
+    }
+
+    /// Core `core` applied everything up to `index`.
+    pub fn report(&self, core: usize, index: u64) {
+        if let Some(c) = self.cores.get(core) {
+            c.fetch_max(index, std::sync::atomic::Ordering::Release);
+        }
+    }
+
+    /// The lowest index every core applied; `None` with no cores.
+    pub fn get(&self) -> Option<u64> {
+        self.cores
+            .iter()
+            .map(|c| c.load(std::sync::atomic::Ordering::Acquire))
+            .min()
+    }
+}
+
+/// How often a `WaitApplied` looks at the watermark.
+const WAIT_APPLIED_POLL_MS: u64 = 2;
+
 /// Configuration of one metastore node.
 #[derive(Clone, Debug)]
 pub struct MetaConfig {
@@ -84,6 +119,8 @@ pub struct MetaConfig {
     pub logs_kept_after_snapshot: u64,
     /// The leader fences a registered broker silent for longer (issue #17); 0: never.
     pub broker_session_timeout_ms: u64,
+    /// What a `WaitApplied` from another node waits for.
+    pub applied: AppliedWatermark,
 }
 
 impl MetaConfig {
@@ -102,6 +139,7 @@ impl MetaConfig {
             snapshot_every_logs: DEFAULT_SNAPSHOT_EVERY_LOGS,
             logs_kept_after_snapshot: DEFAULT_LOGS_KEPT_AFTER_SNAPSHOT,
             broker_session_timeout_ms: DEFAULT_BROKER_SESSION_TIMEOUT_MS,
+            applied: AppliedWatermark::default(),
         }
     }
 
@@ -162,6 +200,12 @@ enum Cmd {
     AddNode {
         node_id: u64,
         addr: String,
+        reply: Reply<()>,
+    },
+    WaitNodesApplied {
+        index: u64,
+        nodes: Vec<u64>,
+        timeout_ms: u64,
         reply: Reply<()>,
     },
     Shutdown(Reply<()>),
@@ -313,6 +357,24 @@ impl MetaHandle {
     }
 
     /// Adds a node: learner first, promoted to voter once caught up.
+    /// Waits until the users (brokers' cores) of each of `nodes` applied every change up to
+    /// `index`, asking each node's metastore; an error names the first node that did not
+    /// within `timeout_ms` (or could not be asked).
+    pub async fn wait_nodes_applied(
+        &self,
+        index: u64,
+        nodes: Vec<u64>,
+        timeout_ms: u64,
+    ) -> Result<()> {
+        self.ask(|reply| Cmd::WaitNodesApplied {
+            index,
+            nodes,
+            timeout_ms,
+            reply,
+        })
+        .await
+    }
+
     pub async fn add_node(&self, node_id: u64, addr: String) -> Result<()> {
         self.ask(|reply| Cmd::AddNode {
             node_id,
@@ -346,6 +408,7 @@ struct Node {
     id: u64,
     raft: Raft,
     sm: StateMachineStore,
+    applied: AppliedWatermark,
     /// Writes to propose, taken in groups by [`propose_loop`].
     proposer: flume::Sender<PendingWrite>,
 }
@@ -650,6 +713,58 @@ impl Node {
             })?
     }
 
+    /// Waits until this node's users applied `index` (see [`AppliedWatermark`]).
+    async fn wait_applied(&self, index: u64, timeout_ms: u64) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
+        loop {
+            let applied = self.applied.get().unwrap_or_else(|| self.sm.read_index());
+            if applied >= index {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(MetaError::Timeout {
+                    what: format!("node {} applying index {index} (at {applied})", self.id),
+                    timeout_ms,
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(WAIT_APPLIED_POLL_MS)).await;
+        }
+    }
+
+    /// Asks each of `nodes` (by its raft address) to wait until it applied `index`.
+    async fn wait_nodes_applied(&self, index: u64, nodes: Vec<u64>, timeout_ms: u64) -> Result<()> {
+        let addrs = self.status().nodes;
+        let asks = nodes.into_iter().map(|n| {
+            let addr = addrs
+                .iter()
+                .find(|(id, _)| *id == n)
+                .map(|(_, a)| a.clone());
+            async move {
+                let addr = addr.ok_or_else(|| MetaError::Config {
+                    context: format!("node {n} is not a metastore member"),
+                })?;
+                let req = Request::Client(ClientRequest::WaitApplied { index, timeout_ms });
+                // The call's own limit: the wait plus a margin for the round trip.
+                let limit = Duration::from_millis(timeout_ms + FORWARD_TIMEOUT_MS);
+                match network::call(&addr, &req, limit).await {
+                    Ok(Response::Client(ClientResponse::Applied)) => Ok(()),
+                    Ok(Response::Client(ClientResponse::Error(w))) => Err(MetaError::from(w)),
+                    Ok(other) => Err(MetaError::Protocol {
+                        context: format!("node {n} answered WaitApplied with {other:?}"),
+                    }),
+                    Err(e) => Err(e),
+                }
+            }
+        });
+        // Asked at once, each on a task of its own.
+        let handles: Vec<_> = asks.map(tokio::spawn).collect();
+        for h in handles {
+            h.await
+                .map_err(|e| MetaError::raft(format!("WaitApplied task: {e}")))??;
+        }
+        Ok(())
+    }
+
     async fn handle_client(&self, req: ClientRequest) -> ClientResponse {
         let res = match req {
             ClientRequest::Write { cmd, forwarded } => self
@@ -671,6 +786,10 @@ impl Node {
                     state,
                 }),
             ClientRequest::Status => Ok(ClientResponse::Status(self.status())),
+            ClientRequest::WaitApplied { index, timeout_ms } => self
+                .wait_applied(index, timeout_ms)
+                .await
+                .map(|_| ClientResponse::Applied),
             ClientRequest::AddNode {
                 node_id,
                 addr,
@@ -944,6 +1063,7 @@ async fn setup(config: &MetaConfig) -> Result<Started> {
             id: config.node_id,
             raft,
             sm,
+            applied: config.applied.clone(),
             proposer,
         }),
         listener,
@@ -1031,6 +1151,16 @@ async fn run(
                     let _ = reply.send(node.add_node(node_id, addr, false).await);
                 });
             }
+            Cmd::WaitNodesApplied {
+                index,
+                nodes,
+                timeout_ms,
+                reply,
+            } => {
+                tokio::spawn(async move {
+                    let _ = reply.send(node.wait_nodes_applied(index, nodes, timeout_ms).await);
+                });
+            }
         }
     }
     tracing::info!(node_id = config.node_id, "metastore shutting down");
@@ -1052,13 +1182,17 @@ async fn fence_loop(node: Arc<Node>, session_timeout: Duration) {
     drop(state);
     let tick = (session_timeout / FENCE_CHECKS_PER_SESSION).max(Duration::from_millis(10));
     let mut leading = false;
+    // One timer for the whole loop: a sleep made anew on every turn would never fire while
+    // changes arrive more often than `tick`.
+    let mut checks = tokio::time::interval(tick);
+    checks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             c = changes.recv_async() => {
                 let Ok(c) = c else { return };
                 tracker.observe(&c.change, std::time::Instant::now());
             }
-            _ = tokio::time::sleep(tick) => {
+            _ = checks.tick() => {
                 let now = std::time::Instant::now();
                 let brokers = node.sm.brokers();
                 let leader = node.raft.metrics().borrow().current_leader == Some(node.id);

@@ -285,6 +285,11 @@ impl StateMachineStore {
         )
     }
 
+    /// The last applied log index.
+    pub fn read_index(&self) -> u64 {
+        self.lock().last_applied.map(|l| l.index).unwrap_or(0)
+    }
+
     /// A copy of the broker registry alone (cheaper than [`Self::read`] for a large state).
     pub fn brokers(&self) -> BTreeMap<u64, BrokerRegistration> {
         self.lock().state.brokers.clone()

@@ -38,6 +38,10 @@ pub const MAX_BROKER_HOST_BYTES: usize = 255;
 pub const MAX_BROKER_RACK_BYTES: usize = 255;
 /// Most cores one broker registers (the core-direct broker id stride).
 pub const MAX_BROKER_CORES: u32 = 1_000;
+/// Producer ids in the block one start of a node takes (2^32: never used up by one process).
+pub const PRODUCER_ID_BLOCK_SIZE: u64 = 1 << 32;
+/// Blocks there are: producer ids stay below 2^62 (positive i64, far from overflow).
+pub const MAX_PRODUCER_ID_BLOCKS: u64 = 1 << 30;
 /// Longest cluster id.
 pub const MAX_CLUSTER_ID_BYTES: usize = 64;
 /// Most brokers in the registry.
@@ -219,6 +223,9 @@ pub struct MetaState {
     pub brokers: BTreeMap<u64, BrokerRegistration>,
     /// The Kafka cluster id every node reports, set once by the first node that starts.
     pub cluster_id: Option<String>,
+    /// Producer-id blocks handed out so far: each start of a node takes the next one, so
+    /// no two producers of the cluster ever share an id.
+    pub producer_id_blocks: u64,
 }
 
 impl Default for MetaState {
@@ -236,6 +243,7 @@ impl Default for MetaState {
             },
             brokers: BTreeMap::new(),
             cluster_id: None,
+            producer_id_blocks: 0,
         }
     }
 }
@@ -308,6 +316,10 @@ pub enum Command {
     SetClusterId {
         id: String,
     },
+    /// Hands node `node_id` the next block of [`PRODUCER_ID_BLOCK_SIZE`] producer ids.
+    AllocateProducerIds {
+        node_id: u64,
+    },
 }
 
 impl Command {
@@ -362,6 +374,7 @@ impl Command {
                 }
                 Command::BrokerHeartbeat { .. } | Command::FenceBroker { .. } => 16,
                 Command::SetClusterId { id } => id.len(),
+                Command::AllocateProducerIds { .. } => 8,
             }
     }
 
@@ -466,6 +479,11 @@ pub enum Change {
     ClusterIdSet {
         id: String,
     },
+    /// Producer ids `first .. first + PRODUCER_ID_BLOCK_SIZE` belong to `node_id`'s start.
+    ProducerIdsAllocated {
+        node_id: u64,
+        first: i64,
+    },
     /// The node installed a snapshot from the leader: replace the whole copy.
     SnapshotInstalled {
         state: Box<MetaState>,
@@ -526,6 +544,8 @@ pub enum Refusal {
     InvalidFanout { child: String, reason: String },
     #[error("broker {node_id} refused: {reason}")]
     InvalidBroker { node_id: u64, reason: String },
+    #[error("every producer-id block is handed out")]
+    ProducerIdsExhausted,
     #[error("the cluster id is set already: {id}")]
     ClusterIdSet { id: String },
     #[error("invalid cluster id: {reason}")]
@@ -888,6 +908,17 @@ impl MetaState {
                 b.fenced = true;
                 Ok(Change::BrokerFenced { node_id: *node_id })
             }
+            Command::AllocateProducerIds { node_id } => {
+                if self.producer_id_blocks >= MAX_PRODUCER_ID_BLOCKS {
+                    return Err(Refusal::ProducerIdsExhausted);
+                }
+                let first = (self.producer_id_blocks * PRODUCER_ID_BLOCK_SIZE) as i64;
+                self.producer_id_blocks += 1;
+                Ok(Change::ProducerIdsAllocated {
+                    node_id: *node_id,
+                    first,
+                })
+            }
             Command::SetClusterId { id } => {
                 if let Some(set) = &self.cluster_id {
                     return Err(Refusal::ClusterIdSet { id: set.clone() });
@@ -1105,6 +1136,10 @@ impl MetaState {
             },
             Change::ClusterIdSet { id } => {
                 self.cluster_id = Some(id.clone());
+                true
+            }
+            Change::ProducerIdsAllocated { first, .. } => {
+                self.producer_id_blocks = *first as u64 / PRODUCER_ID_BLOCK_SIZE + 1;
                 true
             }
             Change::BrokerFenced { node_id } => match self.brokers.get_mut(node_id) {

@@ -282,6 +282,12 @@ pub enum ClientRequest {
         addr: String,
         forwarded: bool,
     },
+    /// Answered once this node's users (a broker's cores) applied every change up to `index`
+    /// (`crate::node::AppliedWatermark`), or with an error after `timeout_ms`.
+    WaitApplied {
+        index: u64,
+        timeout_ms: u64,
+    },
 }
 
 #[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
@@ -343,6 +349,7 @@ pub enum ClientResponse {
     },
     Status(NodeStatus),
     NodeAdded,
+    Applied,
     Error(WireError),
 }
 

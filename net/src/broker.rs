@@ -218,7 +218,7 @@ fn create_internal_topic(
     .collect();
     let cmd = Command::create_topic(topic, assignments.len() as u32, configs, assignments);
     match crate::cluster::write_at_start(meta, topic, cmd) {
-        Ok(()) | Err(meta::MetaError::Refused(meta::Refusal::TopicAlreadyExists { .. })) => Ok(()),
+        Ok(_) | Err(meta::MetaError::Refused(meta::Refusal::TopicAlreadyExists { .. })) => Ok(()),
         Err(source) => Err(StartError::Metastore {
             what: format!("creating {topic}"),
             source,
@@ -302,19 +302,24 @@ pub fn run(
         std::sync::Mutex::new(core_listeners.into_iter().map(Some).collect()),
     );
     let local_cluster_id = cluster_id(&data_dir)?;
-    let meta_config = crate::cluster::meta_config(&config, data_dir.root().join(META_DIR_NAME));
+    let mut meta_config = crate::cluster::meta_config(&config, data_dir.root().join(META_DIR_NAME));
+    // The cores report what they applied here; other nodes wait on it before an admin
+    // change counts as done (`ClientRequest::WaitApplied`).
+    let applied = meta::node::AppliedWatermark::new(config.cores());
+    meta_config.applied = applied.clone();
     let meta = Metastore::start(meta_config).map_err(|source| StartError::Metastore {
         what: "starting the metastore".into(),
         source,
     })?;
     let listen = config.listen;
     let cores = config.cores();
-    let joined = crate::cluster::agree_cluster_id(&meta, local_cluster_id).and_then(|id| {
-        let incarnation = crate::cluster::register(&meta, &config, &brokers)?;
-        prepare_placement(&meta, &config)?;
-        Ok((id, incarnation))
-    });
-    let (cluster_id, incarnation) = match joined {
+    let joined = crate::cluster::join(&meta, &config, &brokers, local_cluster_id)
+        .map_err(|(what, source)| StartError::Metastore {
+            what: what.into(),
+            source,
+        })
+        .and_then(|j| prepare_placement(&meta, &config).map(|_| j));
+    let joined = match joined {
         Ok(j) => j,
         Err(e) => {
             let _ = meta.shutdown();
@@ -327,7 +332,7 @@ pub fn run(
         crate::cluster::spawn_heartbeat(
             meta.clone(),
             config.node_id,
-            incarnation,
+            joined.incarnation,
             Duration::from_millis(config.broker_heartbeat_interval_ms),
             heartbeat_stopped,
         )
@@ -343,9 +348,10 @@ pub fn run(
         config,
         meta.clone(),
         data_dir,
-        cluster_id,
         shutdown,
         brokers,
+        joined,
+        applied,
     ));
     let (ready_tx, ready_rx) = flume::unbounded::<Result<usize, StartError>>();
     let init_ctx = ctx.clone();

@@ -163,6 +163,15 @@ impl BrokerMap {
     }
 }
 
+/// The broker id of `core` of the node registered as `r` (whether fenced or not).
+pub fn broker_id_of(r: &meta::BrokerRegistration, core: usize) -> i32 {
+    if r.core_ports.is_empty() {
+        i32::try_from(r.node_id).unwrap_or(-1)
+    } else {
+        core_broker_id(r.node_id, core).unwrap_or(-1)
+    }
+}
+
 /// Every node's brokers, as clients see the cluster: this node's own map, and the other
 /// nodes' from the registry of a metadata copy. A fenced node has no brokers.
 pub struct ClusterBrokers<'a> {
@@ -185,8 +194,22 @@ impl ClusterBrokers<'_> {
 
     /// The broker leading what `a` places; `None` when its node is fenced or unknown.
     pub fn endpoint(&self, a: meta::Assignment) -> Option<Endpoint> {
-        self.node(a.node_id)
-            .map(|m| m.endpoint_of_core(a.core_index as usize))
+        let core = a.core_index as usize;
+        if a.node_id == self.own.node_id {
+            return Some(self.own.endpoint_of_core(core));
+        }
+        self.node(a.node_id).map(|m| m.endpoint_of_core(core))
+    }
+
+    /// The id of the broker leading what `a` places (no allocation: Metadata asks it for
+    /// every partition); `None` when its node is fenced or unknown.
+    pub fn broker_id(&self, a: meta::Assignment) -> Option<i32> {
+        let core = a.core_index as usize;
+        if a.node_id == self.own.node_id {
+            return Some(self.own.broker_id_of_core(core));
+        }
+        let r = self.meta.brokers.get(&a.node_id).filter(|r| !r.fenced)?;
+        Some(broker_id_of(r, core))
     }
 
     /// The rack of node `node_id`, as registered.

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use meta::{Assignment, BrokerRegistration, Command, MetaConfig, MetaError, MetaHandle, MetaState};
 
-use crate::broker::StartError;
 use crate::brokers::BrokerMap;
 use crate::config::{BrokerConfig, CLUSTER_JOIN_TIMEOUT_MS};
 
@@ -38,12 +37,16 @@ pub fn meta_config(config: &BrokerConfig, dir: std::path::PathBuf) -> MetaConfig
 
 /// Proposes `cmd` until the metastore takes it (a clustered start waits for a quorum of its
 /// peers), for at most [`CLUSTER_JOIN_TIMEOUT_MS`]. A refusal is returned as is.
-pub fn write_at_start(meta: &MetaHandle, what: &str, cmd: Command) -> Result<(), MetaError> {
+pub fn write_at_start(
+    meta: &MetaHandle,
+    what: &str,
+    cmd: Command,
+) -> Result<meta::AppliedChange, MetaError> {
     let started = Instant::now();
     let mut logged = started;
     loop {
         match meta.write_blocking(cmd.clone()) {
-            Ok(_) => return Ok(()),
+            Ok(applied) => return Ok(applied),
             Err(e) if !e.is_retriable() => return Err(e),
             Err(e) if started.elapsed() >= Duration::from_millis(CLUSTER_JOIN_TIMEOUT_MS) => {
                 return Err(e)
@@ -59,34 +62,61 @@ pub fn write_at_start(meta: &MetaHandle, what: &str, cmd: Command) -> Result<(),
     }
 }
 
+/// What a node's start got from the metastore.
+#[derive(Debug, Clone)]
+pub struct Joined {
+    /// The cluster id every node reports.
+    pub cluster_id: String,
+    /// This start's registration (its heartbeats carry it).
+    pub incarnation: u64,
+    /// This start's producer ids, unique in the cluster.
+    pub producer_ids: std::ops::Range<i64>,
+}
+
+/// Joins the cluster (the embedded metastore when single): agrees on the cluster id
+/// (`local`, this data dir's, unless another node set one first), registers this node as a
+/// broker and takes a block of producer ids. An error says which step failed.
+pub fn join(
+    meta: &MetaHandle,
+    config: &BrokerConfig,
+    brokers: &BrokerMap,
+    local: String,
+) -> Result<Joined, (&'static str, MetaError)> {
+    let cluster_id =
+        agree_cluster_id(meta, local).map_err(|e| ("agreeing on the cluster id", e))?;
+    let incarnation =
+        register(meta, config, brokers).map_err(|e| ("registering this node as a broker", e))?;
+    let producer_ids = allocate_producer_ids(meta, config.node_id)
+        .map_err(|e| ("taking a block of producer ids", e))?;
+    Ok(Joined {
+        cluster_id,
+        incarnation,
+        producer_ids,
+    })
+}
+
 /// The cluster id every node reports: the first node's, set once in the metastore. `local`
 /// (this data dir's id) is offered; a node that finds another id set adopts it.
-pub fn agree_cluster_id(meta: &MetaHandle, local: String) -> Result<String, StartError> {
-    let meta_err = |what: &str| {
-        let what = what.to_string();
-        move |source| StartError::Metastore { what, source }
-    };
+fn agree_cluster_id(meta: &MetaHandle, local: String) -> Result<String, MetaError> {
     match write_at_start(
         meta,
         "cluster id",
         Command::SetClusterId { id: local.clone() },
     ) {
-        Ok(()) | Err(MetaError::Refused(meta::Refusal::ClusterIdSet { .. })) => {}
-        Err(e) => return Err(meta_err("setting the cluster id")(e)),
+        Ok(_) | Err(MetaError::Refused(meta::Refusal::ClusterIdSet { .. })) => {}
+        Err(e) => return Err(e),
     }
-    let (_, state) = meta
-        .read_blocking()
-        .map_err(meta_err("reading the cluster id"))?;
+    let (_, state) = meta.read_blocking()?;
     Ok(state.cluster_id.unwrap_or(local))
 }
 
 /// Registers this node as a broker (its endpoints as `brokers` advertises them) under a
 /// fresh incarnation, which it returns.
-pub fn register(
+fn register(
     meta: &MetaHandle,
     config: &BrokerConfig,
     brokers: &BrokerMap,
-) -> Result<u64, StartError> {
+) -> Result<u64, MetaError> {
     let incarnation = fresh_incarnation();
     let broker = BrokerRegistration {
         incarnation,
@@ -98,17 +128,34 @@ pub fn register(
         Command::RegisterBroker {
             broker: Box::new(broker),
         },
-    )
-    .map_err(|source| StartError::Metastore {
-        what: "registering this node as a broker".into(),
-        source,
-    })?;
+    )?;
     tracing::info!(
         node_id = config.node_id,
         incarnation,
         "registered as a broker"
     );
     Ok(incarnation)
+}
+
+/// The producer ids of this start: the next block the metastore hands out, so that no two
+/// producers of the cluster (any node, any start) share an id.
+fn allocate_producer_ids(
+    meta: &MetaHandle,
+    node_id: u64,
+) -> Result<std::ops::Range<i64>, MetaError> {
+    let applied = write_at_start(
+        meta,
+        "producer ids",
+        Command::AllocateProducerIds { node_id },
+    )?;
+    match applied.change {
+        meta::Change::ProducerIdsAllocated { first, .. } => {
+            Ok(first..first + meta::state::PRODUCER_ID_BLOCK_SIZE as i64)
+        }
+        other => Err(MetaError::Protocol {
+            context: format!("AllocateProducerIds applied as {other:?}"),
+        }),
+    }
 }
 
 fn fresh_incarnation() -> u64 {

@@ -117,6 +117,7 @@ pub fn for_refusal(r: &Refusal) -> i16 {
         // Broker registry and cluster id: the nodes' own writes, never a client's.
         Refusal::InvalidBroker { .. }
         | Refusal::ClusterIdSet { .. }
+        | Refusal::ProducerIdsExhausted
         | Refusal::InvalidClusterId { .. } => INVALID_REQUEST,
     }
 }

@@ -71,6 +71,9 @@ pub const DEFAULT_BACKGROUND_OPENS_PER_CORE: usize = 16;
 /// How often a clustered node tells the metastore it is alive (Kafka's
 /// `broker.heartbeat.interval.ms`).
 pub const DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS: u64 = 2_000;
+/// How long an admin change (create, delete, alter) waits for every other live node to
+/// apply it before it is answered REQUEST_TIMED_OUT.
+pub const CLUSTER_APPLY_TIMEOUT_MS: u64 = 10_000;
 /// How long a clustered node's start waits for the metastore to take its registration (a
 /// quorum of the peers must be up).
 pub const CLUSTER_JOIN_TIMEOUT_MS: u64 = 120_000;

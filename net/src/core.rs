@@ -9,7 +9,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::task::{Poll, Waker};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use engine::shard::Shards;
 use engine::{CoreStorage, DataDir, Partition};
@@ -24,7 +24,10 @@ pub struct BrokerContext {
     pub meta: MetaHandle,
     pub data_dir: Arc<DataDir>,
     pub cluster_id: String,
+    /// The producer ids of this start: the block the metastore handed it
+    /// (`Command::AllocateProducerIds`), unique in the cluster.
     next_producer_id: AtomicI64,
+    producer_ids_end: i64,
     pub shutdown: flume::Receiver<()>,
     /// Open Kafka connections, broker-wide and per client IP (`max-connections`,
     /// `max-connections-per-ip`); touched at accept and close only.
@@ -34,6 +37,8 @@ pub struct BrokerContext {
     /// This node's brokers as clients see them (one, or one per core in core-direct mode):
     /// every broker id and endpoint a handler answers comes from here.
     pub brokers: crate::brokers::BrokerMap,
+    /// What each core applied of the metastore, for other nodes' `WaitApplied`.
+    pub applied: meta::node::AppliedWatermark,
 }
 
 impl BrokerContext {
@@ -41,16 +46,11 @@ impl BrokerContext {
         config: BrokerConfig,
         meta: MetaHandle,
         data_dir: Arc<DataDir>,
-        cluster_id: String,
         shutdown: flume::Receiver<()>,
         brokers: crate::brokers::BrokerMap,
+        joined: crate::cluster::Joined,
+        applied: meta::node::AppliedWatermark,
     ) -> Self {
-        // Producer ids: boot time in ms, shifted, plus a counter: unique across restarts of
-        // this node without a metastore round trip.
-        let boot_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(1);
         let cores = config.cpus.len().max(1);
         let fd_budget = crate::fd_budget::FdBudget::from_process_limit(
             config.read_cache_segments * crate::fd_budget::FDS_PER_CACHED_SEGMENT * cores,
@@ -61,18 +61,30 @@ impl BrokerContext {
         Self {
             meta,
             data_dir,
-            cluster_id,
-            next_producer_id: AtomicI64::new(boot_ms << 20),
+            next_producer_id: AtomicI64::new(joined.producer_ids.start),
+            producer_ids_end: joined.producer_ids.end,
+            cluster_id: joined.cluster_id,
             connections: Default::default(),
             fd_budget,
             config,
             shutdown,
             brokers,
+            applied,
         }
     }
 
-    pub fn allocate_producer_id(&self) -> i64 {
-        self.next_producer_id.fetch_add(1, Ordering::Relaxed)
+    /// A producer id no other producer of the cluster has; `None` once this start's block is
+    /// used up (2^32 ids: a restart takes a new block).
+    pub fn allocate_producer_id(&self) -> Option<i64> {
+        let id = self.next_producer_id.fetch_add(1, Ordering::Relaxed);
+        if id < self.producer_ids_end {
+            Some(id)
+        } else {
+            tracing::error!(
+                "this start's producer ids are used up: restart the node for a new block"
+            );
+            None
+        }
     }
 }
 
@@ -243,6 +255,12 @@ impl CoreState {
             .endpoint(m.assignment(topic, partition)?)
     }
 
+    /// [`Self::leader_in`]'s broker id alone.
+    pub fn leader_id_in(&self, m: &MetaState, topic: &str, partition: u32) -> Option<i32> {
+        self.cluster_brokers(m)
+            .broker_id(m.assignment(topic, partition)?)
+    }
+
     /// The Kafka error for a partition request that reached a node not owning the
     /// partition: NOT_LEADER_OR_FOLLOWER (the client refreshes its metadata and goes to the
     /// owner) for a partition placed on another node, else UNKNOWN_TOPIC_OR_PARTITION.
@@ -336,6 +354,7 @@ impl CoreState {
 
     pub(crate) fn set_applied(&self, index: u64) {
         self.applied_index.set(index);
+        self.ctx.applied.report(self.core, index);
         for w in self.applied_waiters.borrow_mut().drain(..) {
             w.wake();
         }

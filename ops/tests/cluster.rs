@@ -226,3 +226,131 @@ fn client_suites_pass_against_three_nodes() {
         );
     }
 }
+
+/// Topic create/delete churn through node 2 while node 1 (the node that initialised the
+/// metastore, so its first leader) is SIGKILLed: every create and delete that was answered
+/// without error holds on the survivors, and on node 1 after its restart.
+#[test]
+fn killing_the_metastore_leader_during_topic_churn_loses_no_acknowledged_change() {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+    use kafka_protocol::messages::{
+        CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+        TopicName,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    // Long enough after the kill for a new leader and for node 1 to be fenced (until then an
+    // admin change waits for node 1 too, and is answered REQUEST_TIMED_OUT).
+    const CHURN_SECS: u64 = 14;
+    const KILL_AT_SECS: u64 = 2;
+    let mut nodes = cluster(3, 1);
+    let name = |i: usize| TopicName(StrBytes::from_string(format!("churn-{i}")));
+    let target = nodes[1].addr();
+    let churn = std::thread::spawn(move || {
+        let mut created: BTreeSet<usize> = BTreeSet::new();
+        let mut deleted: BTreeSet<usize> = BTreeSet::new();
+        let mut s = TcpStream::connect(target).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let t0 = Instant::now();
+        let mut corr = 0;
+        let mut i = 0;
+        let mut last_ack = Duration::ZERO;
+        let mut refusals: Vec<String> = Vec::new();
+        while t0.elapsed() < Duration::from_secs(CHURN_SECS) {
+            corr += 1;
+            let req = CreateTopicsRequest::default()
+                .with_timeout_ms(30_000)
+                .with_topics(vec![CreatableTopic::default()
+                    .with_name(name(i))
+                    .with_num_partitions(1)
+                    .with_replication_factor(1)]);
+            let r: CreateTopicsResponse = call(&mut s, 19, 5, corr, &req);
+            if r.topics[0].error_code == 0 {
+                created.insert(i);
+                last_ack = t0.elapsed();
+            } else {
+                if refusals.len() >= 3 {
+                    refusals.remove(0);
+                }
+                refusals.push(format!(
+                    "{:?}: {} {:?}",
+                    t0.elapsed(),
+                    r.topics[0].error_code,
+                    r.topics[0].error_message
+                ));
+            }
+            if i % 3 == 2 && created.contains(&(i - 2)) {
+                corr += 1;
+                let req = DeleteTopicsRequest::default()
+                    .with_timeout_ms(30_000)
+                    .with_topics(vec![
+                        DeleteTopicState::default().with_name(Some(name(i - 2)))
+                    ]);
+                let r: DeleteTopicsResponse = call(&mut s, 20, 6, corr, &req);
+                if r.responses[0].error_code == 0 {
+                    deleted.insert(i - 2);
+                }
+            }
+            i += 1;
+        }
+        (created, deleted, i, last_ack, refusals)
+    });
+    std::thread::sleep(Duration::from_secs(KILL_AT_SECS));
+    nodes[0].kill();
+    let (created, deleted, tried, last_ack, refusals) = churn.join().unwrap();
+    eprintln!(
+        "{} of {tried} creates and {} deletes acknowledged, the last create at {last_ack:?}; last refusals: {refusals:?}",
+        created.len(),
+        deleted.len()
+    );
+    assert!(
+        last_ack > Duration::from_secs(KILL_AT_SECS + 1),
+        "creates go on after the leader died (last acknowledged at {last_ack:?}); node 2's log: {}",
+        tail(&nodes[1].stderr_text(), 6000)
+    );
+    assert!(
+        created.len() >= 10,
+        "{} of {tried} creates acknowledged",
+        created.len()
+    );
+    let check = |node: &Broker| {
+        let listed: BTreeSet<String> = metadata_all(node)
+            .topics
+            .iter()
+            .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
+            .collect();
+        for i in &created {
+            let n = format!("churn-{i}");
+            if deleted.contains(i) {
+                assert!(!listed.contains(&n), "{n}: its delete was acknowledged");
+            } else {
+                assert!(
+                    listed.contains(&n),
+                    "{n}: its create was acknowledged; created {created:?}, deleted {deleted:?}, listed {listed:?}"
+                );
+            }
+        }
+    };
+    check(&nodes[1]);
+    check(&nodes[2]);
+    nodes[0].restart();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    // Node 1 catches up on what it missed.
+    while metadata_all(&nodes[0]).topics.len() < metadata_all(&nodes[1]).topics.len() {
+        assert!(Instant::now() < deadline, "node 1 never caught up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    check(&nodes[0]);
+}
+
+fn metadata_all(node: &Broker) -> MetadataResponse {
+    let mut s = TcpStream::connect(node.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    call(
+        &mut s,
+        METADATA_KEY,
+        12,
+        1,
+        &MetadataRequest::default().with_topics(None),
+    )
+}

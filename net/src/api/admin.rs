@@ -118,7 +118,37 @@ async fn write(state: &Rc<CoreState>, cmd: Command) -> Result<(), Refusal> {
         .await
         .map_err(|e| (codes::for_meta_error(&e), e.to_string()))?;
     wait_all_cores(state, applied.log_index).await;
-    Ok(())
+    wait_other_nodes(state, applied.log_index).await
+}
+
+/// Clustered: waits until the cores of every other live node applied the change at
+/// `log_index` too, so a client that goes on to any node finds it; REQUEST_TIMED_OUT (the
+/// change itself is made) when one does not within `CLUSTER_APPLY_TIMEOUT_MS`.
+async fn wait_other_nodes(state: &Rc<CoreState>, log_index: u64) -> Result<(), Refusal> {
+    if state.ctx.config.peers.is_empty() {
+        return Ok(());
+    }
+    let others: Vec<u64> = state
+        .meta
+        .borrow()
+        .live_brokers()
+        .map(|b| b.node_id)
+        .filter(|n| *n != state.node_id())
+        .collect();
+    if others.is_empty() {
+        return Ok(());
+    }
+    state
+        .ctx
+        .meta
+        .wait_nodes_applied(log_index, others, crate::config::CLUSTER_APPLY_TIMEOUT_MS)
+        .await
+        .map_err(|e| {
+            (
+                codes::REQUEST_TIMED_OUT,
+                format!("the change is made, but not every node applied it yet: {e}"),
+            )
+        })
 }
 
 /// Creates one topic (also used by auto-create). Returns its topic id.

@@ -74,9 +74,9 @@ pub async fn handle(state: &Rc<CoreState>, version: i16, req: MetadataRequest) -
                 let part = MetadataResponsePartition::default()
                     .with_partition_index(p as i32)
                     .with_leader_epoch(0);
-                match state.leader_in(&m, name, p) {
-                    Some(e) => {
-                        let leader = BrokerId(e.broker_id);
+                match state.leader_id_in(&m, name, p) {
+                    Some(id) => {
+                        let leader = BrokerId(id);
                         part.with_leader_id(leader)
                             .with_replica_nodes(vec![leader])
                             .with_isr_nodes(vec![leader])
@@ -162,10 +162,7 @@ fn offline_broker_id(m: &meta::MetaState, topic: &str, partition: u32) -> i32 {
     m.assignment(topic, partition)
         .and_then(|a| {
             let r = m.brokers.get(&a.node_id)?;
-            Some(
-                crate::brokers::BrokerMap::of_registration(r)
-                    .broker_id_of_core(a.core_index as usize),
-            )
+            Some(crate::brokers::broker_id_of(r, a.core_index as usize))
         })
         .unwrap_or(-1)
 }

@@ -158,7 +158,15 @@ pub fn init_producer_id(
         if req.producer_id.0 >= 0 && req.producer_epoch >= 0 && req.producer_epoch < i16::MAX - 1 {
             (req.producer_id.0, req.producer_epoch + 1)
         } else {
-            (state.ctx.allocate_producer_id(), 0)
+            match state.ctx.allocate_producer_id() {
+                Some(id) => (id, 0),
+                None => {
+                    return InitProducerIdResponse::default()
+                        .with_error_code(codes::UNKNOWN_SERVER_ERROR)
+                        .with_producer_id(ProducerId(-1))
+                        .with_producer_epoch(-1)
+                }
+            }
         };
     InitProducerIdResponse::default()
         .with_producer_id(ProducerId(id))

@@ -45,8 +45,8 @@ use kafka_protocol::messages::{
 use super::str_bytes;
 use crate::codes::{
     self, CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE, INVALID_PRODUCER_ID_MAPPING,
-    INVALID_REQUEST, INVALID_TRANSACTION_TIMEOUT, INVALID_TXN_STATE, NONE, PRODUCER_FENCED,
-    UNKNOWN_TOPIC_OR_PARTITION,
+    INVALID_REQUEST, INVALID_TRANSACTION_TIMEOUT, INVALID_TXN_STATE, NONE, NOT_LEADER_OR_FOLLOWER,
+    PRODUCER_FENCED, UNKNOWN_TOPIC_OR_PARTITION,
 };
 use crate::core::CoreState;
 use crate::group::{self, Committed, OFFSETS_TOPIC};
@@ -413,7 +413,7 @@ pub async fn init_producer_id(
                     tracing::warn!(transactional_id = %id, limit = MAX_TRANSACTIONAL_IDS_PER_CORE, "transactional id refused: this core coordinates the most it may (MAX_TRANSACTIONAL_IDS_PER_CORE)");
                     return Err(COORDINATOR_NOT_AVAILABLE);
                 }
-                let pid = s.ctx.allocate_producer_id();
+                let pid = s.ctx.allocate_producer_id().ok_or(codes::UNKNOWN_SERVER_ERROR)?;
                 txns.insert(
                     id.clone(),
                     TxnEntry {
@@ -452,7 +452,8 @@ pub async fn init_producer_id(
             match next_epoch(meta.epoch) {
                 Some(e) => meta.epoch = e,
                 None => {
-                    meta.producer_id = s.ctx.allocate_producer_id();
+                    meta.producer_id =
+                        s.ctx.allocate_producer_id().ok_or(codes::UNKNOWN_SERVER_ERROR)?;
                     meta.epoch = 0;
                 }
             }
@@ -522,6 +523,12 @@ async fn add_to_txn(
     for (i, (topic, p)) in partitions.iter().enumerate() {
         match state.owner_core(topic, *p) {
             Some(core) => scatter.push(core, (i, 0), (topic.clone(), *p)),
+            None if state.not_owned_code(topic, *p) == NOT_LEADER_OR_FOLLOWER => {
+                // The commit markers would have to be written on another node: not yet
+                // (issue #17). Refused, never half done.
+                tracing::warn!(%topic, partition = p, "a transaction may only span partitions of its coordinator's node (for now)");
+                codes_out[i] = INVALID_TXN_STATE;
+            }
             None => codes_out[i] = UNKNOWN_TOPIC_OR_PARTITION,
         }
     }
