@@ -207,11 +207,13 @@ fn a_killed_node_is_fenced_the_others_serve_and_it_returns_with_every_record() {
     }
 }
 
-/// The confluent-kafka and kafka-python suites (produce, consume, consumer groups, admin)
-/// against the three nodes.
+/// The confluent-kafka and kafka-python suites (admin, produce, consume, list offsets,
+/// configs) and kafkajs (a consumer group whose coordinator and partitions sit on different
+/// nodes, committed offsets) against the three nodes.
 #[test]
 fn client_suites_pass_against_three_nodes() {
     let nodes = cluster(3, 1);
+    kafkajs_smoke(&bootstrap(&nodes));
     for script in ["confluent_suite.py", "kafka_python_suite.py"] {
         let out = run_python(
             script,

@@ -1,9 +1,9 @@
 // kafkajs 2 against the broker: admin create, idempotent acks=all produce, a group consumer
 // that reads everything and commits, and the committed offsets read back through the admin
-// API. usage: node kafkajs_smoke.js BROKER TOPIC GROUP
+// API. usage: node kafkajs_smoke.js BROKER[,BROKER...] TOPIC GROUP
 const { Kafka, logLevel } = require('kafkajs');
 const [broker, topic, group] = process.argv.slice(2);
-const kafka = new Kafka({ clientId: 'kjs', brokers: [broker], logLevel: logLevel.WARN });
+const kafka = new Kafka({ clientId: 'kjs', brokers: broker.split(','), logLevel: logLevel.WARN });
 (async () => {
   const admin = kafka.admin();
   await admin.connect();

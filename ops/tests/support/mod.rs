@@ -228,6 +228,55 @@ pub fn run_python(script: &str, args: &[&str], env: &[(&str, &str)], timeout: Du
     run_ok(cmd, None, timeout)
 }
 
+/// kafkajs major version the tests pin.
+const KAFKAJS: &str = "kafkajs@2.2.4";
+
+/// The node_modules dir with kafkajs, installed with npm into `target/test-node` once.
+pub fn kafkajs_dir() -> PathBuf {
+    let dir = target_dir().join("test-node");
+    fs::create_dir_all(&dir).unwrap();
+    let lock = File::create(target_dir().join("test-node.lock")).unwrap();
+    // SAFETY: flock on a file we own; released when `lock` drops.
+    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+    if !dir.join("node_modules/kafkajs/package.json").exists() {
+        let mut npm = Command::new("npm");
+        npm.args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&dir)
+            .arg(KAFKAJS);
+        let out = run_with_timeout(npm, None, Duration::from_secs(300));
+        assert!(
+            out.status.success(),
+            "npm install {KAFKAJS} failed (node and npm are needed: apt-get install nodejs npm): {}",
+            out.stderr
+        );
+    }
+    dir.join("node_modules")
+}
+
+/// `tests/clients/kafkajs_smoke.js` against `bootstrap`: admin, idempotent produce of 300
+/// records, a consumer group reading them all and committing every partition's end.
+pub fn kafkajs_smoke(bootstrap: &str) {
+    let mut node = Command::new("node");
+    node.arg(clients_dir().join("kafkajs_smoke.js"))
+        .args([bootstrap, "kjs-topic", "kjs-group"])
+        .env("NODE_PATH", kafkajs_dir())
+        .env("KAFKAJS_NO_PARTITIONER_WARNING", "1");
+    let out = run_ok(node, None, Duration::from_secs(120));
+    let line = out.lines().last().unwrap_or_default();
+    let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(v["consumed"], 300, "{out}");
+    let committed: i64 = v["offsets"][0]["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["offset"].as_str().unwrap().parse::<i64>().unwrap())
+        .sum();
+    assert_eq!(
+        committed, 300,
+        "the group committed every partition's end: {out}"
+    );
+}
+
 /// Creates a topic through the Kafka admin API (confluent-kafka), waiting until metadata shows it.
 /// The values of `topic`/`partition` from the beginning to the end, one per line (kcat).
 pub fn kcat_read(broker: &Broker, topic: &str, partition: u32) -> Vec<String> {
