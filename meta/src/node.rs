@@ -95,6 +95,9 @@ impl AppliedWatermark {
     }
 }
 
+/// `MetaHandle::leader` while no leader is known (node ids start at 1).
+const NO_LEADER: u64 = 0;
+
 /// How often a `WaitApplied` looks at the watermark.
 const WAIT_APPLIED_POLL_MS: u64 = 2;
 
@@ -222,6 +225,8 @@ impl Metastore {
         let (tx, rx) = flume::bounded(COMMAND_QUEUE_CAPACITY);
         let (ready_tx, ready_rx) = flume::bounded(1);
         let node_id = config.node_id;
+        let leader = Arc::new(std::sync::atomic::AtomicU64::new(NO_LEADER));
+        let leader_seen = leader.clone();
         let thread = std::thread::Builder::new()
             .name(format!("ringlog-meta-{node_id}"))
             .spawn(move || {
@@ -235,7 +240,7 @@ impl Metastore {
                         return;
                     }
                 };
-                let lock = rt.block_on(run(config, rx, ready_tx));
+                let lock = rt.block_on(run(config, rx, ready_tx, leader_seen));
                 // Dropping the runtime drops raft and the log store, which joins the log
                 // writer (everything queued reaches the disk); only then release the data dir.
                 drop(rt);
@@ -247,6 +252,7 @@ impl Metastore {
                 tx,
                 node_id,
                 listen_addr,
+                leader,
                 thread: Arc::new(std::sync::Mutex::new(Some(thread))),
             }),
             Ok(Err(e)) => {
@@ -270,12 +276,23 @@ pub struct MetaHandle {
     tx: flume::Sender<Cmd>,
     node_id: u64,
     listen_addr: Option<SocketAddr>,
+    /// The raft leader as this node last saw it ([`NO_LEADER`]: none), kept current by the
+    /// meta thread; read without a round trip (Metadata names it the controller).
+    leader: Arc<std::sync::atomic::AtomicU64>,
     thread: Arc<std::sync::Mutex<Option<std::thread::JoinHandle<()>>>>,
 }
 
 impl MetaHandle {
     pub fn node_id(&self) -> u64 {
         self.node_id
+    }
+
+    /// The metastore leader's node id as this node last saw it; `None` while there is none.
+    pub fn leader_id(&self) -> Option<u64> {
+        match self.leader.load(std::sync::atomic::Ordering::Relaxed) {
+            NO_LEADER => None,
+            id => Some(id),
+        }
     }
 
     /// The bound address of the TCP server, if any.
@@ -1076,6 +1093,7 @@ async fn run(
     config: MetaConfig,
     rx: flume::Receiver<Cmd>,
     ready: flume::Sender<Result<Option<SocketAddr>>>,
+    leader: Arc<std::sync::atomic::AtomicU64>,
 ) -> Option<std::fs::File> {
     let started = match setup(&config).await {
         Ok(s) => s,
@@ -1105,6 +1123,16 @@ async fn run(
             Duration::from_millis(config.broker_session_timeout_ms),
         ));
     }
+    let mut metrics = node.raft.metrics();
+    tokio::spawn(async move {
+        loop {
+            let seen = metrics.borrow().current_leader.unwrap_or(NO_LEADER);
+            leader.store(seen, std::sync::atomic::Ordering::Relaxed);
+            if metrics.changed().await.is_err() {
+                return;
+            }
+        }
+    });
     tracing::info!(node_id = config.node_id, listen = ?started.listen_addr, "metastore running");
     let _ = ready.send(Ok(started.listen_addr));
 

@@ -212,6 +212,19 @@ impl ClusterBrokers<'_> {
         Some(broker_id_of(r, core))
     }
 
+    /// The controller clients are given: core 0's broker of the metastore leader's node
+    /// (admin requests sent there need no forwarding hop), else this node's.
+    pub fn controller_id(&self, leader: Option<u64>) -> i32 {
+        leader
+            .and_then(|n| {
+                self.broker_id(meta::Assignment {
+                    node_id: n,
+                    core_index: 0,
+                })
+            })
+            .unwrap_or_else(|| self.own.controller_id())
+    }
+
     /// The rack of node `node_id`, as registered.
     pub fn rack(&self, node_id: u64) -> Option<String> {
         self.meta.brokers.get(&node_id).and_then(|r| r.rack.clone())

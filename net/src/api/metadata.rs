@@ -1,7 +1,8 @@
 //! Metadata: the cluster's live brokers (each node, or one per core of each node in
 //! core-direct mode, see `crate::brokers`), each partition led by its owner core's broker on
 //! its owner node (none while that node is fenced), topics with their stable topic UUIDs.
-//! DescribeCluster: the cluster id, the same brokers, this node's core 0 as controller.
+//! DescribeCluster: the cluster id, the same brokers, and as controller core 0 of the
+//! metastore leader's node.
 //! ElectLeaders: never needed (one replica).
 
 use std::rc::Rc;
@@ -143,12 +144,12 @@ pub async fn handle(state: &Rc<CoreState>, version: i16, req: MetadataRequest) -
                 .with_rack(cluster.rack(node).filter(|_| version >= 1).map(str_bytes))
         })
         .collect();
-    let brokers_map = &state.ctx.brokers;
+    let controller = cluster.controller_id(state.ctx.meta.leader_id());
     let mut resp = MetadataResponse::default()
         .with_brokers(brokers)
         .with_topics(topics);
     if version >= 1 {
-        resp.controller_id = BrokerId(brokers_map.controller_id());
+        resp.controller_id = BrokerId(controller);
     }
     if version >= 2 {
         resp.cluster_id = Some(str_bytes(state.ctx.cluster_id.clone()));
@@ -218,7 +219,7 @@ pub fn describe_cluster(
         .with_error_message(None)
         .with_endpoint_type(ENDPOINT_TYPE_BROKER)
         .with_cluster_id(str_bytes(state.ctx.cluster_id.clone()))
-        .with_controller_id(BrokerId(state.ctx.brokers.controller_id()))
+        .with_controller_id(BrokerId(cluster.controller_id(state.ctx.meta.leader_id())))
         .with_brokers(
             cluster
                 .endpoints()

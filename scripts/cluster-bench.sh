@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Issue #17's benchmark, on one machine (the same CPUs for both sides: the figure is the cost
+# of the cluster path, not scaling):
+#   1. produce throughput (the OMB max-rate workload, 6 partitions) of three `ringlog serve`
+#      nodes against one node, `ringlog-bench --compare` in alternating rounds;
+#   2. metastore writes/s (CreateTopics, DeleteTopics one at a time) through the metastore
+#      leader (node 1, which initialises the cluster) and through a follower (node 2).
+#
+# usage: scripts/cluster-bench.sh RINGLOG RINGLOG_BENCH [SECS] [ROUNDS] [ADMIN_COUNT]
+# Needs confluent-kafka (the tests' venv, target/test-venv, or PYTHON=...). Reports in $OUT
+# (default /tmp/ringlog-cluster-bench).
+set -euo pipefail
+bin=$1 bench=$2 secs=${3:-20} rounds=${4:-3} admin_count=${5:-200}
+out=${OUT:-/tmp/ringlog-cluster-bench}
+python=${PYTHON:-target/test-venv/bin/python}
+work=$(mktemp -d "${TMPDIR:-/tmp}/ringlog-cluster-XXXXXX")
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+mkdir -p "$out"
+port() { echo $((20000 + RANDOM % 20000)); }
+wait_ready() { # PORT
+  for _ in $(seq 300); do
+    "$bin" topic list --brokers "127.0.0.1:$1" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "broker on $1 did not start; see $work/*.log" >&2
+  exit 1
+}
+
+single=$(port)
+"$bin" serve --data-dir "$work/single" --listen "127.0.0.1:$single" --cores 2 >"$work/single.log" 2>&1 &
+pids+=($!)
+kafka=() peers=""
+for i in 1 2 3; do kafka+=("$(port)"); peers+="${peers:+,}$i=127.0.0.1:$(port)"; done
+for i in 1 2 3; do
+  "$bin" serve --data-dir "$work/n$i" --listen "127.0.0.1:${kafka[$((i - 1))]}" --cores 2 \
+    --node-id "$i" --peers "$peers" >"$work/n$i.log" 2>&1 &
+  pids+=($!)
+done
+wait_ready "$single"
+for p in "${kafka[@]}"; do wait_ready "$p"; done
+cluster=$(printf '127.0.0.1:%s,' "${kafka[@]}")
+cluster=${cluster%,}
+
+echo "== produce: A = one node (--cores 2), B = three nodes (--cores 2 each), same machine"
+"$bench" -b "127.0.0.1:$single" --compare "$cluster" --rounds "$rounds" \
+  -w bench/workloads/1-topic-6-partitions-1kb-2p-2c-max-rate.yaml \
+  --duration-secs "$secs" --warmup-secs 5 --acks all -o "$out/produce" --quiet | tee "$out/produce.txt"
+
+echo "== metastore writes through the leader (node 1) and a follower (node 2), alternating"
+for r in $(seq "$rounds"); do
+  for n in 1 2; do
+    "$python" scripts/cluster_admin_bench.py "127.0.0.1:${kafka[$((n - 1))]}" "$admin_count" "r$r-n$n" \
+      | sed "s/^/node $n: /" | tee -a "$out/admin.txt"
+  done
+done
