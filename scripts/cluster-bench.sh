@@ -7,12 +7,13 @@
 #      leader (node 1, which initialises the cluster) and through a follower (node 2).
 #
 # usage: scripts/cluster-bench.sh RINGLOG RINGLOG_BENCH [SECS] [ROUNDS] [ADMIN_COUNT]
-# Needs confluent-kafka (the tests' venv, target/test-venv, or PYTHON=...). Reports in $OUT
-# (default /tmp/ringlog-cluster-bench).
+# CASES: any of "produce admin" (default both). Needs python3 (the admin part speaks the
+# protocol itself). Reports in $OUT (default /tmp/ringlog-cluster-bench).
 set -euo pipefail
 bin=$1 bench=$2 secs=${3:-20} rounds=${4:-3} admin_count=${5:-200}
 out=${OUT:-/tmp/ringlog-cluster-bench}
-python=${PYTHON:-target/test-venv/bin/python}
+cases=${CASES:-produce admin}
+python=${PYTHON:-python3}
 work=$(mktemp -d "${TMPDIR:-/tmp}/ringlog-cluster-XXXXXX")
 pids=()
 cleanup() {
@@ -47,15 +48,21 @@ for p in "${kafka[@]}"; do wait_ready "$p"; done
 cluster=$(printf '127.0.0.1:%s,' "${kafka[@]}")
 cluster=${cluster%,}
 
+if [[ $cases == *produce* ]]; then
 echo "== produce: A = one node (--cores 2), B = three nodes (--cores 2 each), same machine"
 "$bench" -b "127.0.0.1:$single" --compare "$cluster" --rounds "$rounds" \
   -w bench/workloads/1-topic-6-partitions-1kb-2p-2c-max-rate.yaml \
   --duration-secs "$secs" --warmup-secs 5 --acks all -o "$out/produce" --quiet | tee "$out/produce.txt"
+fi
 
+if [[ $cases == *admin* ]]; then
 echo "== metastore writes through the leader (node 1) and a follower (node 2), alternating"
+# The controller Metadata names is the metastore leader's node.
+"$bin" cluster info --brokers "127.0.0.1:${kafka[1]}" | grep -i controller
 for r in $(seq "$rounds"); do
   for n in 1 2; do
     "$python" scripts/cluster_admin_bench.py "127.0.0.1:${kafka[$((n - 1))]}" "$admin_count" "r$r-n$n" \
       | sed "s/^/node $n: /" | tee -a "$out/admin.txt"
   done
 done
+fi
