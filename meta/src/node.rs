@@ -141,7 +141,8 @@ impl MetaConfig {
             election_timeout_max_ms: DEFAULT_ELECTION_TIMEOUT_MAX_MS,
             snapshot_every_logs: DEFAULT_SNAPSHOT_EVERY_LOGS,
             logs_kept_after_snapshot: DEFAULT_LOGS_KEPT_AFTER_SNAPSHOT,
-            broker_session_timeout_ms: DEFAULT_BROKER_SESSION_TIMEOUT_MS,
+            // One broker alone is never fenced: no fence loop unless a cluster asks for it.
+            broker_session_timeout_ms: 0,
             applied: AppliedWatermark::default(),
         }
     }
@@ -1231,7 +1232,11 @@ async fn fence_loop(node: Arc<Node>, session_timeout: Duration) {
                 if !leader {
                     continue;
                 }
-                for (node_id, incarnation) in tracker.due_fences(&brokers, now, session_timeout) {
+                // The breaker refuses past this many fenced: no write that is bound to fail.
+                let room = crate::state::max_fenced_brokers(brokers.len())
+                    .saturating_sub(brokers.values().filter(|b| b.fenced).count());
+                let due = tracker.due_fences(&brokers, now, session_timeout);
+                for (node_id, incarnation) in due.into_iter().take(room) {
                     match node.write(Command::FenceBroker { node_id, incarnation }, false).await {
                         Ok(_) => tracing::warn!(node_id, timeout_ms = session_timeout.as_millis() as u64, "broker fenced: no heartbeat within its session"),
                         Err(e) => tracing::info!(node_id, error = %e, "broker not fenced"),

@@ -30,6 +30,7 @@ pub fn meta_config(config: &BrokerConfig, dir: std::path::PathBuf) -> MetaConfig
             .get(&config.node_id)
             .and_then(|a| a.parse().ok());
         m.peers = config.peers.clone();
+        m.join = config.join.clone();
         m.broker_session_timeout_ms = config.broker_session_timeout_ms;
     }
     m

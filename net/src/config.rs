@@ -90,6 +90,10 @@ pub struct BrokerConfig {
     /// The metastore's members (`--peers 1=host:port,...`: node id -> its metastore address,
     /// this node's own included); empty: the embedded single-node metastore.
     pub peers: std::collections::BTreeMap<u64, String>,
+    /// A node added to a running cluster: a member's metastore address to ask for admission
+    /// (it joins as a learner and is promoted to voter); `--peers` then needs only this
+    /// node's own entry.
+    pub join: Option<String>,
     /// This node's rack, listed in Metadata (`broker.rack`).
     pub rack: Option<String>,
     /// Clustered: how often this node heartbeats to the metastore, and how long the leader
@@ -177,6 +181,7 @@ impl BrokerConfig {
             cpus,
             node_id: 1,
             peers: std::collections::BTreeMap::new(),
+            join: None,
             rack: None,
             broker_heartbeat_interval_ms: DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS,
             broker_session_timeout_ms: meta::node::DEFAULT_BROKER_SESSION_TIMEOUT_MS,
@@ -335,6 +340,9 @@ impl BrokerConfig {
                 bytes: self.log_cleaner_dedupe_buffer_bytes,
             });
         }
+        if self.join.is_some() && self.peers.is_empty() {
+            return Err(InvalidBrokerConfig::JoinWithoutPeers);
+        }
         if !self.peers.is_empty() {
             let own = self
                 .peers
@@ -439,6 +447,8 @@ pub enum InvalidBrokerConfig {
         last: u32,
         listen_port: u16,
     },
+    #[error("--join needs --peers with at least this node's own ID=HOST:PORT (the address its metastore listens on)")]
+    JoinWithoutPeers,
     #[error("--node-id {node_id} is not among --peers: list every metastore member as ID=HOST:PORT, this node's own included")]
     NotAmongPeers { node_id: u64 },
     #[error("--peers: this node's ({node_id}) address {addr:?} is not IP:PORT (it is the address its metastore listens on)")]

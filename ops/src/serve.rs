@@ -82,6 +82,11 @@ pub struct ServeArgs {
     /// metastore.
     #[arg(long, value_name = "ID=HOST:PORT,...")]
     peers: Option<String>,
+    /// Cluster mode, a node added to a running cluster: the metastore address of any member
+    /// to ask for admission (joins as a learner, then is promoted to voter); `--peers` then
+    /// needs only this node's own entry.
+    #[arg(long, value_name = "HOST:PORT")]
+    join: Option<String>,
     /// This node's rack, listed in Metadata (`broker.rack`).
     #[arg(long, value_name = "RACK")]
     rack: Option<String>,
@@ -210,6 +215,8 @@ struct FileConfig {
     node_id: Option<u64>,
     /// Cluster mode: the metastore's members, `"1=host:port,2=host:port,3=host:port"`.
     peers: Option<String>,
+    /// Cluster mode: a member's metastore address to join through.
+    join: Option<String>,
     rack: Option<String>,
     broker_heartbeat_interval_ms: Option<u64>,
     broker_session_timeout_ms: Option<u64>,
@@ -270,6 +277,7 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
     if let Some(p) = args.peers.or(file.peers) {
         c.peers = meta::MetaConfig::parse_peers(&p).map_err(|e| format!("--peers: {e}"))?;
     }
+    c.join = args.join.or(file.join);
     c.rack = args.rack.or(file.rack);
     if let Some(n) = args
         .broker_heartbeat_interval_ms

@@ -24,30 +24,48 @@ const HEARTBEAT_INTERVAL_MS: &str = "500";
 
 /// `nodes` brokers of `cores` cores each, started together as one cluster (node ids 1..).
 fn cluster(nodes: u64, cores: usize) -> Vec<Broker> {
-    let peers: String = (1..=nodes)
-        .map(|i| format!("{i}=127.0.0.1:{}", free_port()))
-        .collect::<Vec<_>>()
-        .join(",");
-    let args: Vec<Vec<String>> = (1..=nodes)
-        .map(|i| {
-            [
-                "--node-id",
-                &i.to_string(),
-                "--peers",
-                &peers,
-                "--broker-session-timeout-ms",
-                SESSION_TIMEOUT_MS,
-                "--broker-heartbeat-interval-ms",
-                HEARTBEAT_INTERVAL_MS,
-                "--rack",
-                &format!("rack-{i}"),
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
-        })
+    cluster_with_peers(nodes, cores).0
+}
+
+/// [`cluster`], and its `--peers` (node id -> metastore address).
+fn cluster_with_peers(nodes: u64, cores: usize) -> (Vec<Broker>, BTreeMap<u64, String>) {
+    let peers: BTreeMap<u64, String> = (1..=nodes)
+        .map(|i| (i, format!("127.0.0.1:{}", free_port())))
         .collect();
-    Broker::start_together(cores, &args)
+    let list = peers_arg(&peers);
+    let args: Vec<Vec<String>> = (1..=nodes).map(|i| node_args(i, &list, None)).collect();
+    (Broker::start_together(cores, &args), peers)
+}
+
+fn peers_arg(peers: &BTreeMap<u64, String>) -> String {
+    peers
+        .iter()
+        .map(|(i, a)| format!("{i}={a}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The serve flags of node `i` (short sessions, a rack each), joining through `join`.
+fn node_args(i: u64, peers: &str, join: Option<&str>) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "--node-id",
+        &i.to_string(),
+        "--peers",
+        peers,
+        "--broker-session-timeout-ms",
+        SESSION_TIMEOUT_MS,
+        "--broker-heartbeat-interval-ms",
+        HEARTBEAT_INTERVAL_MS,
+        "--rack",
+        &format!("rack-{i}"),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if let Some(j) = join {
+        args.extend(["--join".to_string(), j.to_string()]);
+    }
+    args
 }
 
 /// Every node's address, as a client's bootstrap list.
@@ -204,6 +222,34 @@ fn a_killed_node_is_fenced_the_others_serve_and_it_returns_with_every_record() {
     }
     for p in on(3) {
         assert_eq!(kcat_read(&nodes[0], "k", p), before, "partition {p}");
+    }
+}
+
+/// A fourth node added to the running cluster joins the metastore (learner, then voter),
+/// registers, and takes its share of a new topic's partitions, which clients then use.
+#[test]
+fn a_node_added_later_joins_and_gets_partitions() {
+    let (nodes, peers) = cluster_with_peers(3, 1);
+    let own = BTreeMap::from([(4u64, format!("127.0.0.1:{}", free_port()))]);
+    let args = node_args(4, &peers_arg(&own), Some(&peers[&1]));
+    let fourth = Broker::start_with(1, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    fourth.wait_for_log_line(&["joined the cluster as voter"], Duration::from_secs(60));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while metadata(&nodes[0], "none").brokers.len() < 4 {
+        assert!(Instant::now() < deadline, "node 4 never listed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    create_topic(&nodes[0], "grown", 8, &[]);
+    let lead = leaders(&fourth, "grown");
+    let on_four: Vec<u32> = lead
+        .iter()
+        .filter(|(_, l)| **l == 4)
+        .map(|(p, _)| *p as u32)
+        .collect();
+    assert!(!on_four.is_empty(), "node 4 leads none of {lead:?}");
+    for p in on_four {
+        kcat_write(&nodes[1], "grown", p, &["on-four"]);
+        assert_eq!(kcat_read(&fourth, "grown", p), vec!["on-four".to_string()]);
     }
 }
 
