@@ -66,6 +66,14 @@ pub enum CursorError {
         #[source]
         source: CoreGone,
     },
+    /// The child partition's owner is another node and the node RPC to it failed (down,
+    /// unreachable, or its append failed); the cursor retries the same batch.
+    #[error("child partition {partition} on node {node_id}: {reason}")]
+    ChildRemote {
+        partition: u32,
+        node_id: u64,
+        reason: String,
+    },
     #[error("writing the offset file: {0}")]
     OffsetFile(#[source] std::io::Error),
 }

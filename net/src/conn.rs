@@ -341,6 +341,28 @@ async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<
                     tx.send(h).await.map_err(|_| CloseReason::WriterStopped)?;
                     continue;
                 }
+                Decoded::NodeRpc {
+                    correlation_id,
+                    body,
+                } => {
+                    let held = Held {
+                        _core: core_permit,
+                        _conn: conn_budget
+                            .acquire_static_permit(0)
+                            .await
+                            .map_err(budget_err("connection budget"))?,
+                    };
+                    let task_state = state.clone();
+                    let h = glommio::spawn_local(async move {
+                        let answer =
+                            crate::fanout_runtime::serve_node_request(&task_state, &body).await;
+                        let frame = crate::node_rpc::response_frame(correlation_id, &answer);
+                        (Outcome::Response(frame), held)
+                    })
+                    .detach();
+                    tx.send(h).await.map_err(|_| CloseReason::WriterStopped)?;
+                    continue;
+                }
             };
             let reserve = match &req.body {
                 RequestKind::Fetch(f) => api::fetch::response_cap_bytes(f, cfg),
@@ -383,6 +405,11 @@ pub enum Decoded {
     Request(Box<Request>),
     /// A response decided at decode time (ApiVersions with an unsupported version).
     Immediate(Bytes),
+    /// Another node's call (`crate::node_rpc`): its correlation id and rkyv body.
+    NodeRpc {
+        correlation_id: i32,
+        body: Bytes,
+    },
 }
 
 fn decode_request(state: &CoreState, body: Bytes, peer: &str) -> Result<Decoded, DecodeError> {
@@ -403,6 +430,12 @@ pub fn decode_frame(mut body: Bytes, peer: &str) -> Result<Decoded, DecodeError>
     let key = i16::from_be_bytes([body[0], body[1]]);
     let version = i16::from_be_bytes([body[2], body[3]]);
     let correlation_id = i32::from_be_bytes([body[4], body[5], body[6], body[7]]);
+    if key == crate::node_rpc::NODE_RPC_API_KEY && version == crate::node_rpc::NODE_RPC_VERSION {
+        return Ok(Decoded::NodeRpc {
+            correlation_id,
+            body: body.slice(8..),
+        });
+    }
     let api_key = ApiKey::try_from(key).map_err(|_| DecodeError::UnknownApiKey(key))?;
     let Some(range) = api::supported_versions(api_key) else {
         return Err(DecodeError::UnsupportedApi { api: api_key, key });

@@ -93,30 +93,140 @@ impl ChildSink for CoreChild {
             child: self.child.clone(),
             partition,
         };
-        let core = self
+        let owner = self
             .state
-            .owner_core(&self.child, partition)
+            .meta
+            .borrow()
+            .assignment(&self.child, partition)
             .ok_or_else(not_served)?;
-        let child = self.child.clone();
-        let append = move |s: Rc<CoreState>| async move {
-            let Some(part) = s.partition(&child, partition).await else {
-                return Ok(false);
+        if owner.node_id != self.state.node_id() {
+            // Another node owns the child partition: one node RPC per commit (seed 000). A
+            // dead owner stalls this bucket; the cursor retries, never another partition.
+            let req = crate::node_rpc::NodeRequest::AppendChild {
+                topic: self.child.clone(),
+                partition,
+                batch,
             };
-            let valid = ValidBatch::new(&batch, part.log().batch_rules()).map_err(|source| {
-                LogError::InvalidBatch {
-                    dir: part.dir().display().to_string(),
-                    source,
+            return match crate::node_rpc::call(&self.state, owner.node_id, owner.core_index, &req)
+                .await
+            {
+                Ok(crate::node_rpc::NodeResponse::Appended) => Ok(()),
+                Ok(crate::node_rpc::NodeResponse::NotServed) => Err(not_served()),
+                Ok(crate::node_rpc::NodeResponse::HighWatermark(_)) => {
+                    Err(CursorError::ChildRemote {
+                        partition,
+                        node_id: owner.node_id,
+                        reason: "answered an append with a high watermark".into(),
+                    })
                 }
-            })?;
-            part.produce(valid, Durability::Sync).await.map(|_| true)
-        };
-        match route::on_core(&self.state, core, append).await {
-            Ok(Ok(true)) => Ok(()),
-            Ok(Ok(false)) => Err(not_served()),
-            Ok(Err(source)) => Err(CursorError::ChildAppend { partition, source }),
-            Err(source) => Err(CursorError::ChildCoreGone { partition, source }),
+                Ok(crate::node_rpc::NodeResponse::Failed { reason }) => {
+                    Err(CursorError::ChildRemote {
+                        partition,
+                        node_id: owner.node_id,
+                        reason,
+                    })
+                }
+                Err(e) => Err(CursorError::ChildRemote {
+                    partition,
+                    node_id: owner.node_id,
+                    reason: e.to_string(),
+                }),
+            };
+        }
+        match append_child_here(&self.state, &self.child, partition, batch).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(not_served()),
+            Err(AppendHereError::Log(source)) => {
+                Err(CursorError::ChildAppend { partition, source })
+            }
+            Err(AppendHereError::CoreGone(source)) => {
+                Err(CursorError::ChildCoreGone { partition, source })
+            }
         }
     }
+}
+
+/// Serves another node's call (`crate::node_rpc`; both calls serve fan-out) on this core:
+/// the answer's rkyv bytes. A body that does not validate is answered `Failed`.
+pub async fn serve_node_request(state: &Rc<CoreState>, body: &[u8]) -> Vec<u8> {
+    use crate::node_rpc::{NodeRequest, NodeResponse};
+    let resp = match meta::wire::decode::<NodeRequest>(body, "node request") {
+        Err(e) => NodeResponse::Failed {
+            reason: e.to_string(),
+        },
+        Ok(NodeRequest::AppendChild {
+            topic,
+            partition,
+            batch,
+        }) => match append_child_here(state, &topic, partition, batch).await {
+            Ok(true) => NodeResponse::Appended,
+            Ok(false) => NodeResponse::NotServed,
+            Err(e) => NodeResponse::Failed {
+                reason: e.to_string(),
+            },
+        },
+        Ok(NodeRequest::HighWatermark { topic, partition }) => {
+            match high_watermark_here(state, &topic, partition).await {
+                Some(hwm) => NodeResponse::HighWatermark(hwm),
+                None => NodeResponse::NotServed,
+            }
+        }
+    };
+    crate::node_rpc::encode_response(&resp)
+}
+
+/// The high watermark of `topic`/`partition` on the core of this node that owns it; `None`
+/// when no core here serves it.
+pub async fn high_watermark_here(
+    state: &Rc<CoreState>,
+    topic: &str,
+    partition: u32,
+) -> Option<u64> {
+    let core = state.owner_core(topic, partition)?;
+    let topic = topic.to_string();
+    let hwm = move |s: Rc<CoreState>| async move {
+        s.partition(&topic, partition)
+            .await
+            .map(|x| x.log().high_watermark())
+    };
+    route::on_core(state, core, hwm).await.ok().flatten()
+}
+
+/// Why [`append_child_here`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AppendHereError {
+    #[error(transparent)]
+    Log(#[from] engine::PartitionError),
+    #[error(transparent)]
+    CoreGone(#[from] route::CoreGone),
+}
+
+/// Appends a fan-out batch durably to `child`/`partition` on the core of this node that owns
+/// it (a local cursor, or a node RPC from the parent's node); `Ok(false)` when no core here
+/// serves it.
+pub async fn append_child_here(
+    state: &Rc<CoreState>,
+    child: &str,
+    partition: u32,
+    batch: Vec<u8>,
+) -> Result<bool, AppendHereError> {
+    let Some(core) = state.owner_core(child, partition) else {
+        return Ok(false);
+    };
+    let child = child.to_string();
+    let append = move |s: Rc<CoreState>| async move {
+        let Some(part) = s.partition(&child, partition).await else {
+            return Ok(false);
+        };
+        let valid = ValidBatch::new(&batch, part.log().batch_rules()).map_err(|source| {
+            LogError::InvalidBatch {
+                dir: part.dir().display().to_string(),
+                source,
+            }
+        })?;
+        part.produce(valid, Durability::Sync).await.map(|_| true)
+    };
+    Ok(route::on_core(state, core, append).await??)
 }
 
 /// The core's clock (the one commit times come from, so the delay gate compares like with

@@ -20,6 +20,7 @@ pub mod group;
 pub mod lazy_reserve;
 pub mod log_cleaner;
 pub mod metrics;
+pub mod node_rpc;
 pub mod opening;
 pub mod reconcile;
 pub mod route;

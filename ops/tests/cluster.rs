@@ -402,3 +402,85 @@ fn metadata_all(node: &Broker) -> MetadataResponse {
         &MetadataRequest::default().with_topics(None),
     )
 }
+
+/// Fan-out across nodes: a child whose partitions sit on other nodes than the parent's gets
+/// every parent record (one node RPC per child commit), attached through a node that owns
+/// none of the parent's partitions. With a child owner SIGKILLed the records for it stall;
+/// once it is back everything arrives, nothing lost, nothing twice.
+#[test]
+fn fanout_children_on_other_nodes_get_every_record_through_an_owner_crash() {
+    let mut nodes = cluster(3, 1);
+    // 3 parent partitions and 2 child partitions, placed round robin over the three nodes:
+    // each child partition has a parent partition on another node.
+    create_topic(&nodes[0], "par", 3, &[]);
+    create_topic(&nodes[0], "kid", 2, &[]);
+    let par = leaders(&nodes[0], "par");
+    let kid = leaders(&nodes[0], "kid");
+    let mut attach = std::process::Command::new(ringlog_bin());
+    attach.args([
+        "fanout",
+        "attach",
+        "par",
+        "kid",
+        "--brokers",
+        &nodes[1].bootstrap(),
+    ]);
+    run_ok(attach, None, Duration::from_secs(60));
+    // Keyed records written straight to each parent partition; the cursor re-keys them.
+    let write = |nodes: &[Broker], tag: &str, parts: &[i32]| -> Vec<String> {
+        let mut all = Vec::new();
+        for &p in parts {
+            let lines: Vec<String> = (0..40)
+                .map(|i| format!("{tag}-{p}-{i}:{tag}-{p}-{i}"))
+                .collect();
+            let mut c = std::process::Command::new(kcat());
+            c.args(["-b", &nodes[0].bootstrap(), "-P", "-t", "par", "-K:", "-p"])
+                .arg(p.to_string());
+            let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+            run_ok(c, Some(input.as_bytes()), Duration::from_secs(60));
+            all.extend((0..40).map(|i| format!("{tag}-{p}-{i}")));
+        }
+        all
+    };
+    let read_kid = |nodes: &[Broker]| -> Vec<String> {
+        (0..2)
+            .flat_map(|p| kcat_read(&nodes[0], "kid", p))
+            .collect()
+    };
+    let wait_for = |nodes: &[Broker], want: &BTreeSet<String>| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let got = read_kid(nodes);
+            let set: BTreeSet<String> = got.iter().cloned().collect();
+            if &set == want {
+                assert_eq!(got.len(), set.len(), "a record arrived twice: {got:?}");
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "child has {} of {} records; missing {:?}",
+                set.len(),
+                want.len(),
+                want.difference(&set).take(5).collect::<Vec<_>>()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    let mut want: BTreeSet<String> = write(&nodes, "a", &[0, 1, 2]).into_iter().collect();
+    wait_for(&nodes, &want);
+
+    // Kill the owner of child partition 0 (not node 1, which the test writes through).
+    let victim = *kid
+        .values()
+        .find(|l| **l != 1)
+        .expect("a child partition off node 1");
+    nodes[victim as usize - 1].kill();
+    let alive: Vec<i32> = par
+        .iter()
+        .filter(|(_, l)| **l != victim)
+        .map(|(p, _)| *p)
+        .collect();
+    want.extend(write(&nodes, "b", &alive));
+    nodes[victim as usize - 1].restart();
+    wait_for(&nodes, &want);
+}

@@ -261,16 +261,21 @@ pub async fn attach(
         let state = state.clone();
         let parent = parent.to_string();
         async move {
-            let core = state.owner_core(&parent, p)?;
-            let hwm = move |s: Rc<CoreState>| async move {
-                s.partition(&parent, p)
-                    .await
-                    .map(|x| x.log().high_watermark())
+            let owner = state.meta.borrow().assignment(&parent, p)?;
+            if owner.node_id == state.node_id() {
+                return crate::fanout_runtime::high_watermark_here(&state, &parent, p).await;
+            }
+            let req = crate::node_rpc::NodeRequest::HighWatermark {
+                topic: parent.clone(),
+                partition: p,
             };
-            crate::route::on_core(&state, core, hwm)
-                .await
-                .ok()
-                .flatten()
+            match crate::node_rpc::call(&state, owner.node_id, owner.core_index, &req).await {
+                Ok(crate::node_rpc::NodeResponse::HighWatermark(hwm)) => Some(hwm),
+                other => {
+                    tracing::info!(%parent, partition = p, node_id = owner.node_id, answer = ?other, "a parent partition's high watermark could not be read");
+                    None
+                }
+            }
         }
     });
     let offsets: Option<Vec<u64>> = join_all(reads).await.into_iter().collect();

@@ -1,0 +1,166 @@
+//! Node RPC (issue #17): what one node's cores ask of another node's, on the other node's
+//! Kafka port. A frame is `i32 size | i16 NODE_RPC_API_KEY | i16 version | i32 correlation id |
+//! rkyv(NodeRequest)`, answered `i32 size | i32 correlation id | rkyv(NodeResponse)`; the
+//! rkyv bytes are validated before use (`meta::wire::decode`), and the frame is bounded like
+//! any request (`max-request-bytes`, the core's request budget).
+//!
+//! The calls: `AppendChild`, a fan-out cursor committing a batch to a child partition that
+//! another node owns (seed 000: one RPC per child commit), and `HighWatermark`, a fan-out
+//! attach reading the high watermark of a parent partition another node owns. Nothing else
+//! is proxied: clients get NOT_LEADER_OR_FOLLOWER for another node's partitions.
+//!
+//! The API is internal: until the security issue (#19) authenticates peers, any client that
+//! speaks it can append to child topics.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use rkyv::{Archive, Deserialize, Serialize};
+
+use crate::core::CoreState;
+
+/// The private API key of node RPC frames (outside Kafka's range and the barrier APIs').
+pub const NODE_RPC_API_KEY: i16 = 1_100;
+/// The frame layout version.
+pub const NODE_RPC_VERSION: i16 = 0;
+/// How long one call (connect, send, the append, the answer) may take.
+pub const NODE_RPC_TIMEOUT_MS: u64 = 10_000;
+/// The largest answer a caller reads.
+const MAX_NODE_RESPONSE_BYTES: usize = 64 * 1024;
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub enum NodeRequest {
+    /// Append `batch` (a validated Kafka record batch) durably to `topic`/`partition`, which
+    /// the receiving node owns.
+    AppendChild {
+        topic: String,
+        partition: u32,
+        batch: Vec<u8>,
+    },
+    /// The high watermark of `topic`/`partition`, which the receiving node owns (a fan-out
+    /// attach reads every parent partition's).
+    HighWatermark { topic: String, partition: u32 },
+}
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub enum NodeResponse {
+    Appended,
+    HighWatermark(u64),
+    /// The receiving node does not serve the partition (moved, deleted, not open).
+    NotServed,
+    Failed {
+        reason: String,
+    },
+}
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RpcError {
+    #[error("node {node_id} is not registered or is fenced")]
+    NoNode { node_id: u64 },
+    #[error("node {node_id} at {addr}: {what}")]
+    Transport {
+        node_id: u64,
+        addr: String,
+        what: String,
+    },
+}
+
+/// The rkyv bytes of `resp`, for an answer frame.
+pub fn encode_response(resp: &NodeResponse) -> Vec<u8> {
+    match meta::wire::encode(resp) {
+        Ok(b) => b.to_vec(),
+        Err(e) => {
+            tracing::error!(error = %e, "encoding a node RPC answer");
+            Vec::new()
+        }
+    }
+}
+
+/// The frame of an answer to `correlation_id`.
+pub fn response_frame(correlation_id: i32, body: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(8 + body.len());
+    out.extend_from_slice(&((4 + body.len()) as i32).to_be_bytes());
+    out.extend_from_slice(&correlation_id.to_be_bytes());
+    out.extend_from_slice(body);
+    Bytes::from(out)
+}
+
+/// Sends `req` to core `core`'s broker on node `node_id` (its registered endpoint) and
+/// waits for the answer, on a connection of its own, within [`NODE_RPC_TIMEOUT_MS`].
+pub async fn call(
+    state: &CoreState,
+    node_id: u64,
+    core: u32,
+    req: &NodeRequest,
+) -> Result<NodeResponse, RpcError> {
+    let endpoint = {
+        let m = state.meta.borrow();
+        state.cluster_brokers(&m).endpoint(meta::Assignment {
+            node_id,
+            core_index: core,
+        })
+    }
+    .ok_or(RpcError::NoNode { node_id })?;
+    let addr = format!("{}:{}", endpoint.host, endpoint.port);
+    let fail = |what: String| RpcError::Transport {
+        node_id,
+        addr: addr.clone(),
+        what,
+    };
+    let body = meta::wire::encode(req).map_err(|e| fail(e.to_string()))?;
+    let mut frame = Vec::with_capacity(12 + body.len());
+    frame.extend_from_slice(&((8 + body.len()) as i32).to_be_bytes());
+    frame.extend_from_slice(&NODE_RPC_API_KEY.to_be_bytes());
+    frame.extend_from_slice(&NODE_RPC_VERSION.to_be_bytes());
+    frame.extend_from_slice(&1i32.to_be_bytes());
+    frame.extend_from_slice(&body);
+    let exchange = async {
+        let mut s = glommio::net::TcpStream::connect(addr.as_str())
+            .await
+            .map_err(|e| fail(format!("connect: {e}")))?;
+        let _ = s.set_nodelay(true);
+        s.write_all(&frame)
+            .await
+            .map_err(|e| fail(format!("send: {e}")))?;
+        let mut size = [0u8; 4];
+        s.read_exact(&mut size)
+            .await
+            .map_err(|e| fail(format!("answer size: {e}")))?;
+        let size = i32::from_be_bytes(size);
+        if !(4..=MAX_NODE_RESPONSE_BYTES as i32).contains(&size) {
+            return Err(fail(format!("answer of {size} bytes")));
+        }
+        let mut answer = vec![0u8; size as usize];
+        s.read_exact(&mut answer)
+            .await
+            .map_err(|e| fail(format!("answer: {e}")))?;
+        meta::wire::decode::<NodeResponse>(&answer[4..], "node answer")
+            .map_err(|e| fail(e.to_string()))
+    };
+    glommio::timer::timeout(Duration::from_millis(NODE_RPC_TIMEOUT_MS), async {
+        Ok::<_, glommio::GlommioError<()>>(exchange.await)
+    })
+    .await
+    .unwrap_or_else(|_| Err(fail(format!("no answer within {NODE_RPC_TIMEOUT_MS} ms"))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_and_answers_round_trip_and_garbage_is_refused() {
+        let req = NodeRequest::AppendChild {
+            topic: "child".into(),
+            partition: 3,
+            batch: vec![1, 2, 3],
+        };
+        let bytes = meta::wire::encode(&req).unwrap();
+        assert_eq!(meta::wire::decode::<NodeRequest>(&bytes, "t").unwrap(), req);
+        assert!(meta::wire::decode::<NodeRequest>(&[0xff; 7], "t").is_err());
+        let f = response_frame(9, b"abc");
+        assert_eq!(&f[..], &[0, 0, 0, 7, 0, 0, 0, 9, b'a', b'b', b'c']);
+    }
+}
