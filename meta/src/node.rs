@@ -98,6 +98,8 @@ impl AppliedWatermark {
 /// `MetaHandle::leader` while no leader is known (node ids start at 1).
 const NO_LEADER: u64 = 0;
 
+/// The longest a `WaitApplied` waits, whatever it asks for.
+pub const MAX_WAIT_APPLIED_MS: u64 = 60_000;
 /// How often a `WaitApplied` looks at the watermark.
 const WAIT_APPLIED_POLL_MS: u64 = 2;
 
@@ -733,6 +735,8 @@ impl Node {
 
     /// Waits until this node's users applied `index` (see [`AppliedWatermark`]).
     async fn wait_applied(&self, index: u64, timeout_ms: u64) -> Result<()> {
+        // The wait is the asker's to choose, within a bound (it holds a task here).
+        let timeout_ms = timeout_ms.min(MAX_WAIT_APPLIED_MS);
         let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
         loop {
             let applied = self.applied.get().unwrap_or_else(|| self.sm.read_index());
@@ -763,7 +767,7 @@ impl Node {
                 })?;
                 let req = Request::Client(ClientRequest::WaitApplied { index, timeout_ms });
                 // The call's own limit: the wait plus a margin for the round trip.
-                let limit = Duration::from_millis(timeout_ms + FORWARD_TIMEOUT_MS);
+                let limit = Duration::from_millis(timeout_ms.saturating_add(FORWARD_TIMEOUT_MS));
                 match network::call(&addr, &req, limit).await {
                     Ok(Response::Client(ClientResponse::Applied)) => Ok(()),
                     Ok(Response::Client(ClientResponse::Error(w))) => Err(MetaError::from(w)),

@@ -117,7 +117,22 @@ pub async fn call(
     frame.extend_from_slice(&1i32.to_be_bytes());
     frame.extend_from_slice(&body);
     let exchange = async {
-        let mut s = glommio::net::TcpStream::connect(addr.as_str())
+        // A host name is resolved on the blocking pool: a DNS lookup must not stall the core.
+        let target = match addr.parse::<std::net::SocketAddr>() {
+            Ok(a) => a,
+            Err(_) => {
+                let name = addr.clone();
+                glommio::executor()
+                    .spawn_blocking(move || {
+                        use std::net::ToSocketAddrs;
+                        name.to_socket_addrs().map(|mut a| a.next())
+                    })
+                    .await
+                    .map_err(|e| fail(format!("resolve: {e}")))?
+                    .ok_or_else(|| fail("resolve: no address".into()))?
+            }
+        };
+        let mut s = glommio::net::TcpStream::connect(target)
             .await
             .map_err(|e| fail(format!("connect: {e}")))?;
         let _ = s.set_nodelay(true);

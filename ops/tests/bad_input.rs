@@ -609,15 +609,23 @@ fn a_client_that_pipelines_and_never_reads_keeps_memory_flat() {
         );
         drop(s);
     }
-    // Everything of the vanished clients is released.
-    std::thread::sleep(Duration::from_millis(500));
+    // Everything of the vanished clients is released once their connections' tasks end (the
+    // fetches in flight when the last client vanished finish first; on a loaded machine that
+    // takes a moment).
     let mut healthy = connect(&broker);
     api_versions_ok(&mut healthy, 1);
-    let rss = rss_bytes(pid);
-    assert!(
-        rss < base + (300 << 20),
-        "RSS {rss} after the clients left (base {base})"
-    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let rss = rss_bytes(pid);
+        if rss < base + (300 << 20) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "RSS {rss} 20 s after the clients left (base {base})"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     broker.assert_alive();
 }
 
