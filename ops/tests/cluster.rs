@@ -304,7 +304,12 @@ fn killing_the_metastore_leader_during_topic_churn_loses_no_acknowledged_change(
         let mut i = 0;
         let mut last_ack = Duration::ZERO;
         let mut refusals: Vec<String> = Vec::new();
-        while t0.elapsed() < Duration::from_secs(CHURN_SECS) {
+        // At least CHURN_SECS, and on a loaded machine until a create after the failover is
+        // acknowledged (at most a minute).
+        while t0.elapsed() < Duration::from_secs(CHURN_SECS)
+            || (last_ack <= Duration::from_secs(KILL_AT_SECS + 1)
+                && t0.elapsed() < Duration::from_secs(60))
+        {
             corr += 1;
             let req = CreateTopicsRequest::default()
                 .with_timeout_ms(30_000)
