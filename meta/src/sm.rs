@@ -92,55 +92,69 @@ mod v2 {
     }
 }
 
+/// Reads a snapshot of an older `version` in its layout `B` (whose state must say
+/// `version` too: `state_version`) and migrates it to the current body.
+fn decode_old_snapshot<B>(
+    bytes: &[u8],
+    version: u32,
+    what: &str,
+    state_version: impl Fn(&B) -> u32,
+    migrate: impl FnOnce(B) -> SnapshotBody,
+) -> Result<SnapshotBody, MetaError>
+where
+    B: Archive,
+    B::Archived: for<'a> rkyv::bytecheck::CheckBytes<rkyv::api::high::HighValidator<'a, rkyv::rancor::Error>>
+        + Deserialize<B, rkyv::rancor::Strategy<rkyv::de::Pool, rkyv::rancor::Error>>,
+{
+    let payload = wire::checked_file_payload(bytes, SNAPSHOT_MAGIC, version, what)?;
+    let old = wire::decode::<B>(payload, what)?;
+    let found = state_version(&old);
+    if found != version {
+        return Err(MetaError::Corrupt {
+            context: format!("{what}: state version {found} in a v{version} snapshot"),
+        });
+    }
+    Ok(migrate(old))
+}
+
 /// Reads a version-2 snapshot body and migrates it (an empty broker registry: every node
 /// registers again at its start).
 fn decode_snapshot_v2(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> {
-    let payload = wire::checked_file_payload(bytes, SNAPSHOT_MAGIC, 2, what)?;
-    let old = wire::decode::<v2::SnapshotBody>(payload, what)?;
-    if old.state.version != 2 {
-        return Err(MetaError::Corrupt {
-            context: format!(
-                "{what}: state version {} in a v2 snapshot",
-                old.state.version
-            ),
-        });
-    }
-    let state = MetaState {
-        topics: old.state.topics,
-        assignments: old.state.assignments,
-        fanout_links: old.state.fanout_links,
-        barrier_groups: old.state.barrier_groups,
-        ..MetaState::default()
-    };
-    Ok(SnapshotBody {
-        meta: old.meta,
-        state,
-    })
+    decode_old_snapshot(
+        bytes,
+        2,
+        what,
+        |b: &v2::SnapshotBody| b.state.version,
+        |old| SnapshotBody {
+            meta: old.meta,
+            state: MetaState {
+                topics: old.state.topics,
+                assignments: old.state.assignments,
+                fanout_links: old.state.fanout_links,
+                barrier_groups: old.state.barrier_groups,
+                ..MetaState::default()
+            },
+        },
+    )
 }
 
 /// Reads a version-1 snapshot body and migrates it (no fan-out links existed then).
 fn decode_snapshot_v1(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> {
-    let payload = wire::checked_file_payload(bytes, SNAPSHOT_MAGIC, 1, what)?;
-    let old = wire::decode::<v1::SnapshotBody>(payload, what)?;
-    if old.state.version != 1 {
-        return Err(MetaError::Corrupt {
-            context: format!(
-                "{what}: state version {} in a v1 snapshot",
-                old.state.version
-            ),
-        });
-    }
-    let mut state = MetaState {
-        topics: old.state.topics,
-        assignments: old.state.assignments,
-        barrier_groups: old.state.barrier_groups,
-        ..MetaState::default()
-    };
-    state.version = crate::state::STATE_VERSION;
-    Ok(SnapshotBody {
-        meta: old.meta,
-        state,
-    })
+    decode_old_snapshot(
+        bytes,
+        1,
+        what,
+        |b: &v1::SnapshotBody| b.state.version,
+        |old| SnapshotBody {
+            meta: old.meta,
+            state: MetaState {
+                topics: old.state.topics,
+                assignments: old.state.assignments,
+                barrier_groups: old.state.barrier_groups,
+                ..MetaState::default()
+            },
+        },
+    )
 }
 
 pub(crate) struct SmInner {

@@ -1160,7 +1160,7 @@ impl MetaState {
 }
 
 /// A random u64 from the std library's randomly keyed SipHash (no extra dependency).
-pub(crate) fn random_u64() -> u64 {
+pub fn random_u64() -> u64 {
     use std::collections::hash_map::RandomState;
     use std::hash::{BuildHasher, Hasher};
     use std::sync::atomic::{AtomicU64, Ordering};

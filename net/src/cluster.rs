@@ -99,6 +99,11 @@ pub fn join(
 /// The cluster id every node reports: the first node's, set once in the metastore. `local`
 /// (this data dir's id) is offered; a node that finds another id set adopts it.
 fn agree_cluster_id(meta: &MetaHandle, local: String) -> Result<String, MetaError> {
+    // Set already (every start after the cluster's first): nothing to write. A node that
+    // has not caught up yet proposes, is refused, and reads it below.
+    if let Some(id) = meta.read_blocking()?.1.cluster_id {
+        return Ok(id);
+    }
     match write_at_start(
         meta,
         "cluster id",
@@ -118,7 +123,7 @@ fn register(
     config: &BrokerConfig,
     brokers: &BrokerMap,
 ) -> Result<u64, MetaError> {
-    let incarnation = fresh_incarnation();
+    let incarnation = meta::state::random_u64();
     let broker = BrokerRegistration {
         incarnation,
         ..brokers.registration(config.cores() as u32, config.rack.clone())
@@ -157,18 +162,6 @@ fn allocate_producer_ids(
             context: format!("AllocateProducerIds applied as {other:?}"),
         }),
     }
-}
-
-fn fresh_incarnation() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u32(std::process::id());
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    h.finish()
 }
 
 /// Heartbeats this node's registration every `broker-heartbeat-interval-ms` on a thread of

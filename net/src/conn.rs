@@ -327,24 +327,9 @@ async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<
             .await?;
             let req = match decode_request(&state, Bytes::from(body), &client_host)? {
                 Decoded::Request(req) => *req,
-                Decoded::Immediate(bytes) => {
-                    // Nothing to run: answered now.
-                    let held = Held {
-                        _core: core_permit,
-                        _conn: conn_budget
-                            .acquire_static_permit(0)
-                            .await
-                            .map_err(budget_err("connection budget"))?,
-                    };
-                    let h = glommio::spawn_local(async move { (Outcome::Response(bytes), held) })
-                        .detach();
-                    tx.send(h).await.map_err(|_| CloseReason::WriterStopped)?;
-                    continue;
-                }
-                Decoded::NodeRpc {
-                    correlation_id,
-                    body,
-                } => {
+                // Answered without the Kafka handlers: the frame's core budget is held until
+                // the answer is written, and none of the connection's.
+                other => {
                     let held = Held {
                         _core: core_permit,
                         _conn: conn_budget
@@ -354,9 +339,20 @@ async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<
                     };
                     let task_state = state.clone();
                     let h = glommio::spawn_local(async move {
-                        let answer =
-                            crate::fanout_runtime::serve_node_request(&task_state, &body).await;
-                        let frame = crate::node_rpc::response_frame(correlation_id, &answer);
+                        let frame = match other {
+                            // Nothing to run: answered now.
+                            Decoded::Immediate(bytes) => bytes,
+                            Decoded::NodeRpc {
+                                correlation_id,
+                                body,
+                            } => {
+                                let answer =
+                                    crate::fanout_runtime::serve_node_request(&task_state, &body)
+                                        .await;
+                                crate::node_rpc::response_frame(correlation_id, &answer)
+                            }
+                            Decoded::Request(_) => unreachable!("matched above"),
+                        };
                         (Outcome::Response(frame), held)
                     })
                     .detach();

@@ -2,7 +2,9 @@
 //! Kafka port. A frame is `i32 size | i16 NODE_RPC_API_KEY | i16 version | i32 correlation id |
 //! rkyv(NodeRequest)`, answered `i32 size | i32 correlation id | rkyv(NodeResponse)`; the
 //! rkyv bytes are validated before use (`meta::wire::decode`), and the frame is bounded like
-//! any request (`max-request-bytes`, the core's request budget).
+//! any request (`max-request-bytes`, the core's request budget). Each core keeps its idle
+//! connections to other nodes for the next call (`MAX_CACHED_NODE_CONNECTIONS`); a call holds
+//! its connection alone.
 //!
 //! The calls: `AppendChild`, a fan-out cursor committing a batch to a child partition that
 //! another node owns (seed 000: one RPC per child commit), and `HighWatermark`, a fan-out
@@ -88,7 +90,7 @@ pub fn response_frame(correlation_id: i32, body: &[u8]) -> Bytes {
 }
 
 /// Sends `req` to core `core`'s broker on node `node_id` (its registered endpoint) and
-/// waits for the answer, on a connection of its own, within [`NODE_RPC_TIMEOUT_MS`].
+/// waits for the answer, within [`NODE_RPC_TIMEOUT_MS`].
 pub async fn call(
     state: &CoreState,
     node_id: u64,
@@ -117,48 +119,94 @@ pub async fn call(
     frame.extend_from_slice(&1i32.to_be_bytes());
     frame.extend_from_slice(&body);
     let exchange = async {
-        // A host name is resolved on the blocking pool: a DNS lookup must not stall the core.
-        let target = match addr.parse::<std::net::SocketAddr>() {
-            Ok(a) => a,
-            Err(_) => {
-                let name = addr.clone();
-                glommio::executor()
-                    .spawn_blocking(move || {
-                        use std::net::ToSocketAddrs;
-                        name.to_socket_addrs().map(|mut a| a.next())
-                    })
-                    .await
-                    .map_err(|e| fail(format!("resolve: {e}")))?
-                    .ok_or_else(|| fail("resolve: no address".into()))?
+        // A connection this core used before for `addr` (at most one call at a time on it);
+        // if it went stale (the peer restarted, or closed it idle), once more on a new one.
+        if let Some(s) = take_cached(&addr) {
+            if let Ok(resp) = exchange_on(s, &addr, &frame).await {
+                return Ok(resp);
             }
-        };
-        let mut s = glommio::net::TcpStream::connect(target)
+        }
+        let s = connect(&addr)
             .await
             .map_err(|e| fail(format!("connect: {e}")))?;
-        let _ = s.set_nodelay(true);
-        s.write_all(&frame)
-            .await
-            .map_err(|e| fail(format!("send: {e}")))?;
-        let mut size = [0u8; 4];
-        s.read_exact(&mut size)
-            .await
-            .map_err(|e| fail(format!("answer size: {e}")))?;
-        let size = i32::from_be_bytes(size);
-        if !(4..=MAX_NODE_RESPONSE_BYTES as i32).contains(&size) {
-            return Err(fail(format!("answer of {size} bytes")));
-        }
-        let mut answer = vec![0u8; size as usize];
-        s.read_exact(&mut answer)
-            .await
-            .map_err(|e| fail(format!("answer: {e}")))?;
-        meta::wire::decode::<NodeResponse>(&answer[4..], "node answer")
-            .map_err(|e| fail(e.to_string()))
+        exchange_on(s, &addr, &frame).await.map_err(fail)
     };
     glommio::timer::timeout(Duration::from_millis(NODE_RPC_TIMEOUT_MS), async {
         Ok::<_, glommio::GlommioError<()>>(exchange.await)
     })
     .await
     .unwrap_or_else(|_| Err(fail(format!("no answer within {NODE_RPC_TIMEOUT_MS} ms"))))
+}
+
+/// Connections to other nodes one core keeps between calls, at most.
+const MAX_CACHED_NODE_CONNECTIONS: usize = 64;
+
+thread_local! {
+    /// This core's idle connections to other nodes, by address (one executor per thread).
+    static CACHED: std::cell::RefCell<std::collections::HashMap<String, glommio::net::TcpStream>> =
+        Default::default();
+}
+
+fn take_cached(addr: &str) -> Option<glommio::net::TcpStream> {
+    CACHED.with(|c| c.borrow_mut().remove(addr))
+}
+
+fn put_cached(addr: &str, s: glommio::net::TcpStream) {
+    CACHED.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.len() < MAX_CACHED_NODE_CONNECTIONS {
+            c.entry(addr.to_string()).or_insert(s);
+        }
+    });
+}
+
+/// A new connection to `addr`; a host name is resolved on the blocking pool (a DNS lookup
+/// must not stall the core).
+async fn connect(addr: &str) -> std::io::Result<glommio::net::TcpStream> {
+    let target = match addr.parse::<std::net::SocketAddr>() {
+        Ok(a) => a,
+        Err(_) => {
+            let name = addr.to_string();
+            glommio::executor()
+                .spawn_blocking(move || {
+                    use std::net::ToSocketAddrs;
+                    name.to_socket_addrs().map(|mut a| a.next())
+                })
+                .await?
+                .ok_or_else(|| std::io::Error::other("the name resolves to no address"))?
+        }
+    };
+    let s = glommio::net::TcpStream::connect(target)
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let _ = s.set_nodelay(true);
+    Ok(s)
+}
+
+/// One call on `s`: the frame out, the answer in (bounded by [`MAX_NODE_RESPONSE_BYTES`]).
+/// The connection goes back to the cache after a whole answer.
+async fn exchange_on(
+    mut s: glommio::net::TcpStream,
+    addr: &str,
+    frame: &[u8],
+) -> Result<NodeResponse, String> {
+    s.write_all(frame).await.map_err(|e| format!("send: {e}"))?;
+    let mut size = [0u8; 4];
+    s.read_exact(&mut size)
+        .await
+        .map_err(|e| format!("answer size: {e}"))?;
+    let size = i32::from_be_bytes(size);
+    if !(4..=MAX_NODE_RESPONSE_BYTES as i32).contains(&size) {
+        return Err(format!("answer of {size} bytes"));
+    }
+    let mut answer = vec![0u8; size as usize];
+    s.read_exact(&mut answer)
+        .await
+        .map_err(|e| format!("answer: {e}"))?;
+    let resp = meta::wire::decode::<NodeResponse>(&answer[4..], "node answer")
+        .map_err(|e| e.to_string())?;
+    put_cached(addr, s);
+    Ok(resp)
 }
 
 #[cfg(test)]

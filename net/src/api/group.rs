@@ -141,51 +141,46 @@ pub async fn find_coordinator(
         }?;
         state.leader_in(&state.meta.borrow(), internal, p)
     };
-    let answer = |key: &str| -> (i16, Option<String>) {
+    // (code, message, (node id, host, port)): the coordinator's, or -1, "", -1 with an error.
+    let answer = |key: &str| -> (i16, Option<String>, (i32, String, i32)) {
+        let refuse = |code: i16, msg: String| (code, Some(msg), (-1, String::new(), -1));
         if internal.is_empty() {
-            (
+            return refuse(
                 codes::INVALID_REQUEST,
-                Some(format!(
+                format!(
                     "coordinator key type {} is not supported (0: consumer group, 1: transaction; no share groups yet)",
                     req.key_type
-                )),
-            )
-        } else if key.is_empty() || key.len() > max_key_bytes {
+                ),
+            );
+        }
+        if key.is_empty() || key.len() > max_key_bytes {
             let what = if req.key_type == KEY_TYPE_GROUP {
                 INVALID_GROUP_ID
             } else {
                 codes::INVALID_REQUEST
             };
-            (
-                what,
-                Some(format!("the key must be 1 to {max_key_bytes} bytes")),
-            )
-        } else if !available {
-            (
-                COORDINATOR_NOT_AVAILABLE,
-                Some(format!("{internal} is not created yet")),
-            )
-        } else if coordinator(key).is_none() {
-            (
-                COORDINATOR_NOT_AVAILABLE,
-                Some("the node coordinating this key is fenced (down); try again".into()),
-            )
-        } else {
-            (codes::NONE, None)
+            return refuse(what, format!("the key must be 1 to {max_key_bytes} bytes"));
         }
-    };
-    // (node id, host, port): the coordinator's, or -1, "", -1 with an error.
-    let found = |key: &str, code: i16| match coordinator(key) {
-        Some(e) if code == codes::NONE => (e.broker_id, e.host, i32::from(e.port)),
-        _ => (-1, String::new(), -1),
+        if !available {
+            return refuse(
+                COORDINATOR_NOT_AVAILABLE,
+                format!("{internal} is not created yet"),
+            );
+        }
+        match coordinator(key) {
+            Some(e) => (codes::NONE, None, (e.broker_id, e.host, i32::from(e.port))),
+            None => refuse(
+                COORDINATOR_NOT_AVAILABLE,
+                "the node coordinating this key is fenced (down); try again".into(),
+            ),
+        }
     };
     if version >= 4 {
         let coordinators = req
             .coordinator_keys
             .iter()
             .map(|k| {
-                let (code, msg) = answer(k);
-                let (node, host, port) = found(k, code);
+                let (code, msg, (node, host, port)) = answer(k);
                 Coordinator::default()
                     .with_key(k.clone())
                     .with_node_id(BrokerId(node))
@@ -197,8 +192,7 @@ pub async fn find_coordinator(
             .collect();
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
-    let (code, msg) = answer(&req.key);
-    let (node, host, port) = found(&req.key, code);
+    let (code, msg, (node, host, port)) = answer(&req.key);
     let mut r = FindCoordinatorResponse::default()
         .with_error_code(code)
         .with_node_id(BrokerId(node))
