@@ -127,6 +127,16 @@ impl MetaClient {
         }
     }
 
+    /// A log index the leader confirmed with a quorum (forwarded to the leader by a follower):
+    /// a copy applied up to it is as new as any acknowledged write before the call.
+    pub fn read_index(&mut self) -> Result<u64> {
+        let req = ClientRequest::ReadIndex { forwarded: false };
+        match self.call(req, CLIENT_REQUEST_TIMEOUT_MS)? {
+            ClientResponse::ReadIndex(index) => Ok(index),
+            other => Err(unexpected(other)),
+        }
+    }
+
     pub fn status(&mut self) -> Result<NodeStatus> {
         match self.call(ClientRequest::Status, CLIENT_REQUEST_TIMEOUT_MS)? {
             ClientResponse::Status(s) => Ok(s),

@@ -201,6 +201,7 @@ enum Cmd {
     Write(Command, Reply<AppliedChange>),
     Read(Reply<(u64, MetaState)>),
     LinearizableRead(Reply<(u64, MetaState)>),
+    ReadIndex(Reply<u64>),
     Subscribe(Reply<(u64, MetaState, flume::Receiver<AppliedChange>)>),
     Status(Reply<NodeStatus>),
     AddNode {
@@ -360,13 +361,14 @@ impl MetaHandle {
         self.ask_blocking(Cmd::LinearizableRead)
     }
 
-    /// Like [`Self::linearizable_read`] but only returns the confirmed log index: a core may act
-    /// once its own copy has applied up to it.
+    /// A log index the current leader confirmed with a quorum (the read-index protocol):
+    /// a core may act on its own copy of the state once it has applied up to it. Only the
+    /// index crosses the network.
     pub async fn ensure_linearizable(&self) -> Result<u64> {
-        Ok(self.linearizable_read().await?.0)
+        self.ask(Cmd::ReadIndex).await
     }
     pub fn ensure_linearizable_blocking(&self) -> Result<u64> {
-        Ok(self.linearizable_read_blocking()?.0)
+        self.ask_blocking(Cmd::ReadIndex)
     }
 
     pub async fn status(&self) -> Result<NodeStatus> {
@@ -609,6 +611,47 @@ impl Node {
     }
 
     async fn linearizable_read(&self, forwarded: bool) -> Result<(u64, MetaState)> {
+        self.confirmed(
+            forwarded,
+            |node| Ok(node.sm.read()),
+            ClientRequest::LinearizableRead { forwarded: true },
+            |answer| match answer {
+                ClientResponse::State {
+                    applied_index,
+                    state,
+                } => Ok((applied_index, state)),
+                other => Err(other),
+            },
+        )
+        .await
+    }
+
+    /// A log index the current leader confirmed with a quorum (the read-index protocol):
+    /// whoever acts on its own copy of the state must first have applied up to it. Unlike
+    /// [`Self::linearizable_read`] nothing but the index crosses the network.
+    async fn read_index(&self, forwarded: bool) -> Result<u64> {
+        self.confirmed(
+            forwarded,
+            |node| Ok(node.sm.read_index()),
+            ClientRequest::ReadIndex { forwarded: true },
+            |answer| match answer {
+                ClientResponse::ReadIndex(index) => Ok(index),
+                other => Err(other),
+            },
+        )
+        .await
+    }
+
+    /// Runs `local` once openraft's `ensure_linearizable` confirms this node leads (the
+    /// barrier rule: a leader confirms with a quorum too, never trusting its own term); on a
+    /// follower, asks the leader once with `ask` and reads its answer with `answer`.
+    async fn confirmed<T>(
+        &self,
+        forwarded: bool,
+        local: impl FnOnce(&Self) -> Result<T>,
+        ask: ClientRequest,
+        answer: impl FnOnce(ClientResponse) -> std::result::Result<T, ClientResponse>,
+    ) -> Result<T> {
         let res = tokio::time::timeout(
             Duration::from_millis(LINEARIZABLE_READ_TIMEOUT_MS),
             self.raft.ensure_linearizable(),
@@ -619,27 +662,20 @@ impl Node {
                 reason: format!("no quorum confirmation within {LINEARIZABLE_READ_TIMEOUT_MS} ms"),
             }),
             Ok(Ok(read_log_id)) => {
-                let (applied, state) = self.sm.read();
+                let applied = self.sm.read_index();
                 let need = read_log_id.map(|l| l.index).unwrap_or(0);
                 assert!(
                     applied >= need,
                     "ensure_linearizable returned before applying {need} (applied {applied})"
                 );
-                Ok((applied, state))
+                local(self)
             }
             Ok(Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)))) => {
                 if forwarded {
                     return Err(not_controller(&f));
                 }
-                match self
-                    .forward(&f, ClientRequest::LinearizableRead { forwarded: true })
-                    .await
-                {
-                    Ok(ClientResponse::State {
-                        applied_index,
-                        state,
-                    }) => Ok((applied_index, state)),
-                    Ok(other) => Err(MetaError::Protocol {
+                match self.forward(&f, ask).await {
+                    Ok(a) => answer(a).map_err(|other| MetaError::Protocol {
                         context: format!("unexpected forwarded read answer {other:?}"),
                     }),
                     Err(MetaError::NotController { .. }) => Err(MetaError::Unconfirmed {
@@ -807,6 +843,10 @@ impl Node {
                     applied_index,
                     state,
                 }),
+            ClientRequest::ReadIndex { forwarded } => self
+                .read_index(forwarded)
+                .await
+                .map(ClientResponse::ReadIndex),
             ClientRequest::Status => Ok(ClientResponse::Status(self.status())),
             ClientRequest::WaitApplied { index, timeout_ms } => self
                 .wait_applied(index, timeout_ms)
@@ -1173,6 +1213,11 @@ async fn run(
             Cmd::LinearizableRead(reply) => {
                 tokio::spawn(async move {
                     let _ = reply.send(node.linearizable_read(false).await);
+                });
+            }
+            Cmd::ReadIndex(reply) => {
+                tokio::spawn(async move {
+                    let _ = reply.send(node.read_index(false).await);
                 });
             }
             Cmd::AddNode {

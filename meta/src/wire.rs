@@ -288,6 +288,11 @@ pub enum ClientRequest {
         index: u64,
         timeout_ms: u64,
     },
+    /// The index a leader confirmed with a quorum (read-index protocol); a follower forwards
+    /// it (one hop, `forwarded` set).
+    ReadIndex {
+        forwarded: bool,
+    },
 }
 
 #[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
@@ -350,6 +355,7 @@ pub enum ClientResponse {
     Status(NodeStatus),
     NodeAdded,
     Applied,
+    ReadIndex(u64),
     Error(WireError),
 }
 

@@ -198,8 +198,40 @@ fn leader_confirmed_read_never_confirms_stale_state() {
     });
     let mut hint = new;
     create_with_retry(&nodes, "after", &mut hint);
+    let (after_index, s) = nodes[new].client().state().expect("the new leader's state");
+    assert!(s.topics.contains_key("after"));
     // The paused node's local copy is stale.
     nodes[old].resume();
+    // The read-index protocol through the stale node: an index it answers is never older
+    // than the acknowledged create, and its own copy, once applied that far, holds it.
+    match nodes[old].client().read_index() {
+        Ok(i) => assert!(
+            i >= after_index,
+            "the stale node confirmed index {i}, older than the acknowledged create at {after_index}"
+        ),
+        Err(e) => assert!(
+            matches!(
+                e,
+                MetaError::Unconfirmed { .. } | MetaError::NotController { .. }
+            ),
+            "unexpected error {e}"
+        ),
+    }
+    let confirmed = wait_for("a read index through the old leader", CLUSTER_TIMEOUT, || {
+        nodes[old].client().read_index().ok()
+    });
+    assert!(confirmed >= after_index);
+    let caught_up = wait_for("the old leader applies the confirmed index", CLUSTER_TIMEOUT, || {
+        nodes[old]
+            .client()
+            .state()
+            .ok()
+            .filter(|(applied, _)| *applied >= confirmed)
+    });
+    assert!(
+        caught_up.1.topics.contains_key("after"),
+        "a copy applied up to the confirmed index lacks the acknowledged create"
+    );
     match nodes[old].client().linearizable_read() {
         Ok((_, s)) => assert!(
             s.topics.contains_key("after"),

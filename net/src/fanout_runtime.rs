@@ -306,8 +306,8 @@ async fn reconcile(state: &Rc<CoreState>, pass: u64) {
             Start::AnchorNeedsConfirmation(n) => {
                 // Overwriting another epoch's file is the only destructive step: the raft
                 // leader must confirm that this epoch is current (seed 000).
-                match state.ctx.meta.ensure_linearizable().await {
-                    Ok(_) => {
+                match confirm_current(state).await {
+                    Ok(()) => {
                         let current = state
                             .meta
                             .borrow()
@@ -360,6 +360,36 @@ async fn reconcile(state: &Rc<CoreState>, pass: u64) {
     }
 }
 
+/// The longest a destructive fan-out step waits for this core to apply what the metastore
+/// leader confirmed; past it the step defers to the next pass.
+const CONFIRMED_APPLY_TIMEOUT_MS: u64 = 5_000;
+
+/// Makes this core's copy of the metadata at least as new as a state the metastore leader
+/// confirmed with a quorum (read index, then wait until this core applied it), so that a stale
+/// copy never decides a destructive step (seed 000: a stale replica fabricated an epoch
+/// mismatch). An error means: defer, never act.
+async fn confirm_current(state: &Rc<CoreState>) -> Result<(), String> {
+    let index = state
+        .ctx
+        .meta
+        .ensure_linearizable()
+        .await
+        .map_err(|e| e.to_string())?;
+    let wait = state.wait_applied(index);
+    let limit = Duration::from_millis(CONFIRMED_APPLY_TIMEOUT_MS);
+    glommio::timer::timeout(limit, async {
+        wait.await;
+        Ok(())
+    })
+    .await
+    .map_err(|_| {
+        format!(
+            "this core had not applied the confirmed index {index} within {CONFIRMED_APPLY_TIMEOUT_MS} ms (applied {})",
+            state.applied_index()
+        )
+    })
+}
+
 /// Deletes cursor files of children no longer linked to a parent partition of this core, once
 /// the raft leader confirms the metadata (a stale replica must not delete a live cursor's file).
 async fn sweep_orphans(state: &Rc<CoreState>) {
@@ -377,9 +407,16 @@ async fn sweep_orphans(state: &Rc<CoreState>) {
             }
         }
     }
-    if candidates.is_empty() || state.ctx.meta.ensure_linearizable().await.is_err() {
+    if candidates.is_empty() {
         return;
     }
+    if let Err(e) = confirm_current(state).await {
+        tracing::info!(files = candidates.len(), error = %e, "orphan cursor files kept until the metastore leader confirms");
+        return;
+    }
+    // Judged again on the confirmed copy: a link made meanwhile keeps its file.
+    let m = state.meta.borrow().fanout_links.clone();
+    candidates.retain(|(p, c)| m.of_child(c).is_none_or(|l| l.parent != p.topic));
     for (p, child) in candidates {
         if let Err(e) = p.remove_cursor_file(&child).await {
             tracing::warn!(dir = %p.dir().display(), %child, error = %e, "sweeping orphan cursor file");
