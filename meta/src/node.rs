@@ -619,8 +619,8 @@ impl Node {
                 ClientResponse::State {
                     applied_index,
                     state,
-                } => Ok((applied_index, state)),
-                other => Err(other),
+                } => Some((applied_index, state)),
+                _ => None,
             },
         )
         .await
@@ -635,8 +635,8 @@ impl Node {
             |node| Ok(node.sm.read_index()),
             ClientRequest::ReadIndex { forwarded: true },
             |answer| match answer {
-                ClientResponse::ReadIndex(index) => Ok(index),
-                other => Err(other),
+                ClientResponse::ReadIndex(index) => Some(index),
+                _ => None,
             },
         )
         .await
@@ -650,7 +650,7 @@ impl Node {
         forwarded: bool,
         local: impl FnOnce(&Self) -> Result<T>,
         ask: ClientRequest,
-        answer: impl FnOnce(ClientResponse) -> std::result::Result<T, ClientResponse>,
+        answer: impl FnOnce(ClientResponse) -> Option<T>,
     ) -> Result<T> {
         let res = tokio::time::timeout(
             Duration::from_millis(LINEARIZABLE_READ_TIMEOUT_MS),
@@ -675,8 +675,8 @@ impl Node {
                     return Err(not_controller(&f));
                 }
                 match self.forward(&f, ask).await {
-                    Ok(a) => answer(a).map_err(|other| MetaError::Protocol {
-                        context: format!("unexpected forwarded read answer {other:?}"),
+                    Ok(a) => answer(a).ok_or_else(|| MetaError::Protocol {
+                        context: "unexpected answer to a forwarded read".into(),
                     }),
                     Err(MetaError::NotController { .. }) => Err(MetaError::Unconfirmed {
                         reason: format!(

@@ -3,6 +3,9 @@
 //! - `GET /metrics`: Prometheus text exposition of every core's metrics (`core` label).
 //! - `POST /v1/shard-move?topic=T&partition=P&core=N`: moves a partition to another core of
 //!   this node on a live broker (the SRE tuning lever); answers JSON.
+//! - `POST /v1/partition-move?topic=T&partition=P&node=N[&core=C]`: moves a partition to
+//!   another node of the cluster (`crate::partition_move`), from whichever node is asked;
+//!   answers JSON once the new owner serves it.
 //!
 //! Requests are small and rare: one task per connection, `Connection: close`.
 
@@ -21,9 +24,12 @@ use crate::metrics::{self, Snapshot};
 const MAX_REQUEST_HEAD_BYTES: usize = 8 * 1024;
 /// Admin connections served at once; more are closed at accept.
 pub const MAX_ADMIN_CONNECTIONS: usize = 64;
-/// A whole admin exchange (read the head, answer) must finish within this; a shard move's
-/// partition close and metastore write fit well inside it.
+/// A request head must arrive within this; a shard move's partition close and metastore
+/// write fit well inside it too.
 pub const ADMIN_REQUEST_TIMEOUT_MS: u64 = 30_000;
+/// A whole admin exchange, a partition move's copy included, must finish within this.
+pub const ADMIN_EXCHANGE_TIMEOUT_MS: u64 =
+    ADMIN_REQUEST_TIMEOUT_MS + crate::partition_move::MOVE_TIMEOUT_MS;
 
 pub async fn serve(state: Rc<CoreState>, listener: TcpListener) {
     let open = Rc::new(std::cell::Cell::new(0usize));
@@ -40,7 +46,7 @@ pub async fn serve(state: Rc<CoreState>, listener: TcpListener) {
                 open.set(open.get() + 1);
                 let (state, open) = (state.clone(), open.clone());
                 glommio::spawn_local(async move {
-                    let timeout = std::time::Duration::from_millis(ADMIN_REQUEST_TIMEOUT_MS);
+                    let timeout = std::time::Duration::from_millis(ADMIN_EXCHANGE_TIMEOUT_MS);
                     match glommio::timer::timeout(timeout, async {
                         Ok(handle(&state, stream).await)
                     })
@@ -48,7 +54,7 @@ pub async fn serve(state: Rc<CoreState>, listener: TcpListener) {
                     {
                         Ok(Err(e)) => tracing::debug!(error = %e, "admin http connection"),
                         Err(_) => tracing::debug!(
-                            timeout_ms = ADMIN_REQUEST_TIMEOUT_MS,
+                            timeout_ms = ADMIN_EXCHANGE_TIMEOUT_MS,
                             "admin http connection timed out"
                         ),
                         Ok(Ok(())) => {}
@@ -68,8 +74,18 @@ pub async fn serve(state: Rc<CoreState>, listener: TcpListener) {
 async fn handle(state: &Rc<CoreState>, mut stream: TcpStream) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
+    let head_by = std::time::Instant::now()
+        + std::time::Duration::from_millis(ADMIN_REQUEST_TIMEOUT_MS);
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = stream.read(&mut buf).await?;
+        let left = head_by.saturating_duration_since(std::time::Instant::now());
+        let read = glommio::timer::timeout(left, async {
+            Ok(stream.read(&mut buf).await)
+        })
+        .await;
+        let n = match read {
+            Ok(r) => r?,
+            Err(_) => return Ok(()), // no head within the limit: closed
+        };
         if n == 0 {
             return Ok(());
         }
@@ -117,6 +133,51 @@ async fn handle(state: &Rc<CoreState>, mut stream: TcpStream) -> std::io::Result
                     let body = format!(
                         "{{\"topic\":\"{}\",\"partition\":{partition},\"from_core\":{from},\"to_core\":{core}}}\n",
                         json_escape(&topic)
+                    );
+                    respond(&mut stream, 200, "application/json", &body).await
+                }
+                Err((status, e)) => {
+                    respond(&mut stream, status, "application/json", &json_error(&e)).await
+                }
+            }
+        }
+        ("POST", "/v1/partition-move") => {
+            let parsed = (|| {
+                let topic = params.get("topic").ok_or("missing topic=")?.to_string();
+                let partition: u32 = params
+                    .get("partition")
+                    .ok_or("missing partition=")?
+                    .parse()
+                    .map_err(|_| "partition= is not a number")?;
+                let node: u64 = params
+                    .get("node")
+                    .ok_or("missing node=")?
+                    .parse()
+                    .map_err(|_| "node= is not a number")?;
+                let core: Option<u32> = match params.get("core") {
+                    None => None,
+                    Some(c) => Some(c.parse().map_err(|_| "core= is not a number")?),
+                };
+                Ok::<_, &str>((topic, partition, node, core))
+            })();
+            let (topic, partition, node, core) = match parsed {
+                Ok(p) => p,
+                Err(e) => {
+                    return respond(&mut stream, 400, "application/json", &json_error(e)).await
+                }
+            };
+            match crate::partition_move::move_partition(state, &topic, partition, node, core).await
+            {
+                Ok(m) => {
+                    let body = format!(
+                        "{{\"topic\":\"{}\",\"partition\":{partition},\"from_node\":{},\"from_core\":{},\"to_node\":{},\"to_core\":{},\"copied_bytes\":{},\"handoff_ms\":{}}}\n",
+                        json_escape(&topic),
+                        m.from_node,
+                        m.from_core,
+                        m.to_node,
+                        m.to_core,
+                        m.copied_bytes,
+                        m.handoff_ms
                     );
                     respond(&mut stream, 200, "application/json", &body).await
                 }
@@ -177,7 +238,7 @@ async fn handle(state: &Rc<CoreState>, mut stream: TcpStream) -> std::io::Result
                 &mut stream,
                 404,
                 "text/plain",
-                "not found: GET /metrics, POST /v1/shard-move\n",
+                "not found: GET /metrics, POST /v1/shard-move, POST /v1/partition-move\n",
             )
             .await
         }

@@ -290,6 +290,10 @@ pub fn run(
         tracing::warn!("vm.overcommit_memory is 2 (strict): a request with a lying array count can fail an allocation and abort the broker; use 0 or 1");
     }
     let data_dir = Arc::new(DataDir::open(&config.data_dir).map_err(StartError::DataDir)?);
+    // A partition move this node was receiving when it stopped is not made: its staging goes.
+    if let Err(e) = crate::partition_move::clear_staging(data_dir.root()) {
+        tracing::warn!(dir = %data_dir.root().display(), error = %e, "removing unfinished incoming partition moves");
+    }
     config.listen = claim_listen_addr(config.listen)?;
     let core_listeners = if config.core_direct {
         bind_core_listeners(&config)?

@@ -347,7 +347,7 @@ async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<
                                 body,
                             } => {
                                 let answer =
-                                    crate::fanout_runtime::serve_node_request(&task_state, &body)
+                                    crate::node_rpc::serve(&task_state, &body)
                                         .await;
                                 crate::node_rpc::response_frame(correlation_id, &answer)
                             }

@@ -112,13 +112,15 @@ impl ChildSink for CoreChild {
             {
                 Ok(crate::node_rpc::NodeResponse::Appended) => Ok(()),
                 Ok(crate::node_rpc::NodeResponse::NotServed) => Err(not_served()),
-                Ok(crate::node_rpc::NodeResponse::HighWatermark(_)) => {
-                    Err(CursorError::ChildRemote {
-                        partition,
-                        node_id: owner.node_id,
-                        reason: "answered an append with a high watermark".into(),
-                    })
-                }
+                Ok(
+                    other @ (crate::node_rpc::NodeResponse::HighWatermark(_)
+                    | crate::node_rpc::NodeResponse::Done
+                    | crate::node_rpc::NodeResponse::Moved { .. }),
+                ) => Err(CursorError::ChildRemote {
+                    partition,
+                    node_id: owner.node_id,
+                    reason: format!("answered an append with {other:?}"),
+                }),
                 Ok(crate::node_rpc::NodeResponse::Failed { reason }) => {
                     Err(CursorError::ChildRemote {
                         partition,
@@ -148,31 +150,34 @@ impl ChildSink for CoreChild {
 
 /// Serves another node's call (`crate::node_rpc`; both calls serve fan-out) on this core:
 /// the answer's rkyv bytes. A body that does not validate is answered `Failed`.
-pub async fn serve_node_request(state: &Rc<CoreState>, body: &[u8]) -> Vec<u8> {
+/// Answers another node's fan-out call (`AppendChild`, `HighWatermark`).
+pub async fn serve_node_request(
+    state: &Rc<CoreState>,
+    req: crate::node_rpc::NodeRequest,
+) -> crate::node_rpc::NodeResponse {
     use crate::node_rpc::{NodeRequest, NodeResponse};
-    let resp = match meta::wire::decode::<NodeRequest>(body, "node request") {
-        Err(e) => NodeResponse::Failed {
-            reason: e.to_string(),
-        },
-        Ok(NodeRequest::AppendChild {
+    match req {
+        NodeRequest::AppendChild {
             topic,
             partition,
             batch,
-        }) => match append_child_here(state, &topic, partition, batch).await {
+        } => match append_child_here(state, &topic, partition, batch).await {
             Ok(true) => NodeResponse::Appended,
             Ok(false) => NodeResponse::NotServed,
             Err(e) => NodeResponse::Failed {
                 reason: e.to_string(),
             },
         },
-        Ok(NodeRequest::HighWatermark { topic, partition }) => {
+        NodeRequest::HighWatermark { topic, partition } => {
             match high_watermark_here(state, &topic, partition).await {
                 Some(hwm) => NodeResponse::HighWatermark(hwm),
                 None => NodeResponse::NotServed,
             }
         }
-    };
-    crate::node_rpc::encode_response(&resp)
+        other => NodeResponse::Failed {
+            reason: format!("not a fan-out call: {other:?}"),
+        },
+    }
 }
 
 /// The high watermark of `topic`/`partition` on the core of this node that owns it; `None`

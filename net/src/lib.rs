@@ -22,6 +22,7 @@ pub mod log_cleaner;
 pub mod metrics;
 pub mod node_rpc;
 pub mod opening;
+pub mod partition_move;
 pub mod reconcile;
 pub mod route;
 pub mod topic_config;

@@ -8,8 +8,9 @@
 //!
 //! The calls: `AppendChild`, a fan-out cursor committing a batch to a child partition that
 //! another node owns (seed 000: one RPC per child commit), and `HighWatermark`, a fan-out
-//! attach reading the high watermark of a parent partition another node owns. Nothing else
-//! is proxied: clients get NOT_LEADER_OR_FOLLOWER for another node's partitions.
+//! attach reading the high watermark of a parent partition another node owns; and the calls
+//! of a partition move (`crate::partition_move`). Nothing else is proxied: clients get
+//! NOT_LEADER_OR_FOLLOWER for another node's partitions.
 //!
 //! The API is internal: until the security issue (#19) authenticates peers, any client that
 //! speaks it can append to child topics.
@@ -43,12 +44,59 @@ pub enum NodeRequest {
     /// The high watermark of `topic`/`partition`, which the receiving node owns (a fan-out
     /// attach reads every parent partition's).
     HighWatermark { topic: String, partition: u32 },
+    /// Partition moves (`crate::partition_move`): the owner opens a staging directory on the
+    /// receiving node for `topic`/`partition` of topic incarnation `incarnation`, ...
+    MoveBegin {
+        move_id: u64,
+        topic: String,
+        partition: u32,
+        incarnation: String,
+    },
+    /// ... writes `bytes` at `offset` of staged file `file` (`last`: its final length, made
+    /// durable), ...
+    MoveChunk {
+        move_id: u64,
+        file: String,
+        offset: u64,
+        bytes: Vec<u8>,
+        last: bool,
+    },
+    /// ... has it install the staged directory, which must hold exactly `files`, ...
+    MoveCommit {
+        move_id: u64,
+        topic: String,
+        partition: u32,
+        files: Vec<crate::partition_move::MoveFile>,
+    },
+    /// ... or drop it (and an installed copy the receiving node does not serve).
+    MoveAbort {
+        move_id: u64,
+        topic: String,
+        partition: u32,
+    },
+    /// Run a move of `topic`/`partition`, which the receiving node owns, to `node` (`core`,
+    /// or its least loaded): a move asked of a node that does not own the partition.
+    MovePartition {
+        topic: String,
+        partition: u32,
+        node: u64,
+        core: Option<u32>,
+    },
 }
 
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub enum NodeResponse {
     Appended,
     HighWatermark(u64),
+    /// A move call succeeded.
+    Done,
+    /// A forwarded `MovePartition` finished.
+    Moved {
+        from_core: u32,
+        to_core: u32,
+        copied_bytes: u64,
+        handoff_ms: u64,
+    },
     /// The receiving node does not serve the partition (moved, deleted, not open).
     NotServed,
     Failed {
@@ -97,6 +145,17 @@ pub async fn call(
     core: u32,
     req: &NodeRequest,
 ) -> Result<NodeResponse, RpcError> {
+    call_within(state, node_id, core, req, NODE_RPC_TIMEOUT_MS).await
+}
+
+/// [`call`] with its own limit (a forwarded partition move runs for as long as its copy).
+pub async fn call_within(
+    state: &CoreState,
+    node_id: u64,
+    core: u32,
+    req: &NodeRequest,
+    timeout_ms: u64,
+) -> Result<NodeResponse, RpcError> {
     let endpoint = {
         let m = state.meta.borrow();
         state.cluster_brokers(&m).endpoint(meta::Assignment {
@@ -131,11 +190,25 @@ pub async fn call(
             .map_err(|e| fail(format!("connect: {e}")))?;
         exchange_on(s, &addr, &frame).await.map_err(fail)
     };
-    glommio::timer::timeout(Duration::from_millis(NODE_RPC_TIMEOUT_MS), async {
+    glommio::timer::timeout(Duration::from_millis(timeout_ms), async {
         Ok::<_, glommio::GlommioError<()>>(exchange.await)
     })
     .await
-    .unwrap_or_else(|_| Err(fail(format!("no answer within {NODE_RPC_TIMEOUT_MS} ms"))))
+    .unwrap_or_else(|_| Err(fail(format!("no answer within {timeout_ms} ms"))))
+}
+
+/// Answers one node RPC frame's rkyv body (validated first) with the rkyv body of its answer.
+pub async fn serve(state: &std::rc::Rc<CoreState>, body: &[u8]) -> Vec<u8> {
+    let resp = match meta::wire::decode::<NodeRequest>(body, "node request") {
+        Err(e) => NodeResponse::Failed {
+            reason: e.to_string(),
+        },
+        Ok(req @ (NodeRequest::AppendChild { .. } | NodeRequest::HighWatermark { .. })) => {
+            crate::fanout_runtime::serve_node_request(state, req).await
+        }
+        Ok(req) => crate::partition_move::serve(state, req).await,
+    };
+    encode_response(&resp)
 }
 
 /// Connections to other nodes one core keeps between calls, at most.

@@ -336,6 +336,21 @@ impl CoreState {
         // One not open yet is opened first: one path closes it.
         let _ = self.partition(topic, index).await;
         let part = self.partitions.borrow_mut().remove(&key);
+        // Its fan-out cursors stop with it (their files go, or stay, with the partition); the
+        // reconcile pass starts them wherever it is served next.
+        let cursors: Vec<_> = self
+            .cursors
+            .borrow()
+            .running
+            .keys()
+            .filter(|(parent, p, _, _)| parent == topic && *p == index)
+            .cloned()
+            .collect();
+        for k in cursors {
+            if let Some((task, _, _)) = self.cursors.borrow_mut().running.remove(&k) {
+                task.cancel();
+            }
+        }
         match part {
             Some(p) => p.close().await,
             None => Ok(()),

@@ -7,6 +7,7 @@ mod dump_segment;
 mod fanout_cmd;
 mod group_cmd;
 mod output;
+mod partition_cmd;
 mod proxy;
 mod serve;
 mod shards_cmd;
@@ -54,6 +55,8 @@ enum Command {
     Shards(shards_cmd::ShardsArgs),
     /// Per-core tuning: move a partition to another core.
     Shard(shards_cmd::ShardArgs),
+    /// Cluster placement: move a partition to another node.
+    Partition(partition_cmd::PartitionArgs),
 }
 
 /// Prints a command's error and turns it into the exit status.
@@ -89,6 +92,7 @@ fn main() {
         Command::Shards(args) => report(shards_cmd::run_shards(args)),
         Command::Fanout(args) => report(fanout_cmd::run(args)),
         Command::Shard(args) => report(shards_cmd::run_shard(args)),
+        Command::Partition(args) => report(partition_cmd::run(args)),
     };
     std::process::exit(code);
 }

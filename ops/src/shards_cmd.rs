@@ -51,10 +51,20 @@ enum ShardCommand {
 
 /// Sends one HTTP/1.1 request and returns (status, body).
 pub(crate) fn http(addr: &str, method: &str, path: &str) -> Result<(u16, String), String> {
+    http_within(addr, method, path, HTTP_TIMEOUT_MS)
+}
+
+/// [`http`], waiting at most `timeout_ms` for the answer.
+pub(crate) fn http_within(
+    addr: &str,
+    method: &str,
+    path: &str,
+    timeout_ms: u64,
+) -> Result<(u16, String), String> {
     let mut s = TcpStream::connect(addr).map_err(|e| {
         format!("cannot reach the admin listener at {addr}: {e} (start the broker with --metrics-listen {addr}, or pass --admin HOST:PORT)")
     })?;
-    s.set_read_timeout(Some(Duration::from_millis(HTTP_TIMEOUT_MS)))
+    s.set_read_timeout(Some(Duration::from_millis(timeout_ms)))
         .map_err(|e| e.to_string())?;
     write!(s, "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").map_err(|e| e.to_string())?;
     let mut raw = String::new();
@@ -293,10 +303,7 @@ pub fn run_shard(args: ShardArgs) -> Result<(), String> {
             admin,
             json: as_json,
         } => {
-            let (topic, p) = partition
-                .rsplit_once('/')
-                .and_then(|(t, p)| p.parse::<u32>().ok().map(|p| (t.to_string(), p)))
-                .ok_or_else(|| format!("{partition:?}: expected TOPIC/PARTITION, e.g. orders/3"))?;
+            let (topic, p) = parse_partition(&partition)?;
             let (status, body) = http(
                 &admin,
                 "POST",
@@ -321,4 +328,12 @@ pub fn run_shard(args: ShardArgs) -> Result<(), String> {
             Ok(())
         }
     }
+}
+
+/// `TOPIC/PARTITION` (e.g. `orders/3`) as a topic and a partition index.
+pub(crate) fn parse_partition(s: &str) -> Result<(String, u32), String> {
+    s.rsplit_once('/')
+        .filter(|(t, _)| !t.is_empty())
+        .and_then(|(t, p)| p.parse::<u32>().ok().map(|p| (t.to_string(), p)))
+        .ok_or_else(|| format!("{s:?}: expected TOPIC/PARTITION, e.g. orders/3"))
 }

@@ -489,3 +489,116 @@ fn fanout_children_on_other_nodes_get_every_record_through_an_owner_crash() {
     nodes[victim as usize - 1].restart();
     wait_for(&nodes, &want);
 }
+
+/// `ringlog partition move TOPIC/P --node N --admin ADDR`; its output, or its error.
+fn partition_move(admin: &str, partition: &str, node: u64) -> Result<String, String> {
+    let mut mv = std::process::Command::new(ringlog_bin());
+    mv.args(["partition", "move", partition, "--node", &node.to_string(), "--admin", admin]);
+    let o = run_with_timeout(mv, None, Duration::from_secs(120));
+    if o.status.success() {
+        Ok(o.stdout)
+    } else {
+        Err(o.stderr)
+    }
+}
+
+#[test]
+fn a_partition_moved_between_nodes_under_an_idempotent_producer_keeps_every_record_once() {
+    let peers: BTreeMap<u64, String> = (1..=3)
+        .map(|i| (i, format!("127.0.0.1:{}", free_port())))
+        .collect();
+    let list = peers_arg(&peers);
+    let admins: Vec<String> = (0..3)
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
+    let args: Vec<Vec<String>> = (1..=3u64)
+        .map(|i| {
+            let mut a = node_args(i, &list, None);
+            a.extend(["--metrics-listen".to_string(), admins[i as usize - 1].clone()]);
+            a
+        })
+        .collect();
+    let nodes = Broker::start_together(1, &args);
+    create_topic(&nodes[0], "mv", 1, &[]);
+    create_topic(&nodes[0], "mvkid", 1, &[]);
+    // A fan-out child: the parent partition's cursor file moves with it.
+    let mut attach = std::process::Command::new(ringlog_bin());
+    attach.args(["fanout", "attach", "mv", "mvkid", "--brokers", &nodes[0].bootstrap()]);
+    run_ok(attach, None, Duration::from_secs(60));
+    let from = leaders(&nodes[0], "mv")[&0] as u64;
+    let to = (1..=3).find(|n| *n != from).unwrap();
+    let third = (1..=3).find(|n| *n != from && *n != to).unwrap();
+    let dir_on = |node: u64| nodes[node as usize - 1].data_dir().join("topics/mv/p00000");
+    assert!(dir_on(from).is_dir());
+
+    const N: u64 = 15_000;
+    let mut producer = python_cmd(
+        "group_producer.py",
+        &[&bootstrap(&nodes), "mv", "0", &N.to_string(), "4000"],
+    );
+    producer
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let producer = producer.spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(1_500));
+    // Asked of a node that does not own it: forwarded to the owner, which runs the move.
+    let out = partition_move(&admins[third as usize - 1], "mv/0", to).expect("the move");
+    assert!(
+        out.contains(&format!("from node {from} core 0 to node {to} core 0")),
+        "{out}"
+    );
+    let out = producer.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("DONE {N}")),
+        "every record acknowledged: {text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for n in &nodes {
+        assert_eq!(leaders(n, "mv")[&0] as u64, to, "every node names the new owner");
+    }
+    assert!(dir_on(to).is_dir());
+    assert!(!dir_on(from).exists(), "the old owner deleted its copy");
+
+    let check_all = |what: &str| {
+        let values: Vec<u64> = kcat_read(&nodes[third as usize - 1], "mv", 0)
+            .iter()
+            .map(|l| l.parse().unwrap())
+            .collect();
+        let mut sorted = values.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), values.len(), "{what}: no record stored twice");
+        assert_eq!(sorted, (0..N).collect::<Vec<_>>(), "{what}: every record stored");
+    };
+    check_all("after the move");
+    // The child keeps getting the parent's records from the cursor's new home.
+    let want: BTreeSet<String> = (0..N).map(|i| i.to_string()).collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let got: BTreeSet<String> = kcat_read(&nodes[0], "mvkid", 0).into_iter().collect();
+        if got == want {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the child has {} of {N} records",
+            got.len()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
+    // And back, asked of the owner itself: a fresh copy replaces nothing stale.
+    partition_move(&admins[to as usize - 1], "mv/0", from).expect("the move back");
+    assert_eq!(leaders(&nodes[0], "mv")[&0] as u64, from);
+    assert!(!dir_on(to).exists());
+    check_all("after the move back");
+
+    // Refusals name the problem.
+    let e = partition_move(&admins[0], "mv/0", 9).unwrap_err();
+    assert!(e.contains("node 9 is not a live broker"), "{e}");
+    let e = partition_move(&admins[0], "__consumer_offsets/0", to).unwrap_err();
+    assert!(e.contains("internal"), "{e}");
+    let e = partition_move(&admins[0], "nope/0", to).unwrap_err();
+    assert!(e.contains("unknown topic"), "{e}");
+}

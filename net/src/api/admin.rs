@@ -124,7 +124,7 @@ async fn write(state: &Rc<CoreState>, cmd: Command) -> Result<(), Refusal> {
 /// Clustered: waits until the cores of every other live node applied the change at
 /// `log_index` too, so a client that goes on to any node finds it; REQUEST_TIMED_OUT (the
 /// change itself is made) when one does not within `CLUSTER_APPLY_TIMEOUT_MS`.
-async fn wait_other_nodes(state: &Rc<CoreState>, log_index: u64) -> Result<(), Refusal> {
+pub(crate) async fn wait_other_nodes(state: &Rc<CoreState>, log_index: u64) -> Result<(), Refusal> {
     if state.ctx.config.peers.is_empty() {
         return Ok(());
     }

@@ -1,0 +1,858 @@
+//! Partition moves between nodes (issue #17): `POST /v1/partition-move` on any node's admin
+//! listener, `ringlog partition move TOPIC/P --node N [--core C]`.
+//!
+//! The node that owns the partition runs the move; a node asked for another node's partition
+//! forwards the request to the owner over node RPC (`NodeRequest::MovePartition`).
+//! 1. **Catch-up**, while the partition keeps serving: every file of its directory is copied
+//!    into a staging directory on the new node (`MoveBegin`, then `MoveChunk`s of at most
+//!    [`MOVE_CHUNK_BYTES`]; a file's last chunk is fdatasync'd there).
+//! 2. **Handoff**: the partition stops serving here (clients get NOT_LEADER_OR_FOLLOWER, a
+//!    retriable error, and refresh metadata), its fan-out cursors stop, and it closes cleanly
+//!    (everything fdatasync'd, the clean-shutdown marker written). What changed since the
+//!    catch-up is copied again: the active segment, a segment compacted, added or deleted,
+//!    cursor files, anything modified within [`RECOPY_WINDOW_MS`] of its catch-up copy. The
+//!    new node installs the directory (`MoveCommit`: every file's length checked against
+//!    the owner's listing, files it does not list removed, the staging directory renamed into
+//!    place and the rename made durable).
+//! 3. The new assignment is written to the metastore and applied by every node: the new owner
+//!    opens the partition from the copied files (its producer state is rebuilt from the log,
+//!    so an idempotent producer's retry of a batch stored before the move is recognised),
+//!    its cursors resume from the copied cursor files, and this node deletes its copy.
+//!
+//! A failure before the metastore write resumes the partition here and drops the staging
+//! (`MoveAbort`). The partition is never served by two nodes: the old owner stopped before
+//! the copy that the new one opens, and the new one opens only what the metastore assigns it.
+//! Every acknowledged record was fdatasync'd into the files the handoff copies.
+//!
+//! Staging directories live in `<data-dir>/moving/` and are removed when a node starts
+//! (a move interrupted by a crash is simply not made). Peers are not authenticated until the
+//! security issue (#19); file names from a peer are checked ([`valid_file_name`]) so that a
+//! peer can write nowhere but into its staging directory.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::Mutex;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use meta::{Assignment, Command};
+use rkyv::{Archive, Deserialize, Serialize};
+
+use crate::core::{is_internal_topic, CoreState, PartitionKey};
+use crate::node_rpc::{self, NodeRequest, NodeResponse};
+
+/// The most bytes one `MoveChunk` carries.
+pub const MOVE_CHUNK_BYTES: usize = 1 << 20;
+/// Moves a node receives at once; a further `MoveBegin` is refused until one ends.
+pub const MAX_INCOMING_MOVES: usize = 4;
+/// The longest a whole move may take when another node runs it for us (the forwarded call).
+pub const MOVE_TIMEOUT_MS: u64 = 30 * 60 * 1_000;
+/// Files one partition directory may list in a `MoveCommit`.
+pub const MAX_MOVE_FILES: usize = 100_000;
+/// The longest file name a move carries (a cursor file names a child topic of up to 249).
+const MAX_MOVE_FILE_NAME_BYTES: usize = 320;
+/// A file modified this close to (or after) its catch-up copy is copied again at the
+/// handoff whatever its length and time say (file times are coarse).
+pub const RECOPY_WINDOW_MS: u64 = 2_000;
+/// The directory under the data dir that holds incoming moves' staging directories.
+pub const STAGING_DIR_NAME: &str = "moving";
+
+/// One file of a partition directory as a `MoveCommit` lists it.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct MoveFile {
+    pub name: String,
+    pub len: u64,
+}
+
+/// What a finished move reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Moved {
+    pub from_node: u64,
+    pub from_core: u32,
+    pub to_node: u64,
+    pub to_core: u32,
+    /// Bytes copied, catch-up and handoff together.
+    pub copied_bytes: u64,
+    /// How long the partition served nowhere (stop to the metastore write applied here).
+    pub handoff_ms: u64,
+}
+
+/// An HTTP status and a message naming the problem.
+pub type MoveRefusal = (u16, String);
+
+/// Partitions whose move this node runs now (the admin path only: never touched by produce
+/// or fetch).
+static MOVES_RUNNING: Mutex<Option<HashSet<PartitionKey>>> = Mutex::new(None);
+
+struct RunningGuard(PartitionKey);
+
+impl RunningGuard {
+    fn claim(key: PartitionKey) -> Option<Self> {
+        let mut set = MOVES_RUNNING.lock().unwrap_or_else(|p| p.into_inner());
+        set.get_or_insert_with(HashSet::new)
+            .insert(key.clone())
+            .then_some(RunningGuard(key))
+    }
+}
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        let mut set = MOVES_RUNNING.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = set.as_mut() {
+            s.remove(&self.0);
+        }
+    }
+}
+
+/// Moves `topic`/`partition` to node `to_node` (core `to_core`, or its least loaded core).
+/// Runs here when this node owns the partition, and is forwarded to the owner otherwise.
+pub async fn move_partition(
+    state: &Rc<CoreState>,
+    topic: &str,
+    partition: u32,
+    to_node: u64,
+    to_core: Option<u32>,
+) -> Result<Moved, MoveRefusal> {
+    let owner = {
+        let m = state.meta.borrow();
+        if m.topic(topic).is_none() {
+            return Err((404, format!("unknown topic {topic:?}")));
+        }
+        m.assignments
+            .get(topic)
+            .and_then(|a| a.get(partition as usize))
+            .copied()
+            .ok_or_else(|| {
+                (
+                    404,
+                    format!("topic {topic:?} has no partition {partition}"),
+                )
+            })?
+    };
+    if owner.node_id == state.node_id() {
+        return run_move(state, topic, partition, owner, to_node, to_core).await;
+    }
+    let req = NodeRequest::MovePartition {
+        topic: topic.to_string(),
+        partition,
+        node: to_node,
+        core: to_core,
+    };
+    match node_rpc::call_within(state, owner.node_id, owner.core_index, &req, MOVE_TIMEOUT_MS)
+        .await
+    {
+        Ok(NodeResponse::Moved {
+            from_core,
+            to_core,
+            copied_bytes,
+            handoff_ms,
+        }) => Ok(Moved {
+            from_node: owner.node_id,
+            from_core,
+            to_node,
+            to_core,
+            copied_bytes,
+            handoff_ms,
+        }),
+        Ok(NodeResponse::Failed { reason }) => Err((409, reason)),
+        Ok(other) => Err((502, format!("node {} answered {other:?}", owner.node_id))),
+        Err(e) => Err((
+            503,
+            format!("the owner of {topic}/{partition} could not be asked to move it: {e}"),
+        )),
+    }
+}
+
+/// The move of a partition this node owns (see the module comment).
+async fn run_move(
+    state: &Rc<CoreState>,
+    topic: &str,
+    partition: u32,
+    owner: Assignment,
+    to_node: u64,
+    to_core: Option<u32>,
+) -> Result<Moved, MoveRefusal> {
+    if is_internal_topic(topic) {
+        return Err((
+            400,
+            format!("{topic} is internal: its groups and transactions live on the node that owns each partition, so its partitions do not move"),
+        ));
+    }
+    let (incarnation, to_core) = {
+        let m = state.meta.borrow();
+        let incarnation = m
+            .topic(topic)
+            .map(|t| t.incarnation_id.clone())
+            .ok_or_else(|| (404, format!("unknown topic {topic:?}")))?;
+        let Some(dest) = m.brokers.get(&to_node).filter(|b| !b.fenced) else {
+            let live: Vec<u64> = m.live_brokers().map(|b| b.node_id).collect();
+            return Err((
+                400,
+                format!("node {to_node} is not a live broker of this cluster (live: {live:?})"),
+            ));
+        };
+        let core = match to_core {
+            Some(c) if c >= dest.cores => {
+                return Err((
+                    400,
+                    format!("core {c} does not exist: node {to_node} runs {} cores", dest.cores),
+                ))
+            }
+            Some(c) => c,
+            None => least_loaded_core(&m, to_node, dest.cores),
+        };
+        (incarnation, core)
+    };
+    if to_node == state.node_id() {
+        let from = crate::admin_http::move_partition(state, topic, partition, to_core as usize)
+            .await?;
+        return Ok(Moved {
+            from_node: to_node,
+            from_core: from as u32,
+            to_node,
+            to_core,
+            copied_bytes: 0,
+            handoff_ms: 0,
+        });
+    }
+    let key: PartitionKey = (topic.to_string(), partition);
+    let _running = RunningGuard::claim(key.clone())
+        .ok_or_else(|| (409, format!("a move of {topic}/{partition} is already running")))?;
+    let to = Peer {
+        node: to_node,
+        core: to_core,
+        move_id: meta::state::random_u64(),
+    };
+    let dir = state.ctx.data_dir.partition_dir(topic, partition);
+    let from_core = owner.core_index as usize;
+    tracing::info!(%topic, partition, to_node, to_core, move_id = to.move_id, "partition move: catch-up");
+    to.ask(
+        state,
+        NodeRequest::MoveBegin {
+            move_id: to.move_id,
+            topic: topic.to_string(),
+            partition,
+            incarnation: incarnation.clone(),
+        },
+    )
+    .await
+    .map_err(|e| (409, format!("node {to_node} refused the move: {e}")))?;
+    let mut copy = Copy {
+        dir: dir.clone(),
+        sent: HashMap::new(),
+        copied_bytes: 0,
+    };
+    if let Err(e) = copy.pass(state, &to, None).await {
+        to.abort(state, topic, partition).await;
+        return Err((409, format!("copying {topic}/{partition} to node {to_node}: {e}")));
+    }
+    let caught_up = copy.copied_bytes;
+    // Handoff: stop serving, then copy what changed and install it there.
+    let stopped = Instant::now();
+    let (t, p) = (topic.to_string(), partition);
+    let release = move |s: Rc<CoreState>| async move { s.release_partition(&t, p).await };
+    let released = match crate::route::on_core(state, from_core, release).await {
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(gone) => Err(gone.to_string()),
+    };
+    let handoff = match released {
+        Ok(()) => copy.handoff(state, &to, topic, partition).await,
+        Err(e) => Err(format!("closing {topic}/{partition} on core {from_core}: {e}")),
+    };
+    let resume = |state: &Rc<CoreState>| {
+        let (t, p) = (topic.to_string(), partition);
+        let state = state.clone();
+        async move {
+            let resume = move |s: Rc<CoreState>| async move { s.resume_partition(&t, p).await };
+            let _ = crate::route::on_core(&state, from_core, resume).await;
+        }
+    };
+    if let Err(e) = handoff {
+        to.abort(state, topic, partition).await;
+        resume(state).await;
+        return Err((409, format!("handing {topic}/{partition} to node {to_node}: {e}")));
+    }
+    let cmd = Command::SetAssignment {
+        name: topic.to_string(),
+        partition,
+        assignment: Assignment {
+            node_id: to_node,
+            core_index: to_core,
+        },
+    };
+    let applied = match state.ctx.meta.write(cmd).await {
+        Ok(a) => a,
+        Err(e) => {
+            to.abort(state, topic, partition).await;
+            resume(state).await;
+            return Err((409, format!("recording the move of {topic}/{partition}: {e}")));
+        }
+    };
+    crate::api::admin::wait_all_cores(state, applied.log_index).await;
+    let handoff_ms = stopped.elapsed().as_millis() as u64;
+    // The metastore names the new owner: this copy is never served again.
+    if let Err(e) = engine::io::remove_dir_tree(&dir).await {
+        tracing::warn!(dir = %dir.display(), error = %e, "removing the moved partition's old copy");
+    }
+    if let Err((_, e)) = crate::api::admin::wait_other_nodes(state, applied.log_index).await {
+        tracing::warn!(%topic, partition, error = %e, "partition moved; not every node has applied it yet");
+    }
+    tracing::info!(%topic, partition, to_node, to_core, copied_bytes = copy.copied_bytes, caught_up_bytes = caught_up, handoff_ms, "partition moved to another node");
+    Ok(Moved {
+        from_node: owner.node_id,
+        from_core: owner.core_index,
+        to_node,
+        to_core,
+        copied_bytes: copy.copied_bytes,
+        handoff_ms,
+    })
+}
+
+/// The core of `node` (of `cores`) that owns the fewest partitions.
+fn least_loaded_core(m: &meta::MetaState, node: u64, cores: u32) -> u32 {
+    let mut load = vec![0usize; cores.max(1) as usize];
+    for a in m.assignments.values().flatten() {
+        if a.node_id == node {
+            if let Some(l) = load.get_mut(a.core_index as usize) {
+                *l += 1;
+            }
+        }
+    }
+    (0..load.len())
+        .min_by_key(|&c| load[c])
+        .unwrap_or(0) as u32
+}
+
+/// The receiving end of one move.
+struct Peer {
+    node: u64,
+    core: u32,
+    move_id: u64,
+}
+
+impl Peer {
+    async fn ask(&self, state: &CoreState, req: NodeRequest) -> Result<(), String> {
+        match node_rpc::call(state, self.node, self.core, &req).await {
+            Ok(NodeResponse::Done) => Ok(()),
+            Ok(NodeResponse::Failed { reason }) => Err(reason),
+            Ok(other) => Err(format!("unexpected answer {other:?}")),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    async fn abort(&self, state: &CoreState, topic: &str, partition: u32) {
+        let req = NodeRequest::MoveAbort {
+            move_id: self.move_id,
+            topic: topic.to_string(),
+            partition,
+        };
+        if let Err(e) = self.ask(state, req).await {
+            // Its staging goes when it restarts; an installed copy it does not serve is
+            // replaced by the next move there.
+            tracing::warn!(node = self.node, move_id = self.move_id, error = %e, "aborting a partition move");
+        }
+    }
+}
+
+/// A file's length and modification time (ns since the epoch) when it was listed.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct Stamp {
+    len: u64,
+    mtime_ns: u128,
+}
+
+/// The owner's side of the copy: what was sent, and when it was listed.
+struct Copy {
+    dir: PathBuf,
+    sent: HashMap<String, (Stamp, u128)>,
+    copied_bytes: u64,
+}
+
+impl Copy {
+    /// Sends every file of the directory that `sent` does not hold as it is now (all of them
+    /// the first time); `handoff` also re-sends files modified near their last copy.
+    /// Returns the directory's listing.
+    async fn pass(
+        &mut self,
+        state: &CoreState,
+        to: &Peer,
+        handoff: Option<()>,
+    ) -> Result<Vec<MoveFile>, String> {
+        let listing = list_files(&self.dir).await?;
+        for (name, stamp) in &listing {
+            let fresh = match self.sent.get(name) {
+                Some((s, listed_at_ns)) => {
+                    s != stamp
+                        || (handoff.is_some()
+                            && s.mtime_ns + u128::from(RECOPY_WINDOW_MS) * 1_000_000
+                                >= *listed_at_ns)
+                }
+                None => true,
+            };
+            if !fresh {
+                continue;
+            }
+            let listed_at_ns = now_ns();
+            match self.send_file(state, to, name, stamp.len).await {
+                Ok(bytes) => {
+                    self.copied_bytes += bytes;
+                    self.sent.insert(name.clone(), (*stamp, listed_at_ns));
+                }
+                // A temporary file renamed away during the catch-up; the handoff lists again.
+                Err(SendError::Gone(_)) if handoff.is_none() => {}
+                Err(SendError::Gone(e)) => {
+                    return Err(format!(
+                        "reading {} of the closed partition: {e}",
+                        self.dir.join(name).display()
+                    ))
+                }
+                Err(SendError::Peer(e)) => {
+                    return Err(format!("sending {name} to node {}: {e}", to.node))
+                }
+            }
+        }
+        Ok(listing
+            .into_iter()
+            .map(|(name, s)| MoveFile { name, len: s.len })
+            .collect())
+    }
+
+    /// Copies what changed since the catch-up from the closed partition and has the new
+    /// node install the directory.
+    async fn handoff(
+        &mut self,
+        state: &CoreState,
+        to: &Peer,
+        topic: &str,
+        partition: u32,
+    ) -> Result<(), String> {
+        let files = self.pass(state, to, Some(())).await?;
+        if files.len() > MAX_MOVE_FILES {
+            return Err(format!(
+                "the partition directory holds {} files, more than a move carries ({MAX_MOVE_FILES})",
+                files.len()
+            ));
+        }
+        to.ask(
+            state,
+            NodeRequest::MoveCommit {
+                move_id: to.move_id,
+                topic: topic.to_string(),
+                partition,
+                files,
+            },
+        )
+        .await
+    }
+
+    /// Sends `name`'s first `len` bytes in chunks. Returns the bytes sent.
+    async fn send_file(
+        &self,
+        state: &CoreState,
+        to: &Peer,
+        name: &str,
+        len: u64,
+    ) -> Result<u64, SendError> {
+        let path = self.dir.join(name);
+        let mut offset = 0u64;
+        loop {
+            let want = (len - offset).min(MOVE_CHUNK_BYTES as u64) as usize;
+            let p = path.clone();
+            let bytes = glommio::executor()
+                .spawn_blocking(move || read_at(&p, offset, want))
+                .await
+                .map_err(SendError::Gone)?;
+            let last = offset + bytes.len() as u64 >= len || bytes.len() < want;
+            let n = bytes.len() as u64;
+            let req = NodeRequest::MoveChunk {
+                move_id: to.move_id,
+                file: name.to_string(),
+                offset,
+                bytes,
+                last,
+            };
+            to.ask(state, req).await.map_err(SendError::Peer)?;
+            offset += n;
+            if last {
+                return Ok(offset);
+            }
+        }
+    }
+}
+
+/// Why a file was not sent whole.
+enum SendError {
+    /// It could not be read here (during the catch-up: renamed away, deleted).
+    Gone(std::io::Error),
+    /// The receiving node refused a chunk or could not be reached.
+    Peer(String),
+}
+
+fn read_at(path: &Path, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open(path)?;
+    let mut buf = vec![0u8; len];
+    let mut got = 0;
+    while got < len {
+        let n = f.read_at(&mut buf[got..], offset + got as u64)?;
+        if n == 0 {
+            break;
+        }
+        got += n;
+    }
+    buf.truncate(got);
+    Ok(buf)
+}
+
+fn now_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
+/// The regular files of `dir` with their stamps, sorted by name.
+async fn list_files(dir: &Path) -> Result<Vec<(String, Stamp)>, String> {
+    let d = dir.to_path_buf();
+    glommio::executor()
+        .spawn_blocking(move || -> std::io::Result<Vec<(String, Stamp)>> {
+            let mut out = Vec::new();
+            for e in std::fs::read_dir(&d)? {
+                let e = e?;
+                let Ok(md) = e.metadata() else { continue };
+                if !md.is_file() {
+                    continue;
+                }
+                let Some(name) = e.file_name().to_str().map(str::to_string) else {
+                    continue;
+                };
+                let mtime_ns = md
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                    .map(|d| d.as_nanos())
+                    .unwrap_or(0);
+                out.push((
+                    name,
+                    Stamp {
+                        len: md.len(),
+                        mtime_ns,
+                    },
+                ));
+            }
+            out.sort_by(|a, b| a.0.cmp(&b.0));
+            Ok(out)
+        })
+        .await
+        .map_err(|e| format!("listing {}: {e}", dir.display()))
+}
+
+// ---- The receiving node ----
+
+/// A name a move may write: one plain file name of a partition directory.
+pub fn valid_file_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_MOVE_FILE_NAME_BYTES
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+}
+
+fn staging_root(root: &Path) -> PathBuf {
+    root.join(STAGING_DIR_NAME)
+}
+
+fn staging_dir(root: &Path, move_id: u64) -> PathBuf {
+    staging_root(root).join(format!("{move_id:016x}"))
+}
+
+/// Removes the staging of moves a stopped process left (called once at start).
+pub fn clear_staging(root: &Path) -> std::io::Result<()> {
+    match std::fs::remove_dir_all(staging_root(root)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Answers the move calls of another node (`MoveBegin`, `MoveChunk`, `MoveCommit`,
+/// `MoveAbort`) and a forwarded `MovePartition`.
+pub async fn serve(state: &Rc<CoreState>, req: NodeRequest) -> NodeResponse {
+    let done = |r: Result<(), String>| match r {
+        Ok(()) => NodeResponse::Done,
+        Err(reason) => NodeResponse::Failed { reason },
+    };
+    match req {
+        NodeRequest::MoveBegin {
+            move_id,
+            topic,
+            partition,
+            incarnation,
+        } => done(begin(state, move_id, &topic, partition, &incarnation).await),
+        NodeRequest::MoveChunk {
+            move_id,
+            file,
+            offset,
+            bytes,
+            last,
+        } => done(chunk(state, move_id, file, offset, bytes, last).await),
+        NodeRequest::MoveCommit {
+            move_id,
+            topic,
+            partition,
+            files,
+        } => done(commit(state, move_id, &topic, partition, files).await),
+        NodeRequest::MoveAbort {
+            move_id,
+            topic,
+            partition,
+        } => done(abort(state, move_id, &topic, partition).await),
+        NodeRequest::MovePartition {
+            topic,
+            partition,
+            node,
+            core,
+        } => match move_partition(state, &topic, partition, node, core).await {
+            // Run by the owner only: a forwarded call never forwards again.
+            Ok(m) => NodeResponse::Moved {
+                from_core: m.from_core,
+                to_core: m.to_core,
+                copied_bytes: m.copied_bytes,
+                handoff_ms: m.handoff_ms,
+            },
+            Err((_, reason)) => NodeResponse::Failed { reason },
+        },
+        other => NodeResponse::Failed {
+            reason: format!("not a move call: {other:?}"),
+        },
+    }
+}
+
+/// Checks that `topic`/`partition` of incarnation `incarnation` exists and that this node
+/// does not serve it.
+fn check_incoming(
+    state: &CoreState,
+    topic: &str,
+    partition: u32,
+    incarnation: Option<&str>,
+) -> Result<(), String> {
+    let m = state.meta.borrow();
+    let t = m
+        .topic(topic)
+        .ok_or_else(|| format!("unknown topic {topic:?} here"))?;
+    if incarnation.is_some_and(|i| i != t.incarnation_id) {
+        return Err(format!("{topic} was deleted and created again meanwhile"));
+    }
+    let a = m
+        .assignments
+        .get(topic)
+        .and_then(|a| a.get(partition as usize))
+        .ok_or_else(|| format!("topic {topic:?} has no partition {partition}"))?;
+    if a.node_id == state.node_id() {
+        return Err(format!("{topic}/{partition} is already served by this node"));
+    }
+    Ok(())
+}
+
+async fn blocking<R: Send + 'static>(
+    f: impl FnOnce() -> std::io::Result<R> + Send + 'static,
+) -> Result<R, String> {
+    glommio::executor()
+        .spawn_blocking(f)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+async fn begin(
+    state: &CoreState,
+    move_id: u64,
+    topic: &str,
+    partition: u32,
+    incarnation: &str,
+) -> Result<(), String> {
+    check_incoming(state, topic, partition, Some(incarnation))?;
+    let root = state.ctx.data_dir.root().to_path_buf();
+    let dir = staging_dir(&root, move_id);
+    blocking(move || {
+        let parent = staging_root(&root);
+        std::fs::create_dir_all(&parent)?;
+        let running = std::fs::read_dir(&parent)?.count();
+        if running >= MAX_INCOMING_MOVES {
+            return Err(std::io::Error::other(format!(
+                "{running} moves are being received here already (at most {MAX_INCOMING_MOVES}); retry when one ends"
+            )));
+        }
+        std::fs::create_dir(&dir)
+    })
+    .await?;
+    tracing::info!(%topic, partition, move_id, "receiving a partition move");
+    Ok(())
+}
+
+async fn chunk(
+    state: &CoreState,
+    move_id: u64,
+    file: String,
+    offset: u64,
+    bytes: Vec<u8>,
+    last: bool,
+) -> Result<(), String> {
+    if !valid_file_name(&file) {
+        return Err(format!("{file:?} is not a partition file name"));
+    }
+    if bytes.len() > MOVE_CHUNK_BYTES {
+        return Err(format!(
+            "a chunk of {} bytes, more than {MOVE_CHUNK_BYTES}",
+            bytes.len()
+        ));
+    }
+    let dir = staging_dir(state.ctx.data_dir.root(), move_id);
+    blocking(move || {
+        use std::os::unix::fs::FileExt;
+        if !dir.is_dir() {
+            return Err(std::io::Error::other(format!(
+                "no move {move_id:016x} is being received here"
+            )));
+        }
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(offset == 0)
+            .open(dir.join(&file))?;
+        f.write_all_at(&bytes, offset)?;
+        if last {
+            f.set_len(offset + bytes.len() as u64)?;
+            f.sync_data()?;
+        }
+        Ok(())
+    })
+    .await
+}
+
+async fn commit(
+    state: &CoreState,
+    move_id: u64,
+    topic: &str,
+    partition: u32,
+    files: Vec<MoveFile>,
+) -> Result<(), String> {
+    if files.len() > MAX_MOVE_FILES {
+        return Err(format!("{} files, more than {MAX_MOVE_FILES}", files.len()));
+    }
+    if let Some(bad) = files.iter().find(|f| !valid_file_name(&f.name)) {
+        return Err(format!("{:?} is not a partition file name", bad.name));
+    }
+    let incarnation = {
+        let m = state.meta.borrow();
+        m.topic(topic).map(|t| t.incarnation_id.clone())
+    };
+    check_incoming(state, topic, partition, incarnation.as_deref())?;
+    let incarnation = incarnation.unwrap_or_default();
+    let staging = staging_dir(state.ctx.data_dir.root(), move_id);
+    let target = state.ctx.data_dir.partition_dir(topic, partition);
+    blocking(move || {
+        let listed: HashMap<&str, u64> = files.iter().map(|f| (f.name.as_str(), f.len)).collect();
+        for e in std::fs::read_dir(&staging)? {
+            let e = e?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !listed.contains_key(name.as_str()) {
+                std::fs::remove_file(e.path())?;
+            }
+        }
+        for f in &files {
+            let got = std::fs::metadata(staging.join(&f.name))
+                .map_err(|e| std::io::Error::other(format!("{}: {e}", f.name)))?
+                .len();
+            if got != f.len {
+                return Err(std::io::Error::other(format!(
+                    "{} holds {got} bytes here, {} on the owner",
+                    f.name, f.len
+                )));
+            }
+        }
+        let inc = std::fs::read(staging.join(engine::partition::INCARNATION_FILE_NAME))
+            .map_err(|e| std::io::Error::other(format!("the incarnation file: {e}")))?;
+        if inc != incarnation.as_bytes() {
+            return Err(std::io::Error::other(
+                "the copied files belong to another incarnation of the topic",
+            ));
+        }
+        sync_dir(&staging)?;
+        // A copy left by an earlier move away from here is older: the new one replaces it.
+        match std::fs::remove_dir_all(&target) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        let parent = target
+            .parent()
+            .ok_or_else(|| std::io::Error::other("a partition dir without a parent"))?;
+        std::fs::create_dir_all(parent)?;
+        std::fs::rename(&staging, &target)?;
+        sync_dir(parent)?;
+        if let Some(p) = staging.parent() {
+            sync_dir(p)?;
+        }
+        Ok(())
+    })
+    .await?;
+    tracing::info!(%topic, partition, move_id, "partition move installed; served here once the metastore says so");
+    Ok(())
+}
+
+async fn abort(state: &CoreState, move_id: u64, topic: &str, partition: u32) -> Result<(), String> {
+    let staging = staging_dir(state.ctx.data_dir.root(), move_id);
+    // An installed copy goes too, unless this node serves the partition after all.
+    let target = check_incoming(state, topic, partition, None)
+        .is_ok()
+        .then(|| state.ctx.data_dir.partition_dir(topic, partition));
+    blocking(move || {
+        for dir in std::iter::once(staging).chain(target) {
+            match std::fs::remove_dir_all(&dir) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        Ok(())
+    })
+    .await?;
+    tracing::info!(%topic, partition, move_id, "partition move aborted");
+    Ok(())
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_partition_file_names_are_written() {
+        for ok in [
+            "00000000000000000000.log",
+            "incarnation",
+            "fanout-orders.eu_1-x.offset",
+        ] {
+            assert!(valid_file_name(ok), "{ok}");
+        }
+        for bad in ["", ".", "..", "../x", "a/b", "/etc/passwd", "x\0y", &"a".repeat(400)] {
+            assert!(!valid_file_name(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn least_loaded_core_picks_the_emptiest() {
+        let mut m = meta::MetaState::default();
+        let a = |node_id, core_index| Assignment {
+            node_id,
+            core_index,
+        };
+        m.assignments
+            .insert("t".into(), vec![a(2, 0), a(2, 0), a(2, 1), a(1, 2)]);
+        assert_eq!(least_loaded_core(&m, 2, 3), 2);
+        assert_eq!(least_loaded_core(&m, 2, 2), 1);
+        assert_eq!(least_loaded_core(&m, 3, 2), 0);
+    }
+}
