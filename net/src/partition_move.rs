@@ -454,9 +454,12 @@ impl Copy {
         len: u64,
     ) -> Result<u64, SendError> {
         let path = self.dir.join(name);
+        // A chunk's frame stays well inside the receiver's `max-request-bytes` (assumed the
+        // same as ours) with its framing.
+        let chunk_bytes = MOVE_CHUNK_BYTES.min(state.ctx.config.max_request_bytes / 2).max(1);
         let mut offset = 0u64;
         loop {
-            let want = (len - offset).min(MOVE_CHUNK_BYTES as u64) as usize;
+            let want = (len - offset).min(chunk_bytes as u64) as usize;
             let p = path.clone();
             let bytes = glommio::executor()
                 .spawn_blocking(move || read_at(&p, offset, want))
