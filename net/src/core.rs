@@ -261,6 +261,14 @@ impl CoreState {
             .broker_id(m.assignment(topic, partition)?)
     }
 
+    /// `topic`/`partition`'s owner when another node owns it (per this core's copy).
+    pub fn remote_owner(&self, topic: &str, partition: u32) -> Option<meta::Assignment> {
+        self.meta
+            .borrow()
+            .assignment(topic, partition)
+            .filter(|a| a.node_id != self.node_id())
+    }
+
     /// The Kafka error for a partition request that reached a node not owning the
     /// partition: NOT_LEADER_OR_FOLLOWER (the client refreshes its metadata and goes to the
     /// owner) for a partition placed on another node, else UNKNOWN_TOPIC_OR_PARTITION.

@@ -115,6 +115,7 @@ impl ChildSink for CoreChild {
                 Ok(
                     other @ (crate::node_rpc::NodeResponse::HighWatermark(_)
                     | crate::node_rpc::NodeResponse::Done
+                    | crate::node_rpc::NodeResponse::Code { .. }
                     | crate::node_rpc::NodeResponse::Moved { .. }),
                 ) => Err(CursorError::ChildRemote {
                     partition,

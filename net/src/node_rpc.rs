@@ -8,8 +8,10 @@
 //!
 //! The calls: `AppendChild`, a fan-out cursor committing a batch to a child partition that
 //! another node owns (seed 000: one RPC per child commit), and `HighWatermark`, a fan-out
-//! attach reading the high watermark of a parent partition another node owns; and the calls
-//! of a partition move (`crate::partition_move`). Nothing else is proxied: clients get
+//! attach reading the high watermark of a parent partition another node owns; a transaction
+//! coordinator opening a transaction on, and writing its markers to, another node's
+//! partition (`TxnBegin`, `TxnMarker`); and the calls of a partition move
+//! (`crate::partition_move`). Nothing else is proxied: clients get
 //! NOT_LEADER_OR_FOLLOWER for another node's partitions.
 //!
 //! The API is internal: until the security issue (#19) authenticates peers, any client that
@@ -74,6 +76,24 @@ pub enum NodeRequest {
         topic: String,
         partition: u32,
     },
+    /// Open producer `producer_id`'s transaction at `epoch` on `topic`/`partition`, which
+    /// the receiving node owns (AddPartitionsToTxn at a coordinator on another node).
+    TxnBegin {
+        topic: String,
+        partition: u32,
+        producer_id: i64,
+        epoch: i16,
+    },
+    /// Write the commit (`commit`) or abort marker of producer `producer_id` at `epoch` to
+    /// `topic`/`partition` (EndTxn or a timeout at a coordinator on another node).
+    TxnMarker {
+        topic: String,
+        partition: u32,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+    },
     /// Run a move of `topic`/`partition`, which the receiving node owns, to `node` (`core`,
     /// or its least loaded): a move asked of a node that does not own the partition.
     MovePartition {
@@ -90,6 +110,11 @@ pub enum NodeResponse {
     HighWatermark(u64),
     /// A move call succeeded.
     Done,
+    /// A transaction call's Kafka error code (`0`: done) and why.
+    Code {
+        code: i16,
+        message: String,
+    },
     /// A forwarded `MovePartition` finished.
     Moved {
         from_core: u32,
@@ -205,6 +230,9 @@ pub async fn serve(state: &std::rc::Rc<CoreState>, body: &[u8]) -> Vec<u8> {
         },
         Ok(req @ (NodeRequest::AppendChild { .. } | NodeRequest::HighWatermark { .. })) => {
             crate::fanout_runtime::serve_node_request(state, req).await
+        }
+        Ok(req @ (NodeRequest::TxnBegin { .. } | NodeRequest::TxnMarker { .. })) => {
+            crate::api::txn::serve_node_request(state, req).await
         }
         Ok(req) => crate::partition_move::serve(state, req).await,
     };

@@ -602,3 +602,27 @@ fn a_partition_moved_between_nodes_under_an_idempotent_producer_keeps_every_reco
     let e = partition_move(&admins[0], "nope/0", to).unwrap_err();
     assert!(e.contains("unknown topic"), "{e}");
 }
+
+#[test]
+fn transactions_span_partitions_of_every_node() {
+    // Topics of 3 partitions over 3 nodes put each partition on another node than most
+    // transactions' coordinators: markers and begins go over node RPC, and the consumed
+    // offsets' `__consumer_offsets` partition is often on a third node.
+    let mut nodes = cluster(3, 1);
+    let out = run_python(
+        "txn_suite.py",
+        &[&bootstrap(&nodes)],
+        &[],
+        Duration::from_secs(240),
+    );
+    let summary = out.lines().last().unwrap_or("");
+    assert!(
+        summary.contains("\"ok\": true"),
+        "txn_suite.py against three nodes: no success summary in output:\n{out}"
+    );
+    eprintln!("txn_suite.py: {summary}");
+    eprintln!("{}", support::java::run_check("TxnCheck", &bootstrap(&nodes)));
+    for n in &mut nodes {
+        n.assert_alive();
+    }
+}

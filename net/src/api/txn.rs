@@ -50,6 +50,7 @@ use crate::codes::{
 };
 use crate::core::CoreState;
 use crate::group::{self, Committed, OFFSETS_TOPIC};
+use crate::node_rpc::{NodeRequest, NodeResponse};
 use crate::route::Scatter;
 use crate::txn::{
     TxnEntry, TxnMeta, TxnStatus, COORDINATOR_EPOCH, MAX_PARTITIONS_PER_TRANSACTION,
@@ -180,12 +181,28 @@ async fn mark_partitions(
 ) -> Vec<Option<Result<(), (i16, String)>>> {
     let mut out: Vec<Option<Result<(), (i16, String)>>> = vec![None; partitions.len()];
     let mut scatter: Scatter<(String, u32)> = Scatter::default();
+    let mut remote = Vec::new();
     for (i, (topic, p)) in partitions.iter().enumerate() {
-        match state.owner_core(topic, *p) {
-            Some(core) => scatter.push(core, (i, 0), (topic.clone(), *p)),
-            None => tracing::debug!(%topic, partition = p, "marker for a partition that is gone"),
+        match (state.owner_core(topic, *p), state.remote_owner(topic, *p)) {
+            (Some(core), _) => scatter.push(core, (i, 0), (topic.clone(), *p)),
+            (None, Some(owner)) => remote.push((i, owner, topic.clone(), *p)),
+            (None, None) => {
+                tracing::debug!(%topic, partition = p, "marker for a partition that is gone")
+            }
         }
     }
+    // Partitions of other nodes: one node RPC each, concurrently with the local ones below.
+    let remote_results = join_all(remote.into_iter().map(|(i, owner, topic, p)| async move {
+        let req = NodeRequest::TxnMarker {
+            topic: topic.clone(),
+            partition: p,
+            producer_id: pid,
+            epoch,
+            commit: kind == MarkerKind::Commit,
+            coordinator_epoch,
+        };
+        (i, ask_owner(state, owner, &topic, p, &req).await)
+    }));
     let results = scatter
         .gather(state, move |s, items: Vec<(String, u32)>| async move {
             // The partitions of one core are marked concurrently: their fdatasyncs overlap.
@@ -217,7 +234,100 @@ async fn mark_partitions(
             Err((codes::NOT_LEADER_OR_FOLLOWER, "a core is gone".to_string()))
         }));
     }
+    for (i, r) in remote_results.await {
+        out[i] = Some(r);
+    }
     out
+}
+
+/// Sends a transaction call about `topic`/`p` to its owner on another node; `Err` carries
+/// the Kafka code and why (a node that cannot be reached: COORDINATOR_NOT_AVAILABLE-like
+/// retriable NOT_LEADER_OR_FOLLOWER, so the coordinator retries the marker).
+async fn ask_owner(
+    state: &CoreState,
+    owner: meta::Assignment,
+    topic: &str,
+    p: u32,
+    req: &NodeRequest,
+) -> Result<(), (i16, String)> {
+    match crate::node_rpc::call(state, owner.node_id, owner.core_index, req).await {
+        Ok(NodeResponse::Code { code: NONE, .. }) => Ok(()),
+        Ok(NodeResponse::Code { code, message }) => Err((code, format!("{topic}/{p}: {message}"))),
+        Ok(NodeResponse::Failed { reason }) => Err((
+            NOT_LEADER_OR_FOLLOWER,
+            format!("{topic}/{p} on node {}: {reason}", owner.node_id),
+        )),
+        Ok(other) => Err((
+            NOT_LEADER_OR_FOLLOWER,
+            format!("{topic}/{p} on node {}: answered {other:?}", owner.node_id),
+        )),
+        Err(e) => Err((NOT_LEADER_OR_FOLLOWER, format!("{topic}/{p}: {e}"))),
+    }
+}
+
+/// Answers another node's transaction call (`TxnBegin`, `TxnMarker`) for a partition this
+/// node owns; a partition it does not own (moved meanwhile) is NOT_LEADER_OR_FOLLOWER.
+pub async fn serve_node_request(state: &Rc<CoreState>, req: NodeRequest) -> NodeResponse {
+    let code = |code: i16, message: String| NodeResponse::Code { code, message };
+    match req {
+        NodeRequest::TxnBegin {
+            topic,
+            partition,
+            producer_id,
+            epoch,
+        } => {
+            let Some(core) = state.owner_core(&topic, partition) else {
+                return code(state.not_owned_code(&topic, partition), "not served here".into());
+            };
+            let begin = move |s: Rc<CoreState>| async move {
+                begin_here(&s, &topic, partition, producer_id, epoch).await
+            };
+            match crate::route::on_core(state, core, begin).await {
+                Ok(c) => code(c, String::new()),
+                Err(gone) => code(NOT_LEADER_OR_FOLLOWER, gone.to_string()),
+            }
+        }
+        NodeRequest::TxnMarker {
+            topic,
+            partition,
+            producer_id,
+            epoch,
+            commit,
+            coordinator_epoch,
+        } => {
+            if state.owner_core(&topic, partition).is_none() {
+                return code(state.not_owned_code(&topic, partition), "not served here".into());
+            }
+            let kind = if commit {
+                MarkerKind::Commit
+            } else {
+                MarkerKind::Abort
+            };
+            let parts = [(topic, partition)];
+            let r = mark_partitions(state, producer_id, epoch, kind, coordinator_epoch, &parts)
+                .await;
+            match r.into_iter().next().flatten() {
+                Some(Ok(())) => code(NONE, String::new()),
+                Some(Err((c, why))) => code(c, why),
+                None => code(UNKNOWN_TOPIC_OR_PARTITION, "no such partition".into()),
+            }
+        }
+        other => NodeResponse::Failed {
+            reason: format!("not a transaction call: {other:?}"),
+        },
+    }
+}
+
+/// Opens producer `producer_id`'s transaction at `epoch` on `topic`/`p` of this core.
+async fn begin_here(s: &CoreState, topic: &str, p: u32, producer_id: i64, epoch: i16) -> i16 {
+    match s.partition(topic, p).await {
+        None => codes::NOT_LEADER_OR_FOLLOWER,
+        Some(part) => match part.begin_transaction(producer_id, epoch) {
+            Ok(()) => NONE,
+            Err(engine::PartitionError::FencedEpoch { .. }) => PRODUCER_FENCED,
+            Err(e) => codes::for_partition_error(&e),
+        },
+    }
 }
 
 /// Writes `kind` markers for `meta`'s producer to every partition of its transaction. `Err`
@@ -520,36 +630,46 @@ async fn add_to_txn(
     // The coordinator knows them: open the transaction on each partition.
     let mut scatter: Scatter<(String, u32)> = Scatter::default();
     let mut codes_out = vec![NONE; partitions.len()];
+    let mut remote = Vec::new();
     for (i, (topic, p)) in partitions.iter().enumerate() {
-        match state.owner_core(topic, *p) {
-            Some(core) => scatter.push(core, (i, 0), (topic.clone(), *p)),
-            None if state.not_owned_code(topic, *p) == NOT_LEADER_OR_FOLLOWER => {
-                // The commit markers would have to be written on another node: not yet
-                // (issue #17). Refused, never half done.
-                tracing::warn!(%topic, partition = p, "a transaction may only span partitions of its coordinator's node (for now)");
-                codes_out[i] = INVALID_TXN_STATE;
-            }
-            None => codes_out[i] = UNKNOWN_TOPIC_OR_PARTITION,
+        match (state.owner_core(topic, *p), state.remote_owner(topic, *p)) {
+            (Some(core), _) => scatter.push(core, (i, 0), (topic.clone(), *p)),
+            // Another node's partition: opened there with one node RPC; its marker goes
+            // the same way (`mark_partitions`).
+            (None, Some(owner)) => remote.push((i, owner, topic.clone(), *p)),
+            (None, None) => codes_out[i] = UNKNOWN_TOPIC_OR_PARTITION,
         }
     }
+    let remote_codes = join_all(remote.into_iter().map(|(i, owner, topic, p)| async move {
+        let req = NodeRequest::TxnBegin {
+            topic: topic.clone(),
+            partition: p,
+            producer_id,
+            epoch,
+        };
+        let code = match ask_owner(state, owner, &topic, p, &req).await {
+            Ok(()) => NONE,
+            Err((code, why)) => {
+                tracing::debug!(%why, code, "opening a transaction on another node");
+                code
+            }
+        };
+        (i, code)
+    }));
     let results = scatter
         .gather(state, move |s, items: Vec<(String, u32)>| async move {
             let mut out = Vec::with_capacity(items.len());
             for (topic, p) in items {
-                out.push(match s.partition(&topic, p).await {
-                    None => codes::NOT_LEADER_OR_FOLLOWER,
-                    Some(part) => match part.begin_transaction(producer_id, epoch) {
-                        Ok(()) => NONE,
-                        Err(engine::PartitionError::FencedEpoch { .. }) => PRODUCER_FENCED,
-                        Err(e) => codes::for_partition_error(&e),
-                    },
-                });
+                out.push(begin_here(&s, &topic, p, producer_id, epoch).await);
             }
             out
         })
         .await;
     for ((i, _), r) in results {
         codes_out[i] = r.unwrap_or(codes::NOT_LEADER_OR_FOLLOWER);
+    }
+    for (i, code) in remote_codes.await {
+        codes_out[i] = code;
     }
     Ok(codes_out)
 }
@@ -628,9 +748,11 @@ pub async fn add_offsets_to_txn(
     req: AddOffsetsToTxnRequest,
 ) -> AddOffsetsToTxnResponse {
     let group_id = req.group_id.0.to_string();
-    let code = match state.group_coordinator(&group_id) {
+    // The group's `__consumer_offsets` partition joins the transaction wherever it is (its
+    // marker goes to its node like any partition's).
+    let code = match state.group_partition(&group_id) {
         None => COORDINATOR_NOT_AVAILABLE,
-        Some((p, _)) => {
+        Some(p) => {
             let id = req.transactional_id.0.to_string();
             match add_to_txn(
                 state,
