@@ -215,6 +215,40 @@ pub fn place(m: &MetaState, fallback: (u64, u32), count: u32) -> Vec<Assignment>
         .collect()
 }
 
+/// The core of `node` (of `cores`) that owns the fewest partitions, counting `pending`
+/// assignments not yet written too.
+pub fn least_loaded_core(m: &MetaState, node: u64, cores: u32, pending: &[Assignment]) -> u32 {
+    let mut load = vec![0usize; cores.max(1) as usize];
+    for a in m.assignments.values().flatten().chain(pending) {
+        if a.node_id == node {
+            if let Some(l) = load.get_mut(a.core_index as usize) {
+                *l += 1;
+            }
+        }
+    }
+    (0..load.len()).min_by_key(|&c| load[c]).unwrap_or(0) as u32
+}
+
+/// Where a client's replica assignment puts a partition: broker id `id` names a live node
+/// (its least loaded core, counting `pending`), or one core of a core-direct node. `None`
+/// for an id of no live broker.
+pub fn assignment_of_broker_id(m: &MetaState, id: i32, pending: &[Assignment]) -> Option<Assignment> {
+    m.live_brokers().find_map(|r| {
+        let map = crate::brokers::BrokerMap::of_registration(r);
+        if !map.is_own_broker_id(id) {
+            return None;
+        }
+        let core_index = match map.core_of_broker_id(id) {
+            Some(core) => core as u32,
+            None => least_loaded_core(m, r.node_id, r.cores, pending),
+        };
+        Some(Assignment {
+            node_id: r.node_id,
+            core_index,
+        })
+    })
+}
+
 /// The (node, core) slots of [`place`], in placement order; never empty.
 fn placement_slots(m: &MetaState, (node_id, cores): (u64, u32)) -> Vec<Assignment> {
     let live: BTreeMap<u64, u32> = m.live_brokers().map(|b| (b.node_id, b.cores)).collect();
@@ -260,6 +294,23 @@ pub fn internal_topic_assignments(config: &BrokerConfig) -> Vec<Assignment> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn replica_assignments_name_live_nodes_and_their_emptiest_core() {
+        let mut m = registered(&[(1, 2), (2, 3)]);
+        let a = |node_id, core_index| Assignment {
+            node_id,
+            core_index,
+        };
+        m.assignments
+            .insert("t".into(), vec![a(2, 0), a(2, 0), a(2, 1), a(1, 0)]);
+        assert_eq!(least_loaded_core(&m, 2, 3, &[]), 2);
+        assert_eq!(least_loaded_core(&m, 2, 3, &[a(2, 2), a(2, 2)]), 1);
+        assert_eq!(assignment_of_broker_id(&m, 2, &[]), Some(a(2, 2)));
+        assert_eq!(assignment_of_broker_id(&m, 1, &[]), Some(a(1, 1)));
+        assert_eq!(assignment_of_broker_id(&m, 3, &[]), None, "no node 3");
+        assert_eq!(assignment_of_broker_id(&m, -1, &[]), None);
+    }
 
     fn registered(nodes: &[(u64, u32)]) -> MetaState {
         let mut m = MetaState::default();

@@ -199,7 +199,7 @@ async fn run_move(
                 ))
             }
             Some(c) => c,
-            None => least_loaded_core(&m, to_node, dest.cores),
+            None => crate::cluster::least_loaded_core(&m, to_node, dest.cores, &[]),
         };
         (incarnation, core)
     };
@@ -306,21 +306,6 @@ async fn run_move(
         copied_bytes: copy.copied_bytes,
         handoff_ms,
     })
-}
-
-/// The core of `node` (of `cores`) that owns the fewest partitions.
-fn least_loaded_core(m: &meta::MetaState, node: u64, cores: u32) -> u32 {
-    let mut load = vec![0usize; cores.max(1) as usize];
-    for a in m.assignments.values().flatten() {
-        if a.node_id == node {
-            if let Some(l) = load.get_mut(a.core_index as usize) {
-                *l += 1;
-            }
-        }
-    }
-    (0..load.len())
-        .min_by_key(|&c| load[c])
-        .unwrap_or(0) as u32
 }
 
 /// The receiving end of one move.
@@ -843,19 +828,5 @@ mod tests {
         for bad in ["", ".", "..", "../x", "a/b", "/etc/passwd", "x\0y", &"a".repeat(400)] {
             assert!(!valid_file_name(bad), "{bad:?}");
         }
-    }
-
-    #[test]
-    fn least_loaded_core_picks_the_emptiest() {
-        let mut m = meta::MetaState::default();
-        let a = |node_id, core_index| Assignment {
-            node_id,
-            core_index,
-        };
-        m.assignments
-            .insert("t".into(), vec![a(2, 0), a(2, 0), a(2, 1), a(1, 2)]);
-        assert_eq!(least_loaded_core(&m, 2, 3), 2);
-        assert_eq!(least_loaded_core(&m, 2, 2), 1);
-        assert_eq!(least_loaded_core(&m, 3, 2), 0);
     }
 }

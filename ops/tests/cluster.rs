@@ -626,3 +626,40 @@ fn transactions_span_partitions_of_every_node() {
         n.assert_alive();
     }
 }
+
+#[test]
+fn replica_assignments_name_the_nodes_partitions_go_to() {
+    let nodes = cluster(3, 2);
+    let admin = |args: &[&str]| -> String {
+        let boot = nodes[0].bootstrap();
+        let mut a = vec![args[0], boot.as_str()];
+        a.extend_from_slice(&args[1..]);
+        run_python("admin.py", &a, &[], Duration::from_secs(60))
+            .trim()
+            .to_string()
+    };
+    assert_eq!(admin(&["create-assigned", "placed", "3,1,3,2"]), "ok");
+    let want = BTreeMap::from([(0, 3), (1, 1), (2, 3), (3, 2)]);
+    for n in &nodes {
+        assert_eq!(leaders(n, "placed"), want, "every node names the chosen owners");
+    }
+    assert_eq!(admin(&["add-assigned", "placed", "6", "2,2"]), "ok");
+    let l = leaders(&nodes[1], "placed");
+    assert_eq!((l[&4], l[&5]), (2, 2));
+    // Two partitions on one node with two cores go to different cores: both serve.
+    for p in 0..6 {
+        let line = format!("{p}:v{p}");
+        let mut c = std::process::Command::new(kcat());
+        c.args(["-b", &nodes[2].bootstrap(), "-P", "-t", "placed", "-K:", "-p"])
+            .arg(p.to_string());
+        run_ok(c, Some(format!("{line}\n").as_bytes()), Duration::from_secs(60));
+        assert_eq!(kcat_read(&nodes[0], "placed", p), vec![format!("v{p}")]);
+    }
+    // Refusals name the problem.
+    let r = admin(&["create-assigned", "nowhere", "1,9"]);
+    assert!(r.contains("REFUSED") && r.contains("broker 9 is not a live broker"), "{r}");
+    let r = admin(&["create-assigned", "copies", "1:2"]);
+    assert!(r.contains("REFUSED") && r.contains("one copy"), "{r}");
+    let r = admin(&["add-assigned", "placed", "8", "1"]);
+    assert!(r.contains("REFUSED") && r.contains("1 assignments for 2 partitions"), "{r}");
+}

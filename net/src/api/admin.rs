@@ -79,6 +79,67 @@ fn place(state: &CoreState, count: u32) -> Result<Vec<Assignment>, Refusal> {
     Ok(crate::cluster::place(&state.meta.borrow(), own, count))
 }
 
+/// The placement a client names (CreateTopics' or CreatePartitions' assignments): for
+/// partition indexes 0..count, each exactly once, the one broker id it goes to: a node, or
+/// one core of a core-direct node (`cluster::assignment_of_broker_id`). With one copy of each
+/// partition (replication is issue #18) an assignment names exactly one broker, and
+/// CreateTopics' count and replication factor must be -1, as Kafka requires.
+fn explicit_assignments(
+    state: &CoreState,
+    count: i32,
+    replication_factor: i16,
+    named: impl Iterator<Item = (i32, Vec<i32>)>,
+) -> Result<Vec<Assignment>, Refusal> {
+    let bad = |why: String| (codes::INVALID_REPLICA_ASSIGNMENT, why);
+    let named: BTreeMap<i32, Vec<i32>> = {
+        let mut out = BTreeMap::new();
+        for (p, ids) in named {
+            if out.insert(p, ids).is_some() {
+                return Err(bad(format!("partition {p} is assigned twice")));
+            }
+        }
+        out
+    };
+    if count != -1 && count != named.len() as i32 {
+        return Err((
+            codes::INVALID_REQUEST,
+            format!(
+                "{} assignments for {count} partitions: with assignments the partition count is theirs (-1)",
+                named.len()
+            ),
+        ));
+    }
+    if replication_factor != -1 {
+        return Err((
+            codes::INVALID_REQUEST,
+            "with assignments the replication factor is theirs (-1)".into(),
+        ));
+    }
+    let m = state.meta.borrow();
+    let mut out: Vec<Assignment> = Vec::with_capacity(named.len());
+    for (i, (p, ids)) in named.iter().enumerate() {
+        if *p != i as i32 {
+            return Err(bad(format!(
+                "partition {i} has no assignment (they must cover 0..{} once each)",
+                named.len()
+            )));
+        }
+        let [id] = ids.as_slice() else {
+            return Err((
+                codes::INVALID_REPLICATION_FACTOR,
+                format!(
+                    "partition {p} names {} brokers: each partition has one copy here (replication is not built yet)",
+                    ids.len()
+                ),
+            ));
+        };
+        let a = crate::cluster::assignment_of_broker_id(&m, *id, &out)
+            .ok_or_else(|| bad(format!("partition {p}: broker {id} is not a live broker of this cluster")))?;
+        out.push(a);
+    }
+    Ok(out)
+}
+
 fn placed_on_this_node(state: &CoreState) -> usize {
     state
         .meta
@@ -158,6 +219,18 @@ pub async fn create_topic(
     partitions: u32,
     configs: BTreeMap<String, String>,
 ) -> Result<[u8; 16], Refusal> {
+    create_topic_placed(state, name, partitions, configs, None).await
+}
+
+/// [`create_topic`] with the client's own placement (`explicit`, one assignment per
+/// partition) instead of [`place`]'s.
+async fn create_topic_placed(
+    state: &Rc<CoreState>,
+    name: &str,
+    partitions: u32,
+    configs: BTreeMap<String, String>,
+    explicit: Option<Vec<Assignment>>,
+) -> Result<[u8; 16], Refusal> {
     topic_config::to_log_config(&configs, &state.ctx.config.log_defaults)
         .map_err(|e| (codes::INVALID_CONFIG, e.to_string()))?;
     if partitions == 0 {
@@ -170,7 +243,15 @@ pub async fn create_topic(
     if let Some((parent, delay_ms)) = &link {
         check_fanout_parent(state, parent, *delay_ms)?;
     }
-    let cmd = Command::create_topic(name, partitions, configs, place(state, partitions)?);
+    let placement = match explicit {
+        Some(a) => {
+            assert_eq!(a.len(), partitions as usize, "one assignment per partition");
+            check_partition_count(state, partitions)?;
+            a
+        }
+        None => place(state, partitions)?,
+    };
+    let cmd = Command::create_topic(name, partitions, configs, placement);
     write(state, cmd).await?;
     if let Some((parent, delay_ms)) = link {
         if let Err(refused) = attach(state, &parent, name, delay_ms).await {
@@ -319,12 +400,26 @@ pub async fn create_topics(
             (n, _) => n,
         };
         let shown_configs = configs.clone();
-        let outcome: Result<[u8; 16], Refusal> = if !t.assignments.is_empty() {
-            Err((
-                codes::INVALID_REPLICA_ASSIGNMENT,
-                "manual replica assignment is not supported".into(),
-            ))
-        } else if t.replication_factor != -1 && t.replication_factor != 1 {
+        let explicit = (!t.assignments.is_empty()).then(|| {
+            explicit_assignments(
+                state,
+                t.num_partitions,
+                t.replication_factor,
+                t.assignments
+                    .iter()
+                    .map(|a| (a.partition_index, a.broker_ids.iter().map(|b| b.0).collect())),
+            )
+        });
+        let partitions = match &explicit {
+            Some(Ok(a)) => a.len() as i32,
+            _ => partitions,
+        };
+        let outcome: Result<[u8; 16], Refusal> = if let Some(Err(refused)) = &explicit {
+            Err(refused.clone())
+        } else if explicit.is_none()
+            && t.replication_factor != -1
+            && t.replication_factor != 1
+        {
             Err((
                 codes::INVALID_REPLICATION_FACTOR,
                 format!(
@@ -351,7 +446,8 @@ pub async fn create_topics(
                     None => Ok([0u8; 16]),
                 })
         } else {
-            create_topic(state, &name, partitions as u32, configs).await
+            let explicit = explicit.and_then(Result::ok);
+            create_topic_placed(state, &name, partitions as u32, configs, explicit).await
         };
         let mut r = CreatableTopicResult::default().with_name(TopicName(str_bytes(name.clone())));
         match outcome {
@@ -482,48 +578,40 @@ pub async fn create_partitions(
                     t.count
                 ),
             )),
-            Some(_)
-                if t.assignments.as_ref().is_some_and(|a| {
-                    a.iter().any(|x| {
-                        x.broker_ids
-                            .iter()
-                            .any(|b| !state.ctx.brokers.is_own_broker_id(b.0))
-                    })
-                }) =>
-            {
-                Err((
-                    codes::INVALID_REPLICA_ASSIGNMENT,
-                    "assignments may name only this broker".into(),
-                ))
-            }
-            Some(cur) if req.validate_only => {
-                check_partition_count(state, t.count as u32 - cur).map(|_| ())
-            }
-            Some(cur) => match place(state, t.count as u32 - cur) {
-                Err(refused) => Err(refused),
-                Ok(mut assignments) => {
-                    // Core-direct: a new partition whose assignment names one of this node's
-                    // core brokers goes to that core (what Metadata will then show).
-                    for (a, named) in assignments.iter_mut().zip(t.assignments.iter().flatten()) {
-                        let core = named
-                            .broker_ids
-                            .first()
-                            .and_then(|b| state.ctx.brokers.core_of_broker_id(b.0));
-                        if let Some(core) = core {
-                            a.core_index = core as u32;
-                        }
-                    }
-                    write(
+            Some(cur) => {
+                let adding = t.count as u32 - cur;
+                // The client's placement of the new partitions (broker ids of any node), or ours.
+                let placement = match &t.assignments {
+                    Some(named) => explicit_assignments(
                         state,
-                        Command::AddPartitions {
-                            name: name.clone(),
-                            new_total: t.count as u32,
-                            assignments,
-                        },
+                        adding as i32,
+                        -1,
+                        named.iter().enumerate().map(|(i, a)| {
+                            (i as i32, a.broker_ids.iter().map(|b| b.0).collect())
+                        }),
                     )
-                    .await
+                    .and_then(|a| check_partition_count(state, adding).map(|_| a)),
+                    None if req.validate_only => {
+                        check_partition_count(state, adding).map(|_| Vec::new())
+                    }
+                    None => place(state, adding),
+                };
+                match placement {
+                    Err(refused) => Err(refused),
+                    Ok(_) if req.validate_only => Ok(()),
+                    Ok(assignments) => {
+                        write(
+                            state,
+                            Command::AddPartitions {
+                                name: name.clone(),
+                                new_total: t.count as u32,
+                                assignments,
+                            },
+                        )
+                        .await
+                    }
                 }
-            },
+            }
         };
         let mut r = CreatePartitionsTopicResult::default().with_name(TopicName(str_bytes(name)));
         if let Err((code, msg)) = outcome {

@@ -7,6 +7,12 @@
   admin.py watermarks BOOTSTRAP TOPIC PARTITION                 print "LOW HIGH" (ListOffsets)
   admin.py produce-unknown BOOTSTRAP TOPIC                      produce to a missing topic,
                                                                expect UNKNOWN_TOPIC_OR_PART
+  admin.py create-assigned BOOTSTRAP TOPIC ASSIGNMENT           create with a replica
+                                                               assignment "3,1,2" (one broker
+                                                               per partition; "1:2" names two)
+  admin.py add-assigned BOOTSTRAP TOPIC TOTAL ASSIGNMENT        add partitions up to TOTAL,
+                                                               placed by ASSIGNMENT
+  (the assigned commands print "ok", or "REFUSED <error>" for a refusal)
 
 Exits non-zero with a message on stderr on any failure.
 """
@@ -78,6 +84,23 @@ def main():
             fail(f"ListOffsets {sys.argv[3]}/{sys.argv[4]}: {e.args[0]}")
         c.close()
         print(lo, hi)
+    elif cmd in ("create-assigned", "add-assigned"):
+        from confluent_kafka.admin import NewPartitions
+        topic = sys.argv[3]
+        spec = sys.argv[4] if cmd == "create-assigned" else sys.argv[5]
+        assignment = [[int(b) for b in part.split(":")] for part in spec.split(",")]
+        if cmd == "create-assigned":
+            fs = admin.create_topics([NewTopic(topic, num_partitions=len(assignment), replica_assignment=assignment)],
+                                     operation_timeout=10, request_timeout=30)
+        else:
+            fs = admin.create_partitions(
+                [NewPartitions(topic, int(sys.argv[4]), replica_assignment=assignment)],
+                operation_timeout=10, request_timeout=30)
+        try:
+            fs[topic].result(timeout=30)
+            print("ok")
+        except KafkaException as e:
+            print(f"REFUSED {e.args[0]}")
     elif cmd == "produce-unknown":
         topic = sys.argv[3]
         md = admin.list_topics(topic=topic, timeout=10)
