@@ -259,6 +259,8 @@ fn a_node_added_later_joins_and_gets_partitions() {
 #[test]
 fn client_suites_pass_against_three_nodes() {
     let nodes = cluster(3, 1);
+    create_topic(&nodes[0], kcat_suite::TOPIC, kcat_suite::PARTITIONS, &[]);
+    kcat_suite::run(&bootstrap(&nodes));
     kafkajs_smoke(&bootstrap(&nodes));
     for script in ["confluent_suite.py", "kafka_python_suite.py"] {
         let out = run_python(
