@@ -20,7 +20,7 @@ pub use error::{MetaError, Result};
 pub use node::{MetaConfig, MetaHandle, Metastore};
 pub use state::{
     AppliedChange, ApplyOutcome, Assignment, BrokerRegistration, Change, Command, MetaState,
-    Proposal, Refusal, TopicMeta,
+    Proposal, Refusal, ScramCredential, ScramMechanism, TopicMeta, UserCredentials,
 };
 pub use wire::NodeStatus;
 

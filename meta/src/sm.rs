@@ -26,8 +26,9 @@ use crate::TypeConfig;
 pub const SNAPSHOT_FILE: &str = "snapshot";
 pub const SNAPSHOT_MAGIC: &[u8; 8] = b"RLMSNAP1";
 /// 2: the state's fan-out section holds links (`STATE_VERSION` 2); 3: the broker registry
-/// (`STATE_VERSION` 3). Versions 1 and 2 are still read.
-pub const SNAPSHOT_VERSION: u32 = 3;
+/// (`STATE_VERSION` 3); 4: SCRAM credentials (`STATE_VERSION` 4). Versions 1 to 3 are still
+/// read.
+pub const SNAPSHOT_VERSION: u32 = 4;
 
 #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
 struct SnapshotBody {
@@ -90,6 +91,58 @@ mod v2 {
         pub(super) meta: WSnapshotMeta,
         pub(super) state: MetaState,
     }
+}
+
+/// The layouts of snapshot version 3 (state version 3: no SCRAM credentials), kept to read
+/// (and migrate) snapshots written before the security issue.
+mod v3 {
+    use std::collections::BTreeMap;
+
+    use rkyv::{Archive, Deserialize, Serialize};
+
+    use crate::state::{Assignment, BarrierGroups, BrokerRegistration, FanoutLinks, TopicMeta};
+    use crate::wire::WSnapshotMeta;
+
+    #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
+    pub(super) struct MetaState {
+        pub(super) version: u32,
+        pub(super) topics: BTreeMap<String, TopicMeta>,
+        pub(super) assignments: BTreeMap<String, Vec<Assignment>>,
+        pub(super) fanout_links: FanoutLinks,
+        pub(super) barrier_groups: BarrierGroups,
+        pub(super) brokers: BTreeMap<u64, BrokerRegistration>,
+        pub(super) cluster_id: Option<String>,
+        pub(super) producer_id_blocks: u64,
+    }
+
+    #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
+    pub(super) struct SnapshotBody {
+        pub(super) meta: WSnapshotMeta,
+        pub(super) state: MetaState,
+    }
+}
+
+/// Reads a version-3 snapshot body and migrates it (no SCRAM users yet).
+fn decode_snapshot_v3(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> {
+    decode_old_snapshot(
+        bytes,
+        3,
+        what,
+        |b: &v3::SnapshotBody| b.state.version,
+        |old| SnapshotBody {
+            meta: old.meta,
+            state: MetaState {
+                topics: old.state.topics,
+                assignments: old.state.assignments,
+                fanout_links: old.state.fanout_links,
+                barrier_groups: old.state.barrier_groups,
+                brokers: old.state.brokers,
+                cluster_id: old.state.cluster_id,
+                producer_id_blocks: old.state.producer_id_blocks,
+                ..MetaState::default()
+            },
+        },
+    )
 }
 
 /// Reads a snapshot of an older `version` in its layout `B` (whose state must say
@@ -180,14 +233,14 @@ pub fn check_snapshot_bytes(bytes: &[u8]) -> Result<(), MetaError> {
 }
 
 fn decode_snapshot(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> {
-    let old_version = [1u32, 2]
+    let old_version = [1u32, 2, 3]
         .into_iter()
         .find(|v| bytes.len() >= 12 && bytes[8..12] == v.to_le_bytes());
     if let Some(v) = old_version {
-        let body = if v == 1 {
-            decode_snapshot_v1(bytes, what)?
-        } else {
-            decode_snapshot_v2(bytes, what)?
+        let body = match v {
+            1 => decode_snapshot_v1(bytes, what)?,
+            2 => decode_snapshot_v2(bytes, what)?,
+            _ => decode_snapshot_v3(bytes, what)?,
         };
         body.state
             .check_invariants()
@@ -463,7 +516,7 @@ mod tests {
     /// Snapshots written before fan-out links (version 1) and before the broker registry
     /// (version 2) are read and migrated (empty links, an empty registry).
     #[test]
-    fn v1_and_v2_snapshots_are_migrated() {
+    fn older_snapshots_are_migrated() {
         let mut now = MetaState::default();
         now.apply(&Command::create_topic(
             "orders",
@@ -510,6 +563,25 @@ mod tests {
         };
         let img = wire::checked_file_bytes(SNAPSHOT_MAGIC, 2, &wire::encode(&old).unwrap());
         assert_eq!(decode_snapshot(&img, "test").unwrap().state, now);
+        // A version-3 snapshot (no SCRAM users) keeps its registry and cluster id.
+        let mut registered = now.clone();
+        registered.cluster_id = Some("c-1".into());
+        registered.producer_id_blocks = 3;
+        let old = v3::SnapshotBody {
+            meta: meta.clone(),
+            state: v3::MetaState {
+                version: 3,
+                topics: now.topics.clone(),
+                assignments: now.assignments.clone(),
+                fanout_links: now.fanout_links.clone(),
+                barrier_groups: now.barrier_groups.clone(),
+                brokers: now.brokers.clone(),
+                cluster_id: registered.cluster_id.clone(),
+                producer_id_blocks: 3,
+            },
+        };
+        let img = wire::checked_file_bytes(SNAPSHOT_MAGIC, 3, &wire::encode(&old).unwrap());
+        assert_eq!(decode_snapshot(&img, "test").unwrap().state, registered);
         // The current version round-trips.
         let cur = SnapshotBody {
             meta,

@@ -9,7 +9,7 @@ use rkyv::{Archive, Deserialize, Serialize};
 /// Version of the [`MetaState`] layout (stored in snapshots). 2: the fan-out section holds links;
 /// 3: the broker registry ([`MetaState::brokers`]). Version-1 and version-2 snapshots are still
 /// read (see `sm::decode_snapshot`) and migrated.
-pub const STATE_VERSION: u32 = 3;
+pub const STATE_VERSION: u32 = 4;
 /// Version of the fan-out links section. 1: empty; 2: [`FanoutLinks::links`].
 pub const FANOUT_SECTION_VERSION: u32 = 2;
 /// Version of the barrier groups section (filled in by the barrier issue).
@@ -210,6 +210,77 @@ pub struct BarrierGroups {
     pub section_version: u32,
 }
 
+/// A SCRAM mechanism (KIP-84) with Kafka's wire numbers.
+#[derive(Archive, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScramMechanism {
+    /// SCRAM-SHA-256 (Kafka's mechanism 1).
+    Sha256,
+    /// SCRAM-SHA-512 (Kafka's mechanism 2).
+    Sha512,
+}
+
+impl ScramMechanism {
+    pub fn kafka_code(self) -> i8 {
+        match self {
+            ScramMechanism::Sha256 => 1,
+            ScramMechanism::Sha512 => 2,
+        }
+    }
+    pub fn from_kafka_code(code: i8) -> Option<Self> {
+        match code {
+            1 => Some(ScramMechanism::Sha256),
+            2 => Some(ScramMechanism::Sha512),
+            _ => None,
+        }
+    }
+    pub fn sasl_name(self) -> &'static str {
+        match self {
+            ScramMechanism::Sha256 => "SCRAM-SHA-256",
+            ScramMechanism::Sha512 => "SCRAM-SHA-512",
+        }
+    }
+}
+
+/// A user's SCRAM credential for one mechanism, salted (RFC 5802): never the password.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ScramCredential {
+    pub salt: Vec<u8>,
+    pub stored_key: Vec<u8>,
+    pub server_key: Vec<u8>,
+    pub iterations: u32,
+}
+
+/// One user's SCRAM credentials (issue #19), by mechanism.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+pub struct UserCredentials {
+    pub sha256: Option<ScramCredential>,
+    pub sha512: Option<ScramCredential>,
+}
+
+impl UserCredentials {
+    pub fn get(&self, m: ScramMechanism) -> Option<&ScramCredential> {
+        match m {
+            ScramMechanism::Sha256 => self.sha256.as_ref(),
+            ScramMechanism::Sha512 => self.sha512.as_ref(),
+        }
+    }
+    fn slot(&mut self, m: ScramMechanism) -> &mut Option<ScramCredential> {
+        match m {
+            ScramMechanism::Sha256 => &mut self.sha256,
+            ScramMechanism::Sha512 => &mut self.sha512,
+        }
+    }
+    fn is_empty(&self) -> bool {
+        self.sha256.is_none() && self.sha512.is_none()
+    }
+}
+
+/// The most SCRAM users the metastore holds.
+pub const MAX_SCRAM_USERS: usize = 10_000;
+/// The longest SCRAM user name, salt and key, in bytes.
+pub const MAX_SCRAM_USER_BYTES: usize = 256;
+pub const MAX_SCRAM_FIELD_BYTES: usize = 256;
+
 /// The whole replicated metadata state.
 #[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct MetaState {
@@ -226,6 +297,8 @@ pub struct MetaState {
     /// Producer-id blocks handed out so far: each start of a node takes the next one, so
     /// no two producers of the cluster ever share an id.
     pub producer_id_blocks: u64,
+    /// SCRAM credentials by user (issue #19).
+    pub scram_users: BTreeMap<String, UserCredentials>,
 }
 
 impl Default for MetaState {
@@ -244,6 +317,7 @@ impl Default for MetaState {
             brokers: BTreeMap::new(),
             cluster_id: None,
             producer_id_blocks: 0,
+            scram_users: BTreeMap::new(),
         }
     }
 }
@@ -320,6 +394,17 @@ pub enum Command {
     AllocateProducerIds {
         node_id: u64,
     },
+    /// Sets (adds or replaces) `user`'s SCRAM credential for `mechanism`.
+    UpsertScramCredential {
+        user: String,
+        mechanism: ScramMechanism,
+        credential: Box<ScramCredential>,
+    },
+    /// Removes `user`'s SCRAM credential for `mechanism`.
+    DeleteScramCredential {
+        user: String,
+        mechanism: ScramMechanism,
+    },
 }
 
 impl Command {
@@ -375,6 +460,16 @@ impl Command {
                 Command::BrokerHeartbeat { .. } | Command::FenceBroker { .. } => 16,
                 Command::SetClusterId { id } => id.len(),
                 Command::AllocateProducerIds { .. } => 8,
+                Command::UpsertScramCredential {
+                    user, credential, ..
+                } => {
+                    user.len()
+                        + credential.salt.len()
+                        + credential.stored_key.len()
+                        + credential.server_key.len()
+                        + 4 * PER_STRING
+                }
+                Command::DeleteScramCredential { user, .. } => user.len() + PER_STRING,
             }
     }
 
@@ -479,6 +574,11 @@ pub enum Change {
     ClusterIdSet {
         id: String,
     },
+    /// `user`'s credentials after a SCRAM change (none left: the user is gone).
+    ScramUserChanged {
+        user: String,
+        credentials: Box<UserCredentials>,
+    },
     /// Producer ids `first .. first + PRODUCER_ID_BLOCK_SIZE` belong to `node_id`'s start.
     ProducerIdsAllocated {
         node_id: u64,
@@ -550,6 +650,10 @@ pub enum Refusal {
     ClusterIdSet { id: String },
     #[error("invalid cluster id: {reason}")]
     InvalidClusterId { reason: String },
+    #[error("invalid SCRAM credential for '{user}': {reason}")]
+    InvalidScramCredential { user: String, reason: String },
+    #[error("no {mechanism} credential for '{user}'")]
+    NoScramCredential { user: String, mechanism: String },
 }
 
 fn validate_topic_name(name: &str) -> Result<(), Refusal> {
@@ -919,6 +1023,56 @@ impl MetaState {
                     first,
                 })
             }
+            Command::UpsertScramCredential {
+                user,
+                mechanism,
+                credential,
+            } => {
+                let bad = |reason: String| Refusal::InvalidScramCredential {
+                    user: user.clone(),
+                    reason,
+                };
+                if user.is_empty() || user.len() > MAX_SCRAM_USER_BYTES {
+                    return Err(bad(format!("a user name is 1 to {MAX_SCRAM_USER_BYTES} bytes")));
+                }
+                if [&credential.salt, &credential.stored_key, &credential.server_key]
+                    .iter()
+                    .any(|f| f.is_empty() || f.len() > MAX_SCRAM_FIELD_BYTES)
+                {
+                    return Err(bad(format!(
+                        "salt and keys are 1 to {MAX_SCRAM_FIELD_BYTES} bytes"
+                    )));
+                }
+                if !self.scram_users.contains_key(user) && self.scram_users.len() >= MAX_SCRAM_USERS {
+                    return Err(bad(format!("the metastore holds {MAX_SCRAM_USERS} users at most")));
+                }
+                let u = self.scram_users.entry(user.clone()).or_default();
+                *u.slot(*mechanism) = Some((**credential).clone());
+                Ok(Change::ScramUserChanged {
+                    user: user.clone(),
+                    credentials: Box::new(u.clone()),
+                })
+            }
+            Command::DeleteScramCredential { user, mechanism } => {
+                let gone = self
+                    .scram_users
+                    .get_mut(user)
+                    .and_then(|u| u.slot(*mechanism).take());
+                if gone.is_none() {
+                    return Err(Refusal::NoScramCredential {
+                        user: user.clone(),
+                        mechanism: mechanism.sasl_name().into(),
+                    });
+                }
+                let left = self.scram_users.get(user).cloned().unwrap_or_default();
+                if left.is_empty() {
+                    self.scram_users.remove(user);
+                }
+                Ok(Change::ScramUserChanged {
+                    user: user.clone(),
+                    credentials: Box::new(left),
+                })
+            }
             Command::SetClusterId { id } => {
                 if let Some(set) = &self.cluster_id {
                     return Err(Refusal::ClusterIdSet { id: set.clone() });
@@ -1136,6 +1290,14 @@ impl MetaState {
             },
             Change::ClusterIdSet { id } => {
                 self.cluster_id = Some(id.clone());
+                true
+            }
+            Change::ScramUserChanged { user, credentials } => {
+                if credentials.is_empty() {
+                    self.scram_users.remove(user);
+                } else {
+                    self.scram_users.insert(user.clone(), (**credentials).clone());
+                }
                 true
             }
             Change::ProducerIdsAllocated { first, .. } => {

@@ -119,6 +119,10 @@ pub fn for_refusal(r: &Refusal) -> i16 {
         | Refusal::ClusterIdSet { .. }
         | Refusal::ProducerIdsExhausted
         | Refusal::InvalidClusterId { .. } => INVALID_REQUEST,
+        Refusal::InvalidScramCredential { .. } => {
+            kafka_protocol::ResponseError::UnacceptableCredential.code()
+        }
+        Refusal::NoScramCredential { .. } => kafka_protocol::ResponseError::ResourceNotFound.code(),
     }
 }
 

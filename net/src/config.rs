@@ -166,6 +166,9 @@ pub struct BrokerConfig {
     pub group_initial_rebalance_delay_ms: u64,
     /// Admin HTTP listener (`/metrics`, `/v1/shard-move`), served by core 0; off when `None`.
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// The Kafka listener's security protocol (`--listener NAME=PROTOCOL://HOST:PORT`):
+    /// PLAINTEXT, or SASL_PLAINTEXT (SASL before anything else, `crate::sasl`).
+    pub security_protocol: crate::sasl::SecurityProtocol,
     /// Test and drill hook: every core's logs go through an engine fault injector that
     /// `POST /v1/debug/disk-fault` arms (EIO on the next write or fdatasync of that core).
     /// Off by default; never for production.
@@ -225,6 +228,7 @@ impl BrokerConfig {
             core_direct_base_port: None,
             group_initial_rebalance_delay_ms: crate::group::DEFAULT_INITIAL_REBALANCE_DELAY_MS,
             metrics_listen: None,
+            security_protocol: crate::sasl::SecurityProtocol::Plaintext,
             fault_injection: false,
         }
     }

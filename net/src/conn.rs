@@ -177,6 +177,10 @@ pub enum CloseReason {
     TaskCancelled,
     #[error(transparent)]
     Decode(#[from] DecodeError),
+    #[error("API key {key} before SASL authentication (only ApiVersions, SaslHandshake and SaslAuthenticate are read until then)")]
+    Unauthenticated { key: i16 },
+    #[error("SASL: {0}")]
+    SaslEnded(&'static str),
     #[error("{api:?} handler panicked: {what}")]
     HandlerPanicked { api: ApiKey, what: String },
     #[error(transparent)]
@@ -270,6 +274,9 @@ async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<
     // while any of its byte budget is taken.
     let in_flight = || conn_budget.available() < conn_budget_bytes;
     let reader_loop = async {
+        // Touched by this loop alone, between frames: a SASL step runs before the next
+        // frame is read.
+        let mut auth = crate::sasl::Auth::new(cfg.security_protocol);
         loop {
             let mut size = [0u8; 4];
             // Wait for the next request; an idle connection (nothing in flight) is closed.
@@ -325,7 +332,30 @@ async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<
                 reader.read_exact(&mut body),
             )
             .await?;
+            let key = i16::from_be_bytes([body[0], body[1]]);
+            if !auth.admits(key) {
+                return Err(CloseReason::Unauthenticated { key });
+            }
             let req = match decode_request(&state, Bytes::from(body), &client_host)? {
+                Decoded::Request(req)
+                    if matches!(req.api_key, ApiKey::SaslHandshake | ApiKey::SaslAuthenticate) =>
+                {
+                    let (frame, close) = sasl_step(&state, &mut auth, *req, &peer).await?;
+                    let held = Held {
+                        _core: core_permit,
+                        _conn: conn_budget
+                            .acquire_static_permit(0)
+                            .await
+                            .map_err(budget_err("connection budget"))?,
+                    };
+                    let h = glommio::spawn_local(async move { (Outcome::Response(frame), held) })
+                        .detach();
+                    tx.send(h).await.map_err(|_| CloseReason::WriterStopped)?;
+                    if close {
+                        return Err(CloseReason::SaslEnded("authentication refused"));
+                    }
+                    continue;
+                }
                 Decoded::Request(req) => *req,
                 // Answered without the Kafka handlers: the frame's core budget is held until
                 // the answer is written, and none of the connection's.
@@ -395,6 +425,31 @@ async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<
         Some(Err(why)) => Err(why),
         Some(Ok(())) | None => written,
     }
+}
+
+/// Runs one SASL request of this connection (`crate::sasl`): its framed answer, and whether
+/// the connection closes after it.
+async fn sasl_step(
+    state: &CoreState,
+    auth: &mut crate::sasl::Auth,
+    req: Request,
+    peer: &str,
+) -> Result<(Bytes, bool), CloseReason> {
+    let version = req.header.request_api_version;
+    let correlation_id = req.header.correlation_id;
+    let (resp, close) = match req.body {
+        RequestKind::SaslHandshake(r) => {
+            let (r, close) = crate::sasl::handshake(auth, &r);
+            (ResponseKind::SaslHandshake(r), close)
+        }
+        RequestKind::SaslAuthenticate(r) => {
+            let (r, close) = crate::sasl::authenticate(state, auth, &r, peer).await;
+            (ResponseKind::SaslAuthenticate(r), close)
+        }
+        _ => unreachable!("only SASL requests come here"),
+    };
+    let frame = encode_response(req.api_key, version, correlation_id, &resp)?;
+    Ok((frame, close))
 }
 
 pub enum Decoded {
@@ -568,6 +623,10 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::AlterReplicaLogDirs => "AlterReplicaLogDirs",
         ApiKey::ElectLeaders => "ElectLeaders",
         ApiKey::ListTransactions => "ListTransactions",
+        ApiKey::SaslHandshake => "SaslHandshake",
+        ApiKey::SaslAuthenticate => "SaslAuthenticate",
+        ApiKey::DescribeUserScramCredentials => "DescribeUserScramCredentials",
+        ApiKey::AlterUserScramCredentials => "AlterUserScramCredentials",
         _ => "Other",
     }
 }

@@ -25,6 +25,7 @@ pub mod opening;
 pub mod partition_move;
 pub mod reconcile;
 pub mod route;
+pub mod sasl;
 pub mod topic_config;
 pub mod txn;
 pub mod unopened;

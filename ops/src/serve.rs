@@ -15,6 +15,11 @@ pub struct ServeArgs {
     /// Address to accept Kafka clients on (every core listens on it).
     #[arg(long, value_name = "HOST:PORT")]
     listen: Option<SocketAddr>,
+    /// The Kafka listener with its security protocol, instead of --listen:
+    /// NAME=PLAINTEXT://HOST:PORT or NAME=SASL_PLAINTEXT://HOST:PORT (SASL/SCRAM and PLAIN
+    /// against the users of `ringlog user`). One listener per node for now.
+    #[arg(long, value_name = "NAME=PROTOCOL://HOST:PORT")]
+    listener: Vec<String>,
     /// Host and port announced to clients in Metadata (default: the listen address).
     #[arg(long, value_name = "HOST:PORT")]
     advertise: Option<String>,
@@ -137,6 +142,7 @@ impl FileSwitch {
 struct FileConfig {
     data_dir: Option<PathBuf>,
     listen: Option<SocketAddr>,
+    listener: Option<Vec<String>>,
     metrics_listen: Option<SocketAddr>,
     advertise: Option<String>,
     cores: Option<usize>,
@@ -241,10 +247,34 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
         .data_dir
         .or(file.data_dir)
         .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
-    let listen = args
-        .listen
-        .or(file.listen)
-        .unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("valid default"));
+    let listeners = if args.listener.is_empty() {
+        file.listener.clone().unwrap_or_default()
+    } else {
+        args.listener.clone()
+    };
+    let (listen, protocol) = match listeners.as_slice() {
+        [] => (
+            args.listen
+                .or(file.listen)
+                .unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("valid default")),
+            net::sasl::SecurityProtocol::Plaintext,
+        ),
+        [one] => {
+            if args.listen.or(file.listen).is_some() {
+                return Err(format!(
+                    "--listener {one:?} and --listen both name the Kafka listener: give one of them"
+                ));
+            }
+            let (_, protocol, addr) = parse_listener(one)?;
+            (addr, protocol)
+        }
+        many => {
+            return Err(format!(
+                "{} listeners given ({many:?}): one listener per node is supported for now",
+                many.len()
+            ))
+        }
+    };
     let online =
         engine::shard::online_cpus().map_err(|e| format!("cannot list online CPUs: {e}"))?;
     let cpus = match args.cores.or(file.cores) {
@@ -268,6 +298,7 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
         c.advertised = Some((host, port));
     }
     c.metrics_listen = args.metrics_listen.or(file.metrics_listen);
+    c.security_protocol = protocol;
     if let Some(n) = args.node_id.or(file.node_id) {
         if n == 0 || n > i32::MAX as u64 {
             return Err(format!("--node-id {n}: must be 1 to {}", i32::MAX));
@@ -523,6 +554,48 @@ pub fn run(args: ServeArgs) -> i32 {
         Err(e) => {
             eprintln!("ringlog serve: {e}");
             1
+        }
+    }
+}
+
+/// `NAME=PROTOCOL://HOST:PORT` (Kafka's `listeners` syntax, with the name given inline).
+fn parse_listener(
+    spec: &str,
+) -> Result<(String, net::sasl::SecurityProtocol, SocketAddr), String> {
+    let bad = |why: &str| {
+        format!("--listener {spec:?}: {why} (expected NAME=PROTOCOL://HOST:PORT, e.g. EXTERNAL=SASL_PLAINTEXT://0.0.0.0:9092)")
+    };
+    let (name, rest) = spec.split_once('=').ok_or_else(|| bad("no NAME="))?;
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        return Err(bad("the name is letters, digits and _"));
+    }
+    let (protocol, addr) = rest.split_once("://").ok_or_else(|| bad("no PROTOCOL://"))?;
+    let protocol = net::sasl::SecurityProtocol::parse(protocol).map_err(|e| bad(&e))?;
+    let addr: SocketAddr = addr
+        .parse()
+        .map_err(|_| bad(&format!("{addr:?} is not HOST:PORT (an IP address and a port)")))?;
+    Ok((name.to_string(), protocol, addr))
+}
+
+#[cfg(test)]
+mod listener_tests {
+    use super::parse_listener;
+
+    #[test]
+    fn listeners_parse_and_bad_ones_say_why() {
+        let (name, p, a) = parse_listener("EXT=SASL_PLAINTEXT://127.0.0.1:9093").unwrap();
+        assert_eq!(
+            (name.as_str(), p, a.port()),
+            ("EXT", net::sasl::SecurityProtocol::SaslPlaintext, 9093)
+        );
+        for (bad, why) in [
+            ("SASL_PLAINTEXT://127.0.0.1:1", "no NAME="),
+            ("X=127.0.0.1:1", "no PROTOCOL://"),
+            ("X=SSL://127.0.0.1:1", "not built yet"),
+            ("X=PLAINTEXT://host:1", "not HOST:PORT"),
+        ] {
+            let e = parse_listener(bad).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
         }
     }
 }

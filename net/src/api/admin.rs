@@ -171,7 +171,7 @@ fn check_partition_count(state: &CoreState, adding: u32) -> Result<usize, Refusa
     Ok(placed)
 }
 
-async fn write(state: &Rc<CoreState>, cmd: Command) -> Result<(), Refusal> {
+pub(crate) async fn write(state: &Rc<CoreState>, cmd: Command) -> Result<(), Refusal> {
     let applied = state
         .ctx
         .meta

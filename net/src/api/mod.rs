@@ -10,6 +10,7 @@ mod offsets;
 mod produce;
 mod quorum;
 mod records;
+mod scram_users;
 pub mod txn;
 
 use std::rc::Rc;
@@ -74,6 +75,12 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterReplicaLogDirs, 1, 2),
     (ApiKey::ElectLeaders, 0, 2),
     (ApiKey::ListTransactions, 0, 1),
+    // v0 would carry raw SASL tokens after the handshake; clients of this decade use v1 with
+    // SaslAuthenticate.
+    (ApiKey::SaslHandshake, 1, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
+    (ApiKey::DescribeUserScramCredentials, 0, 0),
+    (ApiKey::AlterUserScramCredentials, 0, 0),
 ];
 
 /// The APIs advertised below the codec's newest version on purpose, with that version's
@@ -296,6 +303,12 @@ pub async fn dispatch(state: &Rc<CoreState>, req: Request) -> Option<ResponseKin
         RequestKind::DescribeProducers(r) => {
             ResponseKind::DescribeProducers(txn::describe_producers(state, r).await)
         }
+        RequestKind::DescribeUserScramCredentials(r) => {
+            ResponseKind::DescribeUserScramCredentials(scram_users::describe(state, r))
+        }
+        RequestKind::AlterUserScramCredentials(r) => {
+            ResponseKind::AlterUserScramCredentials(scram_users::alter(state, r).await)
+        }
         RequestKind::DescribeQuorum(r) => {
             ResponseKind::DescribeQuorum(quorum::describe_quorum(state, version, r).await)
         }
@@ -450,6 +463,17 @@ mod tests {
                 both::<AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse>()
             }
             ApiKey::ElectLeaders => both::<ElectLeadersRequest, ElectLeadersResponse>(),
+            ApiKey::SaslHandshake => both::<SaslHandshakeRequest, SaslHandshakeResponse>(),
+            ApiKey::DescribeUserScramCredentials => both::<
+                DescribeUserScramCredentialsRequest,
+                DescribeUserScramCredentialsResponse,
+            >(),
+            ApiKey::AlterUserScramCredentials => {
+                both::<AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse>()
+            }
+            ApiKey::SaslAuthenticate => {
+                both::<SaslAuthenticateRequest, SaslAuthenticateResponse>()
+            }
             other => panic!("no codec range for {other:?}; add it"),
         }
     }
