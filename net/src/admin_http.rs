@@ -6,6 +6,10 @@
 //! - `POST /v1/partition-move?topic=T&partition=P&node=N[&core=C]`: moves a partition to
 //!   another node of the cluster (`crate::partition_move`), from whichever node is asked;
 //!   answers JSON once the new owner serves it.
+//! - `POST /v1/scram-user?user=U&mechanism=SCRAM-SHA-512&iterations=N&salt=HEX&salted=HEX`,
+//!   `DELETE /v1/scram-user?user=U[&mechanism=M]`, `GET /v1/scram-users`: the SCRAM users
+//!   of SASL listeners (`ringlog user`), managed without a Kafka connection, so the first
+//!   user of a SASL-only node can be made.
 //!
 //! Requests are small and rare: one task per connection, `Connection: close`.
 
@@ -98,9 +102,14 @@ async fn handle(state: &Rc<CoreState>, mut stream: TcpStream) -> std::io::Result
     let mut first = text.lines().next().unwrap_or("").split_whitespace();
     let (method, target) = (first.next().unwrap_or(""), first.next().unwrap_or(""));
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    let params: HashMap<&str, &str> = query
+    let decoded: Vec<(String, String)> = query
         .split('&')
         .filter_map(|kv| kv.split_once('='))
+        .filter_map(|(k, v)| Some((percent_decode(k)?, percent_decode(v)?)))
+        .collect();
+    let params: HashMap<&str, &str> = decoded
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
     match (method, path) {
         ("GET", "/metrics") => {
@@ -186,6 +195,113 @@ async fn handle(state: &Rc<CoreState>, mut stream: TcpStream) -> std::io::Result
                 }
             }
         }
+        // SCRAM users (issue #19), like Redpanda's admin API: the caller derives the
+        // credential (salt and salted password, hex); the password never travels.
+        ("POST", "/v1/scram-user") => {
+            let parsed = (|| {
+                let user = params.get("user").ok_or("missing user=")?.to_string();
+                let mech = params
+                    .get("mechanism")
+                    .and_then(|m| {
+                        [meta::ScramMechanism::Sha256, meta::ScramMechanism::Sha512]
+                            .into_iter()
+                            .find(|x| x.sasl_name() == *m)
+                    })
+                    .ok_or("mechanism= is SCRAM-SHA-256 or SCRAM-SHA-512")?;
+                let iterations: u32 = params
+                    .get("iterations")
+                    .and_then(|i| i.parse().ok())
+                    .filter(|i| {
+                        (crate::sasl::scram::MIN_ITERATIONS..=crate::sasl::scram::MAX_ITERATIONS)
+                            .contains(i)
+                    })
+                    .ok_or("iterations= is 4096 to 16384")?;
+                let salt = params.get("salt").and_then(|h| from_hex(h)).ok_or("salt= is hex")?;
+                let salted = params
+                    .get("salted")
+                    .and_then(|h| from_hex(h))
+                    .ok_or("salted= is hex")?;
+                if salt.is_empty() || salted.is_empty() {
+                    return Err("salt= and salted= must not be empty");
+                }
+                Ok::<_, &str>(Command::UpsertScramCredential {
+                    user,
+                    mechanism: mech,
+                    credential: Box::new(crate::sasl::scram::credential_of_salted(
+                        mech, &salted, salt, iterations,
+                    )),
+                })
+            })();
+            match parsed {
+                Err(e) => respond(&mut stream, 400, "application/json", &json_error(e)).await,
+                Ok(cmd) => match crate::api::admin::write(state, cmd).await {
+                    Ok(()) => respond(&mut stream, 200, "application/json", "{\"ok\":true}\n").await,
+                    Err((_, e)) => {
+                        respond(&mut stream, 409, "application/json", &json_error(&e)).await
+                    }
+                },
+            }
+        }
+        ("DELETE", "/v1/scram-user") => {
+            let user = params.get("user").map(|u| u.to_string());
+            let mechs: Vec<meta::ScramMechanism> = {
+                let m = state.meta.borrow();
+                let have = user.as_ref().and_then(|u| m.scram_users.get(u));
+                [meta::ScramMechanism::Sha256, meta::ScramMechanism::Sha512]
+                    .into_iter()
+                    .filter(|x| params.get("mechanism").is_none_or(|n| *n == x.sasl_name()))
+                    .filter(|x| have.is_some_and(|h| h.get(*x).is_some()))
+                    .collect()
+            };
+            let Some(user) = user else {
+                return respond(&mut stream, 400, "application/json", &json_error("missing user=")).await;
+            };
+            if mechs.is_empty() {
+                let e = format!("user {user} has no such SCRAM credential");
+                return respond(&mut stream, 404, "application/json", &json_error(&e)).await;
+            }
+            for mechanism in mechs {
+                let cmd = Command::DeleteScramCredential {
+                    user: user.clone(),
+                    mechanism,
+                };
+                if let Err((_, e)) = crate::api::admin::write(state, cmd).await {
+                    return respond(&mut stream, 409, "application/json", &json_error(&e)).await;
+                }
+            }
+            respond(&mut stream, 200, "application/json", "{\"ok\":true}\n").await
+        }
+        ("GET", "/v1/scram-users") => {
+            let body = {
+                let m = state.meta.borrow();
+                let users: Vec<String> = m
+                    .scram_users
+                    .iter()
+                    .map(|(u, c)| {
+                        let mechs: Vec<String> =
+                            [meta::ScramMechanism::Sha256, meta::ScramMechanism::Sha512]
+                                .into_iter()
+                                .filter_map(|x| {
+                                    c.get(x).map(|cr| {
+                                        format!(
+                                            "{{\"mechanism\":\"{}\",\"iterations\":{}}}",
+                                            x.sasl_name(),
+                                            cr.iterations
+                                        )
+                                    })
+                                })
+                                .collect();
+                        format!(
+                            "{{\"user\":\"{}\",\"credentials\":[{}]}}",
+                            json_escape(u),
+                            mechs.join(",")
+                        )
+                    })
+                    .collect();
+                format!("[{}]\n", users.join(","))
+            };
+            respond(&mut stream, 200, "application/json", &body).await
+        }
         ("POST", "/v1/debug/disk-fault") => {
             let core: Option<usize> = params.get("core").and_then(|c| c.parse().ok());
             let op = params.get("op").copied().unwrap_or("");
@@ -243,6 +359,42 @@ async fn handle(state: &Rc<CoreState>, mut stream: TcpStream) -> std::io::Result
             .await
         }
     }
+}
+
+/// A query-string value with its `%XX` escapes (and `+` for a space) decoded; `None` if an
+/// escape is malformed or the result is not UTF-8.
+fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' => {
+                out.push(u8::from_str_radix(s.get(i + 1..i + 3)?, 16).ok()?);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Bytes of a hex string; `None` if it is not hex.
+fn from_hex(h: &str) -> Option<Vec<u8>> {
+    if h.len() % 2 != 0 {
+        return None;
+    }
+    (0..h.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok())
+        .collect()
 }
 
 fn json_escape(s: &str) -> String {

@@ -12,6 +12,7 @@ mod proxy;
 mod serve;
 mod shards_cmd;
 mod topic_cmd;
+mod user_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -57,6 +58,8 @@ enum Command {
     Shard(shards_cmd::ShardArgs),
     /// Cluster placement: move a partition to another node.
     Partition(partition_cmd::PartitionArgs),
+    /// SCRAM users of SASL listeners: create, delete, list.
+    User(user_cmd::UserArgs),
 }
 
 /// Prints a command's error and turns it into the exit status.
@@ -93,6 +96,7 @@ fn main() {
         Command::Fanout(args) => report(fanout_cmd::run(args)),
         Command::Shard(args) => report(shards_cmd::run_shard(args)),
         Command::Partition(args) => report(partition_cmd::run(args)),
+        Command::User(args) => report(user_cmd::run(args)),
     };
     std::process::exit(code);
 }

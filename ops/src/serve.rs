@@ -260,12 +260,12 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
             net::sasl::SecurityProtocol::Plaintext,
         ),
         [one] => {
-            if args.listen.or(file.listen).is_some() {
+            let (_, protocol, addr) = parse_listener(one)?;
+            if let Some(listen) = args.listen.or(file.listen).filter(|l| *l != addr) {
                 return Err(format!(
-                    "--listener {one:?} and --listen both name the Kafka listener: give one of them"
+                    "--listener {one:?} and --listen {listen} name different Kafka listeners: give one of them"
                 ));
             }
-            let (_, protocol, addr) = parse_listener(one)?;
             (addr, protocol)
         }
         many => {

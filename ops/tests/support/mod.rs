@@ -417,7 +417,12 @@ impl Broker {
             stderr_path,
             addr,
             cores,
-            extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+            // `{listen}` in an argument stands for the broker's listen address (a test's
+            // `--listener NAME=PROTOCOL://{listen}`).
+            extra_args: extra_args
+                .iter()
+                .map(|s| s.replace("{listen}", &addr.to_string()))
+                .collect(),
             ready_timeout: READY_TIMEOUT,
         }
     }

@@ -1,0 +1,154 @@
+//! Security (issue #19), first part: a SASL_PLAINTEXT listener with SCRAM-SHA-512,
+//! SCRAM-SHA-256 and PLAIN users made by `ringlog user` (and by Kafka's
+//! AlterUserScramCredentials), confluent-kafka producing and consuming over it, a wrong
+//! password refused, and nothing but the handshake read before authentication.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use support::*;
+
+/// A broker whose one listener is SASL_PLAINTEXT, and its admin address.
+fn sasl_broker() -> (Broker, String) {
+    let admin = format!("127.0.0.1:{}", free_port());
+    let broker = Broker::start_with(
+        1,
+        &[
+            "--listener",
+            "EXTERNAL=SASL_PLAINTEXT://{listen}",
+            "--metrics-listen",
+            &admin,
+        ],
+    );
+    (broker, admin)
+}
+
+fn ringlog(args: &[&str]) -> std::process::Output {
+    let mut c = std::process::Command::new(ringlog_bin());
+    c.args(args);
+    let o = run_with_timeout(c, None, Duration::from_secs(60));
+    std::process::Output {
+        status: o.status,
+        stdout: o.stdout.into_bytes(),
+        stderr: o.stderr.into_bytes(),
+    }
+}
+
+fn check(args: &[&str]) -> String {
+    run_python("sasl_check.py", args, &[], Duration::from_secs(120))
+}
+
+#[test]
+fn scram_and_plain_users_produce_and_consume_and_a_wrong_password_is_refused() {
+    let (broker, admin) = sasl_broker();
+    let boot = broker.bootstrap();
+    for (user, mech) in [("alice", "SCRAM-SHA-512"), ("bob", "SCRAM-SHA-256")] {
+        let o = ringlog(&[
+            "user", "create", user, "--password", "s3cret-pw", "--mechanism", mech, "--admin", &admin,
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let list = ringlog(&["user", "list", "--admin", &admin]);
+    let list = String::from_utf8_lossy(&list.stdout).to_string();
+    assert!(list.contains("alice") && list.contains("SCRAM-SHA-512 (4096)"), "{list}");
+    assert!(list.contains("bob") && list.contains("SCRAM-SHA-256"), "{list}");
+
+    let out = check(&["roundtrip", &boot, "SCRAM-SHA-512", "alice", "s3cret-pw", "t512"]);
+    assert!(out.contains("\"ok\": true"), "{out}");
+    let out = check(&["roundtrip", &boot, "SCRAM-SHA-256", "bob", "s3cret-pw", "t256"]);
+    assert!(out.contains("\"ok\": true"), "{out}");
+    // PLAIN is checked against the same store.
+    let out = check(&["roundtrip", &boot, "PLAIN", "alice", "s3cret-pw", "tplain"]);
+    assert!(out.contains("\"ok\": true"), "{out}");
+
+    for (mech, user, pw) in [
+        ("SCRAM-SHA-512", "alice", "wrong"),
+        ("SCRAM-SHA-256", "alice", "s3cret-pw"), // alice has no SHA-256 credential
+        ("PLAIN", "nobody", "s3cret-pw"),
+    ] {
+        let out = check(&["refused", &boot, mech, user, pw]);
+        assert!(out.contains("refused"), "{mech} {user}: {out}");
+    }
+    assert!(
+        broker.stderr_text().contains("SASL authentication failed"),
+        "the refusal is logged"
+    );
+
+    // Kafka's AlterUserScramCredentials and DescribeUserScramCredentials, as alice.
+    let out = check(&[
+        "scram-admin", &boot, "SCRAM-SHA-512", "alice", "s3cret-pw", "carol", "carol-pw",
+    ]);
+    assert!(out.contains("SCRAM_SHA_256"), "{out}");
+    let out = check(&["roundtrip", &boot, "SCRAM-SHA-256", "carol", "carol-pw", "tcarol"]);
+    assert!(out.contains("\"ok\": true"), "{out}");
+
+    // Deleted users are refused.
+    let o = ringlog(&["user", "delete", "bob", "--admin", &admin]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = check(&["refused", &boot, "SCRAM-SHA-256", "bob", "s3cret-pw"]);
+    assert!(out.contains("refused"), "{out}");
+    let o = ringlog(&["user", "delete", "bob", "--admin", &admin]);
+    assert!(
+        !o.status.success() && String::from_utf8_lossy(&o.stderr).contains("no such SCRAM credential"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn nothing_but_the_handshake_is_read_before_authentication() {
+    let (broker, _admin) = sasl_broker();
+    // A Metadata v1 request (no topics list: all) before any SASL step.
+    let mut frame = Vec::new();
+    let body: Vec<u8> = [
+        &3i16.to_be_bytes()[..], // Metadata
+        &1i16.to_be_bytes(),
+        &7i32.to_be_bytes(),
+        &(-1i16).to_be_bytes(), // null client id
+        &(-1i32).to_be_bytes(), // null topics
+    ]
+    .concat();
+    frame.extend_from_slice(&(body.len() as i32).to_be_bytes());
+    frame.extend_from_slice(&body);
+    let mut s = TcpStream::connect(broker.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&frame).unwrap();
+    let mut buf = [0u8; 16];
+    let n = s.read(&mut buf).unwrap_or(0);
+    assert_eq!(n, 0, "the connection is closed without an answer");
+    // ApiVersions is answered (clients ask it before the handshake).
+    let mut s = TcpStream::connect(broker.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let body: Vec<u8> = [
+        &18i16.to_be_bytes()[..],
+        &0i16.to_be_bytes(),
+        &8i32.to_be_bytes(),
+        &(-1i16).to_be_bytes(),
+    ]
+    .concat();
+    s.write_all(&(body.len() as i32).to_be_bytes()).unwrap();
+    s.write_all(&body).unwrap();
+    let mut size = [0u8; 4];
+    s.read_exact(&mut size).unwrap();
+    assert!(i32::from_be_bytes(size) > 8);
+}
+
+#[test]
+fn tls_listeners_and_several_listeners_are_refused_with_a_reason() {
+    for (args, want) in [
+        (vec!["--listener", "X=SASL_SSL://127.0.0.1:1"], "not built yet"),
+        (
+            vec!["--listener", "A=PLAINTEXT://127.0.0.1:1", "--listener", "B=SASL_PLAINTEXT://127.0.0.1:2"],
+            "one listener per node",
+        ),
+    ] {
+        let mut all = vec!["serve"];
+        all.extend(args);
+        let o = ringlog(&all);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(want), "{err}");
+    }
+}
