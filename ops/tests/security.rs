@@ -152,3 +152,15 @@ fn tls_listeners_and_several_listeners_are_refused_with_a_reason() {
         assert!(!o.status.success() && err.contains(want), "{err}");
     }
 }
+
+#[test]
+fn the_java_client_speaks_scram_sha_512_and_a_wrong_password_is_refused() {
+    let (broker, admin) = sasl_broker();
+    let o = ringlog(&[
+        "user", "create", "javauser", "--password", "j4va-pw", "--admin", &admin,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let check = support::java::JavaCheck::compile("SaslCheck");
+    let ok = check.run(&[&broker.bootstrap(), "javauser", "j4va-pw", "javatopic"]);
+    eprintln!("{ok}");
+}
