@@ -169,6 +169,8 @@ pub struct BrokerConfig {
     /// The Kafka listener's security protocol (`--listener NAME=PROTOCOL://HOST:PORT`):
     /// PLAINTEXT, or SASL_PLAINTEXT (SASL before anything else, `crate::sasl`).
     pub security_protocol: crate::sasl::SecurityProtocol,
+    /// The TLS identity of an SSL or SASL_SSL listener (`--tls-cert`, `--tls-key`).
+    pub tls: Option<std::sync::Arc<futures_rustls::rustls::ServerConfig>>,
     /// Test and drill hook: every core's logs go through an engine fault injector that
     /// `POST /v1/debug/disk-fault` arms (EIO on the next write or fdatasync of that core).
     /// Off by default; never for production.
@@ -229,6 +231,7 @@ impl BrokerConfig {
             group_initial_rebalance_delay_ms: crate::group::DEFAULT_INITIAL_REBALANCE_DELAY_MS,
             metrics_listen: None,
             security_protocol: crate::sasl::SecurityProtocol::Plaintext,
+            tls: None,
             fault_injection: false,
         }
     }

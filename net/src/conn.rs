@@ -99,7 +99,19 @@ async fn serve_admitted(
     m.connections_open.set(m.connections_open.get() + 1);
     crate::metrics::CoreMetrics::add(&m.connections_total, 1);
     let peer = peer.map(|a| a.to_string()).unwrap_or_default();
-    if let Err(why) = serve(state.clone(), stream, peer.clone()).await {
+    let served = match cfg.tls.clone() {
+        None => serve(state.clone(), stream, peer.clone()).await,
+        // TLS: the handshake on this core, within a request timeout; then the same
+        // connection loop over the encrypted stream.
+        Some(tls) => {
+            let accept = futures_rustls::TlsAcceptor::from(tls).accept(stream);
+            match with_timeout(cfg.request_timeout_ms, "the TLS handshake", accept).await {
+                Ok(tls_stream) => serve(state.clone(), tls_stream, peer.clone()).await,
+                Err(why) => Err(why),
+            }
+        }
+    };
+    if let Err(why) = served {
         tracing::debug!(%peer, %why, "connection closed");
     }
     let m = &state.metrics;
@@ -225,7 +237,10 @@ fn budget_err(what: &'static str) -> impl FnOnce(glommio::GlommioError<()>) -> C
     }
 }
 
-async fn serve(state: Rc<CoreState>, stream: TcpStream, peer: String) -> Result<(), CloseReason> {
+async fn serve<S>(state: Rc<CoreState>, stream: S, peer: String) -> Result<(), CloseReason>
+where
+    S: futures_lite::AsyncRead + futures_lite::AsyncWrite + Unpin + 'static,
+{
     let client_host = format!(
         "/{}",
         peer.rsplit_once(':').map_or(peer.as_str(), |(h, _)| h)

@@ -26,6 +26,7 @@ pub mod partition_move;
 pub mod reconcile;
 pub mod route;
 pub mod sasl;
+pub mod tls;
 pub mod topic_config;
 pub mod txn;
 pub mod unopened;

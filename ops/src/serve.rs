@@ -16,10 +16,17 @@ pub struct ServeArgs {
     #[arg(long, value_name = "HOST:PORT")]
     listen: Option<SocketAddr>,
     /// The Kafka listener with its security protocol, instead of --listen:
-    /// NAME=PLAINTEXT://HOST:PORT or NAME=SASL_PLAINTEXT://HOST:PORT (SASL/SCRAM and PLAIN
-    /// against the users of `ringlog user`). One listener per node for now.
+    /// NAME=PROTOCOL://HOST:PORT, PROTOCOL one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL
+    /// (SASL: SCRAM and PLAIN against the users of `ringlog user`; SSL: --tls-cert and
+    /// --tls-key). One listener per node for now.
     #[arg(long, value_name = "NAME=PROTOCOL://HOST:PORT")]
     listener: Vec<String>,
+    /// The TLS certificate chain (PEM, leaf first) of an SSL or SASL_SSL listener.
+    #[arg(long, value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, value_name = "FILE")]
+    tls_key: Option<PathBuf>,
     /// Host and port announced to clients in Metadata (default: the listen address).
     #[arg(long, value_name = "HOST:PORT")]
     advertise: Option<String>,
@@ -143,6 +150,8 @@ struct FileConfig {
     data_dir: Option<PathBuf>,
     listen: Option<SocketAddr>,
     listener: Option<Vec<String>>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
     metrics_listen: Option<SocketAddr>,
     advertise: Option<String>,
     cores: Option<usize>,
@@ -299,6 +308,20 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
     }
     c.metrics_listen = args.metrics_listen.or(file.metrics_listen);
     c.security_protocol = protocol;
+    let (cert, key) = (
+        args.tls_cert.clone().or(file.tls_cert.clone()),
+        args.tls_key.clone().or(file.tls_key.clone()),
+    );
+    c.tls = match (protocol.uses_tls(), cert, key) {
+        (true, Some(cert), Some(key)) => Some(net::tls::server_config(&cert, &key)?),
+        (true, _, _) => {
+            return Err("an SSL or SASL_SSL listener needs --tls-cert FILE and --tls-key FILE (PEM)".into())
+        }
+        (false, None, None) => None,
+        (false, _, _) => {
+            return Err("--tls-cert/--tls-key are for an SSL or SASL_SSL --listener".into())
+        }
+    };
     if let Some(n) = args.node_id.or(file.node_id) {
         if n == 0 || n > i32::MAX as u64 {
             return Err(format!("--node-id {n}: must be 1 to {}", i32::MAX));
@@ -591,7 +614,7 @@ mod listener_tests {
         for (bad, why) in [
             ("SASL_PLAINTEXT://127.0.0.1:1", "no NAME="),
             ("X=127.0.0.1:1", "no PROTOCOL://"),
-            ("X=SSL://127.0.0.1:1", "not built yet"),
+            ("X=TLS://127.0.0.1:1", "not a security protocol"),
             ("X=PLAINTEXT://host:1", "not HOST:PORT"),
         ] {
             let e = parse_listener(bad).unwrap_err();

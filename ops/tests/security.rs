@@ -11,6 +11,47 @@ use std::time::Duration;
 
 use support::*;
 
+/// A test CA and a server certificate it signed for 127.0.0.1 and localhost (openssl):
+/// (ca.pem, server.pem, server.key) in `dir`.
+fn make_certs(dir: &std::path::Path) -> (String, String, String) {
+    let p = |n: &str| dir.join(n).display().to_string();
+    std::fs::write(dir.join("ext.cnf"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n").unwrap();
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    for args in [
+        [&["req", "-x509"][..], &ec, &["-keyout", &p("ca.key"), "-out", &p("ca.pem"), "-days", "2", "-subj", "/CN=ringlog-test-ca"]].concat(),
+        [&["req"][..], &ec, &["-keyout", &p("server.key"), "-out", &p("server.csr"), "-subj", "/CN=localhost"]].concat(),
+        vec![
+            "x509", "-req", "-in", &p("server.csr"), "-CA", &p("ca.pem"), "-CAkey", &p("ca.key"),
+            "-CAcreateserial", "-out", &p("server.pem"), "-days", "2", "-extfile", &p("ext.cnf"),
+        ],
+    ] {
+        let mut c = std::process::Command::new("openssl");
+        c.args(&args);
+        run_ok(c, None, Duration::from_secs(60));
+    }
+    (p("ca.pem"), p("server.pem"), p("server.key"))
+}
+
+/// A broker whose one listener is SASL_SSL with a certificate of `make_certs`, and its admin
+/// address.
+fn sasl_ssl_broker(cert: &str, key: &str) -> (Broker, String) {
+    let admin = format!("127.0.0.1:{}", free_port());
+    let broker = Broker::start_with(
+        1,
+        &[
+            "--listener",
+            "EXTERNAL=SASL_SSL://{listen}",
+            "--tls-cert",
+            cert,
+            "--tls-key",
+            key,
+            "--metrics-listen",
+            &admin,
+        ],
+    );
+    (broker, admin)
+}
+
 /// A broker whose one listener is SASL_PLAINTEXT, and its admin address.
 fn sasl_broker() -> (Broker, String) {
     let admin = format!("127.0.0.1:{}", free_port());
@@ -137,9 +178,12 @@ fn nothing_but_the_handshake_is_read_before_authentication() {
 }
 
 #[test]
-fn tls_listeners_and_several_listeners_are_refused_with_a_reason() {
+fn tls_listeners_without_a_certificate_and_several_listeners_are_refused_with_a_reason() {
     for (args, want) in [
-        (vec!["--listener", "X=SASL_SSL://127.0.0.1:1"], "not built yet"),
+        (
+            vec!["--listener", "X=SASL_SSL://127.0.0.1:1"],
+            "needs --tls-cert FILE and --tls-key FILE",
+        ),
         (
             vec!["--listener", "A=PLAINTEXT://127.0.0.1:1", "--listener", "B=SASL_PLAINTEXT://127.0.0.1:2"],
             "one listener per node",
@@ -163,4 +207,62 @@ fn the_java_client_speaks_scram_sha_512_and_a_wrong_password_is_refused() {
     let check = support::java::JavaCheck::compile("SaslCheck");
     let ok = check.run(&[&broker.bootstrap(), "javauser", "j4va-pw", "javatopic"]);
     eprintln!("{ok}");
+}
+
+#[test]
+fn kcat_over_tls_and_confluent_kafka_and_java_over_sasl_ssl() {
+    let certs = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = make_certs(certs.path());
+    // kcat over SSL (no SASL).
+    let ssl = Broker::start_with(
+        1,
+        &[
+            "--listener",
+            "S=SSL://{listen}",
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+            "--auto-create-topics",
+        ],
+    );
+    let kcat_tls = |args: &[&str], input: Option<&[u8]>| {
+        let mut c = std::process::Command::new(kcat());
+        c.args(["-b", &ssl.bootstrap(), "-X", "security.protocol=SSL", "-X"])
+            .arg(format!("ssl.ca.location={ca}"))
+            .args(args);
+        run_ok(c, input, Duration::from_secs(60))
+    };
+    let lines: String = (0..200).map(|i| format!("tls-{i}\n")).collect();
+    kcat_tls(&["-P", "-t", "secret", "-p", "0"], Some(lines.as_bytes()));
+    let got = kcat_tls(&["-C", "-t", "secret", "-p", "0", "-o", "beginning", "-e", "-q"], None);
+    assert_eq!(got, lines, "kcat reads back every record over TLS");
+    // A client that does not trust the CA does not get through.
+    let mut c = std::process::Command::new(kcat());
+    c.args(["-b", &ssl.bootstrap(), "-X", "security.protocol=SSL", "-L", "-m", "5"]);
+    let o = run_with_timeout(c, None, Duration::from_secs(60));
+    assert!(!o.status.success(), "an untrusted certificate was accepted: {}", o.stdout);
+
+    // SASL_SSL with SCRAM-SHA-512: confluent-kafka and the Java client.
+    let (broker, admin) = sasl_ssl_broker(&cert, &key);
+    let o = ringlog(&["user", "create", "tls-user", "--password", "tls-pw", "--admin", &admin]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let env = [("SASL_CHECK_CA", ca.as_str())];
+    let boot = broker.bootstrap();
+    let out = run_python(
+        "sasl_check.py",
+        &["roundtrip", &boot, "SCRAM-SHA-512", "tls-user", "tls-pw", "over-tls"],
+        &env,
+        Duration::from_secs(120),
+    );
+    assert!(out.contains("\"ok\": true"), "{out}");
+    let out = run_python(
+        "sasl_check.py",
+        &["refused", &boot, "SCRAM-SHA-512", "tls-user", "nope"],
+        &env,
+        Duration::from_secs(120),
+    );
+    assert!(out.contains("refused"), "{out}");
+    let check = support::java::JavaCheck::compile("SaslCheck");
+    eprintln!("{}", check.run(&[&boot, "tls-user", "tls-pw", "java-over-tls", &ca]));
 }

@@ -1,5 +1,5 @@
 //! SASL authentication of Kafka connections (issue #19, first part): a listener whose
-//! protocol is SASL_PLAINTEXT takes SaslHandshake v1 and SaslAuthenticate v0–v2 with the
+//! protocol is SASL_PLAINTEXT or SASL_SSL takes SaslHandshake v1 and SaslAuthenticate v0–v2 with the
 //! mechanisms PLAIN and SCRAM-SHA-256/512, both checked against the SCRAM credentials in the
 //! metastore (`MetaState::scram_users`; PLAIN derives the salted password and compares, as
 //! Redpanda does, so one user store serves both). Until a connection is authenticated it may
@@ -51,6 +51,10 @@ impl Mechanism {
 pub enum SecurityProtocol {
     Plaintext,
     SaslPlaintext,
+    /// TLS (`crate::tls`), no SASL.
+    Ssl,
+    /// SASL inside TLS.
+    SaslSsl,
 }
 
 impl SecurityProtocol {
@@ -58,13 +62,16 @@ impl SecurityProtocol {
         match s.to_ascii_uppercase().as_str() {
             "PLAINTEXT" => Ok(SecurityProtocol::Plaintext),
             "SASL_PLAINTEXT" => Ok(SecurityProtocol::SaslPlaintext),
-            "SSL" | "SASL_SSL" => Err(format!(
-                "{s}: TLS listeners are not built yet (issue #19); use PLAINTEXT or SASL_PLAINTEXT"
-            )),
+            "SSL" => Ok(SecurityProtocol::Ssl),
+            "SASL_SSL" => Ok(SecurityProtocol::SaslSsl),
             _ => Err(format!(
-                "{s:?} is not a security protocol (PLAINTEXT, SASL_PLAINTEXT)"
+                "{s:?} is not a security protocol (PLAINTEXT, SASL_PLAINTEXT, SSL, SASL_SSL)"
             )),
         }
+    }
+
+    pub fn uses_tls(self) -> bool {
+        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
     }
 }
 
@@ -88,8 +95,8 @@ pub const ANONYMOUS: &str = "User:ANONYMOUS";
 impl Auth {
     pub fn new(protocol: SecurityProtocol) -> Auth {
         match protocol {
-            SecurityProtocol::Plaintext => Auth::Open,
-            SecurityProtocol::SaslPlaintext => Auth::Handshake,
+            SecurityProtocol::Plaintext | SecurityProtocol::Ssl => Auth::Open,
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => Auth::Handshake,
         }
     }
 
@@ -303,6 +310,7 @@ mod tests {
             a,
             Auth::Chosen(Mechanism::Scram(ScramMechanism::Sha512))
         ));
-        assert!(SecurityProtocol::parse("SASL_SSL").unwrap_err().contains("not built yet"));
+        assert_eq!(SecurityProtocol::parse("sasl_ssl"), Ok(SecurityProtocol::SaslSsl));
+        assert!(SecurityProtocol::parse("TLS").unwrap_err().contains("not a security protocol"));
     }
 }

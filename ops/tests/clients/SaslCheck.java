@@ -1,7 +1,8 @@
 // Apache Kafka 4.3's Java client over SASL_PLAINTEXT with SCRAM-SHA-512 against a ringlog SASL
 // listener (issue #19).
 //
-// usage: java -cp KAFKA_CLIENTS_JARS:. SaslCheck BOOTSTRAP USER PASSWORD TOPIC
+// usage: java -cp KAFKA_CLIENTS_JARS:. SaslCheck BOOTSTRAP USER PASSWORD TOPIC [CA_PEM]
+// (with CA_PEM: SASL_SSL, the broker's certificate checked against that CA)
 //
 // As USER: creates TOPIC, produces 50 records (acks=all, idempotent), reads them back; then
 // the same admin call with a wrong password must fail with SaslAuthenticationException.
@@ -23,10 +24,16 @@ import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
 public class SaslCheck {
+    static String ca;
+
     static Properties sasl(String bootstrap, String user, String password) {
         Properties p = new Properties();
         p.put(CommonClientConfigs.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-        p.put(CommonClientConfigs.SECURITY_PROTOCOL_CONFIG, "SASL_PLAINTEXT");
+        p.put(CommonClientConfigs.SECURITY_PROTOCOL_CONFIG, ca == null ? "SASL_PLAINTEXT" : "SASL_SSL");
+        if (ca != null) {
+            p.put("ssl.truststore.type", "PEM");
+            p.put("ssl.truststore.location", ca);
+        }
         p.put(SaslConfigs.SASL_MECHANISM, "SCRAM-SHA-512");
         p.put(SaslConfigs.SASL_JAAS_CONFIG,
             "org.apache.kafka.common.security.scram.ScramLoginModule required username=\""
@@ -41,6 +48,7 @@ public class SaslCheck {
 
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0], user = args[1], password = args[2], topic = args[3];
+        ca = args.length > 4 ? args[4] : null;
         Properties ap = sasl(bootstrap, user, password);
         ap.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, 30000);
         try (Admin admin = Admin.create(ap)) {

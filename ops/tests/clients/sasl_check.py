@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""confluent-kafka over SASL_PLAINTEXT against a ringlog SASL listener (issue #19).
+"""confluent-kafka over SASL_PLAINTEXT (SASL_SSL when $SASL_CHECK_CA names the CA file)
+against a ringlog SASL listener (issue #19).
 
   sasl_check.py roundtrip BOOTSTRAP MECHANISM USER PASSWORD TOPIC
       Creates TOPIC (1 partition), produces 100 records (acks=all), reads them back; prints a
@@ -11,6 +12,7 @@
       prints the described mechanisms as JSON.
 """
 import json
+import os
 import sys
 import time
 
@@ -20,8 +22,13 @@ from confluent_kafka.admin import (AdminClient, NewTopic, ScramCredentialInfo, S
 
 
 def conf(bootstrap, mech, user, password):
-    return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": mech, "sasl.username": user, "sasl.password": password}
+    c = {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT",
+         "sasl.mechanism": mech, "sasl.username": user, "sasl.password": password}
+    ca = os.environ.get("SASL_CHECK_CA")
+    if ca:
+        # SASL_SSL: the broker's certificate is checked against this CA (and its name).
+        c.update({"security.protocol": "SASL_SSL", "ssl.ca.location": ca})
+    return c
 
 
 def fail(msg):
