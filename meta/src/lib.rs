@@ -20,7 +20,8 @@ pub use error::{MetaError, Result};
 pub use node::{MetaConfig, MetaHandle, Metastore};
 pub use state::{
     AppliedChange, ApplyOutcome, Assignment, BrokerRegistration, Change, Command, MetaState,
-    Proposal, Refusal, ScramCredential, ScramMechanism, TopicMeta, UserCredentials,
+    ListenerEndpoint, Proposal, Refusal, ScramCredential, ScramMechanism, TopicMeta,
+    UserCredentials,
 };
 pub use wire::NodeStatus;
 

@@ -275,6 +275,20 @@ impl UserCredentials {
     }
 }
 
+/// A listener a node serves besides its primary one (issue #19), as clients on it reach the
+/// node: a client's Metadata names every broker by the listener it came in on.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ListenerEndpoint {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+}
+
+/// The most extra listeners one node registers.
+pub const MAX_LISTENERS_PER_BROKER: usize = 16;
+/// The longest listener name and host, in bytes.
+pub const MAX_LISTENER_FIELD_BYTES: usize = 255;
+
 /// The most SCRAM users the metastore holds.
 pub const MAX_SCRAM_USERS: usize = 10_000;
 /// The longest SCRAM user name, salt and key, in bytes.
@@ -299,6 +313,8 @@ pub struct MetaState {
     pub producer_id_blocks: u64,
     /// SCRAM credentials by user (issue #19).
     pub scram_users: BTreeMap<String, UserCredentials>,
+    /// The extra listeners of each node (issue #19), by node id.
+    pub broker_listeners: BTreeMap<u64, Vec<ListenerEndpoint>>,
 }
 
 impl Default for MetaState {
@@ -318,6 +334,7 @@ impl Default for MetaState {
             cluster_id: None,
             producer_id_blocks: 0,
             scram_users: BTreeMap::new(),
+            broker_listeners: BTreeMap::new(),
         }
     }
 }
@@ -405,6 +422,11 @@ pub enum Command {
         user: String,
         mechanism: ScramMechanism,
     },
+    /// Sets the extra listeners of registered node `node_id` (each start of the node).
+    SetBrokerListeners {
+        node_id: u64,
+        listeners: Box<Vec<ListenerEndpoint>>,
+    },
 }
 
 impl Command {
@@ -470,6 +492,10 @@ impl Command {
                         + 4 * PER_STRING
                 }
                 Command::DeleteScramCredential { user, .. } => user.len() + PER_STRING,
+                Command::SetBrokerListeners { listeners, .. } => listeners
+                    .iter()
+                    .map(|l| l.name.len() + l.host.len() + 2 * PER_STRING + 2)
+                    .sum(),
             }
     }
 
@@ -573,6 +599,10 @@ pub enum Change {
     },
     ClusterIdSet {
         id: String,
+    },
+    BrokerListenersSet {
+        node_id: u64,
+        listeners: Box<Vec<ListenerEndpoint>>,
     },
     /// `user`'s credentials after a SCRAM change (none left: the user is gone).
     ScramUserChanged {
@@ -1073,6 +1103,37 @@ impl MetaState {
                     credentials: Box::new(left),
                 })
             }
+            Command::SetBrokerListeners { node_id, listeners } => {
+                let bad = |reason: String| Refusal::InvalidBroker {
+                    node_id: *node_id,
+                    reason,
+                };
+                if !self.brokers.contains_key(node_id) {
+                    return Err(bad("not registered".into()));
+                }
+                if listeners.len() > MAX_LISTENERS_PER_BROKER {
+                    return Err(bad(format!(
+                        "{} listeners, more than {MAX_LISTENERS_PER_BROKER}",
+                        listeners.len()
+                    )));
+                }
+                let mut names = std::collections::BTreeSet::new();
+                for l in listeners.iter() {
+                    if l.name.is_empty()
+                        || l.name.len() > MAX_LISTENER_FIELD_BYTES
+                        || l.host.is_empty()
+                        || l.host.len() > MAX_LISTENER_FIELD_BYTES
+                        || !names.insert(l.name.as_str())
+                    {
+                        return Err(bad(format!("listener {:?} at {:?}: an empty, long or repeated name, or an empty or long host", l.name, l.host)));
+                    }
+                }
+                self.broker_listeners.insert(*node_id, (**listeners).clone());
+                Ok(Change::BrokerListenersSet {
+                    node_id: *node_id,
+                    listeners: listeners.clone(),
+                })
+            }
             Command::SetClusterId { id } => {
                 if let Some(set) = &self.cluster_id {
                     return Err(Refusal::ClusterIdSet { id: set.clone() });
@@ -1290,6 +1351,10 @@ impl MetaState {
             },
             Change::ClusterIdSet { id } => {
                 self.cluster_id = Some(id.clone());
+                true
+            }
+            Change::BrokerListenersSet { node_id, listeners } => {
+                self.broker_listeners.insert(*node_id, (**listeners).clone());
                 true
             }
             Change::ScramUserChanged { user, credentials } => {

@@ -388,7 +388,7 @@ fn percent_decode(s: &str) -> Option<String> {
 
 /// Bytes of a hex string; `None` if it is not hex.
 fn from_hex(h: &str) -> Option<Vec<u8>> {
-    if h.len() % 2 != 0 {
+    if !h.len().is_multiple_of(2) {
         return None;
     }
     (0..h.len())

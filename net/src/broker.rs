@@ -375,7 +375,15 @@ pub fn run(
                     .map_err(|e| core_err(e.to_string()))?;
                 let listener = glommio::net::TcpListener::bind(listen)
                     .map_err(|e| core_err(format!("cannot listen on {listen}: {e}")))?;
-                glommio::spawn_local(crate::conn::accept_loop(state.clone(), listener)).detach();
+                glommio::spawn_local(crate::conn::accept_loop(state.clone(), listener, 0)).detach();
+                // The other listeners (issue #19): every core accepts on each (SO_REUSEPORT).
+                for (i, l) in ctx.config.extra_listeners.iter().enumerate() {
+                    let extra = glommio::net::TcpListener::bind(l.listen).map_err(|e| {
+                        core_err(format!("cannot listen on {} (listener {}): {e}", l.listen, l.name))
+                    })?;
+                    glommio::spawn_local(crate::conn::accept_loop(state.clone(), extra, i + 1))
+                        .detach();
+                }
                 if ctx.config.core_direct {
                     let own = core_listeners
                         .lock()
@@ -390,7 +398,7 @@ pub fn run(
                         use std::os::fd::{FromRawFd, IntoRawFd};
                         glommio::net::TcpListener::from_raw_fd(own.into_raw_fd())
                     };
-                    glommio::spawn_local(crate::conn::accept_loop(state.clone(), own)).detach();
+                    glommio::spawn_local(crate::conn::accept_loop(state.clone(), own, 0)).detach();
                 }
                 glommio::spawn_local(state.clone().retention_loop()).detach();
                 crate::log_cleaner::spawn(state.clone());

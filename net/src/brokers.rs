@@ -177,11 +177,31 @@ pub fn broker_id_of(r: &meta::BrokerRegistration, core: usize) -> i32 {
 pub struct ClusterBrokers<'a> {
     pub own: &'a BrokerMap,
     pub meta: &'a meta::MetaState,
+    /// Set for a client on an extra listener (issue #19): its name, and this node's
+    /// advertised host and port on it. Every node is then shown at its endpoint of that
+    /// listener (`MetaState::broker_listeners`); a node without it is not shown.
+    pub listener: Option<(&'a str, String, u16)>,
 }
 
 impl ClusterBrokers<'_> {
-    /// The map of node `node_id`; `None` for a node not registered or fenced.
+    /// The map of node `node_id`; `None` for a node not registered or fenced (or without
+    /// the client's listener).
     pub fn node(&self, node_id: u64) -> Option<BrokerMap> {
+        if let Some((name, host, port)) = &self.listener {
+            // Extra listeners never run core-direct (`BrokerConfig::validate`): one broker
+            // per node.
+            if node_id == self.own.node_id {
+                return Some(BrokerMap::single(node_id, host.clone(), *port));
+            }
+            self.meta.brokers.get(&node_id).filter(|r| !r.fenced)?;
+            let l = self
+                .meta
+                .broker_listeners
+                .get(&node_id)?
+                .iter()
+                .find(|l| l.name == *name)?;
+            return Some(BrokerMap::single(node_id, l.host.clone(), l.port));
+        }
         if node_id == self.own.node_id {
             return Some(self.own.clone());
         }
@@ -195,7 +215,7 @@ impl ClusterBrokers<'_> {
     /// The broker leading what `a` places; `None` when its node is fenced or unknown.
     pub fn endpoint(&self, a: meta::Assignment) -> Option<Endpoint> {
         let core = a.core_index as usize;
-        if a.node_id == self.own.node_id {
+        if a.node_id == self.own.node_id && self.listener.is_none() {
             return Some(self.own.endpoint_of_core(core));
         }
         self.node(a.node_id).map(|m| m.endpoint_of_core(core))

@@ -135,6 +135,27 @@ fn register(
             broker: Box::new(broker),
         },
     )?;
+    // Its other listeners, as clients on them reach it (none: an earlier start's are gone).
+    let listeners: Vec<meta::ListenerEndpoint> = config
+        .extra_listeners
+        .iter()
+        .map(|l| {
+            let (host, port) = config.advertised_extra(l);
+            meta::ListenerEndpoint {
+                name: l.name.clone(),
+                host,
+                port,
+            }
+        })
+        .collect();
+    write_at_start(
+        meta,
+        "broker listeners",
+        Command::SetBrokerListeners {
+            node_id: config.node_id,
+            listeners: Box::new(listeners),
+        },
+    )?;
     tracing::info!(
         node_id = config.node_id,
         incarnation,

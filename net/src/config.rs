@@ -169,6 +169,9 @@ pub struct BrokerConfig {
     /// The Kafka listener's security protocol (`--listener NAME=PROTOCOL://HOST:PORT`):
     /// PLAINTEXT, or SASL_PLAINTEXT (SASL before anything else, `crate::sasl`).
     pub security_protocol: crate::sasl::SecurityProtocol,
+    /// Listeners besides the primary one (`--listener` given more than once): listener 1,
+    /// 2, ... (the primary is listener 0). Each core accepts on every one.
+    pub extra_listeners: Vec<ExtraListener>,
     /// The TLS identity of an SSL or SASL_SSL listener (`--tls-cert`, `--tls-key`).
     pub tls: Option<std::sync::Arc<futures_rustls::rustls::ServerConfig>>,
     /// Test and drill hook: every core's logs go through an engine fault injector that
@@ -232,6 +235,7 @@ impl BrokerConfig {
             metrics_listen: None,
             security_protocol: crate::sasl::SecurityProtocol::Plaintext,
             tls: None,
+            extra_listeners: Vec::new(),
             fault_injection: false,
         }
     }
@@ -369,6 +373,9 @@ impl BrokerConfig {
                 });
             }
         }
+        if self.core_direct && !self.extra_listeners.is_empty() {
+            return Err(InvalidBrokerConfig::CoreDirectWithListeners);
+        }
         if self.core_direct {
             self.core_listen_addrs()?;
             let cores = self.cores();
@@ -421,11 +428,35 @@ impl BrokerConfig {
         Ok((base..=last).map(|p| at(p as u16)).collect())
     }
 
+    /// The security protocol of listener `index` (0: the primary).
+    pub fn protocol_of(&self, index: usize) -> crate::sasl::SecurityProtocol {
+        match index {
+            0 => self.security_protocol,
+            i => self
+                .extra_listeners
+                .get(i - 1)
+                .map_or(self.security_protocol, |l| l.protocol),
+        }
+    }
+
+    /// How clients reach extra listener `l`: the primary's advertised host, its own port.
+    pub fn advertised_extra(&self, l: &ExtraListener) -> (String, u16) {
+        (self.advertised().0, l.listen.port())
+    }
+
     pub fn advertised(&self) -> (String, u16) {
         self.advertised
             .clone()
             .unwrap_or_else(|| (self.listen.ip().to_string(), self.listen.port()))
     }
+}
+
+/// A listener besides the primary one.
+#[derive(Debug, Clone)]
+pub struct ExtraListener {
+    pub name: String,
+    pub protocol: crate::sasl::SecurityProtocol,
+    pub listen: SocketAddr,
 }
 
 /// Smallest cleaner map accepted (about 43,000 keys).
@@ -434,6 +465,8 @@ pub const MIN_LOG_CLEANER_DEDUPE_BUFFER_BYTES: usize = 1 << 20;
 /// Broker limits that contradict each other; each names the setting to change.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidBrokerConfig {
+    #[error("--core-direct on serves the primary listener only: drop the other --listener flags, or core-direct")]
+    CoreDirectWithListeners,
     #[error("{setting} must be at least 1")]
     Zero { setting: &'static str },
     #[error("{setting} must be at most {max}")]

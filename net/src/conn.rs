@@ -44,7 +44,7 @@ const RESPONSE_RESERVE_BYTES: usize = 64 << 10;
 /// own port) until the listener fails. A failed accept (out of
 /// file descriptors, say) backs off exponentially and is logged at most once per
 /// `ACCEPT_ERROR_LOG_INTERVAL_MS`.
-pub async fn accept_loop(state: Rc<CoreState>, listener: TcpListener) {
+pub async fn accept_loop(state: Rc<CoreState>, listener: TcpListener, index: usize) {
     let mut backoff_ms = ACCEPT_BACKOFF_MIN_MS;
     let mut failed_since_log: u64 = 0;
     let mut last_log: Option<std::time::Instant> = None;
@@ -54,8 +54,10 @@ pub async fn accept_loop(state: Rc<CoreState>, listener: TcpListener) {
                 backoff_ms = ACCEPT_BACKOFF_MIN_MS;
                 let peer = stream.peer_addr().ok();
                 let state = state.clone();
-                glommio::spawn_local(async move { serve_admitted(state, stream, peer).await })
-                    .detach();
+                glommio::spawn_local(
+                    async move { serve_admitted(state, stream, peer, index).await },
+                )
+                .detach();
             }
             Err(e) => {
                 failed_since_log += 1;
@@ -78,6 +80,7 @@ async fn serve_admitted(
     state: Rc<CoreState>,
     stream: TcpStream,
     peer: Option<std::net::SocketAddr>,
+    listener: usize,
 ) {
     let cfg = &state.ctx.config;
     let ip = peer.map_or(IpAddr::from([0, 0, 0, 0]), |a| a.ip());
@@ -99,14 +102,18 @@ async fn serve_admitted(
     m.connections_open.set(m.connections_open.get() + 1);
     crate::metrics::CoreMetrics::add(&m.connections_total, 1);
     let peer = peer.map(|a| a.to_string()).unwrap_or_default();
-    let served = match cfg.tls.clone() {
-        None => serve(state.clone(), stream, peer.clone()).await,
+    let tls = cfg
+        .tls
+        .clone()
+        .filter(|_| cfg.protocol_of(listener).uses_tls());
+    let served = match tls {
+        None => serve(state.clone(), stream, peer.clone(), listener).await,
         // TLS: the handshake on this core, within a request timeout; then the same
         // connection loop over the encrypted stream.
         Some(tls) => {
             let accept = futures_rustls::TlsAcceptor::from(tls).accept(stream);
             match with_timeout(cfg.request_timeout_ms, "the TLS handshake", accept).await {
-                Ok(tls_stream) => serve(state.clone(), tls_stream, peer.clone()).await,
+                Ok(tls_stream) => serve(state.clone(), tls_stream, peer.clone(), listener).await,
                 Err(why) => Err(why),
             }
         }
@@ -237,7 +244,12 @@ fn budget_err(what: &'static str) -> impl FnOnce(glommio::GlommioError<()>) -> C
     }
 }
 
-async fn serve<S>(state: Rc<CoreState>, stream: S, peer: String) -> Result<(), CloseReason>
+async fn serve<S>(
+    state: Rc<CoreState>,
+    stream: S,
+    peer: String,
+    listener: usize,
+) -> Result<(), CloseReason>
 where
     S: futures_lite::AsyncRead + futures_lite::AsyncWrite + Unpin + 'static,
 {
@@ -291,7 +303,7 @@ where
     let reader_loop = async {
         // Touched by this loop alone, between frames: a SASL step runs before the next
         // frame is read.
-        let mut auth = crate::sasl::Auth::new(cfg.security_protocol);
+        let mut auth = crate::sasl::Auth::new(cfg.protocol_of(listener));
         loop {
             let mut size = [0u8; 4];
             // Wait for the next request; an idle connection (nothing in flight) is closed.
@@ -371,7 +383,10 @@ where
                     }
                     continue;
                 }
-                Decoded::Request(req) => *req,
+                Decoded::Request(mut req) => {
+                    req.listener = listener;
+                    *req
+                }
                 // Answered without the Kafka handlers: the frame's core budget is held until
                 // the answer is written, and none of the connection's.
                 other => {
@@ -541,6 +556,7 @@ pub fn decode_frame(mut body: Bytes, peer: &str) -> Result<Decoded, DecodeError>
         api_key,
         body: req,
         peer: peer.to_string(),
+        listener: 0,
     })))
 }
 

@@ -236,9 +236,26 @@ impl CoreState {
 
     /// The cluster's brokers as this core's metadata copy `m` lists them.
     pub fn cluster_brokers<'a>(&'a self, m: &'a MetaState) -> crate::brokers::ClusterBrokers<'a> {
+        self.cluster_brokers_on(m, 0)
+    }
+
+    /// The cluster's brokers as clients on listener `listener` reach them (0: the primary).
+    pub fn cluster_brokers_on<'a>(
+        &'a self,
+        m: &'a MetaState,
+        listener: usize,
+    ) -> crate::brokers::ClusterBrokers<'a> {
+        let extra = listener
+            .checked_sub(1)
+            .and_then(|i| self.ctx.config.extra_listeners.get(i))
+            .map(|l| {
+                let (host, port) = self.ctx.config.advertised_extra(l);
+                (l.name.as_str(), host, port)
+            });
         crate::brokers::ClusterBrokers {
             own: &self.ctx.brokers,
             meta: m,
+            listener: extra,
         }
     }
 

@@ -18,7 +18,9 @@ pub struct ServeArgs {
     /// The Kafka listener with its security protocol, instead of --listen:
     /// NAME=PROTOCOL://HOST:PORT, PROTOCOL one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL
     /// (SASL: SCRAM and PLAIN against the users of `ringlog user`; SSL: --tls-cert and
-    /// --tls-key). One listener per node for now.
+    /// --tls-key). Given more than once, the node serves every listener (an internal
+    /// PLAINTEXT and an external SASL_SSL, say); the first is the primary (node RPC, tools),
+    /// and a client is shown every broker at its endpoint of the listener it came in on.
     #[arg(long, value_name = "NAME=PROTOCOL://HOST:PORT")]
     listener: Vec<String>,
     /// The TLS certificate chain (PEM, leaf first) of an SSL or SASL_SSL listener.
@@ -268,22 +270,31 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
                 .unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("valid default")),
             net::sasl::SecurityProtocol::Plaintext,
         ),
-        [one] => {
-            let (_, protocol, addr) = parse_listener(one)?;
+        [first, ..] => {
+            let (_, protocol, addr) = parse_listener(first)?;
             if let Some(listen) = args.listen.or(file.listen).filter(|l| *l != addr) {
                 return Err(format!(
-                    "--listener {one:?} and --listen {listen} name different Kafka listeners: give one of them"
+                    "--listener {first:?} and --listen {listen} name different Kafka listeners: give one of them"
                 ));
             }
             (addr, protocol)
         }
-        many => {
-            return Err(format!(
-                "{} listeners given ({many:?}): one listener per node is supported for now",
-                many.len()
-            ))
-        }
     };
+    let mut extra_listeners = Vec::new();
+    let mut names = std::collections::BTreeSet::new();
+    for (i, spec) in listeners.iter().enumerate() {
+        let (name, protocol, addr) = parse_listener(spec)?;
+        if !names.insert(name.clone()) {
+            return Err(format!("--listener {spec:?}: the name {name} is given twice"));
+        }
+        if i > 0 {
+            extra_listeners.push(net::config::ExtraListener {
+                name,
+                protocol,
+                listen: addr,
+            });
+        }
+    }
     let online =
         engine::shard::online_cpus().map_err(|e| format!("cannot list online CPUs: {e}"))?;
     let cpus = match args.cores.or(file.cores) {
@@ -308,11 +319,13 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
     }
     c.metrics_listen = args.metrics_listen.or(file.metrics_listen);
     c.security_protocol = protocol;
+    let any_tls = protocol.uses_tls() || extra_listeners.iter().any(|l| l.protocol.uses_tls());
+    c.extra_listeners = extra_listeners;
     let (cert, key) = (
         args.tls_cert.clone().or(file.tls_cert.clone()),
         args.tls_key.clone().or(file.tls_key.clone()),
     );
-    c.tls = match (protocol.uses_tls(), cert, key) {
+    c.tls = match (any_tls, cert, key) {
         (true, Some(cert), Some(key)) => Some(net::tls::server_config(&cert, &key)?),
         (true, _, _) => {
             return Err("an SSL or SASL_SSL listener needs --tls-cert FILE and --tls-key FILE (PEM)".into())

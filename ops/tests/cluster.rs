@@ -665,3 +665,51 @@ fn replica_assignments_name_the_nodes_partitions_go_to() {
     let r = admin(&["add-assigned", "placed", "8", "1"]);
     assert!(r.contains("REFUSED") && r.contains("1 assignments for 2 partitions"), "{r}");
 }
+
+#[test]
+fn clients_on_an_external_sasl_listener_see_every_node_at_its_external_endpoint() {
+    let peers: BTreeMap<u64, String> = (1..=3)
+        .map(|i| (i, format!("127.0.0.1:{}", free_port())))
+        .collect();
+    let list = peers_arg(&peers);
+    let external: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let args: Vec<Vec<String>> = (1..=3u64)
+        .map(|i| {
+            let mut a = node_args(i, &list, None);
+            a.extend([
+                "--listener".to_string(),
+                "INTERNAL=PLAINTEXT://{listen}".to_string(),
+                "--listener".to_string(),
+                format!("EXTERNAL=SASL_PLAINTEXT://127.0.0.1:{}", external[i as usize - 1]),
+            ]);
+            a
+        })
+        .collect();
+    let nodes = Broker::start_together(1, &args);
+    let out = run_python(
+        "sasl_check.py",
+        &["scram-admin-plain", &nodes[0].bootstrap(), "-", "-", "-", "cluster-user", "pw-1"],
+        &[],
+        Duration::from_secs(60),
+    );
+    assert!(out.contains("SCRAM_SHA_256"), "{out}");
+    let ext = format!("127.0.0.1:{}", external[1]);
+    let out = run_python(
+        "sasl_check.py",
+        &["roundtrip", &ext, "SCRAM-SHA-256", "cluster-user", "pw-1", "ext-spread", "3"],
+        &[],
+        Duration::from_secs(120),
+    );
+    let mut want = external.clone();
+    want.sort_unstable();
+    let ports = want.iter().map(u16::to_string).collect::<Vec<_>>().join(", ");
+    assert!(out.contains(&format!("\"broker_ports\": [{ports}]")), "{out}");
+    // The internal listener still names the primary ports.
+    let ids: BTreeSet<i32> = metadata(&nodes[2], "ext-spread")
+        .brokers
+        .iter()
+        .map(|b| b.port)
+        .collect();
+    let primary: BTreeSet<i32> = nodes.iter().map(|n| i32::from(n.addr().port())).collect();
+    assert_eq!(ids, primary);
+}

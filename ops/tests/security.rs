@@ -178,15 +178,19 @@ fn nothing_but_the_handshake_is_read_before_authentication() {
 }
 
 #[test]
-fn tls_listeners_without_a_certificate_and_several_listeners_are_refused_with_a_reason() {
+fn tls_listeners_without_a_certificate_and_repeated_listener_names_are_refused() {
     for (args, want) in [
         (
             vec!["--listener", "X=SASL_SSL://127.0.0.1:1"],
             "needs --tls-cert FILE and --tls-key FILE",
         ),
         (
-            vec!["--listener", "A=PLAINTEXT://127.0.0.1:1", "--listener", "B=SASL_PLAINTEXT://127.0.0.1:2"],
-            "one listener per node",
+            vec!["--listener", "A=PLAINTEXT://127.0.0.1:1", "--listener", "A=SASL_PLAINTEXT://127.0.0.1:2"],
+            "given twice",
+        ),
+        (
+            vec!["--listener", "A=PLAINTEXT://127.0.0.1:1", "--listener", "B=SASL_PLAINTEXT://127.0.0.1:2", "--core-direct", "on"],
+            "core-direct",
         ),
     ] {
         let mut all = vec!["serve"];
@@ -195,6 +199,41 @@ fn tls_listeners_without_a_certificate_and_several_listeners_are_refused_with_a_
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(!o.status.success() && err.contains(want), "{err}");
     }
+}
+
+#[test]
+fn an_internal_plaintext_and_an_external_sasl_listener_each_show_their_own_endpoints() {
+    let external = free_port();
+    let broker = Broker::start_with(
+        1,
+        &[
+            "--listener",
+            "INTERNAL=PLAINTEXT://{listen}",
+            "--listener",
+            &format!("EXTERNAL=SASL_PLAINTEXT://127.0.0.1:{external}"),
+        ],
+    );
+    // Kafka's AlterUserScramCredentials over the internal listener makes the first user
+    // (the path of `kafka-configs --entity-type users`): no admin listener needed.
+    let out = run_python(
+        "sasl_check.py",
+        &["scram-admin-plain", &broker.bootstrap(), "-", "-", "-", "ext-user", "ext-pw"],
+        &[],
+        Duration::from_secs(60),
+    );
+    assert!(out.contains("SCRAM_SHA_256"), "{out}");
+    let ext = format!("127.0.0.1:{external}");
+    let out = check(&["roundtrip", &ext, "SCRAM-SHA-256", "ext-user", "ext-pw", "ext-topic"]);
+    assert!(out.contains(&format!("\"broker_ports\": [{external}]")), "{out}");
+    // The internal listener still shows its own port, and needs no SASL.
+    let md = kcat_metadata(&broker);
+    assert!(md.contains(&broker.bootstrap()), "{md}");
+}
+
+fn kcat_metadata(broker: &Broker) -> String {
+    let mut c = std::process::Command::new(kcat());
+    c.args(["-b", &broker.bootstrap(), "-L"]);
+    run_ok(c, None, Duration::from_secs(60))
 }
 
 #[test]

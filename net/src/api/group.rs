@@ -118,6 +118,7 @@ pub async fn find_coordinator(
     state: &Rc<CoreState>,
     version: i16,
     req: FindCoordinatorRequest,
+    listener: usize,
 ) -> FindCoordinatorResponse {
     // Groups live with their `__consumer_offsets` partition, transactional ids with their
     // `__transaction_state` partition.
@@ -139,7 +140,10 @@ pub async fn find_coordinator(
         } else {
             state.group_partition(key)
         }?;
-        state.leader_in(&state.meta.borrow(), internal, p)
+        let m = state.meta.borrow();
+        state
+            .cluster_brokers_on(&m, listener)
+            .endpoint(m.assignment(internal, p)?)
     };
     // (code, message, (node id, host, port)): the coordinator's, or -1, "", -1 with an error.
     let answer = |key: &str| -> (i16, Option<String>, (i32, String, i32)) {

@@ -24,7 +24,12 @@ use super::str_bytes;
 use crate::codes;
 use crate::core::CoreState;
 
-pub async fn handle(state: &Rc<CoreState>, version: i16, req: MetadataRequest) -> MetadataResponse {
+pub async fn handle(
+    state: &Rc<CoreState>,
+    version: i16,
+    req: MetadataRequest,
+    listener: usize,
+) -> MetadataResponse {
     // Which topics: null (or an empty list before v1) means all.
     let wanted: Option<Vec<(Option<String>, Uuid)>> = match req.topics {
         None => None,
@@ -131,7 +136,7 @@ pub async fn handle(state: &Rc<CoreState>, version: i16, req: MetadataRequest) -
             })
             .collect(),
     };
-    let cluster = state.cluster_brokers(&m);
+    let cluster = state.cluster_brokers_on(&m, listener);
     let brokers = cluster
         .endpoints()
         .into_iter()
@@ -188,6 +193,7 @@ pub fn describe_cluster(
     state: &CoreState,
     version: i16,
     req: DescribeClusterRequest,
+    listener: usize,
 ) -> DescribeClusterResponse {
     let refuse = |code: i16, msg: String| {
         DescribeClusterResponse::default()
@@ -214,7 +220,7 @@ pub fn describe_cluster(
         }
     }
     let m = state.meta.borrow();
-    let cluster = state.cluster_brokers(&m);
+    let cluster = state.cluster_brokers_on(&m, listener);
     DescribeClusterResponse::default()
         .with_error_message(None)
         .with_endpoint_type(ENDPOINT_TYPE_BROKER)

@@ -99,6 +99,9 @@ pub struct Request {
     pub body: RequestKind,
     /// The client's address as Kafka shows it (`/host`).
     pub peer: String,
+    /// The listener it came in on (0: the primary; `BrokerConfig::extra_listeners`): the
+    /// endpoints a response names are that listener's.
+    pub listener: usize,
 }
 
 /// The finalized features never change (no feature upgrades): one epoch for ever.
@@ -271,7 +274,7 @@ pub async fn dispatch(state: &Rc<CoreState>, req: Request) -> Option<ResponseKin
     Some(match req.body {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions_response(0)),
         RequestKind::Metadata(r) => {
-            ResponseKind::Metadata(metadata::handle(state, version, r).await)
+            ResponseKind::Metadata(metadata::handle(state, version, r, req.listener).await)
         }
         RequestKind::Produce(r) => ResponseKind::Produce(produce::handle(state, version, r).await?),
         RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(state, version, r).await),
@@ -340,7 +343,9 @@ pub async fn dispatch(state: &Rc<CoreState>, req: Request) -> Option<ResponseKin
             ResponseKind::IncrementalAlterConfigs(admin::incremental_alter_configs(state, r).await)
         }
         RequestKind::FindCoordinator(r) => {
-            ResponseKind::FindCoordinator(group::find_coordinator(state, version, r).await)
+            ResponseKind::FindCoordinator(
+                group::find_coordinator(state, version, r, req.listener).await,
+            )
         }
         RequestKind::JoinGroup(r) => ResponseKind::JoinGroup(
             group::join_group(state, version, r, client_id(&req.header), req.peer).await,
@@ -384,7 +389,7 @@ pub async fn dispatch(state: &Rc<CoreState>, req: Request) -> Option<ResponseKin
             ResponseKind::OffsetDelete(group::offset_delete(state, r).await)
         }
         RequestKind::DescribeCluster(r) => {
-            ResponseKind::DescribeCluster(metadata::describe_cluster(state, version, r))
+            ResponseKind::DescribeCluster(metadata::describe_cluster(state, version, r, req.listener))
         }
         RequestKind::DeleteRecords(r) => {
             ResponseKind::DeleteRecords(records::delete_records(state, r).await)

@@ -2,14 +2,16 @@
 """confluent-kafka over SASL_PLAINTEXT (SASL_SSL when $SASL_CHECK_CA names the CA file)
 against a ringlog SASL listener (issue #19).
 
-  sasl_check.py roundtrip BOOTSTRAP MECHANISM USER PASSWORD TOPIC
-      Creates TOPIC (1 partition), produces 100 records (acks=all), reads them back; prints a
-      JSON summary ({"ok": true, ...}); exits 1 on any failure.
+  sasl_check.py roundtrip BOOTSTRAP MECHANISM USER PASSWORD TOPIC [PARTITIONS]
+      Creates TOPIC (1 partition, or PARTITIONS), produces 100 records (acks=all) to each,
+      reads them back; prints a JSON summary ({"ok": true, ..., "broker_ports": [...]}, the
+      ports Metadata gave); exits 1 on any failure.
   sasl_check.py refused BOOTSTRAP MECHANISM USER PASSWORD
       Expects the authentication to fail; prints "refused: <error>"; exits 1 if it succeeded.
   sasl_check.py scram-admin BOOTSTRAP MECHANISM USER PASSWORD NEWUSER NEWPASSWORD
       As USER: AlterUserScramCredentials upserts NEWUSER (SCRAM-SHA-256), Describe lists it;
-      prints the described mechanisms as JSON.
+      prints the described mechanisms as JSON. scram-admin-plain: the same over a PLAINTEXT
+      listener (MECHANISM, USER and PASSWORD are ignored).
 """
 import json
 import os
@@ -41,31 +43,36 @@ def main():
     c = conf(bootstrap, mech, user, password)
     if cmd == "roundtrip":
         topic = sys.argv[6]
+        parts = int(sys.argv[7]) if len(sys.argv) > 7 else 1
         admin = AdminClient(c)
         try:
-            admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+            admin.create_topics([NewTopic(topic, parts, 1)])[topic].result(timeout=30)
         except KafkaException as e:
             fail(f"CreateTopics over SASL: {e}")
         p = Producer({**c, "acks": "all"})
         errors = []
-        for i in range(100):
-            p.produce(topic, value=f"v{i}".encode(),
-                      on_delivery=lambda err, m: errors.append(err) if err else None)
+        want = {q: [f"v{q}-{i}" for i in range(100)] for q in range(parts)}
+        for q in range(parts):
+            for v in want[q]:
+                p.produce(topic, value=v.encode(), partition=q,
+                          on_delivery=lambda err, m: errors.append(err) if err else None)
         left = p.flush(30)
         if errors or left:
             fail(f"produce over SASL: {errors[:3]} ({left} undelivered)")
         cons = Consumer({**c, "group.id": "sasl-check", "enable.auto.commit": False})
-        cons.assign([TopicPartition(topic, 0, 0)])
-        got = []
+        cons.assign([TopicPartition(topic, q, 0) for q in range(parts)])
+        got = {q: [] for q in range(parts)}
         deadline = time.time() + 30
-        while len(got) < 100 and time.time() < deadline:
+        while sum(map(len, got.values())) < 100 * parts and time.time() < deadline:
             m = cons.poll(0.5)
             if m is not None and m.error() is None:
-                got.append(m.value().decode())
+                got[m.partition()].append(m.value().decode())
         cons.close()
-        if got != [f"v{i}" for i in range(100)]:
-            fail(f"read back {len(got)} of 100: {got[:5]}")
-        print(json.dumps({"ok": True, "mechanism": mech, "records": len(got)}))
+        if got != want:
+            fail(f"read back {sum(map(len, got.values()))} of {100 * parts}")
+        ports = sorted(b.port for b in admin.list_topics(timeout=10).brokers.values())
+        print(json.dumps({"ok": True, "mechanism": mech, "records": 100 * parts,
+                          "broker_ports": ports}))
     elif cmd == "refused":
         admin = AdminClient({**c, "error_cb": lambda e: None})
         try:
@@ -74,7 +81,10 @@ def main():
             print(f"refused: {e}")
             return
         fail(f"authenticated with a wrong password: {md.brokers}")
-    elif cmd == "scram-admin":
+    elif cmd in ("scram-admin", "scram-admin-plain"):
+        if cmd == "scram-admin-plain":
+            # Over a PLAINTEXT listener: no SASL settings.
+            c = {"bootstrap.servers": bootstrap}
         new_user, new_password = sys.argv[6], sys.argv[7]
         admin = AdminClient(c)
         info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096)
