@@ -19,9 +19,8 @@ pub use client::MetaClient;
 pub use error::{MetaError, Result};
 pub use node::{MetaConfig, MetaHandle, Metastore};
 pub use state::{
-    AppliedChange, ApplyOutcome, Assignment, BrokerRegistration, Change, Command, MetaState,
-    ListenerEndpoint, Proposal, Refusal, ScramCredential, ScramMechanism, TopicMeta,
-    UserCredentials,
+    AppliedChange, ApplyOutcome, Assignment, BrokerRegistration, Change, Command, ListenerEndpoint,
+    MetaState, Proposal, Refusal, ScramCredential, ScramMechanism, TopicMeta, UserCredentials,
 };
 pub use wire::NodeStatus;
 

@@ -1063,18 +1063,27 @@ impl MetaState {
                     reason,
                 };
                 if user.is_empty() || user.len() > MAX_SCRAM_USER_BYTES {
-                    return Err(bad(format!("a user name is 1 to {MAX_SCRAM_USER_BYTES} bytes")));
+                    return Err(bad(format!(
+                        "a user name is 1 to {MAX_SCRAM_USER_BYTES} bytes"
+                    )));
                 }
-                if [&credential.salt, &credential.stored_key, &credential.server_key]
-                    .iter()
-                    .any(|f| f.is_empty() || f.len() > MAX_SCRAM_FIELD_BYTES)
+                if [
+                    &credential.salt,
+                    &credential.stored_key,
+                    &credential.server_key,
+                ]
+                .iter()
+                .any(|f| f.is_empty() || f.len() > MAX_SCRAM_FIELD_BYTES)
                 {
                     return Err(bad(format!(
                         "salt and keys are 1 to {MAX_SCRAM_FIELD_BYTES} bytes"
                     )));
                 }
-                if !self.scram_users.contains_key(user) && self.scram_users.len() >= MAX_SCRAM_USERS {
-                    return Err(bad(format!("the metastore holds {MAX_SCRAM_USERS} users at most")));
+                if !self.scram_users.contains_key(user) && self.scram_users.len() >= MAX_SCRAM_USERS
+                {
+                    return Err(bad(format!(
+                        "the metastore holds {MAX_SCRAM_USERS} users at most"
+                    )));
                 }
                 let u = self.scram_users.entry(user.clone()).or_default();
                 *u.slot(*mechanism) = Some((**credential).clone());
@@ -1128,7 +1137,8 @@ impl MetaState {
                         return Err(bad(format!("listener {:?} at {:?}: an empty, long or repeated name, or an empty or long host", l.name, l.host)));
                     }
                 }
-                self.broker_listeners.insert(*node_id, (**listeners).clone());
+                self.broker_listeners
+                    .insert(*node_id, (**listeners).clone());
                 Ok(Change::BrokerListenersSet {
                     node_id: *node_id,
                     listeners: listeners.clone(),
@@ -1354,14 +1364,16 @@ impl MetaState {
                 true
             }
             Change::BrokerListenersSet { node_id, listeners } => {
-                self.broker_listeners.insert(*node_id, (**listeners).clone());
+                self.broker_listeners
+                    .insert(*node_id, (**listeners).clone());
                 true
             }
             Change::ScramUserChanged { user, credentials } => {
                 if credentials.is_empty() {
                     self.scram_users.remove(user);
                 } else {
-                    self.scram_users.insert(user.clone(), (**credentials).clone());
+                    self.scram_users
+                        .insert(user.clone(), (**credentials).clone());
                 }
                 true
             }

@@ -217,17 +217,23 @@ fn leader_confirmed_read_never_confirms_stale_state() {
             "unexpected error {e}"
         ),
     }
-    let confirmed = wait_for("a read index through the old leader", CLUSTER_TIMEOUT, || {
-        nodes[old].client().read_index().ok()
-    });
+    let confirmed = wait_for(
+        "a read index through the old leader",
+        CLUSTER_TIMEOUT,
+        || nodes[old].client().read_index().ok(),
+    );
     assert!(confirmed >= after_index);
-    let caught_up = wait_for("the old leader applies the confirmed index", CLUSTER_TIMEOUT, || {
-        nodes[old]
-            .client()
-            .state()
-            .ok()
-            .filter(|(applied, _)| *applied >= confirmed)
-    });
+    let caught_up = wait_for(
+        "the old leader applies the confirmed index",
+        CLUSTER_TIMEOUT,
+        || {
+            nodes[old]
+                .client()
+                .state()
+                .ok()
+                .filter(|(applied, _)| *applied >= confirmed)
+        },
+    );
     assert!(
         caught_up.1.topics.contains_key("after"),
         "a copy applied up to the confirmed index lacks the acknowledged create"

@@ -78,14 +78,11 @@ pub async fn serve(state: Rc<CoreState>, listener: TcpListener) {
 async fn handle(state: &Rc<CoreState>, mut stream: TcpStream) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
-    let head_by = std::time::Instant::now()
-        + std::time::Duration::from_millis(ADMIN_REQUEST_TIMEOUT_MS);
+    let head_by =
+        std::time::Instant::now() + std::time::Duration::from_millis(ADMIN_REQUEST_TIMEOUT_MS);
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
         let left = head_by.saturating_duration_since(std::time::Instant::now());
-        let read = glommio::timer::timeout(left, async {
-            Ok(stream.read(&mut buf).await)
-        })
-        .await;
+        let read = glommio::timer::timeout(left, async { Ok(stream.read(&mut buf).await) }).await;
         let n = match read {
             Ok(r) => r?,
             Err(_) => return Ok(()), // no head within the limit: closed
@@ -216,7 +213,10 @@ async fn handle(state: &Rc<CoreState>, mut stream: TcpStream) -> std::io::Result
                             .contains(i)
                     })
                     .ok_or("iterations= is 4096 to 16384")?;
-                let salt = params.get("salt").and_then(|h| from_hex(h)).ok_or("salt= is hex")?;
+                let salt = params
+                    .get("salt")
+                    .and_then(|h| from_hex(h))
+                    .ok_or("salt= is hex")?;
                 let salted = params
                     .get("salted")
                     .and_then(|h| from_hex(h))
@@ -235,7 +235,9 @@ async fn handle(state: &Rc<CoreState>, mut stream: TcpStream) -> std::io::Result
             match parsed {
                 Err(e) => respond(&mut stream, 400, "application/json", &json_error(e)).await,
                 Ok(cmd) => match crate::api::admin::write(state, cmd).await {
-                    Ok(()) => respond(&mut stream, 200, "application/json", "{\"ok\":true}\n").await,
+                    Ok(()) => {
+                        respond(&mut stream, 200, "application/json", "{\"ok\":true}\n").await
+                    }
                     Err((_, e)) => {
                         respond(&mut stream, 409, "application/json", &json_error(&e)).await
                     }
@@ -254,7 +256,13 @@ async fn handle(state: &Rc<CoreState>, mut stream: TcpStream) -> std::io::Result
                     .collect()
             };
             let Some(user) = user else {
-                return respond(&mut stream, 400, "application/json", &json_error("missing user=")).await;
+                return respond(
+                    &mut stream,
+                    400,
+                    "application/json",
+                    &json_error("missing user="),
+                )
+                .await;
             };
             if mechs.is_empty() {
                 let e = format!("user {user} has no such SCRAM credential");

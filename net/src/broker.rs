@@ -379,7 +379,10 @@ pub fn run(
                 // The other listeners (issue #19): every core accepts on each (SO_REUSEPORT).
                 for (i, l) in ctx.config.extra_listeners.iter().enumerate() {
                     let extra = glommio::net::TcpListener::bind(l.listen).map_err(|e| {
-                        core_err(format!("cannot listen on {} (listener {}): {e}", l.listen, l.name))
+                        core_err(format!(
+                            "cannot listen on {} (listener {}): {e}",
+                            l.listen, l.name
+                        ))
                     })?;
                     glommio::spawn_local(crate::conn::accept_loop(state.clone(), extra, i + 1))
                         .detach();

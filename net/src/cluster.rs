@@ -253,7 +253,11 @@ pub fn least_loaded_core(m: &MetaState, node: u64, cores: u32, pending: &[Assign
 /// Where a client's replica assignment puts a partition: broker id `id` names a live node
 /// (its least loaded core, counting `pending`), or one core of a core-direct node. `None`
 /// for an id of no live broker.
-pub fn assignment_of_broker_id(m: &MetaState, id: i32, pending: &[Assignment]) -> Option<Assignment> {
+pub fn assignment_of_broker_id(
+    m: &MetaState,
+    id: i32,
+    pending: &[Assignment],
+) -> Option<Assignment> {
     m.live_brokers().find_map(|r| {
         let map = crate::brokers::BrokerMap::of_registration(r);
         if !map.is_own_broker_id(id) {

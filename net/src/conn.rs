@@ -365,7 +365,10 @@ where
             }
             let req = match decode_request(&state, Bytes::from(body), &client_host)? {
                 Decoded::Request(req)
-                    if matches!(req.api_key, ApiKey::SaslHandshake | ApiKey::SaslAuthenticate) =>
+                    if matches!(
+                        req.api_key,
+                        ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
+                    ) =>
                 {
                     let (frame, close) = sasl_step(&state, &mut auth, *req, &peer).await?;
                     let held = Held {
@@ -406,9 +409,7 @@ where
                                 correlation_id,
                                 body,
                             } => {
-                                let answer =
-                                    crate::node_rpc::serve(&task_state, &body)
-                                        .await;
+                                let answer = crate::node_rpc::serve(&task_state, &body).await;
                                 crate::node_rpc::response_frame(correlation_id, &answer)
                             }
                             Decoded::Request(_) => unreachable!("matched above"),

@@ -122,12 +122,7 @@ pub async fn move_partition(
             .get(topic)
             .and_then(|a| a.get(partition as usize))
             .copied()
-            .ok_or_else(|| {
-                (
-                    404,
-                    format!("topic {topic:?} has no partition {partition}"),
-                )
-            })?
+            .ok_or_else(|| (404, format!("topic {topic:?} has no partition {partition}")))?
     };
     if owner.node_id == state.node_id() {
         return run_move(state, topic, partition, owner, to_node, to_core).await;
@@ -138,8 +133,14 @@ pub async fn move_partition(
         node: to_node,
         core: to_core,
     };
-    match node_rpc::call_within(state, owner.node_id, owner.core_index, &req, MOVE_TIMEOUT_MS)
-        .await
+    match node_rpc::call_within(
+        state,
+        owner.node_id,
+        owner.core_index,
+        &req,
+        MOVE_TIMEOUT_MS,
+    )
+    .await
     {
         Ok(NodeResponse::Moved {
             from_core,
@@ -195,7 +196,10 @@ async fn run_move(
             Some(c) if c >= dest.cores => {
                 return Err((
                     400,
-                    format!("core {c} does not exist: node {to_node} runs {} cores", dest.cores),
+                    format!(
+                        "core {c} does not exist: node {to_node} runs {} cores",
+                        dest.cores
+                    ),
                 ))
             }
             Some(c) => c,
@@ -204,8 +208,8 @@ async fn run_move(
         (incarnation, core)
     };
     if to_node == state.node_id() {
-        let from = crate::admin_http::move_partition(state, topic, partition, to_core as usize)
-            .await?;
+        let from =
+            crate::admin_http::move_partition(state, topic, partition, to_core as usize).await?;
         return Ok(Moved {
             from_node: to_node,
             from_core: from as u32,
@@ -216,8 +220,12 @@ async fn run_move(
         });
     }
     let key: PartitionKey = (topic.to_string(), partition);
-    let _running = RunningGuard::claim(key.clone())
-        .ok_or_else(|| (409, format!("a move of {topic}/{partition} is already running")))?;
+    let _running = RunningGuard::claim(key.clone()).ok_or_else(|| {
+        (
+            409,
+            format!("a move of {topic}/{partition} is already running"),
+        )
+    })?;
     let to = Peer {
         node: to_node,
         core: to_core,
@@ -244,7 +252,10 @@ async fn run_move(
     };
     if let Err(e) = copy.pass(state, &to, None).await {
         to.abort(state, topic, partition).await;
-        return Err((409, format!("copying {topic}/{partition} to node {to_node}: {e}")));
+        return Err((
+            409,
+            format!("copying {topic}/{partition} to node {to_node}: {e}"),
+        ));
     }
     let caught_up = copy.copied_bytes;
     // Handoff: stop serving, then copy what changed and install it there.
@@ -257,7 +268,9 @@ async fn run_move(
     };
     let handoff = match released {
         Ok(()) => copy.handoff(state, &to, topic, partition).await,
-        Err(e) => Err(format!("closing {topic}/{partition} on core {from_core}: {e}")),
+        Err(e) => Err(format!(
+            "closing {topic}/{partition} on core {from_core}: {e}"
+        )),
     };
     let resume = |state: &Rc<CoreState>| {
         let (t, p) = (topic.to_string(), partition);
@@ -270,7 +283,10 @@ async fn run_move(
     if let Err(e) = handoff {
         to.abort(state, topic, partition).await;
         resume(state).await;
-        return Err((409, format!("handing {topic}/{partition} to node {to_node}: {e}")));
+        return Err((
+            409,
+            format!("handing {topic}/{partition} to node {to_node}: {e}"),
+        ));
     }
     let cmd = Command::SetAssignment {
         name: topic.to_string(),
@@ -285,7 +301,10 @@ async fn run_move(
         Err(e) => {
             to.abort(state, topic, partition).await;
             resume(state).await;
-            return Err((409, format!("recording the move of {topic}/{partition}: {e}")));
+            return Err((
+                409,
+                format!("recording the move of {topic}/{partition}: {e}"),
+            ));
         }
     };
     crate::api::admin::wait_all_cores(state, applied.log_index).await;
@@ -441,7 +460,9 @@ impl Copy {
         let path = self.dir.join(name);
         // A chunk's frame stays well inside the receiver's `max-request-bytes` (assumed the
         // same as ours) with its framing.
-        let chunk_bytes = MOVE_CHUNK_BYTES.min(state.ctx.config.max_request_bytes / 2).max(1);
+        let chunk_bytes = MOVE_CHUNK_BYTES
+            .min(state.ctx.config.max_request_bytes / 2)
+            .max(1);
         let mut offset = 0u64;
         loop {
             let want = (len - offset).min(chunk_bytes as u64) as usize;
@@ -638,7 +659,9 @@ fn check_incoming(
         .and_then(|a| a.get(partition as usize))
         .ok_or_else(|| format!("topic {topic:?} has no partition {partition}"))?;
     if a.node_id == state.node_id() {
-        return Err(format!("{topic}/{partition} is already served by this node"));
+        return Err(format!(
+            "{topic}/{partition} is already served by this node"
+        ));
     }
     Ok(())
 }
@@ -825,7 +848,16 @@ mod tests {
         ] {
             assert!(valid_file_name(ok), "{ok}");
         }
-        for bad in ["", ".", "..", "../x", "a/b", "/etc/passwd", "x\0y", &"a".repeat(400)] {
+        for bad in [
+            "",
+            ".",
+            "..",
+            "../x",
+            "a/b",
+            "/etc/passwd",
+            "x\0y",
+            &"a".repeat(400),
+        ] {
             assert!(!valid_file_name(bad), "{bad:?}");
         }
     }

@@ -285,7 +285,9 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
     for (i, spec) in listeners.iter().enumerate() {
         let (name, protocol, addr) = parse_listener(spec)?;
         if !names.insert(name.clone()) {
-            return Err(format!("--listener {spec:?}: the name {name} is given twice"));
+            return Err(format!(
+                "--listener {spec:?}: the name {name} is given twice"
+            ));
         }
         if i > 0 {
             extra_listeners.push(net::config::ExtraListener {
@@ -328,7 +330,9 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
     c.tls = match (any_tls, cert, key) {
         (true, Some(cert), Some(key)) => Some(net::tls::server_config(&cert, &key)?),
         (true, _, _) => {
-            return Err("an SSL or SASL_SSL listener needs --tls-cert FILE and --tls-key FILE (PEM)".into())
+            return Err(
+                "an SSL or SASL_SSL listener needs --tls-cert FILE and --tls-key FILE (PEM)".into(),
+            )
         }
         (false, None, None) => None,
         (false, _, _) => {
@@ -595,9 +599,7 @@ pub fn run(args: ServeArgs) -> i32 {
 }
 
 /// `NAME=PROTOCOL://HOST:PORT` (Kafka's `listeners` syntax, with the name given inline).
-fn parse_listener(
-    spec: &str,
-) -> Result<(String, net::sasl::SecurityProtocol, SocketAddr), String> {
+fn parse_listener(spec: &str) -> Result<(String, net::sasl::SecurityProtocol, SocketAddr), String> {
     let bad = |why: &str| {
         format!("--listener {spec:?}: {why} (expected NAME=PROTOCOL://HOST:PORT, e.g. EXTERNAL=SASL_PLAINTEXT://0.0.0.0:9092)")
     };
@@ -605,11 +607,15 @@ fn parse_listener(
     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
         return Err(bad("the name is letters, digits and _"));
     }
-    let (protocol, addr) = rest.split_once("://").ok_or_else(|| bad("no PROTOCOL://"))?;
+    let (protocol, addr) = rest
+        .split_once("://")
+        .ok_or_else(|| bad("no PROTOCOL://"))?;
     let protocol = net::sasl::SecurityProtocol::parse(protocol).map_err(|e| bad(&e))?;
-    let addr: SocketAddr = addr
-        .parse()
-        .map_err(|_| bad(&format!("{addr:?} is not HOST:PORT (an IP address and a port)")))?;
+    let addr: SocketAddr = addr.parse().map_err(|_| {
+        bad(&format!(
+            "{addr:?} is not HOST:PORT (an IP address and a port)"
+        ))
+    })?;
     Ok((name.to_string(), protocol, addr))
 }
 

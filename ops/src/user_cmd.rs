@@ -149,7 +149,13 @@ pub fn run(args: UserArgs) -> Result<(), String> {
                         .as_array()
                         .into_iter()
                         .flatten()
-                        .map(|c| format!("{} ({})", c["mechanism"].as_str().unwrap_or("?"), c["iterations"]))
+                        .map(|c| {
+                            format!(
+                                "{} ({})",
+                                c["mechanism"].as_str().unwrap_or("?"),
+                                c["iterations"]
+                            )
+                        })
                         .collect();
                     vec![
                         u["user"].as_str().unwrap_or("").to_string(),

@@ -495,7 +495,15 @@ fn fanout_children_on_other_nodes_get_every_record_through_an_owner_crash() {
 /// `ringlog partition move TOPIC/P --node N --admin ADDR`; its output, or its error.
 fn partition_move(admin: &str, partition: &str, node: u64) -> Result<String, String> {
     let mut mv = std::process::Command::new(ringlog_bin());
-    mv.args(["partition", "move", partition, "--node", &node.to_string(), "--admin", admin]);
+    mv.args([
+        "partition",
+        "move",
+        partition,
+        "--node",
+        &node.to_string(),
+        "--admin",
+        admin,
+    ]);
     let o = run_with_timeout(mv, None, Duration::from_secs(120));
     if o.status.success() {
         Ok(o.stdout)
@@ -516,7 +524,10 @@ fn a_partition_moved_between_nodes_under_an_idempotent_producer_keeps_every_reco
     let args: Vec<Vec<String>> = (1..=3u64)
         .map(|i| {
             let mut a = node_args(i, &list, None);
-            a.extend(["--metrics-listen".to_string(), admins[i as usize - 1].clone()]);
+            a.extend([
+                "--metrics-listen".to_string(),
+                admins[i as usize - 1].clone(),
+            ]);
             a
         })
         .collect();
@@ -525,7 +536,14 @@ fn a_partition_moved_between_nodes_under_an_idempotent_producer_keeps_every_reco
     create_topic(&nodes[0], "mvkid", 1, &[]);
     // A fan-out child: the parent partition's cursor file moves with it.
     let mut attach = std::process::Command::new(ringlog_bin());
-    attach.args(["fanout", "attach", "mv", "mvkid", "--brokers", &nodes[0].bootstrap()]);
+    attach.args([
+        "fanout",
+        "attach",
+        "mv",
+        "mvkid",
+        "--brokers",
+        &nodes[0].bootstrap(),
+    ]);
     run_ok(attach, None, Duration::from_secs(60));
     let from = leaders(&nodes[0], "mv")[&0] as u64;
     let to = (1..=3).find(|n| *n != from).unwrap();
@@ -557,7 +575,11 @@ fn a_partition_moved_between_nodes_under_an_idempotent_producer_keeps_every_reco
         String::from_utf8_lossy(&out.stderr)
     );
     for n in &nodes {
-        assert_eq!(leaders(n, "mv")[&0] as u64, to, "every node names the new owner");
+        assert_eq!(
+            leaders(n, "mv")[&0] as u64,
+            to,
+            "every node names the new owner"
+        );
     }
     assert!(dir_on(to).is_dir());
     assert!(!dir_on(from).exists(), "the old owner deleted its copy");
@@ -571,7 +593,11 @@ fn a_partition_moved_between_nodes_under_an_idempotent_producer_keeps_every_reco
         sorted.sort_unstable();
         sorted.dedup();
         assert_eq!(sorted.len(), values.len(), "{what}: no record stored twice");
-        assert_eq!(sorted, (0..N).collect::<Vec<_>>(), "{what}: every record stored");
+        assert_eq!(
+            sorted,
+            (0..N).collect::<Vec<_>>(),
+            "{what}: every record stored"
+        );
     };
     check_all("after the move");
     // The child keeps getting the parent's records from the cursor's new home.
@@ -623,7 +649,10 @@ fn transactions_span_partitions_of_every_node() {
         "txn_suite.py against three nodes: no success summary in output:\n{out}"
     );
     eprintln!("txn_suite.py: {summary}");
-    eprintln!("{}", support::java::run_check("TxnCheck", &bootstrap(&nodes)));
+    eprintln!(
+        "{}",
+        support::java::run_check("TxnCheck", &bootstrap(&nodes))
+    );
     for n in &mut nodes {
         n.assert_alive();
     }
@@ -643,7 +672,11 @@ fn replica_assignments_name_the_nodes_partitions_go_to() {
     assert_eq!(admin(&["create-assigned", "placed", "3,1,3,2"]), "ok");
     let want = BTreeMap::from([(0, 3), (1, 1), (2, 3), (3, 2)]);
     for n in &nodes {
-        assert_eq!(leaders(n, "placed"), want, "every node names the chosen owners");
+        assert_eq!(
+            leaders(n, "placed"),
+            want,
+            "every node names the chosen owners"
+        );
     }
     assert_eq!(admin(&["add-assigned", "placed", "6", "2,2"]), "ok");
     let l = leaders(&nodes[1], "placed");
@@ -652,18 +685,36 @@ fn replica_assignments_name_the_nodes_partitions_go_to() {
     for p in 0..6 {
         let line = format!("{p}:v{p}");
         let mut c = std::process::Command::new(kcat());
-        c.args(["-b", &nodes[2].bootstrap(), "-P", "-t", "placed", "-K:", "-p"])
-            .arg(p.to_string());
-        run_ok(c, Some(format!("{line}\n").as_bytes()), Duration::from_secs(60));
+        c.args([
+            "-b",
+            &nodes[2].bootstrap(),
+            "-P",
+            "-t",
+            "placed",
+            "-K:",
+            "-p",
+        ])
+        .arg(p.to_string());
+        run_ok(
+            c,
+            Some(format!("{line}\n").as_bytes()),
+            Duration::from_secs(60),
+        );
         assert_eq!(kcat_read(&nodes[0], "placed", p), vec![format!("v{p}")]);
     }
     // Refusals name the problem.
     let r = admin(&["create-assigned", "nowhere", "1,9"]);
-    assert!(r.contains("REFUSED") && r.contains("broker 9 is not a live broker"), "{r}");
+    assert!(
+        r.contains("REFUSED") && r.contains("broker 9 is not a live broker"),
+        "{r}"
+    );
     let r = admin(&["create-assigned", "copies", "1:2"]);
     assert!(r.contains("REFUSED") && r.contains("one copy"), "{r}");
     let r = admin(&["add-assigned", "placed", "8", "1"]);
-    assert!(r.contains("REFUSED") && r.contains("1 assignments for 2 partitions"), "{r}");
+    assert!(
+        r.contains("REFUSED") && r.contains("1 assignments for 2 partitions"),
+        "{r}"
+    );
 }
 
 #[test]
@@ -680,7 +731,10 @@ fn clients_on_an_external_sasl_listener_see_every_node_at_its_external_endpoint(
                 "--listener".to_string(),
                 "INTERNAL=PLAINTEXT://{listen}".to_string(),
                 "--listener".to_string(),
-                format!("EXTERNAL=SASL_PLAINTEXT://127.0.0.1:{}", external[i as usize - 1]),
+                format!(
+                    "EXTERNAL=SASL_PLAINTEXT://127.0.0.1:{}",
+                    external[i as usize - 1]
+                ),
             ]);
             a
         })
@@ -688,7 +742,15 @@ fn clients_on_an_external_sasl_listener_see_every_node_at_its_external_endpoint(
     let nodes = Broker::start_together(1, &args);
     let out = run_python(
         "sasl_check.py",
-        &["scram-admin-plain", &nodes[0].bootstrap(), "-", "-", "-", "cluster-user", "pw-1"],
+        &[
+            "scram-admin-plain",
+            &nodes[0].bootstrap(),
+            "-",
+            "-",
+            "-",
+            "cluster-user",
+            "pw-1",
+        ],
         &[],
         Duration::from_secs(60),
     );
@@ -696,14 +758,29 @@ fn clients_on_an_external_sasl_listener_see_every_node_at_its_external_endpoint(
     let ext = format!("127.0.0.1:{}", external[1]);
     let out = run_python(
         "sasl_check.py",
-        &["roundtrip", &ext, "SCRAM-SHA-256", "cluster-user", "pw-1", "ext-spread", "3"],
+        &[
+            "roundtrip",
+            &ext,
+            "SCRAM-SHA-256",
+            "cluster-user",
+            "pw-1",
+            "ext-spread",
+            "3",
+        ],
         &[],
         Duration::from_secs(120),
     );
     let mut want = external.clone();
     want.sort_unstable();
-    let ports = want.iter().map(u16::to_string).collect::<Vec<_>>().join(", ");
-    assert!(out.contains(&format!("\"broker_ports\": [{ports}]")), "{out}");
+    let ports = want
+        .iter()
+        .map(u16::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    assert!(
+        out.contains(&format!("\"broker_ports\": [{ports}]")),
+        "{out}"
+    );
     // The internal listener still names the primary ports.
     let ids: BTreeSet<i32> = metadata(&nodes[2], "ext-spread")
         .brokers

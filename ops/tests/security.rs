@@ -15,14 +15,63 @@ use support::*;
 /// (ca.pem, server.pem, server.key) in `dir`.
 fn make_certs(dir: &std::path::Path) -> (String, String, String) {
     let p = |n: &str| dir.join(n).display().to_string();
-    std::fs::write(dir.join("ext.cnf"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n").unwrap();
-    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
+    )
+    .unwrap();
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
     for args in [
-        [&["req", "-x509"][..], &ec, &["-keyout", &p("ca.key"), "-out", &p("ca.pem"), "-days", "2", "-subj", "/CN=ringlog-test-ca"]].concat(),
-        [&["req"][..], &ec, &["-keyout", &p("server.key"), "-out", &p("server.csr"), "-subj", "/CN=localhost"]].concat(),
+        [
+            &["req", "-x509"][..],
+            &ec,
+            &[
+                "-keyout",
+                &p("ca.key"),
+                "-out",
+                &p("ca.pem"),
+                "-days",
+                "2",
+                "-subj",
+                "/CN=ringlog-test-ca",
+            ],
+        ]
+        .concat(),
+        [
+            &["req"][..],
+            &ec,
+            &[
+                "-keyout",
+                &p("server.key"),
+                "-out",
+                &p("server.csr"),
+                "-subj",
+                "/CN=localhost",
+            ],
+        ]
+        .concat(),
         vec![
-            "x509", "-req", "-in", &p("server.csr"), "-CA", &p("ca.pem"), "-CAkey", &p("ca.key"),
-            "-CAcreateserial", "-out", &p("server.pem"), "-days", "2", "-extfile", &p("ext.cnf"),
+            "x509",
+            "-req",
+            "-in",
+            &p("server.csr"),
+            "-CA",
+            &p("ca.pem"),
+            "-CAkey",
+            &p("ca.key"),
+            "-CAcreateserial",
+            "-out",
+            &p("server.pem"),
+            "-days",
+            "2",
+            "-extfile",
+            &p("ext.cnf"),
         ],
     ] {
         let mut c = std::process::Command::new("openssl");
@@ -88,18 +137,46 @@ fn scram_and_plain_users_produce_and_consume_and_a_wrong_password_is_refused() {
     let boot = broker.bootstrap();
     for (user, mech) in [("alice", "SCRAM-SHA-512"), ("bob", "SCRAM-SHA-256")] {
         let o = ringlog(&[
-            "user", "create", user, "--password", "s3cret-pw", "--mechanism", mech, "--admin", &admin,
+            "user",
+            "create",
+            user,
+            "--password",
+            "s3cret-pw",
+            "--mechanism",
+            mech,
+            "--admin",
+            &admin,
         ]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     }
     let list = ringlog(&["user", "list", "--admin", &admin]);
     let list = String::from_utf8_lossy(&list.stdout).to_string();
-    assert!(list.contains("alice") && list.contains("SCRAM-SHA-512 (4096)"), "{list}");
-    assert!(list.contains("bob") && list.contains("SCRAM-SHA-256"), "{list}");
+    assert!(
+        list.contains("alice") && list.contains("SCRAM-SHA-512 (4096)"),
+        "{list}"
+    );
+    assert!(
+        list.contains("bob") && list.contains("SCRAM-SHA-256"),
+        "{list}"
+    );
 
-    let out = check(&["roundtrip", &boot, "SCRAM-SHA-512", "alice", "s3cret-pw", "t512"]);
+    let out = check(&[
+        "roundtrip",
+        &boot,
+        "SCRAM-SHA-512",
+        "alice",
+        "s3cret-pw",
+        "t512",
+    ]);
     assert!(out.contains("\"ok\": true"), "{out}");
-    let out = check(&["roundtrip", &boot, "SCRAM-SHA-256", "bob", "s3cret-pw", "t256"]);
+    let out = check(&[
+        "roundtrip",
+        &boot,
+        "SCRAM-SHA-256",
+        "bob",
+        "s3cret-pw",
+        "t256",
+    ]);
     assert!(out.contains("\"ok\": true"), "{out}");
     // PLAIN is checked against the same store.
     let out = check(&["roundtrip", &boot, "PLAIN", "alice", "s3cret-pw", "tplain"]);
@@ -120,10 +197,23 @@ fn scram_and_plain_users_produce_and_consume_and_a_wrong_password_is_refused() {
 
     // Kafka's AlterUserScramCredentials and DescribeUserScramCredentials, as alice.
     let out = check(&[
-        "scram-admin", &boot, "SCRAM-SHA-512", "alice", "s3cret-pw", "carol", "carol-pw",
+        "scram-admin",
+        &boot,
+        "SCRAM-SHA-512",
+        "alice",
+        "s3cret-pw",
+        "carol",
+        "carol-pw",
     ]);
     assert!(out.contains("SCRAM_SHA_256"), "{out}");
-    let out = check(&["roundtrip", &boot, "SCRAM-SHA-256", "carol", "carol-pw", "tcarol"]);
+    let out = check(&[
+        "roundtrip",
+        &boot,
+        "SCRAM-SHA-256",
+        "carol",
+        "carol-pw",
+        "tcarol",
+    ]);
     assert!(out.contains("\"ok\": true"), "{out}");
 
     // Deleted users are refused.
@@ -133,7 +223,8 @@ fn scram_and_plain_users_produce_and_consume_and_a_wrong_password_is_refused() {
     assert!(out.contains("refused"), "{out}");
     let o = ringlog(&["user", "delete", "bob", "--admin", &admin]);
     assert!(
-        !o.status.success() && String::from_utf8_lossy(&o.stderr).contains("no such SCRAM credential"),
+        !o.status.success()
+            && String::from_utf8_lossy(&o.stderr).contains("no such SCRAM credential"),
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
@@ -185,11 +276,23 @@ fn tls_listeners_without_a_certificate_and_repeated_listener_names_are_refused()
             "needs --tls-cert FILE and --tls-key FILE",
         ),
         (
-            vec!["--listener", "A=PLAINTEXT://127.0.0.1:1", "--listener", "A=SASL_PLAINTEXT://127.0.0.1:2"],
+            vec![
+                "--listener",
+                "A=PLAINTEXT://127.0.0.1:1",
+                "--listener",
+                "A=SASL_PLAINTEXT://127.0.0.1:2",
+            ],
             "given twice",
         ),
         (
-            vec!["--listener", "A=PLAINTEXT://127.0.0.1:1", "--listener", "B=SASL_PLAINTEXT://127.0.0.1:2", "--core-direct", "on"],
+            vec![
+                "--listener",
+                "A=PLAINTEXT://127.0.0.1:1",
+                "--listener",
+                "B=SASL_PLAINTEXT://127.0.0.1:2",
+                "--core-direct",
+                "on",
+            ],
             "core-direct",
         ),
     ] {
@@ -217,14 +320,32 @@ fn an_internal_plaintext_and_an_external_sasl_listener_each_show_their_own_endpo
     // (the path of `kafka-configs --entity-type users`): no admin listener needed.
     let out = run_python(
         "sasl_check.py",
-        &["scram-admin-plain", &broker.bootstrap(), "-", "-", "-", "ext-user", "ext-pw"],
+        &[
+            "scram-admin-plain",
+            &broker.bootstrap(),
+            "-",
+            "-",
+            "-",
+            "ext-user",
+            "ext-pw",
+        ],
         &[],
         Duration::from_secs(60),
     );
     assert!(out.contains("SCRAM_SHA_256"), "{out}");
     let ext = format!("127.0.0.1:{external}");
-    let out = check(&["roundtrip", &ext, "SCRAM-SHA-256", "ext-user", "ext-pw", "ext-topic"]);
-    assert!(out.contains(&format!("\"broker_ports\": [{external}]")), "{out}");
+    let out = check(&[
+        "roundtrip",
+        &ext,
+        "SCRAM-SHA-256",
+        "ext-user",
+        "ext-pw",
+        "ext-topic",
+    ]);
+    assert!(
+        out.contains(&format!("\"broker_ports\": [{external}]")),
+        "{out}"
+    );
     // The internal listener still shows its own port, and needs no SASL.
     let md = kcat_metadata(&broker);
     assert!(md.contains(&broker.bootstrap()), "{md}");
@@ -240,7 +361,13 @@ fn kcat_metadata(broker: &Broker) -> String {
 fn the_java_client_speaks_scram_sha_512_and_a_wrong_password_is_refused() {
     let (broker, admin) = sasl_broker();
     let o = ringlog(&[
-        "user", "create", "javauser", "--password", "j4va-pw", "--admin", &admin,
+        "user",
+        "create",
+        "javauser",
+        "--password",
+        "j4va-pw",
+        "--admin",
+        &admin,
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let check = support::java::JavaCheck::compile("SaslCheck");
@@ -274,23 +401,63 @@ fn kcat_over_tls_and_confluent_kafka_and_java_over_sasl_ssl() {
     };
     let lines: String = (0..200).map(|i| format!("tls-{i}\n")).collect();
     kcat_tls(&["-P", "-t", "secret", "-p", "0"], Some(lines.as_bytes()));
-    let got = kcat_tls(&["-C", "-t", "secret", "-p", "0", "-o", "beginning", "-e", "-q"], None);
+    let got = kcat_tls(
+        &[
+            "-C",
+            "-t",
+            "secret",
+            "-p",
+            "0",
+            "-o",
+            "beginning",
+            "-e",
+            "-q",
+        ],
+        None,
+    );
     assert_eq!(got, lines, "kcat reads back every record over TLS");
     // A client that does not trust the CA does not get through.
     let mut c = std::process::Command::new(kcat());
-    c.args(["-b", &ssl.bootstrap(), "-X", "security.protocol=SSL", "-L", "-m", "5"]);
+    c.args([
+        "-b",
+        &ssl.bootstrap(),
+        "-X",
+        "security.protocol=SSL",
+        "-L",
+        "-m",
+        "5",
+    ]);
     let o = run_with_timeout(c, None, Duration::from_secs(60));
-    assert!(!o.status.success(), "an untrusted certificate was accepted: {}", o.stdout);
+    assert!(
+        !o.status.success(),
+        "an untrusted certificate was accepted: {}",
+        o.stdout
+    );
 
     // SASL_SSL with SCRAM-SHA-512: confluent-kafka and the Java client.
     let (broker, admin) = sasl_ssl_broker(&cert, &key);
-    let o = ringlog(&["user", "create", "tls-user", "--password", "tls-pw", "--admin", &admin]);
+    let o = ringlog(&[
+        "user",
+        "create",
+        "tls-user",
+        "--password",
+        "tls-pw",
+        "--admin",
+        &admin,
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let env = [("SASL_CHECK_CA", ca.as_str())];
     let boot = broker.bootstrap();
     let out = run_python(
         "sasl_check.py",
-        &["roundtrip", &boot, "SCRAM-SHA-512", "tls-user", "tls-pw", "over-tls"],
+        &[
+            "roundtrip",
+            &boot,
+            "SCRAM-SHA-512",
+            "tls-user",
+            "tls-pw",
+            "over-tls",
+        ],
         &env,
         Duration::from_secs(120),
     );
@@ -303,5 +470,8 @@ fn kcat_over_tls_and_confluent_kafka_and_java_over_sasl_ssl() {
     );
     assert!(out.contains("refused"), "{out}");
     let check = support::java::JavaCheck::compile("SaslCheck");
-    eprintln!("{}", check.run(&[&boot, "tls-user", "tls-pw", "java-over-tls", &ca]));
+    eprintln!(
+        "{}",
+        check.run(&[&boot, "tls-user", "tls-pw", "java-over-tls", &ca])
+    );
 }

@@ -133,8 +133,11 @@ fn explicit_assignments(
                 ),
             ));
         };
-        let a = crate::cluster::assignment_of_broker_id(&m, *id, &out)
-            .ok_or_else(|| bad(format!("partition {p}: broker {id} is not a live broker of this cluster")))?;
+        let a = crate::cluster::assignment_of_broker_id(&m, *id, &out).ok_or_else(|| {
+            bad(format!(
+                "partition {p}: broker {id} is not a live broker of this cluster"
+            ))
+        })?;
         out.push(a);
     }
     Ok(out)
@@ -405,9 +408,12 @@ pub async fn create_topics(
                 state,
                 t.num_partitions,
                 t.replication_factor,
-                t.assignments
-                    .iter()
-                    .map(|a| (a.partition_index, a.broker_ids.iter().map(|b| b.0).collect())),
+                t.assignments.iter().map(|a| {
+                    (
+                        a.partition_index,
+                        a.broker_ids.iter().map(|b| b.0).collect(),
+                    )
+                }),
             )
         });
         let partitions = match &explicit {
@@ -416,10 +422,7 @@ pub async fn create_topics(
         };
         let outcome: Result<[u8; 16], Refusal> = if let Some(Err(refused)) = &explicit {
             Err(refused.clone())
-        } else if explicit.is_none()
-            && t.replication_factor != -1
-            && t.replication_factor != 1
-        {
+        } else if explicit.is_none() && t.replication_factor != -1 && t.replication_factor != 1 {
             Err((
                 codes::INVALID_REPLICATION_FACTOR,
                 format!(
@@ -586,9 +589,10 @@ pub async fn create_partitions(
                         state,
                         adding as i32,
                         -1,
-                        named.iter().enumerate().map(|(i, a)| {
-                            (i as i32, a.broker_ids.iter().map(|b| b.0).collect())
-                        }),
+                        named
+                            .iter()
+                            .enumerate()
+                            .map(|(i, a)| (i as i32, a.broker_ids.iter().map(|b| b.0).collect())),
                     )
                     .and_then(|a| check_partition_count(state, adding).map(|_| a)),
                     None if req.validate_only => {

@@ -342,11 +342,9 @@ pub async fn dispatch(state: &Rc<CoreState>, req: Request) -> Option<ResponseKin
         RequestKind::IncrementalAlterConfigs(r) => {
             ResponseKind::IncrementalAlterConfigs(admin::incremental_alter_configs(state, r).await)
         }
-        RequestKind::FindCoordinator(r) => {
-            ResponseKind::FindCoordinator(
-                group::find_coordinator(state, version, r, req.listener).await,
-            )
-        }
+        RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(
+            group::find_coordinator(state, version, r, req.listener).await,
+        ),
         RequestKind::JoinGroup(r) => ResponseKind::JoinGroup(
             group::join_group(state, version, r, client_id(&req.header), req.peer).await,
         ),
@@ -388,9 +386,9 @@ pub async fn dispatch(state: &Rc<CoreState>, req: Request) -> Option<ResponseKin
         RequestKind::OffsetDelete(r) => {
             ResponseKind::OffsetDelete(group::offset_delete(state, r).await)
         }
-        RequestKind::DescribeCluster(r) => {
-            ResponseKind::DescribeCluster(metadata::describe_cluster(state, version, r, req.listener))
-        }
+        RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(
+            metadata::describe_cluster(state, version, r, req.listener),
+        ),
         RequestKind::DeleteRecords(r) => {
             ResponseKind::DeleteRecords(records::delete_records(state, r).await)
         }
@@ -469,16 +467,13 @@ mod tests {
             }
             ApiKey::ElectLeaders => both::<ElectLeadersRequest, ElectLeadersResponse>(),
             ApiKey::SaslHandshake => both::<SaslHandshakeRequest, SaslHandshakeResponse>(),
-            ApiKey::DescribeUserScramCredentials => both::<
-                DescribeUserScramCredentialsRequest,
-                DescribeUserScramCredentialsResponse,
-            >(),
+            ApiKey::DescribeUserScramCredentials => {
+                both::<DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse>()
+            }
             ApiKey::AlterUserScramCredentials => {
                 both::<AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse>()
             }
-            ApiKey::SaslAuthenticate => {
-                both::<SaslAuthenticateRequest, SaslAuthenticateResponse>()
-            }
+            ApiKey::SaslAuthenticate => both::<SaslAuthenticateRequest, SaslAuthenticateResponse>(),
             other => panic!("no codec range for {other:?}; add it"),
         }
     }

@@ -39,16 +39,19 @@ pub fn describe(
     let results = users
         .into_iter()
         .map(|user| {
-            let r = DescribeUserScramCredentialsResult::default().with_user(str_bytes(user.clone()));
+            let r =
+                DescribeUserScramCredentialsResult::default().with_user(str_bytes(user.clone()));
             if !seen.insert(user.clone()) {
                 return r
                     .with_error_code(DUPLICATE_RESOURCE)
                     .with_error_message(Some(str_bytes(format!("user {user} named twice"))));
             }
             match m.scram_users.get(&user) {
-                None => r.with_error_code(RESOURCE_NOT_FOUND).with_error_message(Some(
-                    str_bytes(format!("user {user} has no SCRAM credential")),
-                )),
+                None => r
+                    .with_error_code(RESOURCE_NOT_FOUND)
+                    .with_error_message(Some(str_bytes(format!(
+                        "user {user} has no SCRAM credential"
+                    )))),
                 Some(creds) => r.with_credential_infos(
                     [ScramMechanism::Sha256, ScramMechanism::Sha512]
                         .into_iter()
@@ -127,7 +130,8 @@ pub async fn alter(
                     "the user name, salt and salted password must not be empty".into(),
                 ));
             }
-            let cred = scram::credential_of_salted(mech, &u.salted_password, u.salt.to_vec(), iterations);
+            let cred =
+                scram::credential_of_salted(mech, &u.salted_password, u.salt.to_vec(), iterations);
             Ok(Op::Upsert(Command::UpsertScramCredential {
                 user: user.clone(),
                 mechanism: mech,

@@ -277,7 +277,10 @@ pub async fn serve_node_request(state: &Rc<CoreState>, req: NodeRequest) -> Node
             epoch,
         } => {
             let Some(core) = state.owner_core(&topic, partition) else {
-                return code(state.not_owned_code(&topic, partition), "not served here".into());
+                return code(
+                    state.not_owned_code(&topic, partition),
+                    "not served here".into(),
+                );
             };
             let begin = move |s: Rc<CoreState>| async move {
                 begin_here(&s, &topic, partition, producer_id, epoch).await
@@ -296,7 +299,10 @@ pub async fn serve_node_request(state: &Rc<CoreState>, req: NodeRequest) -> Node
             coordinator_epoch,
         } => {
             if state.owner_core(&topic, partition).is_none() {
-                return code(state.not_owned_code(&topic, partition), "not served here".into());
+                return code(
+                    state.not_owned_code(&topic, partition),
+                    "not served here".into(),
+                );
             }
             let kind = if commit {
                 MarkerKind::Commit
@@ -304,8 +310,8 @@ pub async fn serve_node_request(state: &Rc<CoreState>, req: NodeRequest) -> Node
                 MarkerKind::Abort
             };
             let parts = [(topic, partition)];
-            let r = mark_partitions(state, producer_id, epoch, kind, coordinator_epoch, &parts)
-                .await;
+            let r =
+                mark_partitions(state, producer_id, epoch, kind, coordinator_epoch, &parts).await;
             match r.into_iter().next().flatten() {
                 Some(Ok(())) => code(NONE, String::new()),
                 Some(Err((c, why))) => code(c, why),

@@ -165,11 +165,10 @@ pub async fn authenticate(
                 Vec::new(),
             )
         }),
-        Auth::Chosen(Mechanism::Scram(m)) => scram_first(state, m, &req.auth_bytes)
-            .map(|s| {
-                let msg = s.message().to_vec();
-                (Auth::ScramFinal(Box::new(s)), msg)
-            }),
+        Auth::Chosen(Mechanism::Scram(m)) => scram_first(state, m, &req.auth_bytes).map(|s| {
+            let msg = s.message().to_vec();
+            (Auth::ScramFinal(Box::new(s)), msg)
+        }),
         Auth::ScramFinal(s) => s.finish(&req.auth_bytes).map(|(user, msg)| {
             (
                 Auth::Done {
@@ -207,9 +206,7 @@ pub async fn authenticate(
             (
                 SaslAuthenticateResponse::default()
                     .with_error_code(ResponseError::SaslAuthenticationFailed.code())
-                    .with_error_message(Some(str_bytes(format!(
-                        "Authentication failed: {why}"
-                    )))),
+                    .with_error_message(Some(str_bytes(format!("Authentication failed: {why}")))),
                 true,
             )
         }
@@ -299,7 +296,10 @@ mod tests {
         let mut a = Auth::new(SecurityProtocol::SaslPlaintext);
         let req = SaslHandshakeRequest::default().with_mechanism(str_bytes("GSSAPI"));
         let (resp, close) = handshake(&mut a, &req);
-        assert_eq!(resp.error_code, ResponseError::UnsupportedSaslMechanism.code());
+        assert_eq!(
+            resp.error_code,
+            ResponseError::UnsupportedSaslMechanism.code()
+        );
         assert!(close);
         assert_eq!(resp.mechanisms.len(), MECHANISMS.len());
         let mut a = Auth::new(SecurityProtocol::SaslPlaintext);
@@ -310,7 +310,12 @@ mod tests {
             a,
             Auth::Chosen(Mechanism::Scram(ScramMechanism::Sha512))
         ));
-        assert_eq!(SecurityProtocol::parse("sasl_ssl"), Ok(SecurityProtocol::SaslSsl));
-        assert!(SecurityProtocol::parse("TLS").unwrap_err().contains("not a security protocol"));
+        assert_eq!(
+            SecurityProtocol::parse("sasl_ssl"),
+            Ok(SecurityProtocol::SaslSsl)
+        );
+        assert!(SecurityProtocol::parse("TLS")
+            .unwrap_err()
+            .contains("not a security protocol"));
     }
 }

@@ -41,7 +41,12 @@ fn hash(mech: ScramMechanism, msg: &[u8]) -> Vec<u8> {
 }
 
 /// `Hi(password, salt, iterations)`: the salted password.
-pub fn salted_password(mech: ScramMechanism, password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
+pub fn salted_password(
+    mech: ScramMechanism,
+    password: &[u8],
+    salt: &[u8],
+    iterations: u32,
+) -> Vec<u8> {
     match mech {
         ScramMechanism::Sha256 => {
             let mut out = [0u8; 32];
@@ -134,7 +139,11 @@ impl ClientFirst {
         let mut parts = bare.split(',');
         let user = sasl_name(attr(parts.next(), 'n')?).ok_or("malformed user name")?;
         let nonce = attr(parts.next(), 'r')?;
-        if nonce.is_empty() || !nonce.bytes().all(|b| (0x21..=0x7e).contains(&b) && b != b',') {
+        if nonce.is_empty()
+            || !nonce
+                .bytes()
+                .all(|b| (0x21..=0x7e).contains(&b) && b != b',')
+        {
             return Err("malformed client nonce".into());
         }
         if !authzid.is_empty() {
@@ -176,7 +185,11 @@ impl ServerFirst {
         server_nonce: &[u8; SERVER_NONCE_BYTES],
     ) -> ServerFirst {
         let nonce = format!("{}{}", first.nonce, B64.encode(server_nonce));
-        let message = format!("r={nonce},s={},i={}", B64.encode(&cred.salt), cred.iterations);
+        let message = format!(
+            "r={nonce},s={},i={}",
+            B64.encode(&cred.salt),
+            cred.iterations
+        );
         ServerFirst {
             mech,
             user: first.user,
@@ -303,7 +316,10 @@ mod tests {
         let s = ServerFirst::start(mech, first, cred, &[7; SERVER_NONCE_BYTES]);
         let nonce = s.nonce.clone();
         let bad_proof = format!("c=biws,r={nonce},p={}", B64.encode([0u8; 64]));
-        assert!(s.finish(bad_proof.as_bytes()).unwrap_err().contains("invalid credentials"));
+        assert!(s
+            .finish(bad_proof.as_bytes())
+            .unwrap_err()
+            .contains("invalid credentials"));
         for bad in [
             &b"p,,n=a,r=x"[..],
             b"n,,n=a",

@@ -133,4 +133,3 @@ pub fn run(bootstrap: &str) {
     // 100 keys over 6 partitions: murmur2 uses more than one.
     assert!(last_in_partition.len() > 1);
 }
-
