@@ -219,6 +219,59 @@ pub fn sample_request(key: ApiKey) -> Option<RequestKind> {
                     .with_partitions(vec![0]),
             ])),
         ),
+        ApiKey::SaslHandshake => RequestKind::SaslHandshake(
+            SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+        ),
+        ApiKey::SaslAuthenticate => RequestKind::SaslAuthenticate(
+            SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(b"\0u\0p")),
+        ),
+        ApiKey::DescribeUserScramCredentials => RequestKind::DescribeUserScramCredentials(
+            DescribeUserScramCredentialsRequest::default().with_users(Some(vec![
+                describe_user_scram_credentials_request::UserName::default()
+                    .with_name(StrBytes::from_static_str("fuzz")),
+            ])),
+        ),
+        ApiKey::AlterUserScramCredentials => RequestKind::AlterUserScramCredentials(
+            AlterUserScramCredentialsRequest::default()
+                .with_deletions(vec![
+                    alter_user_scram_credentials_request::ScramCredentialDeletion::default()
+                        .with_name(StrBytes::from_static_str("gone"))
+                        .with_mechanism(1),
+                ])
+                .with_upsertions(vec![
+                    alter_user_scram_credentials_request::ScramCredentialUpsertion::default()
+                        .with_name(StrBytes::from_static_str("fuzz"))
+                        .with_mechanism(2)
+                        .with_iterations(4096)
+                        .with_salt(Bytes::from_static(b"salt"))
+                        .with_salted_password(Bytes::from_static(b"salted")),
+                ]),
+        ),
+        ApiKey::CreateAcls => RequestKind::CreateAcls(CreateAclsRequest::default().with_creations(
+            vec![create_acls_request::AclCreation::default()
+                .with_resource_type(2)
+                .with_resource_name(StrBytes::from_static_str("fuzz"))
+                .with_resource_pattern_type(3)
+                .with_principal(StrBytes::from_static_str("User:fuzz"))
+                .with_host(StrBytes::from_static_str("*"))
+                .with_operation(3)
+                .with_permission_type(3)],
+        )),
+        ApiKey::DescribeAcls => RequestKind::DescribeAcls(
+            DescribeAclsRequest::default()
+                .with_resource_type_filter(1)
+                .with_pattern_type_filter(1)
+                .with_operation(1)
+                .with_permission_type(1),
+        ),
+        ApiKey::DeleteAcls => RequestKind::DeleteAcls(DeleteAclsRequest::default().with_filters(
+            vec![delete_acls_request::DeleteAclsFilter::default()
+                .with_resource_type_filter(2)
+                .with_resource_name_filter(Some(StrBytes::from_static_str("nothing")))
+                .with_pattern_type_filter(3)
+                .with_operation(1)
+                .with_permission_type(1)],
+        )),
         _ => return None,
     })
 }

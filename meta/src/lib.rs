@@ -19,8 +19,9 @@ pub use client::MetaClient;
 pub use error::{MetaError, Result};
 pub use node::{MetaConfig, MetaHandle, Metastore};
 pub use state::{
-    AppliedChange, ApplyOutcome, Assignment, BrokerRegistration, Change, Command, ListenerEndpoint,
-    MetaState, Proposal, Refusal, ScramCredential, ScramMechanism, TopicMeta, UserCredentials,
+    AclBinding, AppliedChange, ApplyOutcome, Assignment, BrokerRegistration, Change, Command,
+    ListenerEndpoint, MetaState, Proposal, Refusal, ScramCredential, ScramMechanism, TopicMeta,
+    UserCredentials,
 };
 pub use wire::NodeStatus;
 

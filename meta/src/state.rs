@@ -289,6 +289,26 @@ pub const MAX_LISTENERS_PER_BROKER: usize = 16;
 /// The longest listener name and host, in bytes.
 pub const MAX_LISTENER_FIELD_BYTES: usize = 255;
 
+/// One ACL (Kafka's ACL binding, KIP-140), with Kafka's wire codes: resource type (2 topic,
+/// 3 group, 4 cluster, 5 transactional id), pattern type (3 literal, 4 prefixed), operation
+/// (2 all, 3 read, ...), permission (2 deny, 3 allow). Checked when created
+/// (`net::acl`); the metastore keeps each binding once.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct AclBinding {
+    pub resource_type: i8,
+    pub resource_name: String,
+    pub pattern_type: i8,
+    pub principal: String,
+    pub host: String,
+    pub operation: i8,
+    pub permission: i8,
+}
+
+/// The most ACLs the metastore holds.
+pub const MAX_ACLS: usize = 100_000;
+/// The longest resource name, principal or host of an ACL, in bytes.
+pub const MAX_ACL_FIELD_BYTES: usize = 1_024;
+
 /// The most SCRAM users the metastore holds.
 pub const MAX_SCRAM_USERS: usize = 10_000;
 /// The longest SCRAM user name, salt and key, in bytes.
@@ -315,6 +335,8 @@ pub struct MetaState {
     pub scram_users: BTreeMap<String, UserCredentials>,
     /// The extra listeners of each node (issue #19), by node id.
     pub broker_listeners: BTreeMap<u64, Vec<ListenerEndpoint>>,
+    /// Every ACL (issue #19), sorted, each once.
+    pub acls: Vec<AclBinding>,
 }
 
 impl Default for MetaState {
@@ -335,6 +357,7 @@ impl Default for MetaState {
             producer_id_blocks: 0,
             scram_users: BTreeMap::new(),
             broker_listeners: BTreeMap::new(),
+            acls: Vec::new(),
         }
     }
 }
@@ -422,6 +445,14 @@ pub enum Command {
         user: String,
         mechanism: ScramMechanism,
     },
+    /// Adds ACLs (those already there stay once).
+    CreateAcls {
+        bindings: Box<Vec<AclBinding>>,
+    },
+    /// Removes exactly these ACLs (the proposer matched a DeleteAcls filter on its copy).
+    DeleteAcls {
+        bindings: Box<Vec<AclBinding>>,
+    },
     /// Sets the extra listeners of registered node `node_id` (each start of the node).
     SetBrokerListeners {
         node_id: u64,
@@ -492,6 +523,16 @@ impl Command {
                         + 4 * PER_STRING
                 }
                 Command::DeleteScramCredential { user, .. } => user.len() + PER_STRING,
+                Command::CreateAcls { bindings } | Command::DeleteAcls { bindings } => bindings
+                    .iter()
+                    .map(|b| {
+                        b.resource_name.len()
+                            + b.principal.len()
+                            + b.host.len()
+                            + 3 * PER_STRING
+                            + 4
+                    })
+                    .sum(),
                 Command::SetBrokerListeners { listeners, .. } => listeners
                     .iter()
                     .map(|l| l.name.len() + l.host.len() + 2 * PER_STRING + 2)
@@ -600,6 +641,11 @@ pub enum Change {
     ClusterIdSet {
         id: String,
     },
+    /// ACLs added and removed by one command.
+    AclsChanged {
+        added: Box<Vec<AclBinding>>,
+        removed: Box<Vec<AclBinding>>,
+    },
     BrokerListenersSet {
         node_id: u64,
         listeners: Box<Vec<ListenerEndpoint>>,
@@ -680,6 +726,8 @@ pub enum Refusal {
     ClusterIdSet { id: String },
     #[error("invalid cluster id: {reason}")]
     InvalidClusterId { reason: String },
+    #[error("invalid ACL: {reason}")]
+    InvalidAcl { reason: String },
     #[error("invalid SCRAM credential for '{user}': {reason}")]
     InvalidScramCredential { user: String, reason: String },
     #[error("no {mechanism} credential for '{user}'")]
@@ -1112,6 +1160,49 @@ impl MetaState {
                     credentials: Box::new(left),
                 })
             }
+            Command::CreateAcls { bindings } => {
+                if let Some(b) = bindings.iter().find(|b| {
+                    [&b.resource_name, &b.principal, &b.host]
+                        .iter()
+                        .any(|f| f.len() > MAX_ACL_FIELD_BYTES)
+                }) {
+                    return Err(Refusal::InvalidAcl {
+                        reason: format!("{b:?}: a field is over {MAX_ACL_FIELD_BYTES} bytes"),
+                    });
+                }
+                let added: Vec<AclBinding> = bindings
+                    .iter()
+                    .filter(|b| self.acls.binary_search(b).is_err())
+                    .cloned()
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .into_iter()
+                    .collect();
+                if self.acls.len() + added.len() > MAX_ACLS {
+                    return Err(Refusal::InvalidAcl {
+                        reason: format!("the metastore holds {MAX_ACLS} ACLs at most"),
+                    });
+                }
+                self.acls.extend(added.iter().cloned());
+                self.acls.sort();
+                Ok(Change::AclsChanged {
+                    added: Box::new(added),
+                    removed: Box::default(),
+                })
+            }
+            Command::DeleteAcls { bindings } => {
+                let removed: Vec<AclBinding> = bindings
+                    .iter()
+                    .filter(|b| self.acls.binary_search(b).is_ok())
+                    .cloned()
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .into_iter()
+                    .collect();
+                self.acls.retain(|a| removed.binary_search(a).is_err());
+                Ok(Change::AclsChanged {
+                    added: Box::default(),
+                    removed: Box::new(removed),
+                })
+            }
             Command::SetBrokerListeners { node_id, listeners } => {
                 let bad = |reason: String| Refusal::InvalidBroker {
                     node_id: *node_id,
@@ -1361,6 +1452,13 @@ impl MetaState {
             },
             Change::ClusterIdSet { id } => {
                 self.cluster_id = Some(id.clone());
+                true
+            }
+            Change::AclsChanged { added, removed } => {
+                self.acls.retain(|a| removed.binary_search(a).is_err());
+                self.acls.extend(added.iter().cloned());
+                self.acls.sort();
+                self.acls.dedup();
                 true
             }
             Change::BrokerListenersSet { node_id, listeners } => {

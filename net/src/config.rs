@@ -172,6 +172,8 @@ pub struct BrokerConfig {
     /// Listeners besides the primary one (`--listener` given more than once): listener 1,
     /// 2, ... (the primary is listener 0). Each core accepts on every one.
     pub extra_listeners: Vec<ExtraListener>,
+    /// The authorizer's settings (`super-users`, `allow-everyone-if-no-acl-found`).
+    pub acl: crate::acl::AclConfig,
     /// The TLS identity of an SSL or SASL_SSL listener (`--tls-cert`, `--tls-key`).
     pub tls: Option<std::sync::Arc<futures_rustls::rustls::ServerConfig>>,
     /// Test and drill hook: every core's logs go through an engine fault injector that
@@ -235,6 +237,7 @@ impl BrokerConfig {
             metrics_listen: None,
             security_protocol: crate::sasl::SecurityProtocol::Plaintext,
             tls: None,
+            acl: crate::acl::AclConfig::default(),
             extra_listeners: Vec::new(),
             fault_injection: false,
         }

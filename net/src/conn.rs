@@ -301,6 +301,13 @@ where
     // while any of its byte budget is taken.
     let in_flight = || conn_budget.available() < conn_budget_bytes;
     let reader_loop = async {
+        // The client's address as ACLs name hosts (an IP, no port).
+        let peer_ip = peer
+            .rsplit_once(':')
+            .map_or(peer.as_str(), |(h, _)| h)
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
         // Touched by this loop alone, between frames: a SASL step runs before the next
         // frame is read.
         let mut auth = crate::sasl::Auth::new(cfg.protocol_of(listener));
@@ -388,6 +395,14 @@ where
                 }
                 Decoded::Request(mut req) => {
                     req.listener = listener;
+                    req.subject = crate::acl::Subject {
+                        principal: auth
+                            .principal()
+                            .unwrap_or(crate::sasl::ANONYMOUS)
+                            .to_string(),
+                        host: peer_ip.clone(),
+                        authenticated: auth.authenticates(),
+                    };
                     *req
                 }
                 // Answered without the Kafka handlers: the frame's core budget is held until
@@ -558,6 +573,11 @@ pub fn decode_frame(mut body: Bytes, peer: &str) -> Result<Decoded, DecodeError>
         body: req,
         peer: peer.to_string(),
         listener: 0,
+        subject: crate::acl::Subject {
+            principal: crate::sasl::ANONYMOUS.to_string(),
+            host: String::new(),
+            authenticated: false,
+        },
     })))
 }
 
@@ -656,6 +676,9 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::ElectLeaders => "ElectLeaders",
         ApiKey::ListTransactions => "ListTransactions",
         ApiKey::SaslHandshake => "SaslHandshake",
+        ApiKey::CreateAcls => "CreateAcls",
+        ApiKey::DescribeAcls => "DescribeAcls",
+        ApiKey::DeleteAcls => "DeleteAcls",
         ApiKey::SaslAuthenticate => "SaslAuthenticate",
         ApiKey::DescribeUserScramCredentials => "DescribeUserScramCredentials",
         ApiKey::AlterUserScramCredentials => "AlterUserScramCredentials",

@@ -130,7 +130,7 @@ pub struct CoreState {
     pub meta: RefCell<MetaState>,
     /// Topic ID → name of `meta`'s topics (requests from v13 of Fetch, Produce and others,
     /// and KIP-848 assignments, name topics by ID), rebuilt when `meta` changes.
-    topic_ids: RefCell<HashMap<uuid::Uuid, String>>,
+    pub(crate) topic_ids: RefCell<HashMap<uuid::Uuid, String>>,
     pub(crate) applied_index: Cell<u64>,
     applied_waiters: RefCell<Vec<Waker>>,
     /// The partitions this core has open; those assigned to it and not open yet are in

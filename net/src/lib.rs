@@ -3,6 +3,7 @@
 //! split each request by owner core and gather the answers through the engine's cross-core
 //! primitive. See ARCHITECTURE.md.
 
+pub mod acl;
 pub mod admin_http;
 pub mod api;
 pub mod broker;

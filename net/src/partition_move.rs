@@ -250,7 +250,7 @@ async fn run_move(
         sent: HashMap::new(),
         copied_bytes: 0,
     };
-    if let Err(e) = copy.pass(state, &to, None).await {
+    if let Err(e) = copy.pass(state, &to, false).await {
         to.abort(state, topic, partition).await;
         return Err((
             409,
@@ -380,14 +380,14 @@ impl Copy {
         &mut self,
         state: &CoreState,
         to: &Peer,
-        handoff: Option<()>,
+        handoff: bool,
     ) -> Result<Vec<MoveFile>, String> {
         let listing = list_files(&self.dir).await?;
         for (name, stamp) in &listing {
             let fresh = match self.sent.get(name) {
                 Some((s, listed_at_ns)) => {
                     s != stamp
-                        || (handoff.is_some()
+                        || (handoff
                             && s.mtime_ns + u128::from(RECOPY_WINDOW_MS) * 1_000_000
                                 >= *listed_at_ns)
                 }
@@ -403,7 +403,7 @@ impl Copy {
                     self.sent.insert(name.clone(), (*stamp, listed_at_ns));
                 }
                 // A temporary file renamed away during the catch-up; the handoff lists again.
-                Err(SendError::Gone(_)) if handoff.is_none() => {}
+                Err(SendError::Gone(_)) if !handoff => {}
                 Err(SendError::Gone(e)) => {
                     return Err(format!(
                         "reading {} of the closed partition: {e}",
@@ -430,7 +430,7 @@ impl Copy {
         topic: &str,
         partition: u32,
     ) -> Result<(), String> {
-        let files = self.pass(state, to, Some(())).await?;
+        let files = self.pass(state, to, true).await?;
         if files.len() > MAX_MOVE_FILES {
             return Err(format!(
                 "the partition directory holds {} files, more than a move carries ({MAX_MOVE_FILES})",

@@ -23,6 +23,14 @@ pub struct ServeArgs {
     /// and a client is shown every broker at its endpoint of the listener it came in on.
     #[arg(long, value_name = "NAME=PROTOCOL://HOST:PORT")]
     listener: Vec<String>,
+    /// Principals that may do everything whatever the ACLs say (comma-separated, e.g.
+    /// User:admin,User:ops).
+    #[arg(long, value_name = "PRINCIPALS", value_delimiter = ',')]
+    super_users: Vec<String>,
+    /// Let every principal use a resource that no ACL names on SASL listeners too (on
+    /// listeners without authentication such resources are always open).
+    #[arg(long)]
+    allow_everyone_if_no_acl_found: bool,
     /// The TLS certificate chain (PEM, leaf first) of an SSL or SASL_SSL listener.
     #[arg(long, value_name = "FILE")]
     tls_cert: Option<PathBuf>,
@@ -154,6 +162,8 @@ struct FileConfig {
     listener: Option<Vec<String>>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
+    super_users: Option<Vec<String>>,
+    allow_everyone_if_no_acl_found: Option<bool>,
     metrics_listen: Option<SocketAddr>,
     advertise: Option<String>,
     cores: Option<usize>,
@@ -321,6 +331,20 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
     }
     c.metrics_listen = args.metrics_listen.or(file.metrics_listen);
     c.security_protocol = protocol;
+    c.acl = net::acl::AclConfig {
+        super_users: if args.super_users.is_empty() {
+            file.super_users.clone().unwrap_or_default()
+        } else {
+            args.super_users.clone()
+        },
+        allow_everyone_if_no_acl_found: args.allow_everyone_if_no_acl_found
+            || file.allow_everyone_if_no_acl_found.unwrap_or(false),
+    };
+    if let Some(bad) = c.acl.super_users.iter().find(|u| !u.contains(':')) {
+        return Err(format!(
+            "--super-users {bad:?}: a principal is TYPE:NAME, e.g. User:admin"
+        ));
+    }
     let any_tls = protocol.uses_tls() || extra_listeners.iter().any(|l| l.protocol.uses_tls());
     c.extra_listeners = extra_listeners;
     let (cert, key) = (

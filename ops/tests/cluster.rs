@@ -728,6 +728,7 @@ fn clients_on_an_external_sasl_listener_see_every_node_at_its_external_endpoint(
         .map(|i| {
             let mut a = node_args(i, &list, None);
             a.extend([
+                "--allow-everyone-if-no-acl-found".to_string(),
                 "--listener".to_string(),
                 "INTERNAL=PLAINTEXT://{listen}".to_string(),
                 "--listener".to_string(),

@@ -88,6 +88,7 @@ fn sasl_ssl_broker(cert: &str, key: &str) -> (Broker, String) {
     let broker = Broker::start_with(
         1,
         &[
+            "--allow-everyone-if-no-acl-found",
             "--listener",
             "EXTERNAL=SASL_SSL://{listen}",
             "--tls-cert",
@@ -107,6 +108,7 @@ fn sasl_broker() -> (Broker, String) {
     let broker = Broker::start_with(
         1,
         &[
+            "--allow-everyone-if-no-acl-found",
             "--listener",
             "EXTERNAL=SASL_PLAINTEXT://{listen}",
             "--metrics-listen",
@@ -310,6 +312,7 @@ fn an_internal_plaintext_and_an_external_sasl_listener_each_show_their_own_endpo
     let broker = Broker::start_with(
         1,
         &[
+            "--allow-everyone-if-no-acl-found",
             "--listener",
             "INTERNAL=PLAINTEXT://{listen}",
             "--listener",
@@ -474,4 +477,40 @@ fn kcat_over_tls_and_confluent_kafka_and_java_over_sasl_ssl() {
         "{}",
         check.run(&[&boot, "tls-user", "tls-pw", "java-over-tls", &ca])
     );
+}
+
+#[test]
+fn acls_allow_deny_and_hide_by_principal_with_literal_and_prefixed_patterns() {
+    let admin = format!("127.0.0.1:{}", free_port());
+    // Authorization on (the default on a SASL listener): admin is a super user.
+    let broker = Broker::start_with(
+        1,
+        &[
+            "--listener",
+            "EXTERNAL=SASL_PLAINTEXT://{listen}",
+            "--metrics-listen",
+            &admin,
+            "--super-users",
+            "User:admin",
+        ],
+    );
+    for user in ["admin", "reader", "team"] {
+        let o = ringlog(&[
+            "user",
+            "create",
+            user,
+            "--password",
+            "acl-pw",
+            "--admin",
+            &admin,
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let out = run_python(
+        "acl_check.py",
+        &[&broker.bootstrap(), "acl-pw"],
+        &[],
+        Duration::from_secs(240),
+    );
+    assert!(out.contains("\"ok\": true"), "{out}");
 }

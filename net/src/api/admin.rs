@@ -584,7 +584,7 @@ pub async fn create_partitions(
             Some(cur) => {
                 let adding = t.count as u32 - cur;
                 // The client's placement of the new partitions (broker ids of any node), or ours.
-                let placement = match &t.assignments {
+                let placement = match t.assignments.as_ref().filter(|a| !a.is_empty()) {
                     Some(named) => explicit_assignments(
                         state,
                         adding as i32,

@@ -1,6 +1,8 @@
 //! Kafka API handlers and the table of supported versions (what ApiVersions advertises).
 
+mod acls;
 pub mod admin;
+mod authz;
 mod consumer_group;
 pub mod fetch;
 pub mod group;
@@ -80,6 +82,9 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::SaslHandshake, 1, 1),
     (ApiKey::SaslAuthenticate, 0, 2),
     (ApiKey::DescribeUserScramCredentials, 0, 0),
+    (ApiKey::CreateAcls, 0, 3),
+    (ApiKey::DescribeAcls, 0, 3),
+    (ApiKey::DeleteAcls, 0, 3),
     (ApiKey::AlterUserScramCredentials, 0, 0),
 ];
 
@@ -102,6 +107,8 @@ pub struct Request {
     /// The listener it came in on (0: the primary; `BrokerConfig::extra_listeners`): the
     /// endpoints a response names are that listener's.
     pub listener: usize,
+    /// Who asks (its principal and host), for the ACLs (`crate::acl`).
+    pub subject: crate::acl::Subject,
 }
 
 /// The finalized features never change (no feature upgrades): one epoch for ever.
@@ -271,10 +278,29 @@ fn client_id(header: &RequestHeader) -> String {
 /// Runs the handler of `req`. `None` means no response is sent (Produce with acks=0).
 pub async fn dispatch(state: &Rc<CoreState>, req: Request) -> Option<ResponseKind> {
     let version = req.header.request_api_version;
+    // The ACLs first (`authz`): a request refused whole never reaches its handler; one
+    // refused for some topics runs without them, and they come back refused.
+    if let Some(refusal) = authz::refuse_whole(state, &req.subject, version, &req.body) {
+        return Some(refusal);
+    }
+    let mut req = req;
+    let refused = authz::take_refused(state, &req.subject, &mut req.body);
+    let mut resp = handle_kind(state, version, req).await?;
+    authz::restore_refused(refused, &mut resp);
+    Some(resp)
+}
+
+/// The handler of `req`, whatever its ACLs (`dispatch` checked them).
+async fn handle_kind(state: &Rc<CoreState>, version: i16, req: Request) -> Option<ResponseKind> {
+    let (listener, subject) = (req.listener, &req.subject);
     Some(match req.body {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions_response(0)),
         RequestKind::Metadata(r) => {
-            ResponseKind::Metadata(metadata::handle(state, version, r, req.listener).await)
+            let asked_for_all = r.topics.is_none()
+                || (version == 0 && r.topics.as_ref().is_some_and(Vec::is_empty));
+            let mut resp = metadata::handle(state, version, r, listener).await;
+            authz::filter_metadata(state, subject, asked_for_all, &mut resp);
+            ResponseKind::Metadata(resp)
         }
         RequestKind::Produce(r) => ResponseKind::Produce(produce::handle(state, version, r).await?),
         RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(state, version, r).await),
@@ -306,6 +332,9 @@ pub async fn dispatch(state: &Rc<CoreState>, req: Request) -> Option<ResponseKin
         RequestKind::DescribeProducers(r) => {
             ResponseKind::DescribeProducers(txn::describe_producers(state, r).await)
         }
+        RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(acls::create(state, r).await),
+        RequestKind::DescribeAcls(r) => ResponseKind::DescribeAcls(acls::describe(state, r)),
+        RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(acls::delete(state, r).await),
         RequestKind::DescribeUserScramCredentials(r) => {
             ResponseKind::DescribeUserScramCredentials(scram_users::describe(state, r))
         }
@@ -343,7 +372,7 @@ pub async fn dispatch(state: &Rc<CoreState>, req: Request) -> Option<ResponseKin
             ResponseKind::IncrementalAlterConfigs(admin::incremental_alter_configs(state, r).await)
         }
         RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(
-            group::find_coordinator(state, version, r, req.listener).await,
+            group::find_coordinator(state, version, r, listener).await,
         ),
         RequestKind::JoinGroup(r) => ResponseKind::JoinGroup(
             group::join_group(state, version, r, client_id(&req.header), req.peer).await,
@@ -386,9 +415,9 @@ pub async fn dispatch(state: &Rc<CoreState>, req: Request) -> Option<ResponseKin
         RequestKind::OffsetDelete(r) => {
             ResponseKind::OffsetDelete(group::offset_delete(state, r).await)
         }
-        RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(
-            metadata::describe_cluster(state, version, r, req.listener),
-        ),
+        RequestKind::DescribeCluster(r) => {
+            ResponseKind::DescribeCluster(metadata::describe_cluster(state, version, r, listener))
+        }
         RequestKind::DeleteRecords(r) => {
             ResponseKind::DeleteRecords(records::delete_records(state, r).await)
         }
@@ -467,6 +496,9 @@ mod tests {
             }
             ApiKey::ElectLeaders => both::<ElectLeadersRequest, ElectLeadersResponse>(),
             ApiKey::SaslHandshake => both::<SaslHandshakeRequest, SaslHandshakeResponse>(),
+            ApiKey::CreateAcls => both::<CreateAclsRequest, CreateAclsResponse>(),
+            ApiKey::DescribeAcls => both::<DescribeAclsRequest, DescribeAclsResponse>(),
+            ApiKey::DeleteAcls => both::<DeleteAclsRequest, DeleteAclsResponse>(),
             ApiKey::DescribeUserScramCredentials => {
                 both::<DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse>()
             }

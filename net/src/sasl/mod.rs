@@ -108,6 +108,11 @@ impl Auth {
             || key == ApiKey::SaslAuthenticate as i16
     }
 
+    /// Whether the connection's listener authenticates its clients (SASL).
+    pub fn authenticates(&self) -> bool {
+        !matches!(self, Auth::Open)
+    }
+
     /// The connection's principal once known (`User:NAME`).
     pub fn principal(&self) -> Option<&str> {
         match self {

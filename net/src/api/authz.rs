@@ -1,0 +1,599 @@
+//! ACL enforcement at the API boundary (issue #19, `crate::acl`): before a handler runs, the
+//! request is checked against the principal's ACLs. A request-wide refusal (a group, a
+//! transactional id, the cluster) answers with the API's authorization error and the handler
+//! never runs; a per-topic one takes the refused topics out of the request, runs the handler
+//! on the rest, and adds them back to the response with TOPIC_AUTHORIZATION_FAILED (Metadata
+//! instead hides topics the principal may not describe when it asked for all).
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+
+use crate::acl::{self, Subject};
+use crate::core::CoreState;
+
+/// Whether `who` may do `op` on `rtype`/`name` (this core's copy of the ACLs).
+pub fn may(state: &CoreState, who: &Subject, op: i8, rtype: i8, name: &str) -> bool {
+    acl::allowed(
+        &state.meta.borrow(),
+        &state.ctx.config.acl,
+        who,
+        op,
+        rtype,
+        name,
+    )
+}
+
+/// Whether everything is allowed to `who` without looking (no ACL at all, and the no-ACL
+/// rule opens resources to it): the common case, kept free of per-topic work.
+fn all_open(state: &CoreState, who: &Subject) -> bool {
+    state.meta.borrow().acls.is_empty()
+        && (!who.authenticated || state.ctx.config.acl.allow_everyone_if_no_acl_found)
+}
+
+fn on_cluster(state: &CoreState, who: &Subject, op: i8) -> bool {
+    may(
+        state,
+        who,
+        op,
+        acl::RESOURCE_CLUSTER,
+        acl::CLUSTER_RESOURCE_NAME,
+    )
+}
+
+/// The response that refuses a whole request for lack of an ACL, if `req` is refused so.
+pub fn refuse_whole(
+    state: &CoreState,
+    who: &Subject,
+    version: i16,
+    req: &RequestKind,
+) -> Option<ResponseKind> {
+    use acl::*;
+    if all_open(state, who) {
+        return None;
+    }
+    let group = |op: i8, id: &str| !may(state, who, op, RESOURCE_GROUP, id);
+    let txn = |id: &str| !may(state, who, OP_WRITE, RESOURCE_TRANSACTIONAL_ID, id);
+    Some(match req {
+        RequestKind::JoinGroup(r) if group(OP_READ, &r.group_id) => ResponseKind::JoinGroup(
+            JoinGroupResponse::default().with_error_code(GROUP_AUTHORIZATION_FAILED),
+        ),
+        RequestKind::SyncGroup(r) if group(OP_READ, &r.group_id) => ResponseKind::SyncGroup(
+            SyncGroupResponse::default().with_error_code(GROUP_AUTHORIZATION_FAILED),
+        ),
+        RequestKind::Heartbeat(r) if group(OP_READ, &r.group_id) => ResponseKind::Heartbeat(
+            HeartbeatResponse::default().with_error_code(GROUP_AUTHORIZATION_FAILED),
+        ),
+        RequestKind::LeaveGroup(r) if group(OP_READ, &r.group_id) => ResponseKind::LeaveGroup(
+            LeaveGroupResponse::default().with_error_code(GROUP_AUTHORIZATION_FAILED),
+        ),
+        RequestKind::OffsetCommit(r) if group(OP_READ, &r.group_id) => {
+            let topics = r
+                .topics
+                .iter()
+                .map(|t| {
+                    offset_commit_response::OffsetCommitResponseTopic::default()
+                        .with_name(t.name.clone())
+                        .with_partitions(
+                            t.partitions
+                                .iter()
+                                .map(|p| {
+                                    offset_commit_response::OffsetCommitResponsePartition::default()
+                                        .with_partition_index(p.partition_index)
+                                        .with_error_code(GROUP_AUTHORIZATION_FAILED)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            ResponseKind::OffsetCommit(OffsetCommitResponse::default().with_topics(topics))
+        }
+        RequestKind::OffsetFetch(r)
+            if (!r.group_id.is_empty() && group(OP_DESCRIBE, &r.group_id))
+                || r.groups.iter().any(|g| group(OP_DESCRIBE, &g.group_id)) =>
+        {
+            // Each version's shape: groups (v8+), a top-level code (v2+), or per partition.
+            let resp = if version >= 8 {
+                OffsetFetchResponse::default().with_groups(
+                    r.groups
+                        .iter()
+                        .map(|g| {
+                            offset_fetch_response::OffsetFetchResponseGroup::default()
+                                .with_group_id(g.group_id.clone())
+                                .with_error_code(GROUP_AUTHORIZATION_FAILED)
+                        })
+                        .collect(),
+                )
+            } else if version >= 2 {
+                OffsetFetchResponse::default().with_error_code(GROUP_AUTHORIZATION_FAILED)
+            } else {
+                OffsetFetchResponse::default().with_topics(
+                    r.topics
+                        .iter()
+                        .flatten()
+                        .map(|t| {
+                            offset_fetch_response::OffsetFetchResponseTopic::default()
+                                .with_name(t.name.clone())
+                                .with_partitions(
+                                    t.partition_indexes
+                                        .iter()
+                                        .map(|p| {
+                                            offset_fetch_response::OffsetFetchResponsePartition::default()
+                                                .with_partition_index(*p)
+                                                .with_committed_offset(-1)
+                                                .with_error_code(GROUP_AUTHORIZATION_FAILED)
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                )
+            };
+            ResponseKind::OffsetFetch(resp)
+        }
+        RequestKind::FindCoordinator(r) => {
+            let rtype = if r.key_type == 1 {
+                RESOURCE_TRANSACTIONAL_ID
+            } else {
+                RESOURCE_GROUP
+            };
+            let code = if rtype == RESOURCE_GROUP {
+                GROUP_AUTHORIZATION_FAILED
+            } else {
+                TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            };
+            let keys: Vec<&StrBytes> = if r.coordinator_keys.is_empty() {
+                vec![&r.key]
+            } else {
+                r.coordinator_keys.iter().collect()
+            };
+            if keys.iter().all(|k| may(state, who, OP_DESCRIBE, rtype, k)) {
+                return None;
+            }
+            // v4+ answers per key; earlier versions once, at the top.
+            let resp = if version >= 4 {
+                FindCoordinatorResponse::default().with_coordinators(
+                    keys.iter()
+                        .map(|k| {
+                            find_coordinator_response::Coordinator::default()
+                                .with_key((*k).clone())
+                                .with_node_id(BrokerId(-1))
+                                .with_port(-1)
+                                .with_error_code(code)
+                        })
+                        .collect(),
+                )
+            } else {
+                FindCoordinatorResponse::default()
+                    .with_error_code(code)
+                    .with_node_id(BrokerId(-1))
+                    .with_port(-1)
+            };
+            ResponseKind::FindCoordinator(resp)
+        }
+        RequestKind::InitProducerId(r) if r.transactional_id.as_ref().is_some_and(|t| txn(t)) => {
+            ResponseKind::InitProducerId(
+                InitProducerIdResponse::default()
+                    .with_error_code(TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                    .with_producer_id(ProducerId(-1))
+                    .with_producer_epoch(-1),
+            )
+        }
+        RequestKind::AddOffsetsToTxn(r)
+            if txn(&r.transactional_id) || group(OP_READ, &r.group_id) =>
+        {
+            let code = if txn(&r.transactional_id) {
+                TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            } else {
+                GROUP_AUTHORIZATION_FAILED
+            };
+            ResponseKind::AddOffsetsToTxn(AddOffsetsToTxnResponse::default().with_error_code(code))
+        }
+        RequestKind::EndTxn(r) if txn(&r.transactional_id) => ResponseKind::EndTxn(
+            EndTxnResponse::default().with_error_code(TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+        ),
+        RequestKind::AddPartitionsToTxn(r)
+            if txn(&r.v3_and_below_transactional_id)
+                || r.v3_and_below_topics
+                    .iter()
+                    .any(|t| !may(state, who, OP_WRITE, RESOURCE_TOPIC, &t.name)) =>
+        {
+            let code = if txn(&r.v3_and_below_transactional_id) {
+                TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            } else {
+                TOPIC_AUTHORIZATION_FAILED
+            };
+            let results = r
+                .v3_and_below_topics
+                .iter()
+                .map(|t| {
+                    add_partitions_to_txn_response::AddPartitionsToTxnTopicResult::default()
+                        .with_name(t.name.clone())
+                        .with_results_by_partition(
+                            t.partitions
+                                .iter()
+                                .map(|p| {
+                                    add_partitions_to_txn_response::AddPartitionsToTxnPartitionResult::default()
+                                        .with_partition_index(*p)
+                                        .with_partition_error_code(code)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            ResponseKind::AddPartitionsToTxn(
+                AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results),
+            )
+        }
+        RequestKind::TxnOffsetCommit(r) if group(OP_READ, &r.group_id) => {
+            let topics = r
+                .topics
+                .iter()
+                .map(|t| {
+                    txn_offset_commit_response::TxnOffsetCommitResponseTopic::default()
+                        .with_name(t.name.clone())
+                        .with_partitions(
+                            t.partitions
+                                .iter()
+                                .map(|p| {
+                                    txn_offset_commit_response::TxnOffsetCommitResponsePartition::default()
+                                        .with_partition_index(p.partition_index)
+                                        .with_error_code(GROUP_AUTHORIZATION_FAILED)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            ResponseKind::TxnOffsetCommit(TxnOffsetCommitResponse::default().with_topics(topics))
+        }
+        RequestKind::CreateAcls(r) if !on_cluster(state, who, OP_ALTER) => {
+            ResponseKind::CreateAcls(
+                CreateAclsResponse::default().with_results(
+                    r.creations
+                        .iter()
+                        .map(|_| {
+                            create_acls_response::AclCreationResult::default()
+                                .with_error_code(CLUSTER_AUTHORIZATION_FAILED)
+                        })
+                        .collect(),
+                ),
+            )
+        }
+        RequestKind::DeleteAcls(r) if !on_cluster(state, who, OP_ALTER) => {
+            ResponseKind::DeleteAcls(
+                DeleteAclsResponse::default().with_filter_results(
+                    r.filters
+                        .iter()
+                        .map(|_| {
+                            delete_acls_response::DeleteAclsFilterResult::default()
+                                .with_error_code(CLUSTER_AUTHORIZATION_FAILED)
+                        })
+                        .collect(),
+                ),
+            )
+        }
+        RequestKind::DescribeAcls(_) if !on_cluster(state, who, OP_DESCRIBE) => {
+            ResponseKind::DescribeAcls(
+                DescribeAclsResponse::default().with_error_code(CLUSTER_AUTHORIZATION_FAILED),
+            )
+        }
+        RequestKind::AlterUserScramCredentials(r) if !on_cluster(state, who, OP_ALTER) => {
+            let mut users: Vec<StrBytes> = r
+                .deletions
+                .iter()
+                .map(|d| d.name.clone())
+                .chain(r.upsertions.iter().map(|u| u.name.clone()))
+                .collect();
+            users.sort();
+            users.dedup();
+            ResponseKind::AlterUserScramCredentials(
+                AlterUserScramCredentialsResponse::default().with_results(
+                    users
+                        .into_iter()
+                        .map(|u| {
+                            alter_user_scram_credentials_response::AlterUserScramCredentialsResult::default()
+                                .with_user(u)
+                                .with_error_code(CLUSTER_AUTHORIZATION_FAILED)
+                        })
+                        .collect(),
+                ),
+            )
+        }
+        RequestKind::DescribeUserScramCredentials(_) if !on_cluster(state, who, OP_DESCRIBE) => {
+            ResponseKind::DescribeUserScramCredentials(
+                DescribeUserScramCredentialsResponse::default()
+                    .with_error_code(CLUSTER_AUTHORIZATION_FAILED),
+            )
+        }
+        _ => return None,
+    })
+}
+
+/// The topics of a per-topic request `who` may not use: taken out of the request here,
+/// given back by [`restore_refused`] as TOPIC_AUTHORIZATION_FAILED.
+pub enum Refused {
+    None,
+    Produce(Vec<(TopicName, uuid::Uuid, Vec<i32>)>),
+    Fetch(Vec<(TopicName, uuid::Uuid, Vec<i32>)>),
+    CreateTopics(Vec<TopicName>),
+    ListOffsets(Vec<(TopicName, Vec<i32>)>),
+    /// Topics by name or id (DeleteTopics v6 names them either way).
+    DeleteTopics(Vec<(Option<TopicName>, uuid::Uuid)>),
+    CreatePartitions(Vec<TopicName>),
+}
+
+/// Takes the topics `who` may not use out of `req`.
+pub fn take_refused(state: &CoreState, who: &Subject, req: &mut RequestKind) -> Refused {
+    use acl::*;
+    if all_open(state, who) {
+        return Refused::None;
+    }
+    let topic_ok = |op: i8, name: &str| may(state, who, op, RESOURCE_TOPIC, name);
+    let name_of = |name: &TopicName, id: &uuid::Uuid| -> String {
+        if name.is_empty() {
+            state
+                .topic_ids
+                .borrow()
+                .get(id)
+                .cloned()
+                .unwrap_or_default()
+        } else {
+            name.to_string()
+        }
+    };
+    match req {
+        RequestKind::Produce(r) => {
+            let (ok, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topic_data)
+                .into_iter()
+                .partition(|t| topic_ok(OP_WRITE, &name_of(&t.name, &t.topic_id)));
+            r.topic_data = ok;
+            if refused.is_empty() {
+                return Refused::None;
+            }
+            Refused::Produce(
+                refused
+                    .into_iter()
+                    .map(|t| {
+                        (
+                            t.name,
+                            t.topic_id,
+                            t.partition_data.iter().map(|p| p.index).collect(),
+                        )
+                    })
+                    .collect(),
+            )
+        }
+        RequestKind::Fetch(r) => {
+            let (ok, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
+                .into_iter()
+                .partition(|t| topic_ok(OP_READ, &name_of(&t.topic, &t.topic_id)));
+            r.topics = ok;
+            if refused.is_empty() {
+                return Refused::None;
+            }
+            Refused::Fetch(
+                refused
+                    .into_iter()
+                    .map(|t| {
+                        (
+                            t.topic,
+                            t.topic_id,
+                            t.partitions.iter().map(|p| p.partition).collect(),
+                        )
+                    })
+                    .collect(),
+            )
+        }
+        RequestKind::CreateTopics(r) => {
+            let cluster = on_cluster(state, who, OP_CREATE);
+            let (ok, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
+                .into_iter()
+                .partition(|t| cluster || topic_ok(OP_CREATE, &t.name));
+            r.topics = ok;
+            if refused.is_empty() {
+                return Refused::None;
+            }
+            Refused::CreateTopics(refused.into_iter().map(|t| t.name).collect())
+        }
+        RequestKind::ListOffsets(r) => {
+            let (ok, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
+                .into_iter()
+                .partition(|t| topic_ok(OP_DESCRIBE, &t.name));
+            r.topics = ok;
+            if refused.is_empty() {
+                return Refused::None;
+            }
+            Refused::ListOffsets(
+                refused
+                    .into_iter()
+                    .map(|t| {
+                        let parts = t.partitions.iter().map(|p| p.partition_index).collect();
+                        (t.name, parts)
+                    })
+                    .collect(),
+            )
+        }
+        RequestKind::DeleteTopics(r) => {
+            let mut refused = Vec::new();
+            r.topic_names.retain(|n| {
+                let ok = topic_ok(OP_DELETE, n);
+                if !ok {
+                    refused.push((Some(n.clone()), uuid::Uuid::nil()));
+                }
+                ok
+            });
+            r.topics.retain(|t| {
+                let name = match &t.name {
+                    Some(n) => n.to_string(),
+                    None => name_of(&TopicName::default(), &t.topic_id),
+                };
+                let ok = topic_ok(OP_DELETE, &name);
+                if !ok {
+                    refused.push((t.name.clone(), t.topic_id));
+                }
+                ok
+            });
+            if refused.is_empty() {
+                Refused::None
+            } else {
+                Refused::DeleteTopics(refused)
+            }
+        }
+        RequestKind::CreatePartitions(r) => {
+            let (ok, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
+                .into_iter()
+                .partition(|t| topic_ok(OP_ALTER, &t.name));
+            r.topics = ok;
+            if refused.is_empty() {
+                return Refused::None;
+            }
+            Refused::CreatePartitions(refused.into_iter().map(|t| t.name).collect())
+        }
+        _ => Refused::None,
+    }
+}
+
+/// Adds the refused topics back to `resp` with TOPIC_AUTHORIZATION_FAILED.
+pub fn restore_refused(refused: Refused, resp: &mut ResponseKind) {
+    use acl::TOPIC_AUTHORIZATION_FAILED as DENIED;
+    match (refused, resp) {
+        (Refused::None, _) => {}
+        (Refused::Produce(topics), ResponseKind::Produce(r)) => {
+            for (name, id, parts) in topics {
+                r.responses.push(
+                    TopicProduceResponse::default()
+                        .with_name(name)
+                        .with_topic_id(id)
+                        .with_partition_responses(
+                            parts
+                                .into_iter()
+                                .map(|p| {
+                                    PartitionProduceResponse::default()
+                                        .with_index(p)
+                                        .with_error_code(DENIED)
+                                        .with_base_offset(-1)
+                                        .with_log_append_time_ms(-1)
+                                        .with_log_start_offset(-1)
+                                })
+                                .collect(),
+                        ),
+                );
+            }
+        }
+        (Refused::Fetch(topics), ResponseKind::Fetch(r)) => {
+            for (name, id, parts) in topics {
+                r.responses.push(
+                    FetchableTopicResponse::default()
+                        .with_topic(name)
+                        .with_topic_id(id)
+                        .with_partitions(
+                            parts
+                                .into_iter()
+                                .map(|p| {
+                                    PartitionData::default()
+                                        .with_partition_index(p)
+                                        .with_error_code(DENIED)
+                                        .with_high_watermark(-1)
+                                        .with_last_stable_offset(-1)
+                                        .with_log_start_offset(-1)
+                                })
+                                .collect(),
+                        ),
+                );
+            }
+        }
+        (Refused::ListOffsets(topics), ResponseKind::ListOffsets(r)) => {
+            for (name, parts) in topics {
+                r.topics.push(
+                    list_offsets_response::ListOffsetsTopicResponse::default()
+                        .with_name(name)
+                        .with_partitions(
+                            parts
+                                .into_iter()
+                                .map(|p| {
+                                    list_offsets_response::ListOffsetsPartitionResponse::default()
+                                        .with_partition_index(p)
+                                        .with_error_code(DENIED)
+                                        .with_timestamp(-1)
+                                        .with_offset(-1)
+                                })
+                                .collect(),
+                        ),
+                );
+            }
+        }
+        (Refused::DeleteTopics(topics), ResponseKind::DeleteTopics(r)) => {
+            for (name, id) in topics {
+                r.responses.push(
+                    delete_topics_response::DeletableTopicResult::default()
+                        .with_name(name)
+                        .with_topic_id(id)
+                        .with_error_code(DENIED)
+                        .with_error_message(Some(StrBytes::from_static_str(
+                            "Authorization failed: no DELETE on the topic",
+                        ))),
+                );
+            }
+        }
+        (Refused::CreatePartitions(names), ResponseKind::CreatePartitions(r)) => {
+            for name in names {
+                r.results.push(
+                    create_partitions_response::CreatePartitionsTopicResult::default()
+                        .with_name(name)
+                        .with_error_code(DENIED)
+                        .with_error_message(Some(StrBytes::from_static_str(
+                            "Authorization failed: no ALTER on the topic",
+                        ))),
+                );
+            }
+        }
+        (Refused::CreateTopics(names), ResponseKind::CreateTopics(r)) => {
+            for name in names {
+                r.topics.push(
+                    CreatableTopicResult::default()
+                        .with_name(name)
+                        .with_error_code(DENIED)
+                        .with_error_message(Some(StrBytes::from_static_str(
+                            "Authorization failed: no CREATE on the cluster or the topic",
+                        )))
+                        .with_num_partitions(-1)
+                        .with_replication_factor(-1),
+                );
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Metadata for `who`: topics it may not describe are hidden when it asked for all, and
+/// refused (TOPIC_AUTHORIZATION_FAILED, no partitions) when it named them.
+pub fn filter_metadata(
+    state: &Rc<CoreState>,
+    who: &Subject,
+    asked_for_all: bool,
+    resp: &mut MetadataResponse,
+) {
+    if all_open(state, who) {
+        return;
+    }
+    let visible = |t: &kafka_protocol::messages::metadata_response::MetadataResponseTopic| {
+        t.name
+            .as_ref()
+            .is_none_or(|n| may(state, who, acl::OP_DESCRIBE, acl::RESOURCE_TOPIC, n))
+    };
+    if asked_for_all {
+        resp.topics.retain(visible);
+    } else {
+        for t in resp.topics.iter_mut() {
+            if !visible(t) {
+                t.error_code = acl::TOPIC_AUTHORIZATION_FAILED;
+                t.partitions.clear();
+                t.topic_id = uuid::Uuid::nil();
+            }
+        }
+    }
+}
