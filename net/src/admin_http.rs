@@ -115,23 +115,15 @@ async fn handle(state: &Rc<CoreState>, mut stream: TcpStream) -> std::io::Result
         }
         ("POST", "/v1/shard-move") => {
             let parsed = (|| {
-                let topic = params.get("topic").ok_or("missing topic=")?.to_string();
-                let partition: u32 = params
-                    .get("partition")
-                    .ok_or("missing partition=")?
-                    .parse()
-                    .map_err(|_| "partition= is not a number")?;
-                let core: usize = params
-                    .get("core")
-                    .ok_or("missing core=")?
-                    .parse()
-                    .map_err(|_| "core= is not a number")?;
-                Ok::<_, &str>((topic, partition, core))
+                let topic: String = param(&params, "topic")?;
+                let partition: u32 = param(&params, "partition")?;
+                let core: usize = param(&params, "core")?;
+                Ok::<_, String>((topic, partition, core))
             })();
             let (topic, partition, core) = match parsed {
                 Ok(p) => p,
                 Err(e) => {
-                    return respond(&mut stream, 400, "application/json", &json_error(e)).await
+                    return respond(&mut stream, 400, "application/json", &json_error(&e)).await
                 }
             };
             match move_partition(state, &topic, partition, core).await {
@@ -149,27 +141,19 @@ async fn handle(state: &Rc<CoreState>, mut stream: TcpStream) -> std::io::Result
         }
         ("POST", "/v1/partition-move") => {
             let parsed = (|| {
-                let topic = params.get("topic").ok_or("missing topic=")?.to_string();
-                let partition: u32 = params
-                    .get("partition")
-                    .ok_or("missing partition=")?
-                    .parse()
-                    .map_err(|_| "partition= is not a number")?;
-                let node: u64 = params
-                    .get("node")
-                    .ok_or("missing node=")?
-                    .parse()
-                    .map_err(|_| "node= is not a number")?;
+                let topic: String = param(&params, "topic")?;
+                let partition: u32 = param(&params, "partition")?;
+                let node: u64 = param(&params, "node")?;
                 let core: Option<u32> = match params.get("core") {
                     None => None,
-                    Some(c) => Some(c.parse().map_err(|_| "core= is not a number")?),
+                    Some(_) => Some(param(&params, "core")?),
                 };
-                Ok::<_, &str>((topic, partition, node, core))
+                Ok::<_, String>((topic, partition, node, core))
             })();
             let (topic, partition, node, core) = match parsed {
                 Ok(p) => p,
                 Err(e) => {
-                    return respond(&mut stream, 400, "application/json", &json_error(e)).await
+                    return respond(&mut stream, 400, "application/json", &json_error(&e)).await
                 }
             };
             match crate::partition_move::move_partition(state, &topic, partition, node, core).await
@@ -367,6 +351,15 @@ async fn handle(state: &Rc<CoreState>, mut stream: TcpStream) -> std::io::Result
             .await
         }
     }
+}
+
+/// Query parameter `key` as a `T`; the error names the parameter.
+fn param<T: std::str::FromStr>(params: &HashMap<&str, &str>, key: &str) -> Result<T, String> {
+    params
+        .get(key)
+        .ok_or_else(|| format!("missing {key}="))?
+        .parse()
+        .map_err(|_| format!("{key}= is not a number"))
 }
 
 /// A query-string value with its `%XX` escapes (and `+` for a space) decoded; `None` if an

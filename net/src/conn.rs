@@ -225,6 +225,21 @@ struct Held {
 
 type Pending = glommio::task::JoinHandle<(Outcome, Held)>;
 
+/// The budget of a frame answered without the Kafka handlers (node RPC, SASL, an immediate
+/// answer): its core bytes, none of the connection's.
+async fn held_by_core(
+    core: StaticPermit,
+    conn_budget: &Rc<Semaphore>,
+) -> Result<Held, CloseReason> {
+    Ok(Held {
+        _core: core,
+        _conn: conn_budget
+            .acquire_static_permit(0)
+            .await
+            .map_err(budget_err("connection budget"))?,
+    })
+}
+
 async fn with_timeout<T>(
     ms: u64,
     what: &'static str,
@@ -378,13 +393,7 @@ where
                     ) =>
                 {
                     let (frame, close) = sasl_step(&state, &mut auth, *req, &peer).await?;
-                    let held = Held {
-                        _core: core_permit,
-                        _conn: conn_budget
-                            .acquire_static_permit(0)
-                            .await
-                            .map_err(budget_err("connection budget"))?,
-                    };
+                    let held = held_by_core(core_permit, &conn_budget).await?;
                     let h = glommio::spawn_local(async move { (Outcome::Response(frame), held) })
                         .detach();
                     tx.send(h).await.map_err(|_| CloseReason::WriterStopped)?;
@@ -408,13 +417,7 @@ where
                 // Answered without the Kafka handlers: the frame's core budget is held until
                 // the answer is written, and none of the connection's.
                 other => {
-                    let held = Held {
-                        _core: core_permit,
-                        _conn: conn_budget
-                            .acquire_static_permit(0)
-                            .await
-                            .map_err(budget_err("connection budget"))?,
-                    };
+                    let held = held_by_core(core_permit, &conn_budget).await?;
                     let task_state = state.clone();
                     let h = glommio::spawn_local(async move {
                         let frame = match other {

@@ -395,8 +395,11 @@ fn kcat_over_tls_and_confluent_kafka_and_java_over_sasl_ssl() {
             "--auto-create-topics",
         ],
     );
+    // Under `cargo nextest run --workspace` the library path holds the bench's own
+    // librdkafka (built without OpenSSL); kcat gets the system's.
     let kcat_tls = |args: &[&str], input: Option<&[u8]>| {
         let mut c = std::process::Command::new(kcat());
+        c.env_remove("LD_LIBRARY_PATH");
         c.args(["-b", &ssl.bootstrap(), "-X", "security.protocol=SSL", "-X"])
             .arg(format!("ssl.ca.location={ca}"))
             .args(args);
@@ -421,6 +424,7 @@ fn kcat_over_tls_and_confluent_kafka_and_java_over_sasl_ssl() {
     assert_eq!(got, lines, "kcat reads back every record over TLS");
     // A client that does not trust the CA does not get through.
     let mut c = std::process::Command::new(kcat());
+    c.env_remove("LD_LIBRARY_PATH");
     c.args([
         "-b",
         &ssl.bootstrap(),
