@@ -19,7 +19,7 @@ use std::rc::Rc;
 use engine::join::join_all;
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
-use meta::{Assignment, Command};
+use meta::Command;
 
 use crate::core::CoreState;
 use crate::metrics::{self, Snapshot};
@@ -126,7 +126,7 @@ async fn handle(state: &Rc<CoreState>, mut stream: TcpStream) -> std::io::Result
                     return respond(&mut stream, 400, "application/json", &json_error(&e)).await
                 }
             };
-            match move_partition(state, &topic, partition, core).await {
+            match crate::partition_move::move_to_core(state, &topic, partition, core).await {
                 Ok(from) => {
                     let body = format!(
                         "{{\"topic\":\"{}\",\"partition\":{partition},\"from_core\":{from},\"to_core\":{core}}}\n",
@@ -439,66 +439,4 @@ pub async fn gather(state: &Rc<CoreState>) -> Vec<Snapshot> {
             })
     });
     join_all(futs).await
-}
-
-/// Moves `topic`/`partition` to `to` core of this node: the old owner stops serving and closes
-/// it cleanly (producers get NOT_LEADER_OR_FOLLOWER, a retriable error, meanwhile), the new
-/// assignment is written to the metastore, and every core applies it (the new owner opens the
-/// partition). Acknowledged records were fdatasync'd before the close, and nothing is appended
-/// twice: no append is in two logs. Returns the old core.
-pub async fn move_partition(
-    state: &Rc<CoreState>,
-    topic: &str,
-    partition: u32,
-    to: usize,
-) -> Result<usize, (u16, String)> {
-    if to >= state.shards.cores() {
-        return Err((
-            400,
-            format!(
-                "core {to} does not exist: this broker runs {} cores",
-                state.shards.cores()
-            ),
-        ));
-    }
-    let from = state.owner_core(topic, partition).ok_or((
-        400,
-        format!("unknown partition {topic}/{partition} on this node"),
-    ))?;
-    if from == to {
-        return Ok(from);
-    }
-    let (t, p) = (topic.to_string(), partition);
-    let release = move |s: Rc<CoreState>| async move { s.release_partition(&t, p).await };
-    let released = match crate::route::on_core(state, from, release).await {
-        Ok(r) => r.map_err(|e| e.to_string()),
-        Err(gone) => Err(gone.to_string()),
-    };
-    released.map_err(|e| {
-        (
-            409,
-            format!("closing {topic}/{partition} on core {from}: {e}"),
-        )
-    })?;
-    let cmd = Command::SetAssignment {
-        name: topic.to_string(),
-        partition,
-        assignment: Assignment {
-            node_id: state.node_id(),
-            core_index: to as u32,
-        },
-    };
-    match state.ctx.meta.write(cmd).await {
-        Ok(applied) => {
-            crate::api::admin::wait_all_cores(state, applied.log_index).await;
-            tracing::info!(%topic, partition, from, to, "partition moved");
-            Ok(from)
-        }
-        Err(e) => {
-            let (t, p) = (topic.to_string(), partition);
-            let resume = move |s: Rc<CoreState>| async move { s.resume_partition(&t, p).await };
-            let _ = crate::route::on_core(state, from, resume).await;
-            Err((409, format!("recording the move: {e}")))
-        }
-    }
 }

@@ -168,7 +168,7 @@ pub struct BrokerConfig {
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// The Kafka listener's security protocol (`--listener NAME=PROTOCOL://HOST:PORT`):
     /// PLAINTEXT, or SASL_PLAINTEXT (SASL before anything else, `crate::sasl`).
-    pub security_protocol: crate::sasl::SecurityProtocol,
+    pub security_protocol: SecurityProtocol,
     /// Listeners besides the primary one (`--listener` given more than once): listener 1,
     /// 2, ... (the primary is listener 0). Each core accepts on every one.
     pub extra_listeners: Vec<ExtraListener>,
@@ -235,7 +235,7 @@ impl BrokerConfig {
             core_direct_base_port: None,
             group_initial_rebalance_delay_ms: crate::group::DEFAULT_INITIAL_REBALANCE_DELAY_MS,
             metrics_listen: None,
-            security_protocol: crate::sasl::SecurityProtocol::Plaintext,
+            security_protocol: SecurityProtocol::Plaintext,
             tls: None,
             acl: crate::acl::AclConfig::default(),
             extra_listeners: Vec::new(),
@@ -432,7 +432,7 @@ impl BrokerConfig {
     }
 
     /// The security protocol of listener `index` (0: the primary).
-    pub fn protocol_of(&self, index: usize) -> crate::sasl::SecurityProtocol {
+    pub fn protocol_of(&self, index: usize) -> SecurityProtocol {
         match index {
             0 => self.security_protocol,
             i => self
@@ -454,11 +454,40 @@ impl BrokerConfig {
     }
 }
 
+/// A listener's security protocol (Kafka's `security.protocol`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SecurityProtocol {
+    Plaintext,
+    SaslPlaintext,
+    /// TLS (`crate::tls`), no SASL.
+    Ssl,
+    /// SASL inside TLS.
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s.to_ascii_uppercase().as_str() {
+            "PLAINTEXT" => Ok(SecurityProtocol::Plaintext),
+            "SASL_PLAINTEXT" => Ok(SecurityProtocol::SaslPlaintext),
+            "SSL" => Ok(SecurityProtocol::Ssl),
+            "SASL_SSL" => Ok(SecurityProtocol::SaslSsl),
+            _ => Err(format!(
+                "{s:?} is not a security protocol (PLAINTEXT, SASL_PLAINTEXT, SSL, SASL_SSL)"
+            )),
+        }
+    }
+
+    pub fn uses_tls(self) -> bool {
+        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
+    }
+}
+
 /// A listener besides the primary one.
 #[derive(Debug, Clone)]
 pub struct ExtraListener {
     pub name: String,
-    pub protocol: crate::sasl::SecurityProtocol,
+    pub protocol: SecurityProtocol,
     pub listen: SocketAddr,
 }
 

@@ -427,7 +427,7 @@ where
                                 correlation_id,
                                 body,
                             } => {
-                                let answer = crate::node_rpc::serve(&task_state, &body).await;
+                                let answer = serve_node_rpc(&task_state, &body).await;
                                 crate::node_rpc::response_frame(correlation_id, &answer)
                             }
                             Decoded::Request(_) => unreachable!("matched above"),
@@ -499,6 +499,24 @@ async fn sasl_step(
     };
     let frame = encode_response(req.api_key, version, correlation_id, &resp)?;
     Ok((frame, close))
+}
+
+/// Answers one node RPC frame (`crate::node_rpc`): its rkyv body (validated first) with the rkyv body of its answer.
+async fn serve_node_rpc(state: &Rc<CoreState>, body: &[u8]) -> Vec<u8> {
+    use crate::node_rpc::{encode_response, NodeRequest, NodeResponse};
+    let resp = match meta::wire::decode::<NodeRequest>(body, "node request") {
+        Err(e) => NodeResponse::Failed {
+            reason: e.to_string(),
+        },
+        Ok(req @ (NodeRequest::AppendChild { .. } | NodeRequest::HighWatermark { .. })) => {
+            crate::fanout_runtime::serve_node_request(state, req).await
+        }
+        Ok(req @ (NodeRequest::TxnBegin { .. } | NodeRequest::TxnMarker { .. })) => {
+            crate::api::txn::serve_node_request(state, req).await
+        }
+        Ok(req) => crate::partition_move::serve(state, req).await,
+    };
+    encode_response(&resp)
 }
 
 pub enum Decoded {

@@ -68,7 +68,7 @@ pub enum NodeRequest {
         move_id: u64,
         topic: String,
         partition: u32,
-        files: Vec<crate::partition_move::MoveFile>,
+        files: Vec<MoveFile>,
     },
     /// ... or drop it (and an installed copy the receiving node does not serve).
     MoveAbort {
@@ -127,6 +127,13 @@ pub enum NodeResponse {
     Failed {
         reason: String,
     },
+}
+
+/// One file of a partition directory as a `MoveCommit` lists it.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct MoveFile {
+    pub name: String,
+    pub len: u64,
 }
 
 /// Why a call failed.
@@ -220,23 +227,6 @@ pub async fn call_within(
     })
     .await
     .unwrap_or_else(|_| Err(fail(format!("no answer within {timeout_ms} ms"))))
-}
-
-/// Answers one node RPC frame's rkyv body (validated first) with the rkyv body of its answer.
-pub async fn serve(state: &std::rc::Rc<CoreState>, body: &[u8]) -> Vec<u8> {
-    let resp = match meta::wire::decode::<NodeRequest>(body, "node request") {
-        Err(e) => NodeResponse::Failed {
-            reason: e.to_string(),
-        },
-        Ok(req @ (NodeRequest::AppendChild { .. } | NodeRequest::HighWatermark { .. })) => {
-            crate::fanout_runtime::serve_node_request(state, req).await
-        }
-        Ok(req @ (NodeRequest::TxnBegin { .. } | NodeRequest::TxnMarker { .. })) => {
-            crate::api::txn::serve_node_request(state, req).await
-        }
-        Ok(req) => crate::partition_move::serve(state, req).await,
-    };
-    encode_response(&resp)
 }
 
 /// Connections to other nodes one core keeps between calls, at most.

@@ -1,5 +1,6 @@
-//! Partition moves between nodes (issue #17): `POST /v1/partition-move` on any node's admin
-//! listener, `ringlog partition move TOPIC/P --node N [--core C]`.
+//! Partition moves: to another core of this node (`move_to_core`, `ringlog shard move`,
+//! `POST /v1/shard-move`), and between nodes (issue #17): `POST /v1/partition-move` on any
+//! node's admin listener, `ringlog partition move TOPIC/P --node N [--core C]`.
 //!
 //! The node that owns the partition runs the move; a node asked for another node's partition
 //! forwards the request to the owner over node RPC (`NodeRequest::MovePartition`).
@@ -36,10 +37,9 @@ use std::sync::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use meta::{Assignment, Command};
-use rkyv::{Archive, Deserialize, Serialize};
 
 use crate::core::{is_internal_topic, CoreState, PartitionKey};
-use crate::node_rpc::{self, NodeRequest, NodeResponse};
+use crate::node_rpc::{self, MoveFile, NodeRequest, NodeResponse};
 
 /// The most bytes one `MoveChunk` carries.
 pub const MOVE_CHUNK_BYTES: usize = 1 << 20;
@@ -56,13 +56,6 @@ const MAX_MOVE_FILE_NAME_BYTES: usize = 320;
 pub const RECOPY_WINDOW_MS: u64 = 2_000;
 /// The directory under the data dir that holds incoming moves' staging directories.
 pub const STAGING_DIR_NAME: &str = "moving";
-
-/// One file of a partition directory as a `MoveCommit` lists it.
-#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
-pub struct MoveFile {
-    pub name: String,
-    pub len: u64,
-}
 
 /// What a finished move reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -208,8 +201,7 @@ async fn run_move(
         (incarnation, core)
     };
     if to_node == state.node_id() {
-        let from =
-            crate::admin_http::move_partition(state, topic, partition, to_core as usize).await?;
+        let from = move_to_core(state, topic, partition, to_core as usize).await?;
         return Ok(Moved {
             from_node: to_node,
             from_core: from as u32,
@@ -325,6 +317,68 @@ async fn run_move(
         copied_bytes: copy.copied_bytes,
         handoff_ms,
     })
+}
+
+/// Moves `topic`/`partition` to `to` core of this node: the old owner stops serving and closes
+/// it cleanly (producers get NOT_LEADER_OR_FOLLOWER, a retriable error, meanwhile), the new
+/// assignment is written to the metastore, and every core applies it (the new owner opens the
+/// partition). Acknowledged records were fdatasync'd before the close, and nothing is appended
+/// twice: no append is in two logs. Returns the old core.
+pub async fn move_to_core(
+    state: &Rc<CoreState>,
+    topic: &str,
+    partition: u32,
+    to: usize,
+) -> Result<usize, (u16, String)> {
+    if to >= state.shards.cores() {
+        return Err((
+            400,
+            format!(
+                "core {to} does not exist: this broker runs {} cores",
+                state.shards.cores()
+            ),
+        ));
+    }
+    let from = state.owner_core(topic, partition).ok_or((
+        400,
+        format!("unknown partition {topic}/{partition} on this node"),
+    ))?;
+    if from == to {
+        return Ok(from);
+    }
+    let (t, p) = (topic.to_string(), partition);
+    let release = move |s: Rc<CoreState>| async move { s.release_partition(&t, p).await };
+    let released = match crate::route::on_core(state, from, release).await {
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(gone) => Err(gone.to_string()),
+    };
+    released.map_err(|e| {
+        (
+            409,
+            format!("closing {topic}/{partition} on core {from}: {e}"),
+        )
+    })?;
+    let cmd = Command::SetAssignment {
+        name: topic.to_string(),
+        partition,
+        assignment: Assignment {
+            node_id: state.node_id(),
+            core_index: to as u32,
+        },
+    };
+    match state.ctx.meta.write(cmd).await {
+        Ok(applied) => {
+            crate::api::admin::wait_all_cores(state, applied.log_index).await;
+            tracing::info!(%topic, partition, from, to, "partition moved");
+            Ok(from)
+        }
+        Err(e) => {
+            let (t, p) = (topic.to_string(), partition);
+            let resume = move |s: Rc<CoreState>| async move { s.resume_partition(&t, p).await };
+            let _ = crate::route::on_core(state, from, resume).await;
+            Err((409, format!("recording the move: {e}")))
+        }
+    }
 }
 
 /// The receiving end of one move.

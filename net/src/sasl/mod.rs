@@ -46,34 +46,7 @@ impl Mechanism {
     }
 }
 
-/// A listener's security protocol (Kafka's `security.protocol`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SecurityProtocol {
-    Plaintext,
-    SaslPlaintext,
-    /// TLS (`crate::tls`), no SASL.
-    Ssl,
-    /// SASL inside TLS.
-    SaslSsl,
-}
-
-impl SecurityProtocol {
-    pub fn parse(s: &str) -> Result<Self, String> {
-        match s.to_ascii_uppercase().as_str() {
-            "PLAINTEXT" => Ok(SecurityProtocol::Plaintext),
-            "SASL_PLAINTEXT" => Ok(SecurityProtocol::SaslPlaintext),
-            "SSL" => Ok(SecurityProtocol::Ssl),
-            "SASL_SSL" => Ok(SecurityProtocol::SaslSsl),
-            _ => Err(format!(
-                "{s:?} is not a security protocol (PLAINTEXT, SASL_PLAINTEXT, SSL, SASL_SSL)"
-            )),
-        }
-    }
-
-    pub fn uses_tls(self) -> bool {
-        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
-    }
-}
+pub use crate::config::SecurityProtocol;
 
 /// Where one connection's authentication stands.
 pub enum Auth {
