@@ -250,6 +250,11 @@ pub fn refuse_whole(
                 .collect();
             ResponseKind::TxnOffsetCommit(TxnOffsetCommitResponse::default().with_topics(topics))
         }
+        RequestKind::OffsetDelete(r) if group(OP_DELETE, &r.group_id) => {
+            ResponseKind::OffsetDelete(
+                OffsetDeleteResponse::default().with_error_code(GROUP_AUTHORIZATION_FAILED),
+            )
+        }
         RequestKind::CreateAcls(r) if !on_cluster(state, who, OP_ALTER) => {
             ResponseKind::CreateAcls(
                 CreateAclsResponse::default().with_results(
@@ -324,6 +329,10 @@ pub enum Refused {
     /// Topics by name or id (DeleteTopics v6 names them either way).
     DeleteTopics(Vec<(Option<TopicName>, uuid::Uuid)>),
     CreatePartitions(Vec<TopicName>),
+    DescribeGroups(Vec<GroupId>),
+    DeleteGroups(Vec<GroupId>),
+    /// ListGroups: the answer lists only the groups `who` may describe.
+    ListGroups(Subject),
 }
 
 /// Takes the topics `who` may not use out of `req`.
@@ -443,6 +452,31 @@ pub fn take_refused(state: &CoreState, who: &Subject, req: &mut RequestKind) -> 
                 Refused::DeleteTopics(refused)
             }
         }
+        RequestKind::DescribeGroups(r) => {
+            let (ok, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.groups)
+                .into_iter()
+                .partition(|g| may(state, who, OP_DESCRIBE, RESOURCE_GROUP, g));
+            r.groups = ok;
+            if refused.is_empty() {
+                Refused::None
+            } else {
+                Refused::DescribeGroups(refused)
+            }
+        }
+        RequestKind::DeleteGroups(r) => {
+            let (ok, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.groups_names)
+                .into_iter()
+                .partition(|g| may(state, who, OP_DELETE, RESOURCE_GROUP, g));
+            r.groups_names = ok;
+            if refused.is_empty() {
+                Refused::None
+            } else {
+                Refused::DeleteGroups(refused)
+            }
+        }
+        RequestKind::ListGroups(_) if !on_cluster(state, who, OP_DESCRIBE) => {
+            Refused::ListGroups(who.clone())
+        }
         RequestKind::CreatePartitions(r) => {
             let (ok, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
                 .into_iter()
@@ -457,11 +491,40 @@ pub fn take_refused(state: &CoreState, who: &Subject, req: &mut RequestKind) -> 
     }
 }
 
-/// Adds the refused topics back to `resp` with TOPIC_AUTHORIZATION_FAILED.
-pub fn restore_refused(refused: Refused, resp: &mut ResponseKind) {
+/// Adds the refused topics (and groups) back to `resp` with their authorization error.
+pub fn restore_refused(state: &CoreState, refused: Refused, resp: &mut ResponseKind) {
     use acl::TOPIC_AUTHORIZATION_FAILED as DENIED;
     match (refused, resp) {
         (Refused::None, _) => {}
+        (Refused::DescribeGroups(groups), ResponseKind::DescribeGroups(r)) => {
+            for g in groups {
+                r.groups.push(
+                    describe_groups_response::DescribedGroup::default()
+                        .with_group_id(g)
+                        .with_error_code(acl::GROUP_AUTHORIZATION_FAILED),
+                );
+            }
+        }
+        (Refused::DeleteGroups(groups), ResponseKind::DeleteGroups(r)) => {
+            for g in groups {
+                r.results.push(
+                    delete_groups_response::DeletableGroupResult::default()
+                        .with_group_id(g)
+                        .with_error_code(acl::GROUP_AUTHORIZATION_FAILED),
+                );
+            }
+        }
+        (Refused::ListGroups(who), ResponseKind::ListGroups(r)) => {
+            r.groups.retain(|g| {
+                may(
+                    state,
+                    &who,
+                    acl::OP_DESCRIBE,
+                    acl::RESOURCE_GROUP,
+                    &g.group_id,
+                )
+            });
+        }
         (Refused::Produce(topics), ResponseKind::Produce(r)) => {
             for (name, id, parts) in topics {
                 r.responses.push(

@@ -286,7 +286,7 @@ pub async fn dispatch(state: &Rc<CoreState>, req: Request) -> Option<ResponseKin
     let mut req = req;
     let refused = authz::take_refused(state, &req.subject, &mut req.body);
     let mut resp = handle_kind(state, version, req).await?;
-    authz::restore_refused(refused, &mut resp);
+    authz::restore_refused(state, refused, &mut resp);
     Some(resp)
 }
 

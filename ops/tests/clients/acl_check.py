@@ -45,7 +45,7 @@ def produce(user, topic, n):
     return errors
 
 
-def consume(user, topic, group, n):
+def consume(user, topic, group, n, commit=False):
     c = Consumer({**conf(user), "group.id": group, "auto.offset.reset": "earliest",
                   "enable.auto.commit": False})
     c.subscribe([topic])
@@ -62,6 +62,9 @@ def consume(user, topic, group, n):
                 break
             continue
         got.append(m.value().decode())
+    if commit and got:
+        # A committed offset keeps the group after its members leave.
+        c.commit(asynchronous=False)
     c.close()
     return got, errors
 
@@ -84,7 +87,7 @@ acls = [
 for f in admin.create_acls(acls).values():
     f.result(timeout=30)
 
-got, errors = consume("reader", "orders", "g-1", 20)
+got, errors = consume("reader", "orders", "g-1", 20, commit=True)
 if len(got) != 20:
     fail("reader consumes orders", f"{len(got)} records, errors {errors}")
 errors = produce("reader", "orders", 1)
@@ -100,6 +103,26 @@ if named.error is None or named.error.code() != KafkaError.TOPIC_AUTHORIZATION_F
 got, errors = consume("reader", "orders", "other-group", 1)
 if got or not any(e.code() == KafkaError.GROUP_AUTHORIZATION_FAILED for e in errors):
     fail("reader in a group outside g-", f"got {got}, errors {errors}")
+
+# Group administration: reader may describe g-1 (READ implies DESCRIBE), not other-group;
+# it lists only the groups it may describe, and may not delete (no DELETE).
+described = reader_admin.describe_consumer_groups(["g-1", "other-group"])
+described["g-1"].result(timeout=30)
+try:
+    described["other-group"].result(timeout=30)
+    fail("reader describes other-group", "allowed")
+except KafkaException as e:
+    if e.args[0].code() != KafkaError.GROUP_AUTHORIZATION_FAILED:
+        fail("reader describes other-group", e)
+listed = [g.group_id for g in reader_admin.list_consumer_groups().result(timeout=30).valid]
+if "g-1" not in listed or "other-group" in listed:
+    fail("reader lists groups", listed)
+try:
+    reader_admin.delete_consumer_groups(["g-1"])["g-1"].result(timeout=30)
+    fail("reader deletes g-1", "allowed")
+except KafkaException as e:
+    if e.args[0].code() != KafkaError.GROUP_AUTHORIZATION_FAILED:
+        fail("reader deletes g-1", e)
 
 team = AdminClient(conf("team"))
 team.create_topics([NewTopic("team-a", 1, 1)])["team-a"].result(timeout=30)
