@@ -56,6 +56,20 @@ pub struct Subject {
     pub authenticated: bool,
 }
 
+impl Subject {
+    /// A request's subject before its connection set it (the fuzz decoder's requests).
+    pub fn anonymous() -> std::rc::Rc<Subject> {
+        thread_local! {
+            static ANON: std::rc::Rc<Subject> = std::rc::Rc::new(Subject {
+                principal: crate::sasl::ANONYMOUS.to_string(),
+                host: String::new(),
+                authenticated: false,
+            });
+        }
+        ANON.with(std::rc::Rc::clone)
+    }
+}
+
 /// The authorizer's settings.
 #[derive(Clone, Debug, Default)]
 pub struct AclConfig {

@@ -326,6 +326,19 @@ where
         // Touched by this loop alone, between frames: a SASL step runs before the next
         // frame is read.
         let mut auth = crate::sasl::Auth::new(cfg.protocol_of(listener));
+        // Who this connection's requests come from, shared by all of them (the produce path
+        // allocates nothing for it); made again only when a SASL step changes the principal.
+        let subject_of = |auth: &crate::sasl::Auth| {
+            Rc::new(crate::acl::Subject {
+                principal: auth
+                    .principal()
+                    .unwrap_or(crate::sasl::ANONYMOUS)
+                    .to_string(),
+                host: peer_ip.clone(),
+                authenticated: auth.authenticates(),
+            })
+        };
+        let mut subject = subject_of(&auth);
         loop {
             let mut size = [0u8; 4];
             // Wait for the next request; an idle connection (nothing in flight) is closed.
@@ -393,6 +406,7 @@ where
                     ) =>
                 {
                     let (frame, close) = sasl_step(&state, &mut auth, *req, &peer).await?;
+                    subject = subject_of(&auth);
                     let held = held_by_core(core_permit, &conn_budget).await?;
                     let h = glommio::spawn_local(async move { (Outcome::Response(frame), held) })
                         .detach();
@@ -404,14 +418,7 @@ where
                 }
                 Decoded::Request(mut req) => {
                     req.listener = listener;
-                    req.subject = crate::acl::Subject {
-                        principal: auth
-                            .principal()
-                            .unwrap_or(crate::sasl::ANONYMOUS)
-                            .to_string(),
-                        host: peer_ip.clone(),
-                        authenticated: auth.authenticates(),
-                    };
+                    req.subject = subject.clone();
                     *req
                 }
                 // Answered without the Kafka handlers: the frame's core budget is held until
@@ -594,11 +601,7 @@ pub fn decode_frame(mut body: Bytes, peer: &str) -> Result<Decoded, DecodeError>
         body: req,
         peer: peer.to_string(),
         listener: 0,
-        subject: crate::acl::Subject {
-            principal: crate::sasl::ANONYMOUS.to_string(),
-            host: String::new(),
-            authenticated: false,
-        },
+        subject: crate::acl::Subject::anonymous(),
     })))
 }
 

@@ -47,6 +47,9 @@ pub const MOVE_CHUNK_BYTES: usize = 1 << 20;
 pub const MAX_INCOMING_MOVES: usize = 4;
 /// The longest a whole move may take when another node runs it for us (the forwarded call).
 pub const MOVE_TIMEOUT_MS: u64 = 30 * 60 * 1_000;
+/// The largest file a move writes (a chunk past it is refused: a peer's offset is not a
+/// licence to grow a sparse file without end).
+pub const MAX_MOVE_FILE_BYTES: u64 = 1 << 40;
 /// Files one partition directory may list in a `MoveCommit`.
 pub const MAX_MOVE_FILES: usize = 100_000;
 /// The longest file name a move carries (a cursor file names a child topic of up to 249).
@@ -765,6 +768,11 @@ async fn chunk(
 ) -> Result<(), String> {
     if !valid_file_name(&file) {
         return Err(format!("{file:?} is not a partition file name"));
+    }
+    if offset.saturating_add(bytes.len() as u64) > MAX_MOVE_FILE_BYTES {
+        return Err(format!(
+            "a chunk ending past {MAX_MOVE_FILE_BYTES} bytes of {file}"
+        ));
     }
     if bytes.len() > MOVE_CHUNK_BYTES {
         return Err(format!(

@@ -4,7 +4,7 @@
 use clap::{Args, Subcommand};
 
 use crate::output;
-use crate::shards_cmd::{http_within, parse_partition, DEFAULT_ADMIN_ADDR};
+use crate::shards_cmd::{admin_answer, http_within, parse_partition, DEFAULT_ADMIN_ADDR};
 
 /// How long the command waits for a move (catch-up copy, handoff) to finish.
 const MOVE_WAIT_MS: u64 = net::partition_move::MOVE_TIMEOUT_MS + 60_000;
@@ -51,14 +51,7 @@ pub fn run(args: PartitionArgs) -> Result<(), String> {
                 path.push_str(&format!("&core={c}"));
             }
             let (status, body) = http_within(&admin, "POST", &path, MOVE_WAIT_MS)?;
-            let v: serde_json::Value = serde_json::from_str(body.trim())
-                .map_err(|_| format!("admin answered {status}: {body}"))?;
-            if status != 200 {
-                return Err(format!(
-                    "partition move refused: {}",
-                    v["error"].as_str().unwrap_or(body.trim())
-                ));
-            }
+            let v = admin_answer(status, &body, "partition move")?;
             if as_json {
                 output::json(&v);
             } else {

@@ -309,14 +309,7 @@ pub fn run_shard(args: ShardArgs) -> Result<(), String> {
                 "POST",
                 &format!("/v1/shard-move?topic={topic}&partition={p}&core={core}"),
             )?;
-            let v: serde_json::Value = serde_json::from_str(body.trim())
-                .map_err(|_| format!("admin answered {status}: {body}"))?;
-            if status != 200 {
-                return Err(format!(
-                    "shard move refused: {}",
-                    v["error"].as_str().unwrap_or(body.trim())
-                ));
-            }
+            let v = admin_answer(status, &body, "shard move")?;
             if as_json {
                 output::json(&v);
             } else {
@@ -328,6 +321,24 @@ pub fn run_shard(args: ShardArgs) -> Result<(), String> {
             Ok(())
         }
     }
+}
+
+/// An admin listener's JSON answer; a status other than 200 is an error naming `what` and
+/// the listener's reason.
+pub(crate) fn admin_answer(
+    status: u16,
+    body: &str,
+    what: &str,
+) -> Result<serde_json::Value, String> {
+    let v: serde_json::Value = serde_json::from_str(body.trim())
+        .map_err(|_| format!("admin answered {status}: {body}"))?;
+    if status != 200 {
+        return Err(format!(
+            "{what} refused: {}",
+            v["error"].as_str().unwrap_or(body.trim())
+        ));
+    }
+    Ok(v)
 }
 
 /// `TOPIC/PARTITION` (e.g. `orders/3`) as a topic and a partition index.

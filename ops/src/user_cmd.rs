@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use meta::ScramMechanism;
 
 use crate::output;
-use crate::shards_cmd::{http, DEFAULT_ADMIN_ADDR};
+use crate::shards_cmd::{admin_answer, http, DEFAULT_ADMIN_ADDR};
 
 /// Random salt bytes of a new credential.
 const SALT_BYTES: usize = 24;
@@ -75,18 +75,6 @@ fn escape(s: &str) -> String {
         .collect()
 }
 
-fn answer(status: u16, body: &str, what: &str) -> Result<serde_json::Value, String> {
-    let v: serde_json::Value = serde_json::from_str(body.trim())
-        .map_err(|_| format!("admin answered {status}: {body}"))?;
-    if status != 200 {
-        return Err(format!(
-            "{what} refused: {}",
-            v["error"].as_str().unwrap_or(body.trim())
-        ));
-    }
-    Ok(v)
-}
-
 pub fn run(args: UserArgs) -> Result<(), String> {
     match args.command {
         UserCommand::Create {
@@ -115,7 +103,7 @@ pub fn run(args: UserArgs) -> Result<(), String> {
                 hex(&salted)
             );
             let (status, body) = http(&admin, "POST", &path)?;
-            answer(status, &body, "user create")?;
+            admin_answer(status, &body, "user create")?;
             println!("user {name}: {} credential set", mech.sasl_name());
             Ok(())
         }
@@ -129,13 +117,13 @@ pub fn run(args: UserArgs) -> Result<(), String> {
                 path.push_str(&format!("&mechanism={}", mechanism(&m)?.sasl_name()));
             }
             let (status, body) = http(&admin, "DELETE", &path)?;
-            answer(status, &body, "user delete")?;
+            admin_answer(status, &body, "user delete")?;
             println!("user {name}: deleted");
             Ok(())
         }
         UserCommand::List { admin, json } => {
             let (status, body) = http(&admin, "GET", "/v1/scram-users")?;
-            let v = answer(status, &body, "user list")?;
+            let v = admin_answer(status, &body, "user list")?;
             if json {
                 output::json(&v);
                 return Ok(());

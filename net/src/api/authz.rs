@@ -332,11 +332,11 @@ pub enum Refused {
     DescribeGroups(Vec<GroupId>),
     DeleteGroups(Vec<GroupId>),
     /// ListGroups: the answer lists only the groups `who` may describe.
-    ListGroups(Subject),
+    ListGroups(Rc<Subject>),
 }
 
 /// Takes the topics `who` may not use out of `req`.
-pub fn take_refused(state: &CoreState, who: &Subject, req: &mut RequestKind) -> Refused {
+pub fn take_refused(state: &CoreState, who: &Rc<Subject>, req: &mut RequestKind) -> Refused {
     use acl::*;
     if all_open(state, who) {
         return Refused::None;

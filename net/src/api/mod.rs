@@ -108,7 +108,7 @@ pub struct Request {
     /// endpoints a response names are that listener's.
     pub listener: usize,
     /// Who asks (its principal and host), for the ACLs (`crate::acl`).
-    pub subject: crate::acl::Subject,
+    pub subject: Rc<crate::acl::Subject>,
 }
 
 /// The finalized features never change (no feature upgrades): one epoch for ever.
