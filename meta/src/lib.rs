@@ -19,9 +19,9 @@ pub use client::MetaClient;
 pub use error::{MetaError, Result};
 pub use node::{MetaConfig, MetaHandle, Metastore};
 pub use state::{
-    AclBinding, AppliedChange, ApplyOutcome, Assignment, BrokerRegistration, Change, Command,
-    ListenerEndpoint, MetaState, Proposal, Refusal, ScramCredential, ScramMechanism, TopicMeta,
-    UserCredentials,
+    AclBinding, AppliedChange, ApplyOutcome, Assignment, BrokerRegistration, Change, ClientQuota,
+    Command, ListenerEndpoint, MetaState, Proposal, QuotaAlteration, QuotaEntity, QuotaPart,
+    Refusal, ScramCredential, ScramMechanism, TopicMeta, UserCredentials, QUOTA_KEYS,
 };
 pub use wire::NodeStatus;
 

@@ -26,9 +26,9 @@ use crate::TypeConfig;
 pub const SNAPSHOT_FILE: &str = "snapshot";
 pub const SNAPSHOT_MAGIC: &[u8; 8] = b"RLMSNAP1";
 /// 2: the state's fan-out section holds links (`STATE_VERSION` 2); 3: the broker registry
-/// (`STATE_VERSION` 3); 4: SCRAM credentials (`STATE_VERSION` 4). Versions 1 to 3 are still
-/// read.
-pub const SNAPSHOT_VERSION: u32 = 4;
+/// (`STATE_VERSION` 3); 4: SCRAM credentials (`STATE_VERSION` 4); 5: client quotas
+/// (`STATE_VERSION` 5). Versions 1 to 4 are still read.
+pub const SNAPSHOT_VERSION: u32 = 5;
 
 #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
 struct SnapshotBody {
@@ -120,6 +120,67 @@ mod v3 {
         pub(super) meta: WSnapshotMeta,
         pub(super) state: MetaState,
     }
+}
+
+/// The layouts of snapshot version 4 (state version 4: no client quotas), kept to read (and
+/// migrate) snapshots written before quotas.
+mod v4 {
+    use std::collections::BTreeMap;
+
+    use rkyv::{Archive, Deserialize, Serialize};
+
+    use crate::state::{
+        AclBinding, Assignment, BarrierGroups, BrokerRegistration, FanoutLinks, ListenerEndpoint,
+        TopicMeta, UserCredentials,
+    };
+    use crate::wire::WSnapshotMeta;
+
+    #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
+    pub(super) struct MetaState {
+        pub(super) version: u32,
+        pub(super) topics: BTreeMap<String, TopicMeta>,
+        pub(super) assignments: BTreeMap<String, Vec<Assignment>>,
+        pub(super) fanout_links: FanoutLinks,
+        pub(super) barrier_groups: BarrierGroups,
+        pub(super) brokers: BTreeMap<u64, BrokerRegistration>,
+        pub(super) cluster_id: Option<String>,
+        pub(super) producer_id_blocks: u64,
+        pub(super) scram_users: BTreeMap<String, UserCredentials>,
+        pub(super) broker_listeners: BTreeMap<u64, Vec<ListenerEndpoint>>,
+        pub(super) acls: Vec<AclBinding>,
+    }
+
+    #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
+    pub(super) struct SnapshotBody {
+        pub(super) meta: WSnapshotMeta,
+        pub(super) state: MetaState,
+    }
+}
+
+/// Reads a version-4 snapshot body and migrates it (no client quotas yet).
+fn decode_snapshot_v4(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> {
+    decode_old_snapshot(
+        bytes,
+        4,
+        what,
+        |b: &v4::SnapshotBody| b.state.version,
+        |old| SnapshotBody {
+            meta: old.meta,
+            state: MetaState {
+                topics: old.state.topics,
+                assignments: old.state.assignments,
+                fanout_links: old.state.fanout_links,
+                barrier_groups: old.state.barrier_groups,
+                brokers: old.state.brokers,
+                cluster_id: old.state.cluster_id,
+                producer_id_blocks: old.state.producer_id_blocks,
+                scram_users: old.state.scram_users,
+                broker_listeners: old.state.broker_listeners,
+                acls: old.state.acls,
+                ..MetaState::default()
+            },
+        },
+    )
 }
 
 /// Reads a version-3 snapshot body and migrates it (no SCRAM users yet).
@@ -233,14 +294,15 @@ pub fn check_snapshot_bytes(bytes: &[u8]) -> Result<(), MetaError> {
 }
 
 fn decode_snapshot(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> {
-    let old_version = [1u32, 2, 3]
+    let old_version = [1u32, 2, 3, 4]
         .into_iter()
         .find(|v| bytes.len() >= 12 && bytes[8..12] == v.to_le_bytes());
     if let Some(v) = old_version {
         let body = match v {
             1 => decode_snapshot_v1(bytes, what)?,
             2 => decode_snapshot_v2(bytes, what)?,
-            _ => decode_snapshot_v3(bytes, what)?,
+            3 => decode_snapshot_v3(bytes, what)?,
+            _ => decode_snapshot_v4(bytes, what)?,
         };
         body.state
             .check_invariants()
@@ -582,6 +644,35 @@ mod tests {
         };
         let img = wire::checked_file_bytes(SNAPSHOT_MAGIC, 3, &wire::encode(&old).unwrap());
         assert_eq!(decode_snapshot(&img, "test").unwrap().state, registered);
+        // A version-4 snapshot (no client quotas) keeps its users and ACLs.
+        let mut secured = registered.clone();
+        secured.acls.push(crate::state::AclBinding {
+            resource_type: 2,
+            resource_name: "t".into(),
+            pattern_type: 3,
+            principal: "User:alice".into(),
+            host: "*".into(),
+            operation: 3,
+            permission: 3,
+        });
+        let old = v4::SnapshotBody {
+            meta: meta.clone(),
+            state: v4::MetaState {
+                version: 4,
+                topics: secured.topics.clone(),
+                assignments: secured.assignments.clone(),
+                fanout_links: secured.fanout_links.clone(),
+                barrier_groups: secured.barrier_groups.clone(),
+                brokers: secured.brokers.clone(),
+                cluster_id: secured.cluster_id.clone(),
+                producer_id_blocks: 3,
+                scram_users: secured.scram_users.clone(),
+                broker_listeners: secured.broker_listeners.clone(),
+                acls: secured.acls.clone(),
+            },
+        };
+        let img = wire::checked_file_bytes(SNAPSHOT_MAGIC, 4, &wire::encode(&old).unwrap());
+        assert_eq!(decode_snapshot(&img, "test").unwrap().state, secured);
         // The current version round-trips.
         let cur = SnapshotBody {
             meta,

@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 use rkyv::{Archive, Deserialize, Serialize};
 
 /// Version of the [`MetaState`] layout (stored in snapshots). 2: the fan-out section holds links;
-/// 3: the broker registry ([`MetaState::brokers`]). Version-1 and version-2 snapshots are still
-/// read (see `sm::decode_snapshot`) and migrated.
-pub const STATE_VERSION: u32 = 4;
+/// 3: the broker registry ([`MetaState::brokers`]); 4: SCRAM users, listeners, ACLs; 5: client
+/// quotas ([`MetaState::client_quotas`]). Older snapshots are still read (see
+/// `sm::decode_snapshot`) and migrated.
+pub const STATE_VERSION: u32 = 5;
 /// Version of the fan-out links section. 1: empty; 2: [`FanoutLinks::links`].
 pub const FANOUT_SECTION_VERSION: u32 = 2;
 /// Version of the barrier groups section (filled in by the barrier issue).
@@ -315,6 +316,51 @@ pub const MAX_SCRAM_USERS: usize = 10_000;
 pub const MAX_SCRAM_USER_BYTES: usize = 256;
 pub const MAX_SCRAM_FIELD_BYTES: usize = 256;
 
+/// One part of a client-quota entity (KIP-546): absent, the default (`<default>`, a null
+/// name on the wire), or a name.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum QuotaPart {
+    Absent,
+    Default,
+    Named(String),
+}
+
+/// What a client quota applies to: a user, a client id, or both (Kafka's entity types
+/// `user` and `client-id`; at least one part is not absent).
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct QuotaEntity {
+    pub user: QuotaPart,
+    pub client_id: QuotaPart,
+}
+
+/// The quota keys ringlog enforces (Kafka's names): bytes per second a producer sends,
+/// bytes per second a consumer fetches, and percent of one core spent on a client's requests.
+pub const QUOTA_KEYS: &[&str] = &[
+    "producer_byte_rate",
+    "consumer_byte_rate",
+    "request_percentage",
+];
+
+/// One entity's quotas: key (one of [`QUOTA_KEYS`]) -> value, as `f64::to_bits` (the state
+/// stays `Eq`).
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ClientQuota {
+    pub entity: QuotaEntity,
+    pub values: BTreeMap<String, u64>,
+}
+
+impl ClientQuota {
+    /// The value of `key`, if set.
+    pub fn value(&self, key: &str) -> Option<f64> {
+        self.values.get(key).map(|b| f64::from_bits(*b))
+    }
+}
+
+/// The most client-quota entities the metastore holds.
+pub const MAX_CLIENT_QUOTAS: usize = 10_000;
+/// The longest user or client id a quota names, in bytes.
+pub const MAX_QUOTA_NAME_BYTES: usize = 1_024;
+
 /// The whole replicated metadata state.
 #[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct MetaState {
@@ -337,6 +383,8 @@ pub struct MetaState {
     pub broker_listeners: BTreeMap<u64, Vec<ListenerEndpoint>>,
     /// Every ACL (issue #19), sorted, each once.
     pub acls: Vec<AclBinding>,
+    /// Client quotas (issue #19), sorted by entity, each entity once, none empty.
+    pub client_quotas: Vec<ClientQuota>,
 }
 
 impl Default for MetaState {
@@ -358,6 +406,7 @@ impl Default for MetaState {
             scram_users: BTreeMap::new(),
             broker_listeners: BTreeMap::new(),
             acls: Vec::new(),
+            client_quotas: Vec::new(),
         }
     }
 }
@@ -458,6 +507,20 @@ pub enum Command {
         node_id: u64,
         listeners: Box<Vec<ListenerEndpoint>>,
     },
+    /// Sets and removes quota keys of one entity (none left: the entity is gone). Boxed: the
+    /// archived command stays as small as before.
+    AlterClientQuota {
+        alter: Box<QuotaAlteration>,
+    },
+}
+
+/// One AlterClientQuotas entry: the entity, the keys to set (value as `f64::to_bits`) and
+/// the keys to remove.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct QuotaAlteration {
+    pub entity: QuotaEntity,
+    pub set: BTreeMap<String, u64>,
+    pub remove: Vec<String>,
 }
 
 impl Command {
@@ -537,6 +600,16 @@ impl Command {
                     .iter()
                     .map(|l| l.name.len() + l.host.len() + 2 * PER_STRING + 2)
                     .sum(),
+                Command::AlterClientQuota { alter } => {
+                    let part = |p: &QuotaPart| match p {
+                        QuotaPart::Named(n) => n.len() + PER_STRING,
+                        _ => 4,
+                    };
+                    part(&alter.entity.user)
+                        + part(&alter.entity.client_id)
+                        + alter.set.keys().map(|k| k.len() + PER_STRING + 8).sum::<usize>()
+                        + alter.remove.iter().map(|k| k.len() + PER_STRING).sum::<usize>()
+                }
             }
     }
 
@@ -650,6 +723,10 @@ pub enum Change {
         node_id: u64,
         listeners: Box<Vec<ListenerEndpoint>>,
     },
+    /// An entity's quotas after an AlterClientQuota (`values` empty: none left).
+    ClientQuotaSet {
+        quota: Box<ClientQuota>,
+    },
     /// `user`'s credentials after a SCRAM change (none left: the user is gone).
     ScramUserChanged {
         user: String,
@@ -732,6 +809,8 @@ pub enum Refusal {
     InvalidScramCredential { user: String, reason: String },
     #[error("no {mechanism} credential for '{user}'")]
     NoScramCredential { user: String, mechanism: String },
+    #[error("invalid client quota: {reason}")]
+    InvalidQuota { reason: String },
 }
 
 fn validate_topic_name(name: &str) -> Result<(), Refusal> {
@@ -841,7 +920,66 @@ impl MetaState {
                 return Err(format!("fan-out '{child}': bad epoch"));
             }
         }
+        if self
+            .client_quotas
+            .windows(2)
+            .any(|w| w[0].entity >= w[1].entity)
+            || self.client_quotas.iter().any(|q| q.values.is_empty())
+        {
+            return Err("client quotas unsorted, repeated or empty".into());
+        }
         Ok(())
+    }
+
+    /// The quotas of `alter.entity` after `alter`, checked (names, keys, finite positive
+    /// values, [`MAX_CLIENT_QUOTAS`]).
+    fn altered_quota(&self, alter: &QuotaAlteration) -> Result<ClientQuota, Refusal> {
+        let bad = |reason: String| Err(Refusal::InvalidQuota { reason });
+        let e = &alter.entity;
+        if e.user == QuotaPart::Absent && e.client_id == QuotaPart::Absent {
+            return bad("an entity names a user, a client id or both".into());
+        }
+        for p in [&e.user, &e.client_id] {
+            if let QuotaPart::Named(n) = p {
+                if n.is_empty() || n.len() > MAX_QUOTA_NAME_BYTES {
+                    return bad(format!("a name is 1 to {MAX_QUOTA_NAME_BYTES} bytes"));
+                }
+            }
+        }
+        for k in alter.set.keys().chain(alter.remove.iter()) {
+            if !QUOTA_KEYS.contains(&k.as_str()) {
+                return bad(format!("unknown quota key '{k}' (known: {QUOTA_KEYS:?})"));
+            }
+        }
+        if let Some((k, v)) = alter
+            .set
+            .iter()
+            .find(|(_, v)| !(f64::from_bits(**v).is_finite() && f64::from_bits(**v) > 0.0))
+        {
+            return bad(format!(
+                "'{k}' = {}: a quota is a finite number above 0",
+                f64::from_bits(*v)
+            ));
+        }
+        let existing = self
+            .client_quotas
+            .binary_search_by(|q| q.entity.cmp(e))
+            .ok()
+            .map(|i| &self.client_quotas[i]);
+        let mut values = existing.map(|q| q.values.clone()).unwrap_or_default();
+        for k in &alter.remove {
+            values.remove(k);
+        }
+        values.extend(alter.set.iter().map(|(k, v)| (k.clone(), *v)));
+        if existing.is_none() && !values.is_empty() && self.client_quotas.len() >= MAX_CLIENT_QUOTAS {
+            return bad(format!(
+                "the metastore holds {MAX_CLIENT_QUOTAS} quota entities at most"
+            ));
+        }
+        Ok(ClientQuota {
+            entity: e.clone(),
+            values,
+        })
     }
 
     /// Applies `cmd` at raft log index `log_index`. A refusal leaves the state untouched.
@@ -1203,6 +1341,23 @@ impl MetaState {
                     removed: Box::new(removed),
                 })
             }
+            Command::AlterClientQuota { alter } => {
+                let quota = self.altered_quota(alter)?;
+                match self
+                    .client_quotas
+                    .binary_search_by(|q| q.entity.cmp(&alter.entity))
+                {
+                    Ok(i) if quota.values.is_empty() => {
+                        self.client_quotas.remove(i);
+                    }
+                    Ok(i) => self.client_quotas[i] = quota.clone(),
+                    Err(_) if quota.values.is_empty() => {}
+                    Err(i) => self.client_quotas.insert(i, quota.clone()),
+                }
+                Ok(Change::ClientQuotaSet {
+                    quota: Box::new(quota),
+                })
+            }
             Command::SetBrokerListeners { node_id, listeners } => {
                 let bad = |reason: String| Refusal::InvalidBroker {
                     node_id: *node_id,
@@ -1464,6 +1619,20 @@ impl MetaState {
             Change::BrokerListenersSet { node_id, listeners } => {
                 self.broker_listeners
                     .insert(*node_id, (**listeners).clone());
+                true
+            }
+            Change::ClientQuotaSet { quota } => {
+                let at = self
+                    .client_quotas
+                    .binary_search_by(|q| q.entity.cmp(&quota.entity));
+                match at {
+                    Ok(i) if quota.values.is_empty() => {
+                        self.client_quotas.remove(i);
+                    }
+                    Ok(i) => self.client_quotas[i] = (**quota).clone(),
+                    Err(_) if quota.values.is_empty() => {}
+                    Err(i) => self.client_quotas.insert(i, (**quota).clone()),
+                }
                 true
             }
             Change::ScramUserChanged { user, credentials } => {
@@ -1848,5 +2017,56 @@ mod tests {
     #[test]
     fn archived_command_size_unchanged() {
         assert_eq!(std::mem::size_of::<ArchivedCommand>(), 56);
+    }
+
+    /// AlterClientQuota sets and removes keys; an entity left without keys is gone; bad keys,
+    /// values and entities are refused; a subscriber's copy follows.
+    #[test]
+    fn client_quotas_alter_and_follow() {
+        let mut s = MetaState::default();
+        let mut copy = s.clone();
+        let entity = QuotaEntity {
+            user: QuotaPart::Absent,
+            client_id: QuotaPart::Named("slow".into()),
+        };
+        let alter = |set: &[(&str, f64)], remove: &[&str]| Command::AlterClientQuota {
+            alter: Box::new(QuotaAlteration {
+                entity: entity.clone(),
+                set: set.iter().map(|(k, v)| (k.to_string(), v.to_bits())).collect(),
+                remove: remove.iter().map(|k| k.to_string()).collect(),
+            }),
+        };
+        let c = s
+            .apply(&alter(&[("producer_byte_rate", 1048576.0), ("request_percentage", 50.0)], &[]))
+            .unwrap();
+        assert!(copy.apply_change(&c));
+        assert_eq!(s.client_quotas.len(), 1);
+        assert_eq!(s.client_quotas[0].value("producer_byte_rate"), Some(1048576.0));
+        let c = s.apply(&alter(&[], &["request_percentage"])).unwrap();
+        assert!(copy.apply_change(&c));
+        assert_eq!(s.client_quotas[0].value("request_percentage"), None);
+        assert_eq!(s, copy);
+        for bad in [
+            alter(&[("bytes_per_fortnight", 1.0)], &[]),
+            alter(&[("producer_byte_rate", 0.0)], &[]),
+            alter(&[("producer_byte_rate", f64::NAN)], &[]),
+            Command::AlterClientQuota {
+                alter: Box::new(QuotaAlteration {
+                    entity: QuotaEntity {
+                        user: QuotaPart::Absent,
+                        client_id: QuotaPart::Absent,
+                    },
+                    set: BTreeMap::new(),
+                    remove: vec![],
+                }),
+            },
+        ] {
+            assert!(matches!(s.apply(&bad), Err(Refusal::InvalidQuota { .. })), "{bad:?}");
+        }
+        let c = s.apply(&alter(&[], &["producer_byte_rate"])).unwrap();
+        assert!(copy.apply_change(&c));
+        assert!(s.client_quotas.is_empty());
+        assert_eq!(s, copy);
+        assert_eq!(s.check_invariants(), Ok(()));
     }
 }

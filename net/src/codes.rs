@@ -119,7 +119,7 @@ pub fn for_refusal(r: &Refusal) -> i16 {
         | Refusal::ClusterIdSet { .. }
         | Refusal::ProducerIdsExhausted
         | Refusal::InvalidClusterId { .. } => INVALID_REQUEST,
-        Refusal::InvalidAcl { .. } => INVALID_REQUEST,
+        Refusal::InvalidAcl { .. } | Refusal::InvalidQuota { .. } => INVALID_REQUEST,
         Refusal::InvalidScramCredential { .. } => {
             kafka_protocol::ResponseError::UnacceptableCredential.code()
         }

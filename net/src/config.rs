@@ -17,6 +17,9 @@ pub const DEFAULT_MAX_CONNECTIONS_PER_IP: usize = 16_384;
 /// A connection with no request for this long and nothing in flight is closed (Kafka's
 /// `connections.max.idle.ms`).
 pub const DEFAULT_CONNECTIONS_MAX_IDLE_MS: u64 = 600_000;
+/// A client quota's token bucket holds this much of the quota (`crate::quota`): the burst a
+/// client sends at its quota's full rate before it is throttled.
+pub const DEFAULT_QUOTA_BURST_MS: u64 = 1_000;
 /// A request frame must arrive whole within this long of its first byte, and the peer must
 /// take a response within it (Kafka's `request.timeout.ms`); a slow sender (slowloris) or a
 /// peer that stopped reading is disconnected.
@@ -130,6 +133,8 @@ pub struct BrokerConfig {
     /// A transactional id with no transaction open and no request for this long is forgotten
     /// (`transactional.id.expiration.ms`); its next InitProducerId starts it afresh.
     pub transactional_id_expiration_ms: u64,
+    /// How much of a client quota a client may send at once (`quota-burst-ms`).
+    pub quota_burst_ms: u64,
     pub io_memory_bytes: usize,
     pub read_cache_segments: usize,
     /// Data files the node keeps open at once, split between the cores (`max-open-files`);
@@ -217,6 +222,7 @@ impl BrokerConfig {
             offsets_retention_check_interval_ms: DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS,
             transaction_max_timeout_ms: crate::txn::DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
             transactional_id_expiration_ms: crate::txn::DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
+            quota_burst_ms: DEFAULT_QUOTA_BURST_MS,
             io_memory_bytes: DEFAULT_IO_MEMORY_BYTES,
             read_cache_segments: DEFAULT_READ_CACHE_SEGMENTS,
             max_open_files: None,
@@ -267,6 +273,7 @@ impl BrokerConfig {
             ("max-connections-per-ip", self.max_connections_per_ip as u64),
             ("connections-max-idle-ms", self.connections_max_idle_ms),
             ("request-timeout-ms", self.request_timeout_ms),
+            ("quota-burst-ms", self.quota_burst_ms),
             ("fetch-max-bytes", self.fetch_max_bytes as u64),
             ("log-cleaner-backoff-ms", self.log_cleaner_backoff_ms),
             (

@@ -16,9 +16,10 @@
 //! a client never matches a response to the wrong correlation id.
 
 use std::net::IpAddr;
+use std::cell::Cell;
 use std::rc::Rc;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt};
@@ -315,6 +316,8 @@ where
     // Something of this connection is in flight (a request running or a response unwritten)
     // while any of its byte budget is taken.
     let in_flight = || conn_budget.available() < conn_budget_bytes;
+    // Set by a handler whose client went over its quota: when the next read may start.
+    let mute: Rc<Cell<Option<Instant>>> = Rc::new(Cell::new(None));
     let reader_loop = async {
         // The client's address as ACLs name hosts (an IP, no port).
         let peer_ip = peer
@@ -340,6 +343,13 @@ where
         };
         let mut subject = subject_of(&auth);
         loop {
+            // A client over its quota: nothing more is read until its throttle has passed.
+            if let Some(until) = mute.take() {
+                let now = Instant::now();
+                if until > now {
+                    glommio::timer::sleep(until - now).await;
+                }
+            }
             let mut size = [0u8; 4];
             // Wait for the next request; an idle connection (nothing in flight) is closed.
             let mut got = 0;
@@ -462,8 +472,11 @@ where
                 _conn: conn_permit,
             };
             let task_state = state.clone();
-            let h = glommio::spawn_local(async move { (handle(&task_state, req).await, held) })
-                .detach();
+            let task_mute = mute.clone();
+            let h = glommio::spawn_local(async move {
+                (handle(&task_state, req, &task_mute).await, held)
+            })
+            .detach();
             if tx.send(h).await.is_err() {
                 return Err(CloseReason::WriterStopped);
             }
@@ -549,6 +562,7 @@ fn decode_request(state: &CoreState, body: Bytes, peer: &str) -> Result<Decoded,
 /// or the reason to close the connection. Pure (no broker state): the fuzz target
 /// `request_decode` drives it with arbitrary bytes.
 pub fn decode_frame(mut body: Bytes, peer: &str) -> Result<Decoded, DecodeError> {
+    let frame_bytes = body.len();
     if body.len() < 8 {
         return Err(DecodeError::NoHeader { len: body.len() });
     }
@@ -602,6 +616,7 @@ pub fn decode_frame(mut body: Bytes, peer: &str) -> Result<Decoded, DecodeError>
         peer: peer.to_string(),
         listener: 0,
         subject: crate::acl::Subject::anonymous(),
+        frame_bytes,
     })))
 }
 
@@ -638,12 +653,12 @@ pub fn decode_body(
     }))
 }
 
-async fn handle(state: &Rc<CoreState>, req: Request) -> Outcome {
+async fn handle(state: &Rc<CoreState>, req: Request, mute: &Cell<Option<Instant>>) -> Outcome {
     let m = &state.metrics;
     m.requests_in_flight.set(m.requests_in_flight.get() + 1);
     let started = std::time::Instant::now();
     let api_name = api_name(req.api_key);
-    let out = handle_inner(state, req).await;
+    let out = handle_inner(state, req, mute).await;
     let m = &state.metrics;
     m.requests_in_flight.set(m.requests_in_flight.get() - 1);
     match &out {
@@ -706,27 +721,47 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::SaslAuthenticate => "SaslAuthenticate",
         ApiKey::DescribeUserScramCredentials => "DescribeUserScramCredentials",
         ApiKey::AlterUserScramCredentials => "AlterUserScramCredentials",
+        ApiKey::DescribeClientQuotas => "DescribeClientQuotas",
+        ApiKey::AlterClientQuotas => "AlterClientQuotas",
         _ => "Other",
     }
 }
 
 /// `Ok(None)`: no response (acks=0). `Err`: the handler failed and the connection must close.
+/// A client over its quota (`crate::quota`) is told in the response's `throttle_time_ms`, and
+/// `mute` holds the connection's next read back until the throttle has passed.
 async fn handle_inner(
     state: &Rc<CoreState>,
     req: Request,
+    mute: &Cell<Option<Instant>>,
 ) -> Result<Option<(Bytes, i16)>, CloseReason> {
     let version = req.header.request_api_version;
     let correlation_id = req.header.correlation_id;
     let api_key = req.api_key;
+    // Who is charged, when any quota is set (none: no per-request work).
+    let charged = (!state.meta.borrow().client_quotas.is_empty()).then(|| {
+        (
+            crate::quota::quota_user(&req.subject.principal).to_string(),
+            api::client_id(&req.header),
+            if api_key == ApiKey::Produce {
+                req.frame_bytes as u64
+            } else {
+                0
+            },
+        )
+    });
     // A handler bug must not take the core (and every partition on it) down: the panic is
     // logged and the connection closes after the responses before this request.
     let dispatched = futures_lite::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(
         api::dispatch(state, req),
-    ))
-    .await;
-    let resp = match dispatched {
-        Ok(Some(r)) => r,
-        Ok(None) => return Ok(None),
+    ));
+    let (dispatched, spent) = if charged.is_some() {
+        crate::quota::timed(dispatched).await
+    } else {
+        (dispatched.await, Duration::ZERO)
+    };
+    let mut resp = match dispatched {
+        Ok(r) => r,
         Err(panic) => {
             let what = panic
                 .downcast_ref::<String>()
@@ -739,6 +774,33 @@ async fn handle_inner(
                 what: what.to_string(),
             });
         }
+    };
+    if let Some((user, client_id, produce_bytes)) = charged {
+        let usage = crate::quota::Usage {
+            produce_bytes,
+            fetch_bytes: resp.as_ref().map_or(0, crate::quota::fetch_bytes),
+            request_time: spent,
+        };
+        let now = Instant::now();
+        let throttle_ms = state.quotas.borrow_mut().charge(
+            &state.meta.borrow(),
+            state.ctx.config.quota_burst_ms,
+            &user,
+            &client_id,
+            &usage,
+            now,
+        );
+        if throttle_ms > 0 {
+            tracing::debug!(user, client_id, throttle_ms, api = ?api_key, "client over its quota: throttled");
+            if let Some(r) = resp.as_mut() {
+                crate::quota::set_throttle(r, throttle_ms as i32);
+            }
+            let until = now + Duration::from_millis(throttle_ms);
+            mute.set(Some(mute.get().map_or(until, |m| m.max(until))));
+        }
+    }
+    let Some(resp) = resp else {
+        return Ok(None);
     };
     if state.ctx.config.log_requests {
         tracing::info!(target: "ringlog::requests", core = state.core, api = ?api_key, version, correlation_id, response = ?resp, "response");

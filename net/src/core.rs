@@ -153,6 +153,8 @@ pub struct CoreState {
     /// connection takes its frame's size before reading the body and gives it back when the
     /// response is written or the request ends.
     pub request_bytes: Rc<glommio::sync::Semaphore>,
+    /// The client-quota buckets of this core's clients (`crate::quota`).
+    pub quotas: RefCell<crate::quota::Quotas>,
     /// The fault injector of this core's logs (`--enable-fault-injection` only).
     pub faults: Option<Rc<engine::io::FaultInjector>>,
 }
@@ -194,6 +196,7 @@ impl CoreState {
             moving: RefCell::default(),
             cursors: RefCell::default(),
             request_bytes: Rc::new(glommio::sync::Semaphore::new(request_bytes)),
+            quotas: RefCell::default(),
             faults,
         }))
     }

@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod node_rpc;
 pub mod opening;
 pub mod partition_move;
+pub mod quota;
 pub mod reconcile;
 pub mod route;
 pub mod sasl;

@@ -185,6 +185,9 @@ struct FileConfig {
     max_connections_per_ip: Option<usize>,
     /// Idle connections are closed after this (Kafka's `connections.max.idle.ms`).
     connections_max_idle_ms: Option<u64>,
+    /// How much of a client quota a client may send at once, in ms of the quota (default
+    /// 1000).
+    quota_burst_ms: Option<u64>,
     /// A frame must arrive, and a response write progress, within this (`request.timeout.ms`).
     request_timeout_ms: Option<u64>,
     /// Largest Fetch response (Kafka's broker-side `fetch.max.bytes`).
@@ -415,6 +418,9 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
     }
     if let Some(n) = file.connections_max_idle_ms {
         c.connections_max_idle_ms = n;
+    }
+    if let Some(n) = file.quota_burst_ms {
+        c.quota_burst_ms = n;
     }
     if let Some(n) = file.request_timeout_ms {
         c.request_timeout_ms = n;

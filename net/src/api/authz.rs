@@ -308,6 +308,139 @@ pub fn refuse_whole(
                 ),
             )
         }
+        RequestKind::DescribeClientQuotas(_) if !on_cluster(state, who, OP_DESCRIBE_CONFIGS) => {
+            ResponseKind::DescribeClientQuotas(
+                DescribeClientQuotasResponse::default()
+                    .with_error_code(CLUSTER_AUTHORIZATION_FAILED)
+                    .with_error_message(Some(StrBytes::from_static_str(
+                        "Authorization failed: no DESCRIBE_CONFIGS on the cluster",
+                    ))),
+            )
+        }
+        RequestKind::AlterClientQuotas(r) if !on_cluster(state, who, OP_ALTER_CONFIGS) => {
+            ResponseKind::AlterClientQuotas(
+                AlterClientQuotasResponse::default().with_entries(
+                    r.entries
+                        .iter()
+                        .map(|e| {
+                            alter_client_quotas_response::EntryData::default()
+                                .with_error_code(CLUSTER_AUTHORIZATION_FAILED)
+                                .with_entity(
+                                    e.entity
+                                        .iter()
+                                        .map(|p| {
+                                            alter_client_quotas_response::EntityData::default()
+                                                .with_entity_type(p.entity_type.clone())
+                                                .with_entity_name(p.entity_name.clone())
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                ),
+            )
+        }
+        RequestKind::DescribeLogDirs(_) if !on_cluster(state, who, OP_DESCRIBE) => {
+            ResponseKind::DescribeLogDirs(
+                DescribeLogDirsResponse::default().with_error_code(CLUSTER_AUTHORIZATION_FAILED),
+            )
+        }
+        RequestKind::DescribeQuorum(_) if !on_cluster(state, who, OP_DESCRIBE) => {
+            ResponseKind::DescribeQuorum(
+                DescribeQuorumResponse::default().with_error_code(CLUSTER_AUTHORIZATION_FAILED),
+            )
+        }
+        RequestKind::ElectLeaders(r) if !on_cluster(state, who, OP_ALTER) => {
+            ResponseKind::ElectLeaders(
+                ElectLeadersResponse::default()
+                    .with_error_code(CLUSTER_AUTHORIZATION_FAILED)
+                    .with_replica_election_results(
+                        r.topic_partitions
+                            .iter()
+                            .flatten()
+                            .map(|t| {
+                                elect_leaders_response::ReplicaElectionResult::default()
+                                    .with_topic(t.topic.clone())
+                                    .with_partition_result(
+                                        t.partitions
+                                            .iter()
+                                            .map(|p| {
+                                                elect_leaders_response::PartitionResult::default()
+                                                    .with_partition_id(*p)
+                                                    .with_error_code(CLUSTER_AUTHORIZATION_FAILED)
+                                            })
+                                            .collect(),
+                                    )
+                            })
+                            .collect(),
+                    ),
+            )
+        }
+        RequestKind::AlterReplicaLogDirs(r) if !on_cluster(state, who, OP_ALTER) => {
+            ResponseKind::AlterReplicaLogDirs(
+                AlterReplicaLogDirsResponse::default().with_results(
+                    r.dirs
+                        .iter()
+                        .flat_map(|d| d.topics.iter())
+                        .map(|t| {
+                            alter_replica_log_dirs_response::AlterReplicaLogDirTopicResult::default()
+                                .with_topic_name(t.name.clone())
+                                .with_partitions(
+                                    t.partitions
+                                        .iter()
+                                        .map(|p| {
+                                            alter_replica_log_dirs_response::AlterReplicaLogDirPartitionResult::default()
+                                                .with_partition_index(*p)
+                                                .with_error_code(CLUSTER_AUTHORIZATION_FAILED)
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                ),
+            )
+        }
+        RequestKind::WriteTxnMarkers(r) if !on_cluster(state, who, OP_CLUSTER_ACTION) => {
+            ResponseKind::WriteTxnMarkers(
+                WriteTxnMarkersResponse::default().with_markers(
+                    r.markers
+                        .iter()
+                        .map(|m| {
+                            write_txn_markers_response::WritableTxnMarkerResult::default()
+                                .with_producer_id(m.producer_id)
+                                .with_topics(
+                                    m.topics
+                                        .iter()
+                                        .map(|t| {
+                                            write_txn_markers_response::WritableTxnMarkerTopicResult::default()
+                                                .with_name(t.name.clone())
+                                                .with_partitions(
+                                                    t.partition_indexes
+                                                        .iter()
+                                                        .map(|p| {
+                                                            write_txn_markers_response::WritableTxnMarkerPartitionResult::default()
+                                                                .with_partition_index(*p)
+                                                                .with_error_code(CLUSTER_AUTHORIZATION_FAILED)
+                                                        })
+                                                        .collect(),
+                                                )
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                ),
+            )
+        }
+        RequestKind::ConsumerGroupHeartbeat(r) if group(OP_READ, &r.group_id) => {
+            ResponseKind::ConsumerGroupHeartbeat(
+                ConsumerGroupHeartbeatResponse::default()
+                    .with_error_code(GROUP_AUTHORIZATION_FAILED)
+                    .with_error_message(Some(StrBytes::from_static_str(
+                        "Authorization failed: no READ on the group",
+                    ))),
+            )
+        }
         RequestKind::DescribeUserScramCredentials(_) if !on_cluster(state, who, OP_DESCRIBE) => {
             ResponseKind::DescribeUserScramCredentials(
                 DescribeUserScramCredentialsResponse::default()
@@ -333,6 +466,27 @@ pub enum Refused {
     DeleteGroups(Vec<GroupId>),
     /// ListGroups: the answer lists only the groups `who` may describe.
     ListGroups(Rc<Subject>),
+    /// DescribeConfigs and IncrementalAlterConfigs: (resource type, name, error) each.
+    Configs(Vec<(i8, StrBytes, i16)>),
+    DeleteRecords(Vec<(TopicName, Vec<i32>)>),
+    DescribeProducers(Vec<(TopicName, Vec<i32>)>),
+    DescribeTransactions(Vec<TransactionalId>),
+    /// ListTransactions: the answer lists only the ids `who` may describe.
+    ListTransactions(Rc<Subject>),
+    ConsumerGroupDescribe(Vec<GroupId>),
+}
+
+/// Kafka's config resource types a DescribeConfigs or IncrementalAlterConfigs names.
+const CONFIG_RESOURCE_TOPIC: i8 = 2;
+
+/// Whether `who` may do `op` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on a config resource: a
+/// topic's on the topic, a broker's on the cluster; the code a refusal carries.
+fn config_refusal(state: &CoreState, who: &Subject, op: i8, rtype: i8, name: &str) -> Option<i16> {
+    if rtype == CONFIG_RESOURCE_TOPIC {
+        (!may(state, who, op, acl::RESOURCE_TOPIC, name)).then_some(acl::TOPIC_AUTHORIZATION_FAILED)
+    } else {
+        (!on_cluster(state, who, op)).then_some(acl::CLUSTER_AUTHORIZATION_FAILED)
+    }
 }
 
 /// Takes the topics `who` may not use out of `req`.
@@ -477,6 +631,92 @@ pub fn take_refused(state: &CoreState, who: &Rc<Subject>, req: &mut RequestKind)
         RequestKind::ListGroups(_) if !on_cluster(state, who, OP_DESCRIBE) => {
             Refused::ListGroups(who.clone())
         }
+        RequestKind::ListTransactions(_) => Refused::ListTransactions(who.clone()),
+        RequestKind::DescribeConfigs(r) => {
+            let mut refused = Vec::new();
+            r.resources.retain(|c| {
+                let code = config_refusal(state, who, OP_DESCRIBE_CONFIGS, c.resource_type, &c.resource_name);
+                if let Some(code) = code {
+                    refused.push((c.resource_type, c.resource_name.clone(), code));
+                }
+                code.is_none()
+            });
+            if refused.is_empty() {
+                Refused::None
+            } else {
+                Refused::Configs(refused)
+            }
+        }
+        RequestKind::IncrementalAlterConfigs(r) => {
+            let mut refused = Vec::new();
+            r.resources.retain(|c| {
+                let code = config_refusal(state, who, OP_ALTER_CONFIGS, c.resource_type, &c.resource_name);
+                if let Some(code) = code {
+                    refused.push((c.resource_type, c.resource_name.clone(), code));
+                }
+                code.is_none()
+            });
+            if refused.is_empty() {
+                Refused::None
+            } else {
+                Refused::Configs(refused)
+            }
+        }
+        RequestKind::DeleteRecords(r) => {
+            let (ok, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
+                .into_iter()
+                .partition(|t| topic_ok(OP_DELETE, &t.name));
+            r.topics = ok;
+            if refused.is_empty() {
+                return Refused::None;
+            }
+            Refused::DeleteRecords(
+                refused
+                    .into_iter()
+                    .map(|t| {
+                        let parts = t.partitions.iter().map(|p| p.partition_index).collect();
+                        (t.name, parts)
+                    })
+                    .collect(),
+            )
+        }
+        RequestKind::DescribeProducers(r) => {
+            let (ok, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
+                .into_iter()
+                .partition(|t| topic_ok(OP_READ, &t.name));
+            r.topics = ok;
+            if refused.is_empty() {
+                return Refused::None;
+            }
+            Refused::DescribeProducers(
+                refused
+                    .into_iter()
+                    .map(|t| (t.name, t.partition_indexes))
+                    .collect(),
+            )
+        }
+        RequestKind::DescribeTransactions(r) => {
+            let (ok, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.transactional_ids)
+                .into_iter()
+                .partition(|id| may(state, who, OP_DESCRIBE, RESOURCE_TRANSACTIONAL_ID, id));
+            r.transactional_ids = ok;
+            if refused.is_empty() {
+                Refused::None
+            } else {
+                Refused::DescribeTransactions(refused)
+            }
+        }
+        RequestKind::ConsumerGroupDescribe(r) => {
+            let (ok, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.group_ids)
+                .into_iter()
+                .partition(|g| may(state, who, OP_DESCRIBE, RESOURCE_GROUP, g));
+            r.group_ids = ok;
+            if refused.is_empty() {
+                Refused::None
+            } else {
+                Refused::ConsumerGroupDescribe(refused)
+            }
+        }
         RequestKind::CreatePartitions(r) => {
             let (ok, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
                 .into_iter()
@@ -524,6 +764,103 @@ pub fn restore_refused(state: &CoreState, refused: Refused, resp: &mut ResponseK
                     &g.group_id,
                 )
             });
+        }
+        (Refused::ListTransactions(who), ResponseKind::ListTransactions(r)) => {
+            r.transaction_states.retain(|t| {
+                may(
+                    state,
+                    &who,
+                    acl::OP_DESCRIBE,
+                    acl::RESOURCE_TRANSACTIONAL_ID,
+                    &t.transactional_id,
+                )
+            });
+        }
+        (Refused::Configs(refused), ResponseKind::DescribeConfigs(r)) => {
+            for (rtype, name, code) in refused {
+                r.results.push(
+                    describe_configs_response::DescribeConfigsResult::default()
+                        .with_resource_type(rtype)
+                        .with_resource_name(name)
+                        .with_error_code(code)
+                        .with_error_message(Some(StrBytes::from_static_str(
+                            "Authorization failed: no DESCRIBE_CONFIGS on the resource",
+                        ))),
+                );
+            }
+        }
+        (Refused::Configs(refused), ResponseKind::IncrementalAlterConfigs(r)) => {
+            for (rtype, name, code) in refused {
+                r.responses.push(
+                    incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+                        .with_resource_type(rtype)
+                        .with_resource_name(name)
+                        .with_error_code(code)
+                        .with_error_message(Some(StrBytes::from_static_str(
+                            "Authorization failed: no ALTER_CONFIGS on the resource",
+                        ))),
+                );
+            }
+        }
+        (Refused::DeleteRecords(topics), ResponseKind::DeleteRecords(r)) => {
+            for (name, parts) in topics {
+                r.topics.push(
+                    delete_records_response::DeleteRecordsTopicResult::default()
+                        .with_name(name)
+                        .with_partitions(
+                            parts
+                                .into_iter()
+                                .map(|p| {
+                                    delete_records_response::DeleteRecordsPartitionResult::default()
+                                        .with_partition_index(p)
+                                        .with_low_watermark(-1)
+                                        .with_error_code(DENIED)
+                                })
+                                .collect(),
+                        ),
+                );
+            }
+        }
+        (Refused::DescribeProducers(topics), ResponseKind::DescribeProducers(r)) => {
+            for (name, parts) in topics {
+                r.topics.push(
+                    describe_producers_response::TopicResponse::default()
+                        .with_name(name)
+                        .with_partitions(
+                            parts
+                                .into_iter()
+                                .map(|p| {
+                                    describe_producers_response::PartitionResponse::default()
+                                        .with_partition_index(p)
+                                        .with_error_code(DENIED)
+                                })
+                                .collect(),
+                        ),
+                );
+            }
+        }
+        (Refused::DescribeTransactions(ids), ResponseKind::DescribeTransactions(r)) => {
+            for id in ids {
+                r.transaction_states.push(
+                    describe_transactions_response::TransactionState::default()
+                        .with_transactional_id(id)
+                        .with_error_code(acl::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                        .with_producer_id(ProducerId(-1))
+                        .with_producer_epoch(-1),
+                );
+            }
+        }
+        (Refused::ConsumerGroupDescribe(groups), ResponseKind::ConsumerGroupDescribe(r)) => {
+            for g in groups {
+                r.groups.push(
+                    consumer_group_describe_response::DescribedGroup::default()
+                        .with_group_id(g)
+                        .with_error_code(acl::GROUP_AUTHORIZATION_FAILED)
+                        .with_error_message(Some(StrBytes::from_static_str(
+                            "Authorization failed: no DESCRIBE on the group",
+                        ))),
+                );
+            }
         }
         (Refused::Produce(topics), ResponseKind::Produce(r)) => {
             for (name, id, parts) in topics {

@@ -3,6 +3,7 @@
 mod acls;
 pub mod admin;
 mod authz;
+mod client_quotas;
 mod consumer_group;
 pub mod fetch;
 pub mod group;
@@ -86,6 +87,8 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeAcls, 1, 3),
     (ApiKey::DeleteAcls, 1, 3),
     (ApiKey::AlterUserScramCredentials, 0, 0),
+    (ApiKey::DescribeClientQuotas, 0, 1),
+    (ApiKey::AlterClientQuotas, 0, 1),
 ];
 
 /// The APIs advertised below the codec's newest version on purpose, with that version's
@@ -109,6 +112,8 @@ pub struct Request {
     pub listener: usize,
     /// Who asks (its principal and host), for the ACLs (`crate::acl`).
     pub subject: Rc<crate::acl::Subject>,
+    /// The request frame's size (after its length), what a produce quota counts.
+    pub frame_bytes: usize,
 }
 
 /// The finalized features never change (no feature upgrades): one epoch for ever.
@@ -267,7 +272,7 @@ pub fn str_bytes(s: impl Into<String>) -> StrBytes {
 }
 
 /// The request header's client id ("" when null), as group members are described with it.
-fn client_id(header: &RequestHeader) -> String {
+pub(crate) fn client_id(header: &RequestHeader) -> String {
     header
         .client_id
         .as_ref()
@@ -340,6 +345,12 @@ async fn handle_kind(state: &Rc<CoreState>, version: i16, req: Request) -> Optio
         }
         RequestKind::AlterUserScramCredentials(r) => {
             ResponseKind::AlterUserScramCredentials(scram_users::alter(state, r).await)
+        }
+        RequestKind::DescribeClientQuotas(r) => {
+            ResponseKind::DescribeClientQuotas(client_quotas::describe(state, r))
+        }
+        RequestKind::AlterClientQuotas(r) => {
+            ResponseKind::AlterClientQuotas(client_quotas::alter(state, r).await)
         }
         RequestKind::DescribeQuorum(r) => {
             ResponseKind::DescribeQuorum(quorum::describe_quorum(state, version, r).await)
@@ -506,6 +517,12 @@ mod tests {
                 both::<AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse>()
             }
             ApiKey::SaslAuthenticate => both::<SaslAuthenticateRequest, SaslAuthenticateResponse>(),
+            ApiKey::DescribeClientQuotas => {
+                both::<DescribeClientQuotasRequest, DescribeClientQuotasResponse>()
+            }
+            ApiKey::AlterClientQuotas => {
+                both::<AlterClientQuotasRequest, AlterClientQuotasResponse>()
+            }
             other => panic!("no codec range for {other:?}; add it"),
         }
     }
