@@ -429,6 +429,22 @@ where
                 Decoded::Request(mut req) => {
                     req.listener = listener;
                     req.subject = subject.clone();
+                    // A produce quota is charged as the frame is read, so that the next read
+                    // waits for it: the client's bytes come in at its quota's rate, not in
+                    // bursts of what it had in flight.
+                    if req.api_key == ApiKey::Produce && quotas_set(&state) {
+                        let now = Instant::now();
+                        req.throttle_ms = charge(
+                            &state,
+                            &req,
+                            &crate::quota::Usage {
+                                produce_bytes: req.frame_bytes as u64,
+                                ..Default::default()
+                            },
+                            now,
+                        );
+                        mute_for(&mute, now, req.throttle_ms);
+                    }
                     *req
                 }
                 // Answered without the Kafka handlers: the frame's core budget is held until
@@ -617,6 +633,7 @@ pub fn decode_frame(mut body: Bytes, peer: &str) -> Result<Decoded, DecodeError>
         listener: 0,
         subject: crate::acl::Subject::anonymous(),
         frame_bytes,
+        throttle_ms: 0,
     })))
 }
 
@@ -727,6 +744,47 @@ pub fn api_name(key: ApiKey) -> &'static str {
     }
 }
 
+/// Whether any client quota is set (`crate::quota`).
+fn quotas_set(state: &CoreState) -> bool {
+    !state.meta.borrow().client_quotas.is_empty()
+}
+
+/// Charges `usage` to the quotas of `req`'s client; the throttle it earns, in ms.
+fn charge(state: &CoreState, req: &Request, usage: &crate::quota::Usage, now: Instant) -> u64 {
+    charge_as(
+        state,
+        &req.subject,
+        req.header.client_id.as_deref(),
+        usage,
+        now,
+    )
+}
+
+fn charge_as(
+    state: &CoreState,
+    subject: &crate::acl::Subject,
+    client_id: Option<&str>,
+    usage: &crate::quota::Usage,
+    now: Instant,
+) -> u64 {
+    state.quotas.borrow_mut().charge(
+        &state.meta.borrow(),
+        state.ctx.config.quota_burst_ms,
+        crate::quota::quota_user(&subject.principal),
+        client_id.unwrap_or(""),
+        usage,
+        now,
+    )
+}
+
+/// Holds the connection's next read back `throttle_ms` from `now` (or longer, if it was).
+fn mute_for(mute: &Cell<Option<Instant>>, now: Instant, throttle_ms: u64) {
+    if throttle_ms > 0 {
+        let until = now + Duration::from_millis(throttle_ms);
+        mute.set(Some(mute.get().map_or(until, |m| m.max(until))));
+    }
+}
+
 /// `Ok(None)`: no response (acks=0). `Err`: the handler failed and the connection must close.
 /// A client over its quota (`crate::quota`) is told in the response's `throttle_time_ms`, and
 /// `mute` holds the connection's next read back until the throttle has passed.
@@ -738,18 +796,10 @@ async fn handle_inner(
     let version = req.header.request_api_version;
     let correlation_id = req.header.correlation_id;
     let api_key = req.api_key;
-    // Who is charged, when any quota is set (none: no per-request work).
-    let charged = (!state.meta.borrow().client_quotas.is_empty()).then(|| {
-        (
-            crate::quota::quota_user(&req.subject.principal).to_string(),
-            api::client_id(&req.header),
-            if api_key == ApiKey::Produce {
-                req.frame_bytes as u64
-            } else {
-                0
-            },
-        )
-    });
+    // The fetch bytes and core time of the request are charged when it is done (its
+    // produce bytes were, as it was read), when any quota is set (none: no per-request work).
+    let charged = quotas_set(state).then(|| (req.subject.clone(), req.header.client_id.clone()));
+    let read_throttle_ms = req.throttle_ms;
     // A handler bug must not take the core (and every partition on it) down: the panic is
     // logged and the connection closes after the responses before this request.
     let dispatched = futures_lite::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(
@@ -775,28 +825,21 @@ async fn handle_inner(
             });
         }
     };
-    if let Some((user, client_id, produce_bytes)) = charged {
+    if let Some((subject, client_id)) = charged {
         let usage = crate::quota::Usage {
-            produce_bytes,
             fetch_bytes: resp.as_ref().map_or(0, crate::quota::fetch_bytes),
             request_time: spent,
+            ..Default::default()
         };
         let now = Instant::now();
-        let throttle_ms = state.quotas.borrow_mut().charge(
-            &state.meta.borrow(),
-            state.ctx.config.quota_burst_ms,
-            &user,
-            &client_id,
-            &usage,
-            now,
-        );
+        let throttle_ms = charge_as(state, &subject, client_id.as_deref(), &usage, now);
+        mute_for(mute, now, throttle_ms);
+        let throttle_ms = throttle_ms.max(read_throttle_ms);
         if throttle_ms > 0 {
-            tracing::debug!(user, client_id, throttle_ms, api = ?api_key, "client over its quota: throttled");
+            tracing::debug!(principal = subject.principal, client = ?client_id, throttle_ms, api = ?api_key, "client over its quota: throttled");
             if let Some(r) = resp.as_mut() {
                 crate::quota::set_throttle(r, throttle_ms as i32);
             }
-            let until = now + Duration::from_millis(throttle_ms);
-            mute.set(Some(mute.get().map_or(until, |m| m.max(until))));
         }
     }
     let Some(resp) = resp else {

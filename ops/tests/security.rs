@@ -518,3 +518,47 @@ fn acls_allow_deny_and_hide_by_principal_with_literal_and_prefixed_patterns() {
     );
     assert!(out.contains("\"ok\": true"), "{out}");
 }
+
+/// A produce quota of 1 MiB/s on a client id, set by the Java Admin calls of
+/// `kafka-configs`, holds that client's producer to it (±10 %) while another producer,
+/// running at the same time, is not held to it.
+#[test]
+fn a_client_id_quota_holds_its_producer_and_not_another() {
+    const QUOTA_BYTES_PER_SEC: f64 = 1_048_576.0;
+    let broker = Broker::start(1);
+    create_topic(&broker, "quota-t", 1, &[]);
+    let check = support::java::JavaCheck::compile("QuotaCheck");
+    let ok = check.run(&[
+        &broker.bootstrap(),
+        "slow-client",
+        &QUOTA_BYTES_PER_SEC.to_string(),
+    ]);
+    eprintln!("{ok}");
+    let out = run_python(
+        "quota_rate.py",
+        &[&broker.bootstrap(), "quota-t", "slow-client", "fast-client"],
+        &[],
+        Duration::from_secs(120),
+    );
+    eprintln!("{out}");
+    let line = out.lines().last().unwrap();
+    let rate = |key: &str| -> f64 {
+        let at = line.find(key).unwrap_or_else(|| panic!("{key} in {line}")) + key.len() + 3;
+        line[at..]
+            .split([',', '}'])
+            .next()
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let (slow, fast) = (rate("slow_bytes_per_s"), rate("fast_bytes_per_s"));
+    assert!(
+        (slow - QUOTA_BYTES_PER_SEC).abs() <= 0.1 * QUOTA_BYTES_PER_SEC,
+        "the throttled producer sent {slow:.0} B/s against a quota of {QUOTA_BYTES_PER_SEC} B/s"
+    );
+    assert!(
+        fast > 2.0 * QUOTA_BYTES_PER_SEC,
+        "the other producer sent only {fast:.0} B/s"
+    );
+}

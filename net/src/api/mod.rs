@@ -114,6 +114,8 @@ pub struct Request {
     pub subject: Rc<crate::acl::Subject>,
     /// The request frame's size (after its length), what a produce quota counts.
     pub frame_bytes: usize,
+    /// The throttle its produce quota earned as it was read (`crate::quota`), in ms.
+    pub throttle_ms: u64,
 }
 
 /// The finalized features never change (no feature upgrades): one epoch for ever.
@@ -272,7 +274,7 @@ pub fn str_bytes(s: impl Into<String>) -> StrBytes {
 }
 
 /// The request header's client id ("" when null), as group members are described with it.
-pub(crate) fn client_id(header: &RequestHeader) -> String {
+fn client_id(header: &RequestHeader) -> String {
     header
         .client_id
         .as_ref()
