@@ -181,6 +181,12 @@ pub struct BrokerConfig {
     pub acl: crate::acl::AclConfig,
     /// The TLS identity of an SSL or SASL_SSL listener (`--tls-cert`, `--tls-key`).
     pub tls: Option<std::sync::Arc<futures_rustls::rustls::ServerConfig>>,
+    /// OAUTHBEARER validation (`--oauth-jwks-file`, `--oauth-allow-unsecured-tokens`); none:
+    /// the mechanism is not offered.
+    pub oauth: Option<std::sync::Arc<crate::sasl::oauth::OAuthConfig>>,
+    /// An authenticated session lasts at most this long before the client must
+    /// re-authenticate (KIP-368, Kafka's `connections.max.reauth.ms`); 0: for ever.
+    pub connections_max_reauth_ms: u64,
     /// Test and drill hook: every core's logs go through an engine fault injector that
     /// `POST /v1/debug/disk-fault` arms (EIO on the next write or fdatasync of that core).
     /// Off by default; never for production.
@@ -243,6 +249,8 @@ impl BrokerConfig {
             metrics_listen: None,
             security_protocol: SecurityProtocol::Plaintext,
             tls: None,
+            oauth: None,
+            connections_max_reauth_ms: 0,
             acl: crate::acl::AclConfig::default(),
             extra_listeners: Vec::new(),
             fault_injection: false,

@@ -342,6 +342,9 @@ where
             })
         };
         let mut subject = subject_of(&auth);
+        // The principal of the first authentication: a re-authentication (KIP-368) must be
+        // as the same one.
+        let mut authenticated_as: Option<String> = None;
         loop {
             // A client over its quota: nothing more is read until its throttle has passed.
             if let Some(until) = mute.take() {
@@ -408,6 +411,15 @@ where
             if !auth.admits(key) {
                 return Err(CloseReason::Unauthenticated { key });
             }
+            if auth.expired(Instant::now())
+                && ![ApiKey::ApiVersions, ApiKey::SaslHandshake, ApiKey::SaslAuthenticate]
+                    .iter()
+                    .any(|k| *k as i16 == key)
+            {
+                return Err(CloseReason::SaslEnded(
+                    "the session ended without re-authentication (KIP-368)",
+                ));
+            }
             let req = match decode_request(&state, Bytes::from(body), &client_host)? {
                 Decoded::Request(req)
                     if matches!(
@@ -415,7 +427,8 @@ where
                         ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
                     ) =>
                 {
-                    let (frame, close) = sasl_step(&state, &mut auth, *req, &peer).await?;
+                    let (frame, close) =
+                        sasl_step(&state, &mut auth, &mut authenticated_as, *req, &peer).await?;
                     subject = subject_of(&auth);
                     let held = held_by_core(core_permit, &conn_budget).await?;
                     let h = glommio::spawn_local(async move { (Outcome::Response(frame), held) })
@@ -517,6 +530,7 @@ where
 async fn sasl_step(
     state: &CoreState,
     auth: &mut crate::sasl::Auth,
+    authenticated_as: &mut Option<String>,
     req: Request,
     peer: &str,
 ) -> Result<(Bytes, bool), CloseReason> {
@@ -524,11 +538,16 @@ async fn sasl_step(
     let correlation_id = req.header.correlation_id;
     let (resp, close) = match req.body {
         RequestKind::SaslHandshake(r) => {
-            let (r, close) = crate::sasl::handshake(auth, &r);
+            let (r, close) = crate::sasl::handshake(&state.ctx.config, auth, &r);
             (ResponseKind::SaslHandshake(r), close)
         }
         RequestKind::SaslAuthenticate(r) => {
-            let (r, close) = crate::sasl::authenticate(state, auth, &r, peer).await;
+            let (r, close) =
+                crate::sasl::authenticate(state, auth, authenticated_as.as_deref(), &r, peer)
+                    .await;
+            if let (crate::sasl::Auth::Done { principal, .. }, false) = (&*auth, close) {
+                authenticated_as.get_or_insert_with(|| principal.clone());
+            }
             (ResponseKind::SaslAuthenticate(r), close)
         }
         _ => unreachable!("only SASL requests come here"),

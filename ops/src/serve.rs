@@ -37,6 +37,24 @@ pub struct ServeArgs {
     /// The private key (PEM) of --tls-cert.
     #[arg(long, value_name = "FILE")]
     tls_key: Option<PathBuf>,
+    /// Offer SASL/OAUTHBEARER, checking tokens' RS256/ES256 signatures against the keys of
+    /// this JWKS file (JSON, `{"keys": [...]}`).
+    #[arg(long, value_name = "FILE")]
+    oauth_jwks_file: Option<PathBuf>,
+    /// Offer SASL/OAUTHBEARER and accept unsigned (`alg: none`) tokens, as Kafka's unsecured
+    /// validator: for tests and development only (anyone can claim any principal).
+    #[arg(long)]
+    oauth_allow_unsecured_tokens: bool,
+    /// OAUTHBEARER tokens must name this audience (`aud`).
+    #[arg(long, value_name = "AUD")]
+    oauth_audience: Option<String>,
+    /// OAUTHBEARER tokens must come from this issuer (`iss`).
+    #[arg(long, value_name = "ISS")]
+    oauth_issuer: Option<String>,
+    /// An authenticated session lasts at most this long; the client re-authenticates on its
+    /// connection before (KIP-368; Kafka's `connections.max.reauth.ms`). Default 0: for ever.
+    #[arg(long, value_name = "MS")]
+    connections_max_reauth_ms: Option<u64>,
     /// Host and port announced to clients in Metadata (default: the listen address).
     #[arg(long, value_name = "HOST:PORT")]
     advertise: Option<String>,
@@ -162,6 +180,11 @@ struct FileConfig {
     listener: Option<Vec<String>>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
+    oauth_jwks_file: Option<PathBuf>,
+    oauth_allow_unsecured_tokens: Option<bool>,
+    oauth_audience: Option<String>,
+    oauth_issuer: Option<String>,
+    connections_max_reauth_ms: Option<u64>,
     super_users: Option<Vec<String>>,
     allow_everyone_if_no_acl_found: Option<bool>,
     metrics_listen: Option<SocketAddr>,
@@ -366,6 +389,42 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
             return Err("--tls-cert/--tls-key are for an SSL or SASL_SSL --listener".into())
         }
     };
+    let jwks = args.oauth_jwks_file.clone().or(file.oauth_jwks_file.clone());
+    let unsecured =
+        args.oauth_allow_unsecured_tokens || file.oauth_allow_unsecured_tokens.unwrap_or(false);
+    c.oauth = if jwks.is_some() || unsecured {
+        let keys = match &jwks {
+            Some(path) => net::sasl::oauth::load_jwks(path)
+                .map_err(|e| format!("--oauth-jwks-file: {e}"))?,
+            None => Vec::new(),
+        };
+        Some(std::sync::Arc::new(net::sasl::oauth::OAuthConfig {
+            keys,
+            allow_unsecured: unsecured,
+            audience: args.oauth_audience.clone().or(file.oauth_audience.clone()),
+            issuer: args.oauth_issuer.clone().or(file.oauth_issuer.clone()),
+        }))
+    } else {
+        if args.oauth_audience.is_some() || args.oauth_issuer.is_some() {
+            return Err(
+                "--oauth-audience/--oauth-issuer need --oauth-jwks-file FILE (or --oauth-allow-unsecured-tokens)"
+                    .into(),
+            );
+        }
+        None
+    };
+    if let Some(ms) = args
+        .connections_max_reauth_ms
+        .or(file.connections_max_reauth_ms)
+    {
+        if ms > i32::MAX as u64 {
+            return Err(format!(
+                "--connections-max-reauth-ms {ms}: at most {} (0: sessions never end)",
+                i32::MAX
+            ));
+        }
+        c.connections_max_reauth_ms = ms;
+    }
     if let Some(n) = args.node_id.or(file.node_id) {
         if n == 0 || n > i32::MAX as u64 {
             return Err(format!("--node-id {n}: must be 1 to {}", i32::MAX));

@@ -562,3 +562,118 @@ fn a_client_id_quota_holds_its_producer_and_not_another() {
         "the other producer sent only {fast:.0} B/s"
     );
 }
+
+/// One request frame: API key, version, correlation id, null client id, `body`.
+fn frame(key: i16, version: i16, correlation_id: i32, body: &[u8]) -> Vec<u8> {
+    let head: Vec<u8> = [
+        &key.to_be_bytes()[..],
+        &version.to_be_bytes(),
+        &correlation_id.to_be_bytes(),
+        &(-1i16).to_be_bytes(),
+    ]
+    .concat();
+    let len = (head.len() + body.len()) as i32;
+    [&len.to_be_bytes()[..], &head, body].concat()
+}
+
+/// Reads one response frame's body (after its size).
+fn read_frame(s: &mut TcpStream) -> Vec<u8> {
+    let mut size = [0u8; 4];
+    s.read_exact(&mut size).unwrap();
+    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+    s.read_exact(&mut body).unwrap();
+    body
+}
+
+/// KIP-368: with `--connections-max-reauth-ms`, SaslAuthenticate gives the session's
+/// lifetime; the Java client re-authenticates on its connection as records go on past it;
+/// a raw client that does not, and sends a request after its session ended, is disconnected.
+#[test]
+fn sessions_end_and_the_java_client_re_authenticates() {
+    let admin = format!("127.0.0.1:{}", free_port());
+    let broker = Broker::start_with(
+        1,
+        &[
+            "--allow-everyone-if-no-acl-found",
+            "--listener",
+            "EXTERNAL=SASL_PLAINTEXT://{listen}",
+            "--metrics-listen",
+            &admin,
+            "--connections-max-reauth-ms",
+            "1500",
+        ],
+    );
+    let o = ringlog(&[
+        "user", "create", "reauth", "--password", "re-pw", "--admin", &admin,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // A raw PLAIN session.
+    let mut s = TcpStream::connect(broker.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mechanism = [&5i16.to_be_bytes()[..], b"PLAIN"].concat();
+    s.write_all(&frame(17, 1, 1, &mechanism)).unwrap();
+    let hs = read_frame(&mut s);
+    assert_eq!(&hs[4..6], &[0, 0], "handshake error code");
+    let token = b"\0reauth\0re-pw";
+    let auth = [&(token.len() as i32).to_be_bytes()[..], token].concat();
+    s.write_all(&frame(36, 1, 2, &auth)).unwrap();
+    let r = read_frame(&mut s);
+    assert_eq!(&r[4..6], &[0, 0], "authenticate error code: {r:?}");
+    // The error message (null or empty), the auth bytes (empty), then the session lifetime.
+    let msg_len = i16::from_be_bytes([r[6], r[7]]).max(0) as usize;
+    let at = 8 + msg_len;
+    let auth_len = i32::from_be_bytes(r[at..at + 4].try_into().unwrap()) as usize;
+    let at = at + 4 + auth_len;
+    let lifetime = i64::from_be_bytes(r[at..at + 8].try_into().unwrap());
+    assert_eq!(lifetime, 1500, "session_lifetime_ms");
+    // Within the session a Metadata request is answered.
+    let metadata = frame(3, 1, 3, &(-1i32).to_be_bytes());
+    s.write_all(&metadata).unwrap();
+    assert!(read_frame(&mut s).len() > 8);
+    // After it, the connection closes instead.
+    std::thread::sleep(Duration::from_millis(2000));
+    s.write_all(&frame(3, 1, 4, &(-1i32).to_be_bytes())).unwrap();
+    let mut buf = [0u8; 16];
+    assert_eq!(s.read(&mut buf).unwrap_or(0), 0, "closed without an answer");
+    // The Java client re-authenticates (SCRAM-SHA-512) as 50 records go over 6 s.
+    let check = support::java::JavaCheck::compile("SaslCheck");
+    let mut cmd = check.command(&[&broker.bootstrap(), "reauth", "re-pw", "reauth-t"]);
+    cmd.env("SASL_CHECK_SPREAD_MS", "6000");
+    let out = run_ok(cmd, None, Duration::from_secs(180));
+    assert!(out.lines().any(|l| l.starts_with("OK ")), "{out}");
+    let log = broker.stderr_text();
+    assert!(
+        log.contains("SASL re-authenticated"),
+        "no re-authentication in the broker log:\n{log}"
+    );
+}
+
+/// SASL/OAUTHBEARER: librdkafka's unsecured tokens when the broker allows them, RS256
+/// tokens checked against a JWKS file, the token's subject as the principal (ACLs apply to
+/// it), and tokens signed by another key, expired or tampered with refused.
+#[test]
+fn oauthbearer_tokens_from_a_jwks_file_and_unsecured_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    run_python("oauth_check.py", &["keys", d], &[], Duration::from_secs(60));
+    let jwks = format!("{d}/jwks.json");
+    let broker = Broker::start_with(
+        1,
+        &[
+            "--listener",
+            "EXTERNAL=SASL_PLAINTEXT://{listen}",
+            "--oauth-jwks-file",
+            &jwks,
+            "--oauth-allow-unsecured-tokens",
+            "--super-users",
+            "User:alice",
+        ],
+    );
+    let out = run_python(
+        "oauth_check.py",
+        &["run", &broker.bootstrap(), d],
+        &[],
+        Duration::from_secs(240),
+    );
+    assert!(out.contains("\"ok\": true"), "{out}");
+}

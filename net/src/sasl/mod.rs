@@ -6,8 +6,17 @@
 //! send only ApiVersions, SaslHandshake and SaslAuthenticate: any other frame closes it before
 //! its body is decoded (`Auth::admits`). A failed authentication is answered
 //! SASL_AUTHENTICATION_FAILED and the connection closes.
+//!
+//! OAUTHBEARER (`oauth`) is offered when the broker is configured for it. Re-authentication
+//! (KIP-368): with `connections-max-reauth-ms`, or an OAUTHBEARER token that expires, the
+//! SaslAuthenticate answer gives the session's lifetime; the client authenticates again on
+//! the same connection before it ends (as the same principal), and a connection whose
+//! session ended may send nothing but the SASL requests: anything else closes it.
 
+pub mod oauth;
 pub mod scram;
+
+use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::{
     ApiKey, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
@@ -32,6 +41,7 @@ const MAX_PLAIN_MESSAGE_BYTES: usize = 1_024;
 pub enum Mechanism {
     Plain,
     Scram(ScramMechanism),
+    OAuthBearer,
 }
 
 impl Mechanism {
@@ -39,11 +49,18 @@ impl Mechanism {
         match self {
             Mechanism::Plain => "PLAIN",
             Mechanism::Scram(m) => m.sasl_name(),
+            Mechanism::OAuthBearer => "OAUTHBEARER",
         }
     }
-    fn from_name(name: &str) -> Option<Self> {
-        MECHANISMS.iter().copied().find(|m| m.name() == name)
+}
+
+/// The mechanisms this broker offers: [`MECHANISMS`], and OAUTHBEARER when configured.
+pub fn offered(cfg: &crate::config::BrokerConfig) -> Vec<Mechanism> {
+    let mut m = MECHANISMS.to_vec();
+    if cfg.oauth.is_some() {
+        m.push(Mechanism::OAuthBearer);
     }
+    m
 }
 
 pub use crate::config::SecurityProtocol;
@@ -58,8 +75,11 @@ pub enum Auth {
     Chosen(Mechanism),
     /// SCRAM: the server-first message went out; waiting for the client-final one.
     ScramFinal(Box<scram::ServerFirst>),
-    /// Authenticated.
-    Done { principal: String },
+    /// Authenticated, until `expires_at` if the session has a lifetime (KIP-368).
+    Done {
+        principal: String,
+        expires_at: Option<Instant>,
+    },
 }
 
 /// The principal of a PLAINTEXT connection, as Kafka names it.
@@ -90,9 +110,15 @@ impl Auth {
     pub fn principal(&self) -> Option<&str> {
         match self {
             Auth::Open => Some(ANONYMOUS),
-            Auth::Done { principal } => Some(principal),
+            Auth::Done { principal, .. } => Some(principal),
             _ => None,
         }
+    }
+
+    /// Whether the authenticated session ended at `now` (the client did not re-authenticate
+    /// in time): only the SASL requests may come now.
+    pub fn expired(&self, now: Instant) -> bool {
+        matches!(self, Auth::Done { expires_at: Some(at), .. } if *at <= now)
     }
 }
 
@@ -100,12 +126,21 @@ fn str_bytes(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
 }
 
-/// SaslHandshake: chooses the mechanism. `true`: close the connection after the answer.
-pub fn handshake(auth: &mut Auth, req: &SaslHandshakeRequest) -> (SaslHandshakeResponse, bool) {
-    let offered: Vec<StrBytes> = MECHANISMS.iter().map(|m| str_bytes(m.name())).collect();
-    let resp = SaslHandshakeResponse::default().with_mechanisms(offered);
+/// SaslHandshake: chooses the mechanism (again, from an authenticated session: KIP-368
+/// re-authentication). `true`: close the connection after the answer.
+pub fn handshake(
+    cfg: &crate::config::BrokerConfig,
+    auth: &mut Auth,
+    req: &SaslHandshakeRequest,
+) -> (SaslHandshakeResponse, bool) {
+    let mechanisms = offered(cfg);
+    let names: Vec<StrBytes> = mechanisms.iter().map(|m| str_bytes(m.name())).collect();
+    let resp = SaslHandshakeResponse::default().with_mechanisms(names);
     match auth {
-        Auth::Handshake => match Mechanism::from_name(&req.mechanism) {
+        Auth::Handshake | Auth::Done { .. } => match mechanisms
+            .into_iter()
+            .find(|m| m.name() == req.mechanism.as_str())
+        {
             Some(m) => {
                 *auth = Auth::Chosen(m);
                 (resp, false)
@@ -127,34 +162,46 @@ pub fn handshake(auth: &mut Auth, req: &SaslHandshakeRequest) -> (SaslHandshakeR
 }
 
 /// SaslAuthenticate: one step of the chosen mechanism. `true`: close after the answer.
+/// `reauth_of`: the principal of the connection's first authentication, which a
+/// re-authentication must keep.
 pub async fn authenticate(
     state: &CoreState,
     auth: &mut Auth,
+    reauth_of: Option<&str>,
     req: &SaslAuthenticateRequest,
     peer: &str,
 ) -> (SaslAuthenticateResponse, bool) {
+    let cfg = &state.ctx.config;
+    let now = Instant::now();
+    // The session's lifetime (KIP-368): the broker's bound, and a token's own expiry.
+    let session = |token_ms: Option<u64>| -> Option<u64> {
+        let broker = (cfg.connections_max_reauth_ms > 0).then_some(cfg.connections_max_reauth_ms);
+        match (broker, token_ms) {
+            (Some(b), Some(t)) => Some(b.min(t)),
+            (b, t) => b.or(t),
+        }
+    };
+    let done = |user: &str, lifetime_ms: Option<u64>| Auth::Done {
+        principal: format!("User:{user}"),
+        expires_at: lifetime_ms.map(|ms| now + Duration::from_millis(ms)),
+    };
     let step = std::mem::replace(auth, Auth::Handshake);
     let result: Result<(Auth, Vec<u8>), String> = match step {
-        Auth::Chosen(Mechanism::Plain) => plain(state, &req.auth_bytes).await.map(|user| {
-            (
-                Auth::Done {
-                    principal: format!("User:{user}"),
-                },
-                Vec::new(),
-            )
+        Auth::Chosen(Mechanism::Plain) => plain(state, &req.auth_bytes)
+            .await
+            .map(|user| (done(&user, session(None)), Vec::new())),
+        Auth::Chosen(Mechanism::OAuthBearer) => bearer(cfg, &req.auth_bytes).map(|v| {
+            let left_ms = v.expires_at_secs.saturating_mul(1000) - unix_now_ms();
+            let left_ms = u64::try_from(left_ms).unwrap_or(0);
+            (done(&v.subject, session(Some(left_ms))), Vec::new())
         }),
         Auth::Chosen(Mechanism::Scram(m)) => scram_first(state, m, &req.auth_bytes).map(|s| {
             let msg = s.message().to_vec();
             (Auth::ScramFinal(Box::new(s)), msg)
         }),
-        Auth::ScramFinal(s) => s.finish(&req.auth_bytes).map(|(user, msg)| {
-            (
-                Auth::Done {
-                    principal: format!("User:{user}"),
-                },
-                msg,
-            )
-        }),
+        Auth::ScramFinal(s) => s
+            .finish(&req.auth_bytes)
+            .map(|(user, msg)| (done(&user, session(None)), msg)),
         other => {
             *auth = other;
             let illegal = !matches!(auth, Auth::Open);
@@ -168,16 +215,30 @@ pub async fn authenticate(
             );
         }
     };
+    let result = result.and_then(|(next, bytes)| match (&next, reauth_of) {
+        (Auth::Done { principal, .. }, Some(was)) if principal != was => Err(format!(
+            "re-authentication as {principal}, not {was} (KIP-368 keeps the principal)"
+        )),
+        (Auth::Done { principal, .. }, Some(_)) => {
+            tracing::info!(%peer, %principal, "SASL re-authenticated");
+            Ok((next, bytes))
+        }
+        _ => Ok((next, bytes)),
+    });
     match result {
         Ok((next, bytes)) => {
-            if let Auth::Done { principal } = &next {
-                tracing::debug!(%peer, %principal, "SASL authenticated");
+            let mut resp = SaslAuthenticateResponse::default().with_auth_bytes(bytes.into());
+            if let Auth::Done {
+                principal,
+                expires_at,
+            } = &next
+            {
+                let lifetime_ms = expires_at.map_or(0, |at| (at - now).as_millis() as i64);
+                tracing::debug!(%peer, %principal, lifetime_ms, "SASL authenticated");
+                resp = resp.with_session_lifetime_ms(lifetime_ms);
             }
             *auth = next;
-            (
-                SaslAuthenticateResponse::default().with_auth_bytes(bytes.into()),
-                false,
-            )
+            (resp, false)
         }
         Err(why) => {
             tracing::info!(%peer, %why, "SASL authentication failed");
@@ -189,6 +250,19 @@ pub async fn authenticate(
             )
         }
     }
+}
+
+fn unix_now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// SASL/OAUTHBEARER: the client's token, validated (`oauth`).
+fn bearer(cfg: &crate::config::BrokerConfig, msg: &[u8]) -> Result<oauth::Validated, String> {
+    let oauth = cfg.oauth.as_ref().ok_or("OAUTHBEARER is not configured")?;
+    let token = oauth::token_of(msg)?;
+    oauth::validate(oauth, token, unix_now_ms() / 1000)
 }
 
 /// SASL/PLAIN (`authzid NUL user NUL password`) against the SCRAM store: the user's
@@ -273,7 +347,12 @@ mod tests {
     fn the_handshake_chooses_an_offered_mechanism() {
         let mut a = Auth::new(SecurityProtocol::SaslPlaintext);
         let req = SaslHandshakeRequest::default().with_mechanism(str_bytes("GSSAPI"));
-        let (resp, close) = handshake(&mut a, &req);
+        let cfg = crate::config::BrokerConfig::new(
+            "/nonexistent".into(),
+            "127.0.0.1:9092".parse().unwrap(),
+            vec![0],
+        );
+        let (resp, close) = handshake(&cfg, &mut a, &req);
         assert_eq!(
             resp.error_code,
             ResponseError::UnsupportedSaslMechanism.code()
@@ -282,7 +361,7 @@ mod tests {
         assert_eq!(resp.mechanisms.len(), MECHANISMS.len());
         let mut a = Auth::new(SecurityProtocol::SaslPlaintext);
         let req = SaslHandshakeRequest::default().with_mechanism(str_bytes("SCRAM-SHA-512"));
-        let (resp, close) = handshake(&mut a, &req);
+        let (resp, close) = handshake(&cfg, &mut a, &req);
         assert_eq!((resp.error_code, close), (0, false));
         assert!(matches!(
             a,

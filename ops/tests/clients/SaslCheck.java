@@ -3,6 +3,8 @@
 //
 // usage: java -cp KAFKA_CLIENTS_JARS:. SaslCheck BOOTSTRAP USER PASSWORD TOPIC [CA_PEM]
 // (with CA_PEM: SASL_SSL, the broker's certificate checked against that CA)
+// With SASL_CHECK_SPREAD_MS in the environment the 50 records are spread over that long, so
+// that a broker with a short session lifetime (KIP-368) has the clients re-authenticate.
 //
 // As USER: creates TOPIC, produces 50 records (acks=all, idempotent), reads them back; then
 // the same admin call with a wrong password must fail with SaslAuthenticationException.
@@ -60,7 +62,11 @@ public class SaslCheck {
         pp.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         pp.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         try (KafkaProducer<String, String> p = new KafkaProducer<>(pp)) {
-            for (int i = 0; i < 50; i++) p.send(new ProducerRecord<>(topic, 0, null, "v" + i)).get(30, TimeUnit.SECONDS);
+            long spreadMs = Long.parseLong(System.getenv().getOrDefault("SASL_CHECK_SPREAD_MS", "0"));
+            for (int i = 0; i < 50; i++) {
+                p.send(new ProducerRecord<>(topic, 0, null, "v" + i)).get(30, TimeUnit.SECONDS);
+                if (spreadMs > 0) Thread.sleep(spreadMs / 50);
+            }
         }
         Properties cp = sasl(bootstrap, user, password);
         cp.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
