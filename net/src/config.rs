@@ -187,6 +187,9 @@ pub struct BrokerConfig {
     /// An authenticated session lasts at most this long before the client must
     /// re-authenticate (KIP-368, Kafka's `connections.max.reauth.ms`); 0: for ever.
     pub connections_max_reauth_ms: u64,
+    /// How a client certificate's subject becomes a principal (Kafka's
+    /// `ssl.principal.mapping.rules`; none: the whole subject).
+    pub ssl_principal_mapping_rules: Vec<crate::tls::PrincipalRule>,
     /// Test and drill hook: every core's logs go through an engine fault injector that
     /// `POST /v1/debug/disk-fault` arms (EIO on the next write or fdatasync of that core).
     /// Off by default; never for production.
@@ -251,6 +254,7 @@ impl BrokerConfig {
             tls: None,
             oauth: None,
             connections_max_reauth_ms: 0,
+            ssl_principal_mapping_rules: Vec::new(),
             acl: crate::acl::AclConfig::default(),
             extra_listeners: Vec::new(),
             fault_injection: false,

@@ -108,13 +108,28 @@ async fn serve_admitted(
         .clone()
         .filter(|_| cfg.protocol_of(listener).uses_tls());
     let served = match tls {
-        None => serve(state.clone(), stream, peer.clone(), listener).await,
+        None => serve(state.clone(), stream, peer.clone(), listener, None).await,
         // TLS: the handshake on this core, within a request timeout; then the same
         // connection loop over the encrypted stream.
         Some(tls) => {
             let accept = futures_rustls::TlsAcceptor::from(tls).accept(stream);
             match with_timeout(cfg.request_timeout_ms, "the TLS handshake", accept).await {
-                Ok(tls_stream) => serve(state.clone(), tls_stream, peer.clone(), listener).await,
+                Ok(tls_stream) => {
+                    // The client certificate's subject, mapped: the principal on SSL.
+                    let certified = tls_stream
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .and_then(|c| c.first())
+                        .and_then(|c| crate::tls::subject_dn(c))
+                        .map(|dn| {
+                            format!(
+                                "User:{}",
+                                crate::tls::principal_of(&cfg.ssl_principal_mapping_rules, &dn)
+                            )
+                        });
+                    serve(state.clone(), tls_stream, peer.clone(), listener, certified).await
+                }
                 Err(why) => Err(why),
             }
         }
@@ -265,6 +280,7 @@ async fn serve<S>(
     stream: S,
     peer: String,
     listener: usize,
+    certified: Option<String>,
 ) -> Result<(), CloseReason>
 where
     S: futures_lite::AsyncRead + futures_lite::AsyncWrite + Unpin + 'static,
@@ -328,7 +344,7 @@ where
             .to_string();
         // Touched by this loop alone, between frames: a SASL step runs before the next
         // frame is read.
-        let mut auth = crate::sasl::Auth::new(cfg.protocol_of(listener));
+        let mut auth = crate::sasl::Auth::new(cfg.protocol_of(listener), certified);
         // Who this connection's requests come from, shared by all of them (the produce path
         // allocates nothing for it); made again only when a SASL step changes the principal.
         let subject_of = |auth: &crate::sasl::Auth| {

@@ -37,6 +37,19 @@ pub struct ServeArgs {
     /// The private key (PEM) of --tls-cert.
     #[arg(long, value_name = "FILE")]
     tls_key: Option<PathBuf>,
+    /// Ask SSL clients for a certificate signed by this CA (PEM); its subject is the
+    /// connection's principal on an SSL listener (Kafka's `ssl.client.auth`).
+    #[arg(long, value_name = "FILE")]
+    tls_client_ca: Option<PathBuf>,
+    /// With --tls-client-ca: `required` (a client without a certificate is refused, the
+    /// default) or `requested` (it is ANONYMOUS).
+    #[arg(long, value_name = "MODE")]
+    tls_client_auth: Option<String>,
+    /// How a client certificate's subject (`CN=alice,OU=eng,O=org`) becomes a principal, as
+    /// Kafka's `ssl.principal.mapping.rules`: `RULE:pattern/replacement/[LU]` or `DEFAULT`;
+    /// repeatable, the first match wins (none: the whole subject).
+    #[arg(long, value_name = "RULE")]
+    ssl_principal_mapping_rule: Vec<String>,
     /// Offer SASL/OAUTHBEARER, checking tokens' RS256/ES256 signatures against the keys of
     /// this JWKS file (JSON, `{"keys": [...]}`).
     #[arg(long, value_name = "FILE")]
@@ -180,6 +193,9 @@ struct FileConfig {
     listener: Option<Vec<String>>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
+    tls_client_ca: Option<PathBuf>,
+    tls_client_auth: Option<String>,
+    ssl_principal_mapping_rules: Option<Vec<String>>,
     oauth_jwks_file: Option<PathBuf>,
     oauth_allow_unsecured_tokens: Option<bool>,
     oauth_audience: Option<String>,
@@ -377,8 +393,39 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
         args.tls_cert.clone().or(file.tls_cert.clone()),
         args.tls_key.clone().or(file.tls_key.clone()),
     );
+    let client_ca = args.tls_client_ca.clone().or(file.tls_client_ca.clone());
+    let client_auth = match args
+        .tls_client_auth
+        .clone()
+        .or(file.tls_client_auth.clone())
+        .as_deref()
+    {
+        None | Some("required") => net::tls::ClientAuth::Required,
+        Some("requested") => net::tls::ClientAuth::Requested,
+        Some(other) => {
+            return Err(format!(
+                "--tls-client-auth {other:?}: expected required or requested"
+            ))
+        }
+    };
+    let rules = if args.ssl_principal_mapping_rule.is_empty() {
+        file.ssl_principal_mapping_rules.clone().unwrap_or_default()
+    } else {
+        args.ssl_principal_mapping_rule.clone()
+    };
+    c.ssl_principal_mapping_rules = rules
+        .iter()
+        .map(|r| net::tls::PrincipalRule::parse(r))
+        .collect::<Result<_, _>>()?;
+    if client_ca.is_some() && !any_tls {
+        return Err("--tls-client-ca is for an SSL or SASL_SSL --listener".into());
+    }
     c.tls = match (any_tls, cert, key) {
-        (true, Some(cert), Some(key)) => Some(net::tls::server_config(&cert, &key)?),
+        (true, Some(cert), Some(key)) => Some(net::tls::server_config(
+            &cert,
+            &key,
+            client_ca.as_deref().map(|ca| (ca, client_auth)),
+        )?),
         (true, _, _) => {
             return Err(
                 "an SSL or SASL_SSL listener needs --tls-cert FILE and --tls-key FILE (PEM)".into(),

@@ -677,3 +677,85 @@ fn oauthbearer_tokens_from_a_jwks_file_and_unsecured_ones() {
     );
     assert!(out.contains("\"ok\": true"), "{out}");
 }
+
+/// A client certificate of the test CA for `cn` (its subject `O=ringlog, OU=eng, CN=cn`):
+/// `dir/cn.pem` and `dir/cn.key`.
+fn make_client_cert(dir: &std::path::Path, cn: &str) {
+    let p = |n: &str| dir.join(n).display().to_string();
+    let subj = format!("/O=ringlog/OU=eng/CN={cn}");
+    // An X.509 v3 certificate (webpki takes no v1) for client authentication.
+    std::fs::write(dir.join("client.cnf"), "extendedKeyUsage=clientAuth\n").unwrap();
+    for args in [
+        vec![
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            &p(&format!("{cn}.key")),
+            "-out",
+            &p(&format!("{cn}.csr")),
+            "-subj",
+            &subj,
+        ],
+        vec![
+            "x509",
+            "-req",
+            "-in",
+            &p(&format!("{cn}.csr")),
+            "-CA",
+            &p("ca.pem"),
+            "-CAkey",
+            &p("ca.key"),
+            "-CAcreateserial",
+            "-out",
+            &p(&format!("{cn}.pem")),
+            "-days",
+            "2",
+            "-extfile",
+            &p("client.cnf"),
+        ],
+    ] {
+        let mut c = std::process::Command::new("openssl");
+        c.args(&args);
+        run_ok(c, None, Duration::from_secs(60));
+    }
+}
+
+/// SSL with client certificates: the certificate's subject, mapped by a Kafka principal
+/// mapping rule to its CN, is the principal (a super user, another one without ACLs); a
+/// client without a certificate is refused at the handshake.
+#[test]
+fn client_certificates_are_principals_on_an_ssl_listener() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = make_certs(dir.path());
+    for cn in ["alice", "bob"] {
+        make_client_cert(dir.path(), cn);
+    }
+    let broker = Broker::start_with(
+        1,
+        &[
+            "--listener",
+            "EXTERNAL=SSL://{listen}",
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+            "--tls-client-ca",
+            &ca,
+            "--ssl-principal-mapping-rule",
+            "RULE:^CN=([^,]*),.*$/$1/",
+            "--super-users",
+            "User:alice",
+        ],
+    );
+    let out = run_python(
+        "mtls_check.py",
+        &[&broker.bootstrap(), &ca, dir.path().to_str().unwrap()],
+        &[],
+        Duration::from_secs(180),
+    );
+    assert!(out.contains("\"ok\": true"), "{out}");
+}

@@ -67,8 +67,12 @@ pub use crate::config::SecurityProtocol;
 
 /// Where one connection's authentication stands.
 pub enum Auth {
-    /// A PLAINTEXT listener: everything is admitted (the principal is ANONYMOUS).
+    /// A PLAINTEXT listener (or SSL without a client certificate): everything is admitted
+    /// (the principal is ANONYMOUS).
     Open,
+    /// An SSL listener whose client presented a certificate its client CA signed: the
+    /// principal is the certificate's subject, mapped (`crate::tls::principal_of`).
+    Certified { principal: String },
     /// Waiting for SaslHandshake.
     Handshake,
     /// The mechanism is chosen; waiting for its first SaslAuthenticate.
@@ -86,16 +90,18 @@ pub enum Auth {
 pub const ANONYMOUS: &str = "User:ANONYMOUS";
 
 impl Auth {
-    pub fn new(protocol: SecurityProtocol) -> Auth {
-        match protocol {
-            SecurityProtocol::Plaintext | SecurityProtocol::Ssl => Auth::Open,
-            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => Auth::Handshake,
+    /// `certified`: the principal of the client's TLS certificate, if it showed one.
+    pub fn new(protocol: SecurityProtocol, certified: Option<String>) -> Auth {
+        match (protocol, certified) {
+            (SecurityProtocol::Ssl, Some(principal)) => Auth::Certified { principal },
+            (SecurityProtocol::Plaintext | SecurityProtocol::Ssl, _) => Auth::Open,
+            (SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl, _) => Auth::Handshake,
         }
     }
 
     /// Whether a frame of API `key` may be decoded now.
     pub fn admits(&self, key: i16) -> bool {
-        matches!(self, Auth::Open | Auth::Done { .. })
+        matches!(self, Auth::Open | Auth::Certified { .. } | Auth::Done { .. })
             || key == ApiKey::ApiVersions as i16
             || key == ApiKey::SaslHandshake as i16
             || key == ApiKey::SaslAuthenticate as i16
@@ -110,7 +116,7 @@ impl Auth {
     pub fn principal(&self) -> Option<&str> {
         match self {
             Auth::Open => Some(ANONYMOUS),
-            Auth::Done { principal, .. } => Some(principal),
+            Auth::Certified { principal } | Auth::Done { principal, .. } => Some(principal),
             _ => None,
         }
     }
@@ -150,7 +156,7 @@ pub fn handshake(
                 true,
             ),
         },
-        Auth::Open => (
+        Auth::Open | Auth::Certified { .. } => (
             resp.with_error_code(ResponseError::IllegalSaslState.code()),
             false,
         ),
@@ -204,7 +210,7 @@ pub async fn authenticate(
             .map(|(user, msg)| (done(&user, session(None)), msg)),
         other => {
             *auth = other;
-            let illegal = !matches!(auth, Auth::Open);
+            let illegal = !matches!(auth, Auth::Open | Auth::Certified { .. });
             return (
                 SaslAuthenticateResponse::default()
                     .with_error_code(ResponseError::IllegalSaslState.code())
@@ -333,19 +339,19 @@ mod tests {
 
     #[test]
     fn only_the_handshake_passes_before_authentication() {
-        let a = Auth::new(SecurityProtocol::SaslPlaintext);
+        let a = Auth::new(SecurityProtocol::SaslPlaintext, None);
         assert!(a.admits(ApiKey::ApiVersions as i16));
         assert!(a.admits(ApiKey::SaslHandshake as i16));
         assert!(a.admits(ApiKey::SaslAuthenticate as i16));
         assert!(!a.admits(ApiKey::Metadata as i16));
         assert!(!a.admits(ApiKey::Produce as i16));
         assert!(!a.admits(crate::node_rpc::NODE_RPC_API_KEY));
-        assert!(Auth::new(SecurityProtocol::Plaintext).admits(ApiKey::Produce as i16));
+        assert!(Auth::new(SecurityProtocol::Plaintext, None).admits(ApiKey::Produce as i16));
     }
 
     #[test]
     fn the_handshake_chooses_an_offered_mechanism() {
-        let mut a = Auth::new(SecurityProtocol::SaslPlaintext);
+        let mut a = Auth::new(SecurityProtocol::SaslPlaintext, None);
         let req = SaslHandshakeRequest::default().with_mechanism(str_bytes("GSSAPI"));
         let cfg = crate::config::BrokerConfig::new(
             "/nonexistent".into(),
@@ -359,7 +365,7 @@ mod tests {
         );
         assert!(close);
         assert_eq!(resp.mechanisms.len(), MECHANISMS.len());
-        let mut a = Auth::new(SecurityProtocol::SaslPlaintext);
+        let mut a = Auth::new(SecurityProtocol::SaslPlaintext, None);
         let req = SaslHandshakeRequest::default().with_mechanism(str_bytes("SCRAM-SHA-512"));
         let (resp, close) = handshake(&cfg, &mut a, &req);
         assert_eq!((resp.error_code, close), (0, false));
