@@ -105,6 +105,14 @@ struct Cli {
     /// Extra librdkafka consumer property KEY=VALUE (repeatable).
     #[arg(long = "consumer-config", value_name = "KEY=VALUE")]
     consumer_config: Vec<String>,
+    /// librdkafka property KEY=VALUE of every client, admin included (repeatable): the
+    /// security settings, e.g. `-C security.protocol=SASL_SSL -C sasl.mechanism=SCRAM-SHA-512`.
+    #[arg(short = 'C', long = "client-config", value_name = "KEY=VALUE")]
+    client_config: Vec<String>,
+    /// The --compare broker's own client properties (instead of --client-config), e.g.
+    /// PLAINTEXT on A against SASL_SSL on B in the same run (repeatable).
+    #[arg(long = "compare-client-config", value_name = "KEY=VALUE")]
+    compare_client_config: Vec<String>,
     /// subscribe: consumer groups (as OMB); assign: partitions spread by hand.
     #[arg(long, value_enum, default_value = "subscribe")]
     consumer_mode: ConsumerMode,
@@ -274,12 +282,18 @@ fn real_main(cli: Cli) -> Result<(), String> {
         consumer_mode: cli.consumer_mode,
         producer_config: parse_kv(&cli.producer_config)?,
         consumer_config: parse_kv(&cli.consumer_config)?,
+        client_config: parse_kv(&cli.client_config)?,
         interval: Duration::from_secs_f64(cli.interval_secs.max(0.05)),
         drain_timeout: Duration::from_secs_f64(cli.drain_timeout_secs.max(0.0)),
         ready_timeout: Duration::from_secs_f64(cli.ready_timeout_secs.max(0.0)),
         topic_prefix: cli.topic_prefix.clone(),
         keep_topics: cli.keep_topics,
         progress: !cli.quiet,
+    };
+    let compare_client_config = if cli.compare_client_config.is_empty() {
+        None
+    } else {
+        Some(parse_kv(&cli.compare_client_config)?)
     };
     let duration = Duration::from_secs_f64(w.test_duration_minutes * 60.0);
     let warmup = Duration::from_secs_f64(w.warmup_duration_minutes * 60.0);
@@ -333,7 +347,13 @@ fn real_main(cli: Cli) -> Result<(), String> {
                 duration,
                 warmup,
                 payloads: payloads.clone(),
-                opts: opts.clone(),
+                opts: match &compare_client_config {
+                    Some(c) if b.label == "B" => ClientOptions {
+                        client_config: c.clone(),
+                        ..opts.clone()
+                    },
+                    _ => opts.clone(),
+                },
                 stats_url: if b.label == "A" {
                     cli.stats_url.clone()
                 } else {

@@ -58,6 +58,8 @@ pub struct ClientOptions {
     pub consumer_mode: ConsumerMode,
     pub producer_config: Vec<(String, String)>,
     pub consumer_config: Vec<(String, String)>,
+    /// Properties of every client (admin, producers, consumers): security settings.
+    pub client_config: Vec<(String, String)>,
     #[serde(skip)]
     pub interval: Duration,
     #[serde(skip)]
@@ -249,18 +251,21 @@ struct ConsShared {
     group: (u32, u32),
 }
 
-fn base_config(address: &str) -> ClientConfig {
+fn base_config(address: &str, common: &[(String, String)]) -> ClientConfig {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", address)
         .set("client.id", "ringlog-bench")
         .set("socket.nagle.disable", "true");
+    for (k, v) in common {
+        c.set(k, v);
+    }
     c
 }
 
 /// `transactional_id`: set when the run is transactional (`transaction_records` > 0).
 fn producer_config(spec: &RunSpec, transactional_id: Option<&str>) -> ClientConfig {
     let o = &spec.opts;
-    let mut c = base_config(&spec.address);
+    let mut c = base_config(&spec.address, &spec.opts.client_config);
     if let Some(id) = transactional_id {
         // librdkafka wants message.timeout.ms (120 s below) within the transaction timeout.
         c.set("transactional.id", id)
@@ -286,7 +291,7 @@ fn producer_config(spec: &RunSpec, transactional_id: Option<&str>) -> ClientConf
 }
 
 fn consumer_config(spec: &RunSpec, group: &str) -> ClientConfig {
-    let mut c = base_config(&spec.address);
+    let mut c = base_config(&spec.address, &spec.opts.client_config);
     c.set("group.id", group)
         .set("auto.offset.reset", "earliest")
         .set("enable.auto.commit", "true")
@@ -481,8 +486,13 @@ fn consumer_thread(
 // Topics
 // ------------------------------------------------------------------------------------------
 
-fn create_topics(address: &str, names: &[String], partitions: u32) -> Result<(), String> {
-    let admin: AdminClient<DefaultClientContext> = base_config(address)
+fn create_topics(
+    address: &str,
+    common: &[(String, String)],
+    names: &[String],
+    partitions: u32,
+) -> Result<(), String> {
+    let admin: AdminClient<DefaultClientContext> = base_config(address, common)
         .create()
         .map_err(|e| format!("admin client: {e}"))?;
     let specs: Vec<NewTopic<'_>> = names
@@ -498,7 +508,7 @@ fn create_topics(address: &str, names: &[String], partitions: u32) -> Result<(),
         }
     }
     // Wait until the metadata shows every partition with a leader.
-    let probe: BaseConsumer = base_config(address)
+    let probe: BaseConsumer = base_config(address, common)
         .create()
         .map_err(|e| format!("metadata client: {e}"))?;
     let t0 = Instant::now();
@@ -528,8 +538,12 @@ fn create_topics(address: &str, names: &[String], partitions: u32) -> Result<(),
     }
 }
 
-fn delete_topics(address: &str, names: &[String]) -> Result<(), String> {
-    let admin: AdminClient<DefaultClientContext> = base_config(address)
+fn delete_topics(
+    address: &str,
+    common: &[(String, String)],
+    names: &[String],
+) -> Result<(), String> {
+    let admin: AdminClient<DefaultClientContext> = base_config(address, common)
         .create()
         .map_err(|e| format!("admin client: {e}"))?;
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -712,7 +726,12 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
         }
     }
 
-    create_topics(&spec.address, &topics, w.partitions_per_topic)?;
+    create_topics(
+        &spec.address,
+        &spec.opts.client_config,
+        &topics,
+        w.partitions_per_topic,
+    )?;
 
     let epoch = Instant::now();
     let started_at = std::time::SystemTime::now();
@@ -730,7 +749,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
             for h in set.handles {
                 let _ = h.join();
             }
-            let _ = delete_topics(&spec.address, &topics);
+            let _ = delete_topics(&spec.address, &spec.opts.client_config, &topics);
             return Err(e);
         }
         consumers = Some(set);
@@ -1087,7 +1106,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
         }
     }
     if !spec.opts.keep_topics {
-        if let Err(e) = delete_topics(&spec.address, &topics) {
+        if let Err(e) = delete_topics(&spec.address, &spec.opts.client_config, &topics) {
             notes.push(format!("could not delete the run's topics: {e}"));
         }
     }

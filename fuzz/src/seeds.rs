@@ -254,8 +254,8 @@ pub fn sample_request(key: ApiKey) -> Option<RequestKind> {
                     .with_match_type(2),
             ]),
         ),
-        ApiKey::AlterClientQuotas => RequestKind::AlterClientQuotas(
-            AlterClientQuotasRequest::default().with_entries(vec![
+        ApiKey::AlterClientQuotas => {
+            RequestKind::AlterClientQuotas(AlterClientQuotasRequest::default().with_entries(vec![
                 alter_client_quotas_request::EntryData::default()
                     .with_entity(vec![alter_client_quotas_request::EntityData::default()
                         .with_entity_type(StrBytes::from_static_str("client-id"))
@@ -263,8 +263,8 @@ pub fn sample_request(key: ApiKey) -> Option<RequestKind> {
                     .with_ops(vec![alter_client_quotas_request::OpData::default()
                         .with_key(StrBytes::from_static_str("producer_byte_rate"))
                         .with_value(1048576.0)]),
-            ]),
-        ),
+            ]))
+        }
         ApiKey::CreateAcls => RequestKind::CreateAcls(CreateAclsRequest::default().with_creations(
             vec![create_acls_request::AclCreation::default()
                 .with_resource_type(2)

@@ -607,8 +607,16 @@ impl Command {
                     };
                     part(&alter.entity.user)
                         + part(&alter.entity.client_id)
-                        + alter.set.keys().map(|k| k.len() + PER_STRING + 8).sum::<usize>()
-                        + alter.remove.iter().map(|k| k.len() + PER_STRING).sum::<usize>()
+                        + alter
+                            .set
+                            .keys()
+                            .map(|k| k.len() + PER_STRING + 8)
+                            .sum::<usize>()
+                        + alter
+                            .remove
+                            .iter()
+                            .map(|k| k.len() + PER_STRING)
+                            .sum::<usize>()
                 }
             }
     }
@@ -971,7 +979,8 @@ impl MetaState {
             values.remove(k);
         }
         values.extend(alter.set.iter().map(|(k, v)| (k.clone(), *v)));
-        if existing.is_none() && !values.is_empty() && self.client_quotas.len() >= MAX_CLIENT_QUOTAS {
+        if existing.is_none() && !values.is_empty() && self.client_quotas.len() >= MAX_CLIENT_QUOTAS
+        {
             return bad(format!(
                 "the metastore holds {MAX_CLIENT_QUOTAS} quota entities at most"
             ));
@@ -2032,16 +2041,28 @@ mod tests {
         let alter = |set: &[(&str, f64)], remove: &[&str]| Command::AlterClientQuota {
             alter: Box::new(QuotaAlteration {
                 entity: entity.clone(),
-                set: set.iter().map(|(k, v)| (k.to_string(), v.to_bits())).collect(),
+                set: set
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_bits()))
+                    .collect(),
                 remove: remove.iter().map(|k| k.to_string()).collect(),
             }),
         };
         let c = s
-            .apply(&alter(&[("producer_byte_rate", 1048576.0), ("request_percentage", 50.0)], &[]))
+            .apply(&alter(
+                &[
+                    ("producer_byte_rate", 1048576.0),
+                    ("request_percentage", 50.0),
+                ],
+                &[],
+            ))
             .unwrap();
         assert!(copy.apply_change(&c));
         assert_eq!(s.client_quotas.len(), 1);
-        assert_eq!(s.client_quotas[0].value("producer_byte_rate"), Some(1048576.0));
+        assert_eq!(
+            s.client_quotas[0].value("producer_byte_rate"),
+            Some(1048576.0)
+        );
         let c = s.apply(&alter(&[], &["request_percentage"])).unwrap();
         assert!(copy.apply_change(&c));
         assert_eq!(s.client_quotas[0].value("request_percentage"), None);
@@ -2061,7 +2082,10 @@ mod tests {
                 }),
             },
         ] {
-            assert!(matches!(s.apply(&bad), Err(Refusal::InvalidQuota { .. })), "{bad:?}");
+            assert!(
+                matches!(s.apply(&bad), Err(Refusal::InvalidQuota { .. })),
+                "{bad:?}"
+            );
         }
         let c = s.apply(&alter(&[], &["producer_byte_rate"])).unwrap();
         assert!(copy.apply_change(&c));

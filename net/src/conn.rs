@@ -15,8 +15,8 @@
 //! requests before it. So does a request whose handler fails (panic, unencodable response):
 //! a client never matches a response to the wrong correlation id.
 
-use std::net::IpAddr;
 use std::cell::Cell;
+use std::net::IpAddr;
 use std::rc::Rc;
 
 use std::time::{Duration, Instant};
@@ -428,9 +428,13 @@ where
                 return Err(CloseReason::Unauthenticated { key });
             }
             if auth.expired(Instant::now())
-                && ![ApiKey::ApiVersions, ApiKey::SaslHandshake, ApiKey::SaslAuthenticate]
-                    .iter()
-                    .any(|k| *k as i16 == key)
+                && ![
+                    ApiKey::ApiVersions,
+                    ApiKey::SaslHandshake,
+                    ApiKey::SaslAuthenticate,
+                ]
+                .iter()
+                .any(|k| *k as i16 == key)
             {
                 return Err(CloseReason::SaslEnded(
                     "the session ended without re-authentication (KIP-368)",
@@ -518,10 +522,11 @@ where
             };
             let task_state = state.clone();
             let task_mute = mute.clone();
-            let h = glommio::spawn_local(async move {
-                (handle(&task_state, req, &task_mute).await, held)
-            })
-            .detach();
+            let h =
+                glommio::spawn_local(
+                    async move { (handle(&task_state, req, &task_mute).await, held) },
+                )
+                .detach();
             if tx.send(h).await.is_err() {
                 return Err(CloseReason::WriterStopped);
             }
@@ -559,8 +564,7 @@ async fn sasl_step(
         }
         RequestKind::SaslAuthenticate(r) => {
             let (r, close) =
-                crate::sasl::authenticate(state, auth, authenticated_as.as_deref(), &r, peer)
-                    .await;
+                crate::sasl::authenticate(state, auth, authenticated_as.as_deref(), &r, peer).await;
             if let (crate::sasl::Auth::Done { principal, .. }, false) = (&*auth, close) {
                 authenticated_as.get_or_insert_with(|| principal.clone());
             }

@@ -119,7 +119,14 @@ impl Quotas {
         throttle_ms
     }
 
-    fn take(&mut self, key: BucketKey, per_sec: f64, burst_ms: u64, cost: f64, now: Instant) -> u64 {
+    fn take(
+        &mut self,
+        key: BucketKey,
+        per_sec: f64,
+        burst_ms: u64,
+        cost: f64,
+        now: Instant,
+    ) -> u64 {
         debug_assert!(per_sec > 0.0);
         let depth = per_sec * burst_ms as f64 / 1000.0;
         if !self.buckets.contains_key(&key) && self.buckets.len() >= MAX_QUOTA_BUCKETS_PER_CORE {
@@ -364,9 +371,15 @@ mod tests {
         })
         .unwrap();
         let (key, rate) = resolve(&m, QuotaKind::Produce, "bob", "x").unwrap();
-        assert_eq!((key.user.as_str(), key.client_id.as_str(), rate), ("bob", "", 5000.0));
+        assert_eq!(
+            (key.user.as_str(), key.client_id.as_str(), rate),
+            ("bob", "", 5000.0)
+        );
         let (key, rate) = resolve(&m, QuotaKind::Produce, "carol", "x").unwrap();
-        assert_eq!((key.user.as_str(), key.client_id.as_str(), rate), ("", "x", 100.0));
+        assert_eq!(
+            (key.user.as_str(), key.client_id.as_str(), rate),
+            ("", "x", 100.0)
+        );
         assert!(resolve(&m, QuotaKind::Fetch, "carol", "x").is_none());
     }
 
@@ -386,6 +399,9 @@ mod tests {
         };
         // 10 % of a core for a 1000 ms burst: 100 ms in the bucket, 100 ms of debt, paid
         // back at 100 ms of core time per second.
-        assert_eq!(q.charge(&m, 1000, "alice", "c", &usage, Instant::now()), 1000);
+        assert_eq!(
+            q.charge(&m, 1000, "alice", "c", &usage, Instant::now()),
+            1000
+        );
     }
 }

@@ -124,7 +124,11 @@ fn oid(bytes: &[u8]) -> String {
             v = 0;
         }
     }
-    parts.iter().map(u64::to_string).collect::<Vec<_>>().join(".")
+    parts
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(".")
 }
 
 /// An attribute value as RFC 2253 writes it: known string types as text (special characters
@@ -304,14 +308,22 @@ mod tests {
             PrincipalRule::parse("DEFAULT").unwrap(),
         ];
         assert_eq!(principal_of(&rules, "CN=Alice,OU=eng,O=x"), "alice");
-        assert_eq!(principal_of(&rules, "CN=bob,OU=ops,O=x"), "CN=bob,OU=ops,O=x");
+        assert_eq!(
+            principal_of(&rules, "CN=bob,OU=ops,O=x"),
+            "CN=bob,OU=ops,O=x"
+        );
         assert!(PrincipalRule::parse("RULE:nope").is_err());
         assert!(PrincipalRule::parse("RULE:(/x/").is_err());
     }
 
     #[test]
     fn truncated_or_garbage_certificates_have_no_subject() {
-        for bad in [&b""[..], b"\x30", b"\x30\x05\x30\x03\x02\x01\x01", &[0x30, 0x84, 1, 2, 3, 4]] {
+        for bad in [
+            &b""[..],
+            b"\x30",
+            b"\x30\x05\x30\x03\x02\x01\x01",
+            &[0x30, 0x84, 1, 2, 3, 4],
+        ] {
             assert_eq!(subject_dn(bad), None);
         }
     }

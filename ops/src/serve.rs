@@ -436,13 +436,17 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
             return Err("--tls-cert/--tls-key are for an SSL or SASL_SSL --listener".into())
         }
     };
-    let jwks = args.oauth_jwks_file.clone().or(file.oauth_jwks_file.clone());
+    let jwks = args
+        .oauth_jwks_file
+        .clone()
+        .or(file.oauth_jwks_file.clone());
     let unsecured =
         args.oauth_allow_unsecured_tokens || file.oauth_allow_unsecured_tokens.unwrap_or(false);
     c.oauth = if jwks.is_some() || unsecured {
         let keys = match &jwks {
-            Some(path) => net::sasl::oauth::load_jwks(path)
-                .map_err(|e| format!("--oauth-jwks-file: {e}"))?,
+            Some(path) => {
+                net::sasl::oauth::load_jwks(path).map_err(|e| format!("--oauth-jwks-file: {e}"))?
+            }
             None => Vec::new(),
         };
         Some(std::sync::Arc::new(net::sasl::oauth::OAuthConfig {

@@ -604,7 +604,13 @@ fn sessions_end_and_the_java_client_re_authenticates() {
         ],
     );
     let o = ringlog(&[
-        "user", "create", "reauth", "--password", "re-pw", "--admin", &admin,
+        "user",
+        "create",
+        "reauth",
+        "--password",
+        "re-pw",
+        "--admin",
+        &admin,
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // A raw PLAIN session.
@@ -632,7 +638,8 @@ fn sessions_end_and_the_java_client_re_authenticates() {
     assert!(read_frame(&mut s).len() > 8);
     // After it, the connection closes instead.
     std::thread::sleep(Duration::from_millis(2000));
-    s.write_all(&frame(3, 1, 4, &(-1i32).to_be_bytes())).unwrap();
+    s.write_all(&frame(3, 1, 4, &(-1i32).to_be_bytes()))
+        .unwrap();
     let mut buf = [0u8; 16];
     assert_eq!(s.read(&mut buf).unwrap_or(0), 0, "closed without an answer");
     // The Java client re-authenticates (SCRAM-SHA-512) as 50 records go over 6 s.

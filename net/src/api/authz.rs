@@ -325,16 +325,7 @@ pub fn refuse_whole(
                         .map(|e| {
                             alter_client_quotas_response::EntryData::default()
                                 .with_error_code(CLUSTER_AUTHORIZATION_FAILED)
-                                .with_entity(
-                                    e.entity
-                                        .iter()
-                                        .map(|p| {
-                                            alter_client_quotas_response::EntityData::default()
-                                                .with_entity_type(p.entity_type.clone())
-                                                .with_entity_name(p.entity_name.clone())
-                                        })
-                                        .collect(),
-                                )
+                                .with_entity(super::client_quotas::response_entity(&e.entity))
                         })
                         .collect(),
                 ),
@@ -489,6 +480,30 @@ fn config_refusal(state: &CoreState, who: &Subject, op: i8, rtype: i8, name: &st
     }
 }
 
+/// Takes the config resources `who` may not `op` out of `resources`.
+fn take_config_refusals<T>(
+    state: &CoreState,
+    who: &Subject,
+    op: i8,
+    resources: &mut Vec<T>,
+    key: impl Fn(&T) -> (i8, &StrBytes),
+) -> Refused {
+    let mut refused = Vec::new();
+    resources.retain(|c| {
+        let (rtype, name) = key(c);
+        let code = config_refusal(state, who, op, rtype, name);
+        if let Some(code) = code {
+            refused.push((rtype, name.clone(), code));
+        }
+        code.is_none()
+    });
+    if refused.is_empty() {
+        Refused::None
+    } else {
+        Refused::Configs(refused)
+    }
+}
+
 /// Takes the topics `who` may not use out of `req`.
 pub fn take_refused(state: &CoreState, who: &Rc<Subject>, req: &mut RequestKind) -> Refused {
     use acl::*;
@@ -633,34 +648,14 @@ pub fn take_refused(state: &CoreState, who: &Rc<Subject>, req: &mut RequestKind)
         }
         RequestKind::ListTransactions(_) => Refused::ListTransactions(who.clone()),
         RequestKind::DescribeConfigs(r) => {
-            let mut refused = Vec::new();
-            r.resources.retain(|c| {
-                let code = config_refusal(state, who, OP_DESCRIBE_CONFIGS, c.resource_type, &c.resource_name);
-                if let Some(code) = code {
-                    refused.push((c.resource_type, c.resource_name.clone(), code));
-                }
-                code.is_none()
-            });
-            if refused.is_empty() {
-                Refused::None
-            } else {
-                Refused::Configs(refused)
-            }
+            take_config_refusals(state, who, OP_DESCRIBE_CONFIGS, &mut r.resources, |c| {
+                (c.resource_type, &c.resource_name)
+            })
         }
         RequestKind::IncrementalAlterConfigs(r) => {
-            let mut refused = Vec::new();
-            r.resources.retain(|c| {
-                let code = config_refusal(state, who, OP_ALTER_CONFIGS, c.resource_type, &c.resource_name);
-                if let Some(code) = code {
-                    refused.push((c.resource_type, c.resource_name.clone(), code));
-                }
-                code.is_none()
-            });
-            if refused.is_empty() {
-                Refused::None
-            } else {
-                Refused::Configs(refused)
-            }
+            take_config_refusals(state, who, OP_ALTER_CONFIGS, &mut r.resources, |c| {
+                (c.resource_type, &c.resource_name)
+            })
         }
         RequestKind::DeleteRecords(r) => {
             let (ok, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)

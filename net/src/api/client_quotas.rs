@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use kafka_protocol::messages::{
-    alter_client_quotas_response, describe_client_quotas_response, AlterClientQuotasRequest,
-    AlterClientQuotasResponse, DescribeClientQuotasRequest, DescribeClientQuotasResponse,
+    alter_client_quotas_request, alter_client_quotas_response, describe_client_quotas_response,
+    AlterClientQuotasRequest, AlterClientQuotasResponse, DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use meta::{ClientQuota, Command, QuotaAlteration, QuotaEntity, QuotaPart, QUOTA_KEYS};
@@ -68,7 +69,24 @@ fn parts_of(entity: &QuotaEntity) -> Vec<(&'static str, Option<String>)> {
         .collect()
 }
 
-pub async fn alter(state: &Rc<CoreState>, req: AlterClientQuotasRequest) -> AlterClientQuotasResponse {
+/// An AlterClientQuotas entry's entity as its answer names it.
+pub(super) fn response_entity(
+    entity: &[alter_client_quotas_request::EntityData],
+) -> Vec<alter_client_quotas_response::EntityData> {
+    entity
+        .iter()
+        .map(|p| {
+            alter_client_quotas_response::EntityData::default()
+                .with_entity_type(p.entity_type.clone())
+                .with_entity_name(p.entity_name.clone())
+        })
+        .collect()
+}
+
+pub async fn alter(
+    state: &Rc<CoreState>,
+    req: AlterClientQuotasRequest,
+) -> AlterClientQuotasResponse {
     let mut entries = Vec::with_capacity(req.entries.len());
     for e in &req.entries {
         let parts: Vec<(StrBytes, Option<StrBytes>)> = e
@@ -121,16 +139,8 @@ pub async fn alter(state: &Rc<CoreState>, req: AlterClientQuotasRequest) -> Alte
                 written
             }
         };
-        let entity = e
-            .entity
-            .iter()
-            .map(|p| {
-                alter_client_quotas_response::EntityData::default()
-                    .with_entity_type(p.entity_type.clone())
-                    .with_entity_name(p.entity_name.clone())
-            })
-            .collect();
-        let entry = alter_client_quotas_response::EntryData::default().with_entity(entity);
+        let entry = alter_client_quotas_response::EntryData::default()
+            .with_entity(response_entity(&e.entity));
         entries.push(match result {
             Ok(()) => entry,
             Err((code, msg)) => entry
@@ -142,24 +152,20 @@ pub async fn alter(state: &Rc<CoreState>, req: AlterClientQuotasRequest) -> Alte
 }
 
 /// Whether `quota` matches every component (and, `strict`, has no other part).
-fn matches(
-    quota: &ClientQuota,
-    components: &[(String, i8, Option<String>)],
-    strict: bool,
-) -> bool {
+fn matches(quota: &ClientQuota, components: &[(String, i8, Option<String>)], strict: bool) -> bool {
     let part = |kind: &str| match kind {
         USER => &quota.entity.user,
         _ => &quota.entity.client_id,
     };
-    let each = components.iter().all(|(kind, match_type, name)| {
-        match (part(kind), *match_type) {
+    let each = components
+        .iter()
+        .all(|(kind, match_type, name)| match (part(kind), *match_type) {
             (QuotaPart::Absent, _) => false,
             (_, MATCH_ANY) => true,
             (QuotaPart::Default, MATCH_DEFAULT) => true,
             (QuotaPart::Named(n), MATCH_EXACT) => name.as_deref() == Some(n.as_str()),
             _ => false,
-        }
-    });
+        });
     let parts = [USER, CLIENT_ID]
         .iter()
         .filter(|k| *part(k) != QuotaPart::Absent)
@@ -167,7 +173,10 @@ fn matches(
     each && (!strict || parts == components.len())
 }
 
-pub fn describe(state: &CoreState, req: DescribeClientQuotasRequest) -> DescribeClientQuotasResponse {
+pub fn describe(
+    state: &CoreState,
+    req: DescribeClientQuotasRequest,
+) -> DescribeClientQuotasResponse {
     let refuse = |msg: String| {
         DescribeClientQuotasResponse::default()
             .with_error_code(INVALID_REQUEST)

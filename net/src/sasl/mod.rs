@@ -101,8 +101,10 @@ impl Auth {
 
     /// Whether a frame of API `key` may be decoded now.
     pub fn admits(&self, key: i16) -> bool {
-        matches!(self, Auth::Open | Auth::Certified { .. } | Auth::Done { .. })
-            || key == ApiKey::ApiVersions as i16
+        matches!(
+            self,
+            Auth::Open | Auth::Certified { .. } | Auth::Done { .. }
+        ) || key == ApiKey::ApiVersions as i16
             || key == ApiKey::SaslHandshake as i16
             || key == ApiKey::SaslAuthenticate as i16
     }

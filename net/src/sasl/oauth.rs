@@ -92,7 +92,9 @@ pub fn load_jwks(path: &Path) -> Result<Vec<Jwk>, String> {
                 let x = b64("x", field("x").ok_or("an EC key without x")?)?;
                 let y = b64("y", field("y").ok_or("an EC key without y")?)?;
                 if x.len() != 32 || y.len() != 32 {
-                    return Err(format!("the JWKS file {what}: a P-256 key of the wrong size"));
+                    return Err(format!(
+                        "the JWKS file {what}: a P-256 key of the wrong size"
+                    ));
                 }
                 let mut point = vec![4u8];
                 point.extend_from_slice(&x);
@@ -107,9 +109,7 @@ pub fn load_jwks(path: &Path) -> Result<Vec<Jwk>, String> {
         out.push(Jwk { kid, key });
     }
     if out.is_empty() {
-        return Err(format!(
-            "the JWKS file {what} holds no RSA or P-256 key"
-        ));
+        return Err(format!("the JWKS file {what} holds no RSA or P-256 key"));
     }
     Ok(out)
 }
@@ -147,7 +147,8 @@ pub struct Validated {
 /// Checks `token` as of `now_secs` (seconds since the epoch).
 pub fn validate(cfg: &OAuthConfig, token: &str, now_secs: i64) -> Result<Validated, String> {
     let mut parts = token.split('.');
-    let (Some(h), Some(p), Some(sig), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    let (Some(h), Some(p), Some(sig), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
     else {
         return Err("the token is not a JWS compact token (header.payload.signature)".into());
     };
@@ -197,7 +198,11 @@ pub fn validate(cfg: &OAuthConfig, token: &str, now_secs: i64) -> Result<Validat
                 return Err("the token's signature does not verify".into());
             }
         }
-        other => return Err(format!("unsupported token algorithm '{other}' (RS256, ES256)")),
+        other => {
+            return Err(format!(
+                "unsupported token algorithm '{other}' (RS256, ES256)"
+            ))
+        }
     }
     let subject = claims
         .get("sub")
