@@ -519,9 +519,10 @@ fn acls_allow_deny_and_hide_by_principal_with_literal_and_prefixed_patterns() {
     assert!(out.contains("\"ok\": true"), "{out}");
 }
 
-/// A produce quota of 1 MiB/s on a client id, set by the Java Admin calls of
-/// `kafka-configs`, holds that client's producer to it (±10 %) while another producer,
-/// running at the same time, is not held to it.
+/// What Kafka's `kafka-configs --entity-type users|clients` and `kafka-acls` do, through the
+/// Java Admin calls they are built on (`QuotaCheck.java`; the tools' jars are not on these
+/// machines); then a produce quota of 1 MiB/s on a client id holds that client's producer to
+/// it (±10 %) while another producer, running at the same time, is not held to it.
 #[test]
 fn a_client_id_quota_holds_its_producer_and_not_another() {
     const QUOTA_BYTES_PER_SEC: f64 = 1_048_576.0;

@@ -2,7 +2,9 @@
 // built on (the tool itself is not in the jars these machines have), against ringlog
 // (issue #19): client quotas set, described, filtered and removed (AlterClientQuotas,
 // DescribeClientQuotas), a bad key refused, and a user's SCRAM credential added, described
-// and deleted (AlterUserScramCredentials, DescribeUserScramCredentials).
+// and deleted (AlterUserScramCredentials, DescribeUserScramCredentials); and what
+// `kafka-acls --add/--list/--remove` does (CreateAcls, DescribeAcls, DeleteAcls) with a
+// prefixed pattern.
 //
 // usage: java -cp KAFKA_CLIENTS_JARS:. QuotaCheck BOOTSTRAP CLIENT_ID BYTES_PER_SEC
 // Leaves producer_byte_rate=BYTES_PER_SEC set on CLIENT_ID. Prints "OK <summary>" on
@@ -13,6 +15,8 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.kafka.clients.admin.*;
+import org.apache.kafka.common.acl.*;
+import org.apache.kafka.common.resource.*;
 import org.apache.kafka.common.errors.InvalidRequestException;
 import org.apache.kafka.common.quota.*;
 
@@ -92,7 +96,34 @@ public class QuotaCheck {
                 .all().get(30, TimeUnit.SECONDS);
             Map<String, UserScramCredentialsDescription> left = admin.describeUserScramCredentials().all().get(30, TimeUnit.SECONDS);
             if (left.containsKey("alice")) fail("user deleted", left);
+
+            // kafka-acls --add --allow-principal User:bob --operation Read --operation Describe
+            //   --topic acl-tool- --resource-pattern-type prefixed
+            ResourcePattern prefix = new ResourcePattern(ResourceType.TOPIC, "acl-tool-", PatternType.PREFIXED);
+            List<AclBinding> acls = List.of(
+                new AclBinding(prefix, new AccessControlEntry("User:bob", "*", AclOperation.READ, AclPermissionType.ALLOW)),
+                new AclBinding(prefix, new AccessControlEntry("User:bob", "*", AclOperation.DESCRIBE, AclPermissionType.ALLOW)));
+            admin.createAcls(acls).all().get(30, TimeUnit.SECONDS);
+            // kafka-acls --list --topic acl-tool- --resource-pattern-type prefixed
+            Collection<AclBinding> listed = admin.describeAcls(new AclBindingFilter(
+                new ResourcePatternFilter(ResourceType.TOPIC, "acl-tool-", PatternType.PREFIXED),
+                AccessControlEntryFilter.ANY)).values().get(30, TimeUnit.SECONDS);
+            if (!new HashSet<>(listed).equals(new HashSet<>(acls))) fail("list ACLs", listed);
+            // kafka-acls --list --topic acl-tool-x (MATCH: the prefixed ACLs that apply to it)
+            Collection<AclBinding> matching = admin.describeAcls(new AclBindingFilter(
+                new ResourcePatternFilter(ResourceType.TOPIC, "acl-tool-x", PatternType.MATCH),
+                AccessControlEntryFilter.ANY)).values().get(30, TimeUnit.SECONDS);
+            if (matching.size() != 2) fail("ACLs matching a topic", matching);
+            // kafka-acls --remove --allow-principal User:bob --operation Read ...
+            Collection<AclBinding> removed = admin.deleteAcls(List.of(new AclBindingFilter(
+                new ResourcePatternFilter(ResourceType.TOPIC, "acl-tool-", PatternType.PREFIXED),
+                new AccessControlEntryFilter("User:bob", null, AclOperation.READ, AclPermissionType.ALLOW))))
+                .all().get(30, TimeUnit.SECONDS);
+            if (removed.size() != 1) fail("remove ACL", removed);
+            admin.deleteAcls(List.of(AclBindingFilter.ANY)).all().get(30, TimeUnit.SECONDS);
+            Collection<AclBinding> none = admin.describeAcls(AclBindingFilter.ANY).values().get(30, TimeUnit.SECONDS);
+            if (!none.isEmpty()) fail("ACLs left", none);
         }
-        System.out.println("OK quotas set, described, filtered, refused and removed; SCRAM user added, described and deleted");
+        System.out.println("OK quotas set, described, filtered, refused and removed; SCRAM user added, described and deleted; prefixed ACLs added, listed, matched and removed");
     }
 }
