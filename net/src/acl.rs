@@ -48,6 +48,9 @@ pub const CLUSTER_AUTHORIZATION_FAILED: i16 = ResponseError::ClusterAuthorizatio
 pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 =
     ResponseError::TransactionalIdAuthorizationFailed.code();
 
+/// The principal of a connection without authentication, as Kafka names it.
+pub const ANONYMOUS: &str = "User:ANONYMOUS";
+
 /// Who asks: the connection's principal and host, and whether its listener authenticates.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Subject {
@@ -61,7 +64,7 @@ impl Subject {
     pub fn anonymous() -> std::rc::Rc<Subject> {
         thread_local! {
             static ANON: std::rc::Rc<Subject> = std::rc::Rc::new(Subject {
-                principal: crate::sasl::ANONYMOUS.to_string(),
+                principal: ANONYMOUS.to_string(),
                 host: String::new(),
                 authenticated: false,
             });
@@ -293,7 +296,7 @@ mod tests {
             "authenticated: closed by default"
         );
         let anon = Subject {
-            principal: crate::sasl::ANONYMOUS.into(),
+            principal: ANONYMOUS.into(),
             host: "127.0.0.1".into(),
             authenticated: false,
         };

@@ -183,7 +183,7 @@ pub struct BrokerConfig {
     pub tls: Option<std::sync::Arc<futures_rustls::rustls::ServerConfig>>,
     /// OAUTHBEARER validation (`--oauth-jwks-file`, `--oauth-allow-unsecured-tokens`); none:
     /// the mechanism is not offered.
-    pub oauth: Option<std::sync::Arc<crate::sasl::oauth::OAuthConfig>>,
+    pub oauth: Option<std::sync::Arc<crate::oauth::OAuthConfig>>,
     /// An authenticated session lasts at most this long before the client must
     /// re-authenticate (KIP-368, Kafka's `connections.max.reauth.ms`); 0: for ever.
     pub connections_max_reauth_ms: u64,

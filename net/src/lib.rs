@@ -22,6 +22,7 @@ pub mod lazy_reserve;
 pub mod log_cleaner;
 pub mod metrics;
 pub mod node_rpc;
+pub mod oauth;
 pub mod opening;
 pub mod partition_move;
 pub mod quota;

@@ -445,11 +445,11 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
     c.oauth = if jwks.is_some() || unsecured {
         let keys = match &jwks {
             Some(path) => {
-                net::sasl::oauth::load_jwks(path).map_err(|e| format!("--oauth-jwks-file: {e}"))?
+                net::oauth::load_jwks(path).map_err(|e| format!("--oauth-jwks-file: {e}"))?
             }
             None => Vec::new(),
         };
-        Some(std::sync::Arc::new(net::sasl::oauth::OAuthConfig {
+        Some(std::sync::Arc::new(net::oauth::OAuthConfig {
             keys,
             allow_unsecured: unsecured,
             audience: args.oauth_audience.clone().or(file.oauth_audience.clone()),

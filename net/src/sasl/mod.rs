@@ -7,14 +7,15 @@
 //! its body is decoded (`Auth::admits`). A failed authentication is answered
 //! SASL_AUTHENTICATION_FAILED and the connection closes.
 //!
-//! OAUTHBEARER (`oauth`) is offered when the broker is configured for it. Re-authentication
+//! OAUTHBEARER (`crate::oauth`) is offered when the broker is configured for it. Re-authentication
 //! (KIP-368): with `connections-max-reauth-ms`, or an OAUTHBEARER token that expires, the
 //! SaslAuthenticate answer gives the session's lifetime; the client authenticates again on
 //! the same connection before it ends (as the same principal), and a connection whose
 //! session ended may send nothing but the SASL requests: anything else closes it.
 
-pub mod oauth;
 pub mod scram;
+
+use crate::oauth;
 
 use std::time::{Duration, Instant};
 
@@ -86,8 +87,7 @@ pub enum Auth {
     },
 }
 
-/// The principal of a PLAINTEXT connection, as Kafka names it.
-pub const ANONYMOUS: &str = "User:ANONYMOUS";
+pub use crate::acl::ANONYMOUS;
 
 impl Auth {
     /// `certified`: the principal of the client's TLS certificate, if it showed one.
