@@ -939,6 +939,22 @@ impl MetaState {
         Ok(())
     }
 
+    /// Puts `quota` in its place in the sorted `client_quotas` (no values: takes its entity
+    /// out).
+    fn set_client_quota(&mut self, quota: &ClientQuota) {
+        let at = self
+            .client_quotas
+            .binary_search_by(|q| q.entity.cmp(&quota.entity));
+        match at {
+            Ok(i) if quota.values.is_empty() => {
+                self.client_quotas.remove(i);
+            }
+            Ok(i) => self.client_quotas[i] = quota.clone(),
+            Err(_) if quota.values.is_empty() => {}
+            Err(i) => self.client_quotas.insert(i, quota.clone()),
+        }
+    }
+
     /// The quotas of `alter.entity` after `alter`, checked (names, keys, finite positive
     /// values, [`MAX_CLIENT_QUOTAS`]).
     fn altered_quota(&self, alter: &QuotaAlteration) -> Result<ClientQuota, Refusal> {
@@ -1352,17 +1368,7 @@ impl MetaState {
             }
             Command::AlterClientQuota { alter } => {
                 let quota = self.altered_quota(alter)?;
-                match self
-                    .client_quotas
-                    .binary_search_by(|q| q.entity.cmp(&alter.entity))
-                {
-                    Ok(i) if quota.values.is_empty() => {
-                        self.client_quotas.remove(i);
-                    }
-                    Ok(i) => self.client_quotas[i] = quota.clone(),
-                    Err(_) if quota.values.is_empty() => {}
-                    Err(i) => self.client_quotas.insert(i, quota.clone()),
-                }
+                self.set_client_quota(&quota);
                 Ok(Change::ClientQuotaSet {
                     quota: Box::new(quota),
                 })
@@ -1631,17 +1637,7 @@ impl MetaState {
                 true
             }
             Change::ClientQuotaSet { quota } => {
-                let at = self
-                    .client_quotas
-                    .binary_search_by(|q| q.entity.cmp(&quota.entity));
-                match at {
-                    Ok(i) if quota.values.is_empty() => {
-                        self.client_quotas.remove(i);
-                    }
-                    Ok(i) => self.client_quotas[i] = (**quota).clone(),
-                    Err(_) if quota.values.is_empty() => {}
-                    Err(i) => self.client_quotas.insert(i, (**quota).clone()),
-                }
+                self.set_client_quota(quota);
                 true
             }
             Change::ScramUserChanged { user, credentials } => {

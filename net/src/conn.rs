@@ -427,7 +427,7 @@ where
             if !auth.admits(key) {
                 return Err(CloseReason::Unauthenticated { key });
             }
-            if auth.expired(Instant::now())
+            if auth.expired()
                 && ![
                     ApiKey::ApiVersions,
                     ApiKey::SaslHandshake,

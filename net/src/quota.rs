@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::ResponseKind;
-use meta::{ClientQuota, MetaState, QuotaEntity, QuotaPart};
+use meta::{ClientQuota, MetaState, QuotaPart};
 
 /// The longest throttle one request earns, in milliseconds (a client far over its quota is
 /// held back this long at a time, and pays the rest of its debt with later requests).
@@ -69,24 +69,36 @@ pub struct Usage {
     pub request_time: Duration,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct BucketKey {
-    kind: QuotaKind,
-    user: String,
-    client_id: String,
-}
+/// A bucket's key: SipHash (this core's random keys) of the kind and the user and client id
+/// parts the quota's entity names, so that charging a request allocates nothing; a
+/// collision of two clients' keys is as unlikely as guessing the random keys.
+type BucketKey = u64;
 
 #[derive(Debug)]
 struct Bucket {
     /// Units left; below zero: the debt a throttle pays back.
     tokens: f64,
     refilled: Instant,
+    /// The refill rate and the most it holds, as of its last charge (a quota may change).
+    per_sec: f64,
+    depth: f64,
+}
+
+impl Bucket {
+    /// Refills to `now`: whether it is full again (its client owes nothing).
+    fn refill(&mut self, now: Instant) -> bool {
+        let elapsed = now.saturating_duration_since(self.refilled).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * self.per_sec).min(self.depth);
+        self.refilled = now;
+        self.tokens >= self.depth
+    }
 }
 
 /// A core's token buckets.
 #[derive(Default)]
 pub struct Quotas {
     buckets: HashMap<BucketKey, Bucket>,
+    keys: std::collections::hash_map::RandomState,
 }
 
 impl Quotas {
@@ -110,9 +122,10 @@ impl Quotas {
             if cost <= 0.0 {
                 continue;
             }
-            let Some((key, rate)) = resolve(meta, kind, user, client_id) else {
+            let Some((parts, rate)) = resolve(meta, kind, user, client_id) else {
                 continue;
             };
+            let key = std::hash::BuildHasher::hash_one(&self.keys, (kind, parts));
             let per_sec = kind.units_per_sec(rate);
             throttle_ms = throttle_ms.max(self.take(key, per_sec, burst_ms, cost, now));
         }
@@ -130,15 +143,17 @@ impl Quotas {
         debug_assert!(per_sec > 0.0);
         let depth = per_sec * burst_ms as f64 / 1000.0;
         if !self.buckets.contains_key(&key) && self.buckets.len() >= MAX_QUOTA_BUCKETS_PER_CORE {
-            self.evict_idle(now, per_sec, depth);
+            self.evict_idle(now);
         }
         let b = self.buckets.entry(key).or_insert(Bucket {
             tokens: depth,
             refilled: now,
+            per_sec,
+            depth,
         });
-        let elapsed = now.saturating_duration_since(b.refilled).as_secs_f64();
-        b.tokens = (b.tokens + elapsed * per_sec).min(depth) - cost;
-        b.refilled = now;
+        (b.per_sec, b.depth) = (per_sec, depth);
+        b.refill(now);
+        b.tokens -= cost;
         if b.tokens >= 0.0 {
             0
         } else {
@@ -146,70 +161,72 @@ impl Quotas {
         }
     }
 
-    /// Makes room for one bucket: drops those no longer in debt (a client idle since), else
-    /// any one (its client starts afresh, with a full bucket).
-    fn evict_idle(&mut self, now: Instant, per_sec: f64, depth: f64) {
-        self.buckets.retain(|_, b| {
-            let elapsed = now.saturating_duration_since(b.refilled).as_secs_f64();
-            b.tokens + elapsed * per_sec < depth
-        });
+    /// Makes room for one bucket: drops those full again (a client idle since), else any one
+    /// (its client starts afresh, with a full bucket).
+    fn evict_idle(&mut self, now: Instant) {
+        self.buckets.retain(|_, b| !b.refill(now));
         if self.buckets.len() >= MAX_QUOTA_BUCKETS_PER_CORE {
-            if let Some(k) = self.buckets.keys().next().cloned() {
+            if let Some(k) = self.buckets.keys().next().copied() {
                 self.buckets.remove(&k);
             }
         }
         tracing::debug!(buckets = self.buckets.len(), "quota buckets evicted");
     }
 
-    pub fn buckets(&self) -> usize {
+    #[cfg(test)]
+    fn buckets(&self) -> usize {
         self.buckets.len()
     }
 }
 
-/// The quota of `kind` that applies to `user`/`client_id` (Kafka's order: module doc) and
-/// the bucket it is charged to: a default part counts each user or client on its own.
-fn resolve(
+/// One part of an entity as a request's client fills it in: absent, the default, a name.
+/// Ordered as `QuotaPart` is (absent, default, then names), so that the metastore's sorted
+/// quotas are searched with borrowed names.
+type PartRef<'a> = (u8, &'a str);
+
+fn part_ref(p: &QuotaPart) -> PartRef<'_> {
+    match p {
+        QuotaPart::Absent => (0, ""),
+        QuotaPart::Default => (1, ""),
+        QuotaPart::Named(n) => (2, n),
+    }
+}
+
+/// The quota of `kind` that applies to `user`/`client_id` (Kafka's order: module doc), and
+/// the parts of the bucket it is charged to: the user and client id its entity names (a
+/// default part counts each user or client on its own), "" for an absent part.
+fn resolve<'a>(
     meta: &MetaState,
     kind: QuotaKind,
-    user: &str,
-    client_id: &str,
-) -> Option<(BucketKey, f64)> {
-    use QuotaPart::*;
-    let named = |s: &str| Named(s.to_string());
+    user: &'a str,
+    client_id: &'a str,
+) -> Option<((&'a str, &'a str), f64)> {
+    const ABSENT: PartRef<'static> = (0, "");
+    const DEFAULT: PartRef<'static> = (1, "");
+    let (u, c) = ((2, user), (2, client_id));
     let order = [
-        (named(user), named(client_id)),
-        (named(user), Default),
-        (named(user), Absent),
-        (Default, named(client_id)),
-        (Default, Default),
-        (Default, Absent),
-        (Absent, named(client_id)),
-        (Absent, Default),
+        (u, c),
+        (u, DEFAULT),
+        (u, ABSENT),
+        (DEFAULT, c),
+        (DEFAULT, DEFAULT),
+        (DEFAULT, ABSENT),
+        (ABSENT, c),
+        (ABSENT, DEFAULT),
     ];
-    order.into_iter().find_map(|(u, c)| {
-        let entity = QuotaEntity {
-            user: u,
-            client_id: c,
-        };
-        let value = lookup(&meta.client_quotas, &entity)?.value(kind.key())?;
-        let part = |p: &QuotaPart, actual: &str| match p {
-            Absent => String::new(),
-            _ => actual.to_string(),
-        };
-        Some((
-            BucketKey {
-                kind,
-                user: part(&entity.user, user),
-                client_id: part(&entity.client_id, client_id),
-            },
-            value,
-        ))
+    order.into_iter().find_map(|probe| {
+        let value = lookup(&meta.client_quotas, probe)?.value(kind.key())?;
+        let named = |p: PartRef<'_>, actual: &'a str| if p.0 == 0 { "" } else { actual };
+        Some(((named(probe.0, user), named(probe.1, client_id)), value))
     })
 }
 
-fn lookup<'a>(quotas: &'a [ClientQuota], entity: &QuotaEntity) -> Option<&'a ClientQuota> {
+fn lookup<'q>(
+    quotas: &'q [ClientQuota],
+    probe: (PartRef<'_>, PartRef<'_>),
+) -> Option<&'q ClientQuota> {
     quotas
-        .binary_search_by(|q| q.entity.cmp(entity))
+        .binary_search_by(|q| (part_ref(&q.entity.user), part_ref(&q.entity.client_id)).cmp(&probe))
         .ok()
         .map(|i| &quotas[i])
 }
@@ -370,14 +387,14 @@ mod tests {
             }),
         })
         .unwrap();
-        let (key, rate) = resolve(&m, QuotaKind::Produce, "bob", "x").unwrap();
+        let ((user, client_id), rate) = resolve(&m, QuotaKind::Produce, "bob", "x").unwrap();
         assert_eq!(
-            (key.user.as_str(), key.client_id.as_str(), rate),
+            (user, client_id, rate),
             ("bob", "", 5000.0)
         );
-        let (key, rate) = resolve(&m, QuotaKind::Produce, "carol", "x").unwrap();
+        let ((user, client_id), rate) = resolve(&m, QuotaKind::Produce, "carol", "x").unwrap();
         assert_eq!(
-            (key.user.as_str(), key.client_id.as_str(), rate),
+            (user, client_id, rate),
             ("", "x", 100.0)
         );
         assert!(resolve(&m, QuotaKind::Fetch, "carol", "x").is_none());

@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::future::Future;
 use std::rc::Rc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use bytes::Bytes;
 use engine::join::join_all;
@@ -51,10 +51,7 @@ const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
 
 fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    engine::clock::system_now_ms()
 }
 
 /// Runs `f` on the core coordinating `group`; `Err(code)` when no coordinator is available.

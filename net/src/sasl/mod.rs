@@ -123,10 +123,11 @@ impl Auth {
         }
     }
 
-    /// Whether the authenticated session ended at `now` (the client did not re-authenticate
-    /// in time): only the SASL requests may come now.
-    pub fn expired(&self, now: Instant) -> bool {
-        matches!(self, Auth::Done { expires_at: Some(at), .. } if *at <= now)
+    /// Whether the authenticated session ended (the client did not re-authenticate in
+    /// time): only the SASL requests may come now. Reads the clock only for a session with a
+    /// lifetime.
+    pub fn expired(&self) -> bool {
+        matches!(self, Auth::Done { expires_at: Some(at), .. } if *at <= Instant::now())
     }
 }
 
@@ -199,7 +200,7 @@ pub async fn authenticate(
             .await
             .map(|user| (done(&user, session(None)), Vec::new())),
         Auth::Chosen(Mechanism::OAuthBearer) => bearer(cfg, &req.auth_bytes).map(|v| {
-            let left_ms = v.expires_at_secs.saturating_mul(1000) - unix_now_ms();
+            let left_ms = v.expires_at_secs.saturating_mul(1000) - engine::clock::system_now_ms();
             let left_ms = u64::try_from(left_ms).unwrap_or(0);
             (done(&v.subject, session(Some(left_ms))), Vec::new())
         }),
@@ -260,17 +261,11 @@ pub async fn authenticate(
     }
 }
 
-fn unix_now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 /// SASL/OAUTHBEARER: the client's token, validated (`oauth`).
 fn bearer(cfg: &crate::config::BrokerConfig, msg: &[u8]) -> Result<oauth::Validated, String> {
     let oauth = cfg.oauth.as_ref().ok_or("OAUTHBEARER is not configured")?;
     let token = oauth::token_of(msg)?;
-    oauth::validate(oauth, token, unix_now_ms() / 1000)
+    oauth::validate(oauth, token, engine::clock::system_now_ms() / 1000)
 }
 
 /// SASL/PLAIN (`authzid NUL user NUL password`) against the SCRAM store: the user's
