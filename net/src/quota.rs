@@ -388,15 +388,9 @@ mod tests {
         })
         .unwrap();
         let ((user, client_id), rate) = resolve(&m, QuotaKind::Produce, "bob", "x").unwrap();
-        assert_eq!(
-            (user, client_id, rate),
-            ("bob", "", 5000.0)
-        );
+        assert_eq!((user, client_id, rate), ("bob", "", 5000.0));
         let ((user, client_id), rate) = resolve(&m, QuotaKind::Produce, "carol", "x").unwrap();
-        assert_eq!(
-            (user, client_id, rate),
-            ("", "x", 100.0)
-        );
+        assert_eq!((user, client_id, rate), ("", "x", 100.0));
         assert!(resolve(&m, QuotaKind::Fetch, "carol", "x").is_none());
     }
 
@@ -420,5 +414,31 @@ mod tests {
             q.charge(&m, 1000, "alice", "c", &usage, Instant::now()),
             1000
         );
+    }
+
+    /// The buckets stay within MAX_QUOTA_BUCKETS_PER_CORE: a new client makes room by
+    /// dropping the buckets that are full again.
+    #[test]
+    fn buckets_are_bounded_and_idle_ones_go_first() {
+        let m = with_quota(
+            QuotaPart::Absent,
+            QuotaPart::Default,
+            "producer_byte_rate",
+            1000.0,
+        );
+        let mut q = Quotas::default();
+        let t0 = Instant::now();
+        let usage = Usage {
+            produce_bytes: 10,
+            ..Usage::default()
+        };
+        for i in 0..MAX_QUOTA_BUCKETS_PER_CORE {
+            assert_eq!(q.charge(&m, 1000, "u", &format!("c{i}"), &usage, t0), 0);
+        }
+        assert_eq!(q.buckets(), MAX_QUOTA_BUCKETS_PER_CORE);
+        // A second later every bucket is full again: the new client's charge drops them all.
+        let t1 = t0 + Duration::from_secs(1);
+        assert_eq!(q.charge(&m, 1000, "u", "new", &usage, t1), 0);
+        assert_eq!(q.buckets(), 1);
     }
 }
