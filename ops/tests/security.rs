@@ -522,9 +522,10 @@ fn acls_allow_deny_and_hide_by_principal_with_literal_and_prefixed_patterns() {
 /// What Kafka's `kafka-configs --entity-type users|clients` and `kafka-acls` do, through the
 /// Java Admin calls they are built on (`QuotaCheck.java`; the tools' jars are not on these
 /// machines); then a produce quota of 1 MiB/s on a client id holds that client's producer to
-/// it (±10 %) while another producer, running at the same time, is not held to it.
+/// it (±10 %) while another producer, running at the same time, is not held to it, and a
+/// fetch quota of 1 MiB/s does the same to a consumer.
 #[test]
-fn a_client_id_quota_holds_its_producer_and_not_another() {
+fn client_id_quotas_hold_their_producer_and_consumer_and_not_others() {
     const QUOTA_BYTES_PER_SEC: f64 = 1_048_576.0;
     let broker = Broker::start(1);
     create_topic(&broker, "quota-t", 1, &[]);
@@ -533,6 +534,7 @@ fn a_client_id_quota_holds_its_producer_and_not_another() {
         &broker.bootstrap(),
         "slow-client",
         &QUOTA_BYTES_PER_SEC.to_string(),
+        "slow-reader",
     ]);
     eprintln!("{ok}");
     let out = run_python(
@@ -561,6 +563,43 @@ fn a_client_id_quota_holds_its_producer_and_not_another() {
     assert!(
         fast > 2.0 * QUOTA_BYTES_PER_SEC,
         "the other producer sent only {fast:.0} B/s"
+    );
+    // The fetch quota: two consumers read the backlog at once, one under 1 MiB/s.
+    let out = run_python(
+        "quota_rate.py",
+        &[
+            "fetch",
+            &broker.bootstrap(),
+            "quota-t",
+            "slow-reader",
+            "fast-reader",
+        ],
+        &[],
+        Duration::from_secs(120),
+    );
+    eprintln!("{out}");
+    let line = out.lines().last().unwrap();
+    let rate = |key: &str| -> f64 {
+        let at = line.find(key).unwrap_or_else(|| panic!("{key} in {line}")) + key.len() + 3;
+        line[at..]
+            .split([',', '}'])
+            .next()
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let (slow, fast) = (
+        rate("slow_fetch_bytes_per_s"),
+        rate("fast_fetch_bytes_per_s"),
+    );
+    assert!(
+        (slow - QUOTA_BYTES_PER_SEC).abs() <= 0.1 * QUOTA_BYTES_PER_SEC,
+        "the throttled consumer read {slow:.0} B/s against a quota of {QUOTA_BYTES_PER_SEC} B/s"
+    );
+    assert!(
+        fast > 2.0 * QUOTA_BYTES_PER_SEC,
+        "the other consumer read only {fast:.0} B/s"
     );
 }
 

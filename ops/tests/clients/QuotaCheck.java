@@ -6,8 +6,9 @@
 // `kafka-acls --add/--list/--remove` does (CreateAcls, DescribeAcls, DeleteAcls) with a
 // prefixed pattern.
 //
-// usage: java -cp KAFKA_CLIENTS_JARS:. QuotaCheck BOOTSTRAP CLIENT_ID BYTES_PER_SEC
-// Leaves producer_byte_rate=BYTES_PER_SEC set on CLIENT_ID. Prints "OK <summary>" on
+// usage: java -cp KAFKA_CLIENTS_JARS:. QuotaCheck BOOTSTRAP CLIENT_ID BYTES_PER_SEC [READER_ID]
+// Leaves producer_byte_rate=BYTES_PER_SEC set on CLIENT_ID (and consumer_byte_rate on
+// READER_ID). Prints "OK <summary>" on
 // success; exits 1 with "FAIL: <step>: <detail>" otherwise.
 
 import java.util.*;
@@ -123,6 +124,14 @@ public class QuotaCheck {
             admin.deleteAcls(List.of(AclBindingFilter.ANY)).all().get(30, TimeUnit.SECONDS);
             Collection<AclBinding> none = admin.describeAcls(AclBindingFilter.ANY).values().get(30, TimeUnit.SECONDS);
             if (!none.isEmpty()) fail("ACLs left", none);
+
+            if (args.length > 3) {
+                ClientQuotaEntity reader = entity(ClientQuotaEntity.CLIENT_ID, args[3]);
+                admin.alterClientQuotas(List.of(new ClientQuotaAlteration(reader,
+                    List.of(new ClientQuotaAlteration.Op("consumer_byte_rate", rate))))).all().get(30, TimeUnit.SECONDS);
+                if (!Map.of("consumer_byte_rate", rate).equals(describe(admin, ClientQuotaFilter.all()).get(reader)))
+                    fail("reader quota", describe(admin, ClientQuotaFilter.all()));
+            }
         }
         System.out.println("OK quotas set, described, filtered, refused and removed; SCRAM user added, described and deleted; prefixed ACLs added, listed, matched and removed");
     }

@@ -3,17 +3,20 @@
 produce quota (issue #19): each sends 1000-byte values as fast as it can for RUN_S seconds.
 
   quota_rate.py BOOTSTRAP TOPIC SLOW_CLIENT_ID FAST_CLIENT_ID
-
-Prints a JSON line {"slow_bytes_per_s": ..., "fast_bytes_per_s": ...}: the value bytes each
-had acknowledged per second after the first WARMUP_S seconds (the quota's burst and the
-clients' start are left out).
+      Prints a JSON line {"slow_bytes_per_s": ..., "fast_bytes_per_s": ...}: the value bytes
+      each had acknowledged per second after the first WARMUP_S seconds (the quota's burst
+      and the clients' start are left out).
+  quota_rate.py fetch BOOTSTRAP TOPIC SLOW_CLIENT_ID FAST_CLIENT_ID
+      The same for two consumers reading TOPIC from its start at once (the slow one under a
+      fetch quota): {"slow_fetch_bytes_per_s": ..., "fast_fetch_bytes_per_s": ...}, the value
+      bytes each consumed per second after the first WARMUP_S seconds.
 """
 import json
 import sys
 import threading
 import time
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 RUN_S = 14.0
 WARMUP_S = 4.0
@@ -45,7 +48,36 @@ def produce(bootstrap, topic, client_id, start, out):
     out[client_id] = sent / (RUN_S - WARMUP_S)
 
 
+def consume(bootstrap, topic, client_id, start, out):
+    c = Consumer({"bootstrap.servers": bootstrap, "client.id": client_id,
+                  "group.id": f"quota-{client_id}", "enable.auto.commit": False,
+                  # Responses of 64 KiB at most, as the producer's requests above.
+                  "fetch.max.bytes": 65536, "max.partition.fetch.bytes": 65536,
+                  "message.max.bytes": 65536})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got = 0
+    while time.monotonic() - start < RUN_S:
+        m = c.poll(0.1)
+        if m is not None and m.error() is None and time.monotonic() - start >= WARMUP_S:
+            got += len(m.value())
+    c.close()
+    out[client_id] = got / (RUN_S - WARMUP_S)
+
+
 def main():
+    if sys.argv[1] == "fetch":
+        bootstrap, topic, slow, fast = sys.argv[2:6]
+        out = {}
+        start = time.monotonic()
+        threads = [threading.Thread(target=consume, args=(bootstrap, topic, c, start, out))
+                   for c in (slow, fast)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        print(json.dumps({"slow_fetch_bytes_per_s": out[slow],
+                          "fast_fetch_bytes_per_s": out[fast]}))
+        return
     bootstrap, topic, slow, fast = sys.argv[1:5]
     out = {}
     start = time.monotonic()
