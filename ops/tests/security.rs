@@ -523,7 +523,8 @@ fn acls_allow_deny_and_hide_by_principal_with_literal_and_prefixed_patterns() {
 /// Java Admin calls they are built on (`QuotaCheck.java`; the tools' jars are not on these
 /// machines); then a produce quota of 1 MiB/s on a client id holds that client's producer to
 /// it (±10 %) while another producer, running at the same time, is not held to it, and a
-/// fetch quota of 1 MiB/s does the same to a consumer.
+/// fetch quota of 1 MiB/s does the same to a consumer; a request-percentage quota throttles
+/// its client's requests and no other's.
 #[test]
 fn client_id_quotas_hold_their_producer_and_consumer_and_not_others() {
     const QUOTA_BYTES_PER_SEC: f64 = 1_048_576.0;
@@ -535,7 +536,51 @@ fn client_id_quotas_hold_their_producer_and_consumer_and_not_others() {
         "slow-client",
         &QUOTA_BYTES_PER_SEC.to_string(),
         "slow-reader",
+        "busy-client",
     ]);
+    // request_percentage 0.01 (100 µs of core time a second) on busy-client: its Metadata
+    // requests soon carry a throttle; another client id's never do.
+    // The throttles of up to 50 Metadata requests, stopping after the first throttled one
+    // (the connection then waits for each).
+    let throttles = |client_id: &str| -> Vec<i32> {
+        let mut s = TcpStream::connect(broker.addr()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut seen = Vec::new();
+        for i in 0..50 {
+            seen.push({
+                // Metadata v4: all topics (null), no auto-creation.
+                let head: Vec<u8> = [
+                    &3i16.to_be_bytes()[..],
+                    &4i16.to_be_bytes(),
+                    &(i as i32).to_be_bytes(),
+                    &(client_id.len() as i16).to_be_bytes(),
+                    client_id.as_bytes(),
+                    &(-1i32).to_be_bytes(),
+                    &[0u8],
+                ]
+                .concat();
+                s.write_all(&(head.len() as i32).to_be_bytes()).unwrap();
+                s.write_all(&head).unwrap();
+                let r = read_frame(&mut s);
+                // correlation id, then throttle_time_ms
+                i32::from_be_bytes(r[4..8].try_into().unwrap())
+            });
+            if seen[seen.len() - 1] > 0 {
+                break;
+            }
+        }
+        seen
+    };
+    let busy = throttles("busy-client");
+    assert!(
+        busy.iter().any(|t| *t > 0),
+        "no throttle for busy-client: {busy:?}"
+    );
+    let idle = throttles("idle-client");
+    assert!(
+        idle.iter().all(|t| *t == 0),
+        "idle-client throttled: {idle:?}"
+    );
     eprintln!("{ok}");
     let out = run_python(
         "quota_rate.py",

@@ -6,9 +6,9 @@
 // `kafka-acls --add/--list/--remove` does (CreateAcls, DescribeAcls, DeleteAcls) with a
 // prefixed pattern.
 //
-// usage: java -cp KAFKA_CLIENTS_JARS:. QuotaCheck BOOTSTRAP CLIENT_ID BYTES_PER_SEC [READER_ID]
+// usage: java -cp KAFKA_CLIENTS_JARS:. QuotaCheck BOOTSTRAP CLIENT_ID BYTES_PER_SEC [READER_ID [BUSY_ID]]
 // Leaves producer_byte_rate=BYTES_PER_SEC set on CLIENT_ID (and consumer_byte_rate on
-// READER_ID). Prints "OK <summary>" on
+// READER_ID, request_percentage=0.01 on BUSY_ID). Prints "OK <summary>" on
 // success; exits 1 with "FAIL: <step>: <detail>" otherwise.
 
 import java.util.*;
@@ -131,6 +131,11 @@ public class QuotaCheck {
                     List.of(new ClientQuotaAlteration.Op("consumer_byte_rate", rate))))).all().get(30, TimeUnit.SECONDS);
                 if (!Map.of("consumer_byte_rate", rate).equals(describe(admin, ClientQuotaFilter.all()).get(reader)))
                     fail("reader quota", describe(admin, ClientQuotaFilter.all()));
+            }
+            if (args.length > 4) {
+                ClientQuotaEntity busy = entity(ClientQuotaEntity.CLIENT_ID, args[4]);
+                admin.alterClientQuotas(List.of(new ClientQuotaAlteration(busy,
+                    List.of(new ClientQuotaAlteration.Op("request_percentage", 0.01))))).all().get(30, TimeUnit.SECONDS);
             }
         }
         System.out.println("OK quotas set, described, filtered, refused and removed; SCRAM user added, described and deleted; prefixed ACLs added, listed, matched and removed");
