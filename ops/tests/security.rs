@@ -546,13 +546,13 @@ fn client_id_quotas_hold_their_producer_and_consumer_and_not_others() {
         let mut s = TcpStream::connect(broker.addr()).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         let mut seen = Vec::new();
-        for i in 0..50 {
+        for i in 0..50i32 {
             seen.push({
                 // Metadata v4: all topics (null), no auto-creation.
                 let head: Vec<u8> = [
                     &3i16.to_be_bytes()[..],
                     &4i16.to_be_bytes(),
-                    &(i as i32).to_be_bytes(),
+                    &i.to_be_bytes(),
                     &(client_id.len() as i16).to_be_bytes(),
                     client_id.as_bytes(),
                     &(-1i32).to_be_bytes(),
