@@ -32,6 +32,11 @@ pub fn meta_config(config: &BrokerConfig, dir: std::path::PathBuf) -> MetaConfig
         m.peers = config.peers.clone();
         m.join = config.join.clone();
         m.broker_session_timeout_ms = config.broker_session_timeout_ms;
+        if config.cluster_secret.is_none() {
+            tracing::warn!(
+                "cluster mode without --cluster-secret-file: the nodes' calls to each other are not authenticated, and any client that reaches the primary listener could make them"
+            );
+        }
     }
     m
 }

@@ -187,6 +187,9 @@ pub struct BrokerConfig {
     /// An authenticated session lasts at most this long before the client must
     /// re-authenticate (KIP-368, Kafka's `connections.max.reauth.ms`); 0: for ever.
     pub connections_max_reauth_ms: u64,
+    /// The secret node RPC frames are authenticated with (`--cluster-secret-file`,
+    /// `crate::node_rpc`); none: they are not.
+    pub cluster_secret: Option<std::sync::Arc<[u8]>>,
     /// How a client certificate's subject becomes a principal (Kafka's
     /// `ssl.principal.mapping.rules`; none: the whole subject).
     pub ssl_principal_mapping_rules: Vec<crate::tls::PrincipalRule>,
@@ -254,6 +257,7 @@ impl BrokerConfig {
             tls: None,
             oauth: None,
             connections_max_reauth_ms: 0,
+            cluster_secret: None,
             ssl_principal_mapping_rules: Vec::new(),
             acl: crate::acl::AclConfig::default(),
             extra_listeners: Vec::new(),

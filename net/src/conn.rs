@@ -216,6 +216,8 @@ pub enum CloseReason {
     Unauthenticated { key: i16 },
     #[error("SASL: {0}")]
     SaslEnded(&'static str),
+    #[error("a node RPC frame failed peer authentication (cluster secret here: {secret_here}, MAC sent: {mac_sent})")]
+    NodeRpcUnauthenticated { secret_here: bool, mac_sent: bool },
     #[error("{api:?} handler panicked: {what}")]
     HandlerPanicked { api: ApiKey, what: String },
     #[error(transparent)]
@@ -480,6 +482,25 @@ where
                     }
                     *req
                 }
+                // A node RPC frame without the MAC of this node's cluster secret (or with one
+                // when it has none) closes the connection, its body unread.
+                Decoded::NodeRpc {
+                    correlation_id,
+                    mac,
+                    body,
+                } if !match (&cfg.cluster_secret, &mac) {
+                    (None, None) => true,
+                    (Some(secret), Some(tag)) => {
+                        crate::node_rpc::mac_matches(secret, correlation_id, &body, tag)
+                    }
+                    _ => false,
+                } =>
+                {
+                    return Err(CloseReason::NodeRpcUnauthenticated {
+                        secret_here: cfg.cluster_secret.is_some(),
+                        mac_sent: mac.is_some(),
+                    });
+                }
                 // Answered without the Kafka handlers: the frame's core budget is held until
                 // the answer is written, and none of the connection's.
                 other => {
@@ -492,6 +513,7 @@ where
                             Decoded::NodeRpc {
                                 correlation_id,
                                 body,
+                                ..
                             } => {
                                 let answer = serve_node_rpc(&task_state, &body).await;
                                 crate::node_rpc::response_frame(correlation_id, &answer)
@@ -598,9 +620,11 @@ pub enum Decoded {
     Request(Box<Request>),
     /// A response decided at decode time (ApiVersions with an unsupported version).
     Immediate(Bytes),
-    /// Another node's call (`crate::node_rpc`): its correlation id and rkyv body.
+    /// Another node's call (`crate::node_rpc`): its correlation id, its MAC (version 1) and
+    /// rkyv body.
     NodeRpc {
         correlation_id: i32,
+        mac: Option<Bytes>,
         body: Bytes,
     },
 }
@@ -627,7 +651,19 @@ pub fn decode_frame(mut body: Bytes, peer: &str) -> Result<Decoded, DecodeError>
     if key == crate::node_rpc::NODE_RPC_API_KEY && version == crate::node_rpc::NODE_RPC_VERSION {
         return Ok(Decoded::NodeRpc {
             correlation_id,
+            mac: None,
             body: body.slice(8..),
+        });
+    }
+    let mac_end = 8 + crate::node_rpc::NODE_RPC_MAC_BYTES;
+    if key == crate::node_rpc::NODE_RPC_API_KEY
+        && version == crate::node_rpc::NODE_RPC_AUTH_VERSION
+        && body.len() >= mac_end
+    {
+        return Ok(Decoded::NodeRpc {
+            correlation_id,
+            mac: Some(body.slice(8..mac_end)),
+            body: body.slice(mac_end..),
         });
     }
     let api_key = ApiKey::try_from(key).map_err(|_| DecodeError::UnknownApiKey(key))?;

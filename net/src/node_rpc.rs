@@ -14,8 +14,14 @@
 //! (`crate::partition_move`). Nothing else is proxied: clients get
 //! NOT_LEADER_OR_FOLLOWER for another node's partitions.
 //!
-//! The API is internal: until the security issue (#19) authenticates peers, any client that
-//! speaks it can append to child topics.
+//! Peer authentication (issue #19): with a cluster secret (`--cluster-secret-file`, the same
+//! file on every node) each frame is version [`NODE_RPC_AUTH_VERSION`] and carries, after
+//! the correlation id, an HMAC-SHA256 of the correlation id and the body under the secret;
+//! a node with a secret closes the connection of a frame without a valid one (and of any
+//! version-0 frame), before the body is decoded. Without a secret the API is open to any
+//! client that reaches the port (the start logs a warning in cluster mode). The MAC proves
+//! the sender holds the secret; it does not hide the frames or stop an on-path replay (the
+//! nodes' network is the place for that).
 
 use std::time::Duration;
 
@@ -27,8 +33,41 @@ use crate::core::CoreState;
 
 /// The private API key of node RPC frames (outside Kafka's range and the barrier APIs').
 pub const NODE_RPC_API_KEY: i16 = 1_100;
-/// The frame layout version.
+/// The frame layout version without a cluster secret.
 pub const NODE_RPC_VERSION: i16 = 0;
+/// The frame layout version with a cluster secret: a MAC after the correlation id.
+pub const NODE_RPC_AUTH_VERSION: i16 = 1;
+/// The MAC's size (HMAC-SHA256).
+pub const NODE_RPC_MAC_BYTES: usize = 32;
+/// The shortest cluster secret, in bytes.
+pub const MIN_CLUSTER_SECRET_BYTES: usize = 32;
+
+type HmacSha256 = hmac::Hmac<sha2::Sha256>;
+
+fn mac_of(secret: &[u8], correlation_id: i32, body: &[u8]) -> HmacSha256 {
+    use hmac::Mac;
+    let mut m = HmacSha256::new_from_slice(secret).expect("HMAC takes a key of any size");
+    m.update(&correlation_id.to_be_bytes());
+    m.update(body);
+    m
+}
+
+/// The MAC a frame with `correlation_id` and `body` carries under `secret`.
+pub fn mac(secret: &[u8], correlation_id: i32, body: &[u8]) -> [u8; NODE_RPC_MAC_BYTES] {
+    use hmac::Mac;
+    mac_of(secret, correlation_id, body)
+        .finalize()
+        .into_bytes()
+        .into()
+}
+
+/// Whether `tag` is the frame's MAC under `secret` (compared in constant time).
+pub fn mac_matches(secret: &[u8], correlation_id: i32, body: &[u8], tag: &[u8]) -> bool {
+    use hmac::Mac;
+    mac_of(secret, correlation_id, body)
+        .verify_slice(tag)
+        .is_ok()
+}
 /// How long one call (connect, send, the append, the answer) may take.
 pub const NODE_RPC_TIMEOUT_MS: u64 = 10_000;
 /// The largest answer a caller reads.
@@ -160,6 +199,31 @@ pub fn encode_response(resp: &NodeResponse) -> Vec<u8> {
     }
 }
 
+/// A call's frame: version 0, or with `secret` version 1 and the MAC.
+pub fn request_frame(secret: Option<&[u8]>, correlation_id: i32, body: &[u8]) -> Vec<u8> {
+    let mac_bytes = if secret.is_some() {
+        NODE_RPC_MAC_BYTES
+    } else {
+        0
+    };
+    let mut frame = Vec::with_capacity(12 + mac_bytes + body.len());
+    frame.extend_from_slice(&((8 + mac_bytes + body.len()) as i32).to_be_bytes());
+    frame.extend_from_slice(&NODE_RPC_API_KEY.to_be_bytes());
+    match secret {
+        None => {
+            frame.extend_from_slice(&NODE_RPC_VERSION.to_be_bytes());
+            frame.extend_from_slice(&correlation_id.to_be_bytes());
+        }
+        Some(secret) => {
+            frame.extend_from_slice(&NODE_RPC_AUTH_VERSION.to_be_bytes());
+            frame.extend_from_slice(&correlation_id.to_be_bytes());
+            frame.extend_from_slice(&mac(secret, correlation_id, body));
+        }
+    }
+    frame.extend_from_slice(body);
+    frame
+}
+
 /// The frame of an answer to `correlation_id`.
 pub fn response_frame(correlation_id: i32, body: &[u8]) -> Bytes {
     let mut out = Vec::with_capacity(8 + body.len());
@@ -203,12 +267,7 @@ pub async fn call_within(
         what,
     };
     let body = meta::wire::encode(req).map_err(|e| fail(e.to_string()))?;
-    let mut frame = Vec::with_capacity(12 + body.len());
-    frame.extend_from_slice(&((8 + body.len()) as i32).to_be_bytes());
-    frame.extend_from_slice(&NODE_RPC_API_KEY.to_be_bytes());
-    frame.extend_from_slice(&NODE_RPC_VERSION.to_be_bytes());
-    frame.extend_from_slice(&1i32.to_be_bytes());
-    frame.extend_from_slice(&body);
+    let frame = request_frame(state.ctx.config.cluster_secret.as_deref(), 1, &body);
     let exchange = async {
         // A connection this core used before for `addr` (at most one call at a time on it);
         // if it went stale (the peer restarted, or closed it idle), once more on a new one.
@@ -316,5 +375,37 @@ mod tests {
         assert!(meta::wire::decode::<NodeRequest>(&[0xff; 7], "t").is_err());
         let f = response_frame(9, b"abc");
         assert_eq!(&f[..], &[0, 0, 0, 7, 0, 0, 0, 9, b'a', b'b', b'c']);
+    }
+
+    /// With a secret a frame carries the MAC of its correlation id and body: the decoder
+    /// hands it over, and it matches only the same secret, id and body.
+    #[test]
+    fn frames_with_a_secret_carry_their_mac() {
+        let secret = [7u8; MIN_CLUSTER_SECRET_BYTES];
+        let frame = request_frame(Some(&secret), 5, b"body");
+        let decoded = crate::conn::decode_frame(bytes::Bytes::from(frame[4..].to_vec()), "p");
+        let Ok(crate::conn::Decoded::NodeRpc {
+            correlation_id,
+            mac: Some(tag),
+            body,
+        }) = decoded
+        else {
+            panic!("not a node RPC frame with a MAC");
+        };
+        assert_eq!((correlation_id, &body[..]), (5, &b"body"[..]));
+        assert!(mac_matches(&secret, 5, &body, &tag));
+        assert!(!mac_matches(&secret, 6, &body, &tag));
+        assert!(!mac_matches(&secret, 5, b"bodY", &tag));
+        assert!(!mac_matches(
+            &[8u8; MIN_CLUSTER_SECRET_BYTES],
+            5,
+            &body,
+            &tag
+        ));
+        let plain = request_frame(None, 5, b"body");
+        assert!(matches!(
+            crate::conn::decode_frame(bytes::Bytes::from(plain[4..].to_vec()), "p"),
+            Ok(crate::conn::Decoded::NodeRpc { mac: None, .. })
+        ));
     }
 }

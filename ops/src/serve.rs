@@ -140,6 +140,11 @@ pub struct ServeArgs {
     /// needs only this node's own entry.
     #[arg(long, value_name = "HOST:PORT")]
     join: Option<String>,
+    /// Cluster mode: a file holding the secret (at least 32 bytes, the same on every node)
+    /// that authenticates the nodes' calls to each other; without it any client that reaches
+    /// the primary listener could make them.
+    #[arg(long, value_name = "FILE")]
+    cluster_secret_file: Option<PathBuf>,
     /// This node's rack, listed in Metadata (`broker.rack`).
     #[arg(long, value_name = "RACK")]
     rack: Option<String>,
@@ -284,6 +289,7 @@ struct FileConfig {
     node_id: Option<u64>,
     /// Cluster mode: the metastore's members, `"1=host:port,2=host:port,3=host:port"`.
     peers: Option<String>,
+    cluster_secret_file: Option<PathBuf>,
     /// Cluster mode: a member's metastore address to join through.
     join: Option<String>,
     rack: Option<String>,
@@ -486,6 +492,22 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
         c.peers = meta::MetaConfig::parse_peers(&p).map_err(|e| format!("--peers: {e}"))?;
     }
     c.join = args.join.or(file.join);
+    if let Some(path) = args.cluster_secret_file.or(file.cluster_secret_file) {
+        let mut secret = std::fs::read(&path)
+            .map_err(|e| format!("--cluster-secret-file {}: {e}", path.display()))?;
+        while secret.last().is_some_and(|b| b.is_ascii_whitespace()) {
+            secret.pop();
+        }
+        if secret.len() < net::node_rpc::MIN_CLUSTER_SECRET_BYTES {
+            return Err(format!(
+                "--cluster-secret-file {}: {} bytes, want at least {} (e.g. `openssl rand -hex 32 > FILE`)",
+                path.display(),
+                secret.len(),
+                net::node_rpc::MIN_CLUSTER_SECRET_BYTES
+            ));
+        }
+        c.cluster_secret = Some(secret.into());
+    }
     c.rack = args.rack.or(file.rack);
     if let Some(n) = args
         .broker_heartbeat_interval_ms

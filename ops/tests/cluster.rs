@@ -62,10 +62,21 @@ fn node_args(i: u64, peers: &str, join: Option<&str>) -> Vec<String> {
     .iter()
     .map(|s| s.to_string())
     .collect();
+    // The nodes authenticate their calls to each other (the same secret on every node).
+    args.extend(["--cluster-secret-file".to_string(), cluster_secret_file()]);
     if let Some(j) = join {
         args.extend(["--join".to_string(), j.to_string()]);
     }
     args
+}
+
+/// A cluster secret file shared by this test process's nodes.
+fn cluster_secret_file() -> String {
+    let path = std::env::temp_dir().join(format!("ringlog-test-secret-{}", std::process::id()));
+    if !path.exists() {
+        std::fs::write(&path, "test-cluster-secret-0123456789abcdef0123456789\n").unwrap();
+    }
+    path.display().to_string()
 }
 
 /// Every node's address, as a client's bootstrap list.

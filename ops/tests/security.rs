@@ -851,3 +851,57 @@ fn client_certificates_are_principals_on_an_ssl_listener() {
     );
     assert!(out.contains("\"ok\": true"), "{out}");
 }
+
+/// Node RPC peer authentication: a node with a cluster secret answers only node RPC frames
+/// that carry the secret's MAC, and closes the connection of one without (or with a wrong
+/// one); a node without a secret answers unauthenticated frames and refuses MAC'd ones.
+#[test]
+fn node_rpc_frames_need_the_cluster_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = b"a-cluster-secret-of-enough-bytes-0123456789";
+    let path = dir.path().join("secret");
+    std::fs::write(&path, secret).unwrap();
+    let with = Broker::start_with(1, &["--cluster-secret-file", path.to_str().unwrap()]);
+    let without = Broker::start(1);
+    // A well-formed frame of garbage: a node that takes it answers (with an error of its own).
+    let answered = |broker: &Broker, frame: &[u8]| -> bool {
+        let mut s = TcpStream::connect(broker.addr()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(frame).unwrap();
+        let mut size = [0u8; 4];
+        s.read_exact(&mut size).is_ok()
+    };
+    let signed = net::node_rpc::request_frame(Some(secret), 3, b"not rkyv");
+    let wrong = net::node_rpc::request_frame(
+        Some(b"another-secret-of-enough-bytes-0123456789"),
+        3,
+        b"not rkyv",
+    );
+    let plain = net::node_rpc::request_frame(None, 3, b"not rkyv");
+    assert!(answered(&with, &signed), "a frame with the right MAC");
+    assert!(!answered(&with, &wrong), "a frame with a wrong MAC");
+    assert!(!answered(&with, &plain), "a frame without a MAC");
+    assert!(
+        answered(&without, &plain),
+        "no secret: the frame is taken as before"
+    );
+    assert!(
+        !answered(&without, &signed),
+        "no secret: a MAC'd frame is refused"
+    );
+    // A secret too short is a start error that says so.
+    std::fs::write(&path, "short").unwrap();
+    let o = ringlog(&[
+        "serve",
+        "--data-dir",
+        dir.path().join("d").to_str().unwrap(),
+        "--cluster-secret-file",
+        path.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("at least 32"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
