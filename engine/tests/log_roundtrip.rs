@@ -567,7 +567,15 @@ fn buffered_appends_become_durable_without_a_waiter() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    // A failing case is shrunk a bounded number of steps (each is a fresh executor and real
+    // fdatasyncs), so a failure is reported with its case instead of running past the test
+    // timeout; a CI run once timed out here (300 s) with no case printed.
+    #![proptest_config(ProptestConfig {
+        cases: 24,
+        max_shrink_iters: 32,
+        max_shrink_time: 30_000,
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn random_batch_sizes_round_trip(

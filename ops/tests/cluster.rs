@@ -310,6 +310,7 @@ fn killing_the_metastore_leader_during_topic_churn_loses_no_acknowledged_change(
     let churn = std::thread::spawn(move || {
         let mut created: BTreeSet<usize> = BTreeSet::new();
         let mut deleted: BTreeSet<usize> = BTreeSet::new();
+        let mut delete_unknown: BTreeSet<usize> = BTreeSet::new();
         let mut s = TcpStream::connect(target).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
         let t0 = Instant::now();
@@ -355,15 +356,19 @@ fn killing_the_metastore_leader_during_topic_churn_loses_no_acknowledged_change(
                 let r: DeleteTopicsResponse = call(&mut s, 20, 6, corr, &req);
                 if r.responses[0].error_code == 0 {
                     deleted.insert(i - 2);
+                } else {
+                    // Not acknowledged, yet it may be applied ("the change is made, but not
+                    // every node applied it yet"): either outcome is right.
+                    delete_unknown.insert(i - 2);
                 }
             }
             i += 1;
         }
-        (created, deleted, i, last_ack, refusals)
+        (created, deleted, delete_unknown, i, last_ack, refusals)
     });
     std::thread::sleep(Duration::from_secs(KILL_AT_SECS));
     nodes[0].kill();
-    let (created, deleted, tried, last_ack, refusals) = churn.join().unwrap();
+    let (created, deleted, delete_unknown, tried, last_ack, refusals) = churn.join().unwrap();
     eprintln!(
         "{} of {tried} creates and {} deletes acknowledged, the last create at {last_ack:?}; last refusals: {refusals:?}",
         created.len(),
@@ -389,10 +394,10 @@ fn killing_the_metastore_leader_during_topic_churn_loses_no_acknowledged_change(
             let n = format!("churn-{i}");
             if deleted.contains(i) {
                 assert!(!listed.contains(&n), "{n}: its delete was acknowledged");
-            } else {
+            } else if !delete_unknown.contains(i) {
                 assert!(
                     listed.contains(&n),
-                    "{n}: its create was acknowledged; created {created:?}, deleted {deleted:?}, listed {listed:?}"
+                    "{n}: its create was acknowledged; created {created:?}, deleted {deleted:?}, maybe deleted {delete_unknown:?}, listed {listed:?}"
                 );
             }
         }
