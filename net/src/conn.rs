@@ -488,13 +488,12 @@ where
                     correlation_id,
                     mac,
                     body,
-                } if !match (&cfg.cluster_secret, &mac) {
-                    (None, None) => true,
-                    (Some(secret), Some(tag)) => {
-                        crate::node_rpc::mac_matches(secret, correlation_id, &body, tag)
-                    }
-                    _ => false,
-                } =>
+                } if !crate::node_rpc::authentic(
+                    cfg.cluster_secret.as_deref(),
+                    correlation_id,
+                    &body,
+                    mac.as_deref(),
+                ) =>
                 {
                     return Err(CloseReason::NodeRpcUnauthenticated {
                         secret_here: cfg.cluster_secret.is_some(),

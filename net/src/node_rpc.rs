@@ -61,6 +61,21 @@ pub fn mac(secret: &[u8], correlation_id: i32, body: &[u8]) -> [u8; NODE_RPC_MAC
         .into()
 }
 
+/// Whether a received frame passes peer authentication: no MAC where this node has no
+/// secret, else a MAC that matches under it.
+pub fn authentic(
+    secret: Option<&[u8]>,
+    correlation_id: i32,
+    body: &[u8],
+    tag: Option<&[u8]>,
+) -> bool {
+    match (secret, tag) {
+        (None, None) => true,
+        (Some(secret), Some(tag)) => mac_matches(secret, correlation_id, body, tag),
+        _ => false,
+    }
+}
+
 /// Whether `tag` is the frame's MAC under `secret` (compared in constant time).
 pub fn mac_matches(secret: &[u8], correlation_id: i32, body: &[u8], tag: &[u8]) -> bool {
     use hmac::Mac;
@@ -209,16 +224,15 @@ pub fn request_frame(secret: Option<&[u8]>, correlation_id: i32, body: &[u8]) ->
     let mut frame = Vec::with_capacity(12 + mac_bytes + body.len());
     frame.extend_from_slice(&((8 + mac_bytes + body.len()) as i32).to_be_bytes());
     frame.extend_from_slice(&NODE_RPC_API_KEY.to_be_bytes());
-    match secret {
-        None => {
-            frame.extend_from_slice(&NODE_RPC_VERSION.to_be_bytes());
-            frame.extend_from_slice(&correlation_id.to_be_bytes());
-        }
-        Some(secret) => {
-            frame.extend_from_slice(&NODE_RPC_AUTH_VERSION.to_be_bytes());
-            frame.extend_from_slice(&correlation_id.to_be_bytes());
-            frame.extend_from_slice(&mac(secret, correlation_id, body));
-        }
+    let version = if secret.is_some() {
+        NODE_RPC_AUTH_VERSION
+    } else {
+        NODE_RPC_VERSION
+    };
+    frame.extend_from_slice(&version.to_be_bytes());
+    frame.extend_from_slice(&correlation_id.to_be_bytes());
+    if let Some(secret) = secret {
+        frame.extend_from_slice(&mac(secret, correlation_id, body));
     }
     frame.extend_from_slice(body);
     frame
