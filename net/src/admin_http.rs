@@ -1,6 +1,9 @@
 //! The admin HTTP listener (`serve --metrics-listen`), served by core 0, like Redpanda's admin
 //! API:
-//! - `GET /metrics`: Prometheus text exposition of every core's metrics (`core` label).
+//! - `GET /metrics`: every core's metrics (`core` label) in the OpenMetrics text format that
+//!   Prometheus scrapes, encoded by `prometheus-client` (`crate::metrics`).
+//! - `GET /v1/shards?interval_ms=N&hot=K`: the per-core view over the next N ms (rates,
+//!   exact latency percentiles, the K hottest partitions) as JSON (`crate::shard_view`).
 //! - `POST /v1/shard-move?topic=T&partition=P&core=N`: moves a partition to another core of
 //!   this node on a live broker (the SRE tuning lever); answers JSON.
 //! - `POST /v1/partition-move?topic=T&partition=P&node=N[&core=C]`: moves a partition to
@@ -11,7 +14,8 @@
 //!   of SASL listeners (`ringlog user`), managed without a Kafka connection, so the first
 //!   user of a SASL-only node can be made.
 //!
-//! Requests are small and rare: one task per connection, `Connection: close`.
+//! Requests are small and rare: one task per connection, `Connection: close`; the head is
+//! parsed by `httparse` within `MAX_REQUEST_HEAD_BYTES` and `MAX_REQUEST_HEADERS`.
 
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -23,9 +27,14 @@ use meta::Command;
 
 use crate::core::CoreState;
 use crate::metrics::{self, Snapshot};
+use crate::shard_view;
 
 /// Largest HTTP request head accepted.
 const MAX_REQUEST_HEAD_BYTES: usize = 8 * 1024;
+/// Most headers a request head may carry.
+const MAX_REQUEST_HEADERS: usize = 32;
+/// `/v1/shards`' interval when the request names none, in milliseconds.
+pub const DEFAULT_VIEW_INTERVAL_MS: u64 = 1_000;
 /// Admin connections served at once; more are closed at accept.
 pub const MAX_ADMIN_CONNECTIONS: usize = 64;
 /// A request head must arrive within this; a shard move's partition close and metastore
@@ -75,30 +84,68 @@ pub async fn serve(state: Rc<CoreState>, listener: TcpListener) {
     }
 }
 
-async fn handle(state: &Rc<CoreState>, mut stream: TcpStream) -> std::io::Result<()> {
+/// The request line of a head: method and target, read by `httparse`.
+enum Head {
+    Request {
+        method: String,
+        target: String,
+    },
+    /// The client closed, or sent no whole head in time: nothing to answer.
+    Gone,
+    /// Answer this status and reason, then close.
+    Refused(u16, String),
+}
+
+/// Reads one request head: bounded in bytes (`MAX_REQUEST_HEAD_BYTES`), headers
+/// (`MAX_REQUEST_HEADERS`) and time (`ADMIN_REQUEST_TIMEOUT_MS`).
+async fn read_head(stream: &mut TcpStream) -> std::io::Result<Head> {
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
     let head_by =
         std::time::Instant::now() + std::time::Duration::from_millis(ADMIN_REQUEST_TIMEOUT_MS);
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+    loop {
         let left = head_by.saturating_duration_since(std::time::Instant::now());
         let read = glommio::timer::timeout(left, async { Ok(stream.read(&mut buf).await) }).await;
         let n = match read {
             Ok(r) => r?,
-            Err(_) => return Ok(()), // no head within the limit: closed
+            Err(_) => return Ok(Head::Gone), // no head within the limit: closed
         };
         if n == 0 {
-            return Ok(());
+            return Ok(Head::Gone);
         }
         head.extend_from_slice(&buf[..n]);
-        if head.len() > MAX_REQUEST_HEAD_BYTES {
-            return respond(&mut stream, 431, "text/plain", "request head too large\n").await;
+        let mut headers = [httparse::EMPTY_HEADER; MAX_REQUEST_HEADERS];
+        let mut req = httparse::Request::new(&mut headers);
+        match req.parse(&head) {
+            Ok(httparse::Status::Complete(_)) => {
+                return Ok(Head::Request {
+                    method: req.method.unwrap_or_default().to_string(),
+                    target: req.path.unwrap_or_default().to_string(),
+                })
+            }
+            Ok(httparse::Status::Partial) if head.len() <= MAX_REQUEST_HEAD_BYTES => {}
+            Ok(httparse::Status::Partial) | Err(httparse::Error::TooManyHeaders) => {
+                return Ok(Head::Refused(
+                    431,
+                    format!(
+                        "request head too large (at most {MAX_REQUEST_HEAD_BYTES} bytes and {MAX_REQUEST_HEADERS} headers)\n"
+                    ),
+                ))
+            }
+            Err(e) => return Ok(Head::Refused(400, format!("malformed request head: {e}\n"))),
         }
     }
-    let text = String::from_utf8_lossy(&head);
-    let mut first = text.lines().next().unwrap_or("").split_whitespace();
-    let (method, target) = (first.next().unwrap_or(""), first.next().unwrap_or(""));
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+}
+
+async fn handle(state: &Rc<CoreState>, mut stream: TcpStream) -> std::io::Result<()> {
+    let (method, target) = match read_head(&mut stream).await? {
+        Head::Request { method, target } => (method, target),
+        Head::Gone => return Ok(()),
+        Head::Refused(status, why) => {
+            return respond(&mut stream, status, "text/plain", &why).await
+        }
+    };
+    let (path, query) = target.split_once('?').unwrap_or((&target, ""));
     let decoded: Vec<(String, String)> = query
         .split('&')
         .filter_map(|kv| kv.split_once('='))
@@ -108,10 +155,47 @@ async fn handle(state: &Rc<CoreState>, mut stream: TcpStream) -> std::io::Result
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    match (method, path) {
+    match (method.as_str(), path) {
         ("GET", "/metrics") => {
             let body = metrics::render(&gather(state).await);
-            respond(&mut stream, 200, "text/plain; version=0.0.4", &body).await
+            respond(&mut stream, 200, metrics::EXPOSITION_CONTENT_TYPE, &body).await
+        }
+        ("GET", "/v1/shards") => {
+            let parsed = (|| {
+                let interval_ms: u64 = match params.get("interval_ms") {
+                    None => DEFAULT_VIEW_INTERVAL_MS,
+                    Some(_) => param(&params, "interval_ms")?,
+                };
+                let hot: usize = match params.get("hot") {
+                    None => 0,
+                    Some(_) => param(&params, "hot")?,
+                };
+                if interval_ms == 0 || interval_ms > shard_view::MAX_VIEW_INTERVAL_MS {
+                    return Err(format!(
+                        "interval_ms= is 1 to {}",
+                        shard_view::MAX_VIEW_INTERVAL_MS
+                    ));
+                }
+                Ok::<_, String>((interval_ms, hot))
+            })();
+            let (interval_ms, hot) = match parsed {
+                Ok(p) => p,
+                Err(e) => {
+                    return respond(&mut stream, 400, "application/json", &json_error(&e)).await
+                }
+            };
+            let t0 = std::time::Instant::now();
+            let before = gather(state).await;
+            glommio::timer::sleep(std::time::Duration::from_millis(interval_ms)).await;
+            let after = gather(state).await;
+            let v = shard_view::view(
+                &before,
+                &after,
+                t0.elapsed().as_secs_f64(),
+                hot,
+                metrics::process_resident_bytes(),
+            );
+            respond(&mut stream, 200, "application/json", &format!("{v}\n")).await
         }
         ("POST", "/v1/shard-move") => {
             let parsed = (|| {
@@ -346,7 +430,7 @@ async fn handle(state: &Rc<CoreState>, mut stream: TcpStream) -> std::io::Result
                 &mut stream,
                 404,
                 "text/plain",
-                "not found: GET /metrics, POST /v1/shard-move, POST /v1/partition-move\n",
+                "not found: GET /metrics, GET /v1/shards, POST /v1/shard-move, POST /v1/partition-move\n",
             )
             .await
         }

@@ -110,6 +110,8 @@ pub struct OwnedPartition {
     pub partition: Rc<Partition>,
     /// This partition's place in the node's partition budget.
     pub _fd_slot: crate::fd_budget::PartitionSlot,
+    /// What Produce and Fetch moved through it on this core (metrics, `shards --hot`).
+    pub traffic: crate::metrics::PartitionCounters,
 }
 
 impl std::ops::Deref for OwnedPartition {
@@ -426,6 +428,7 @@ impl CoreState {
                 high_watermark: p.log().high_watermark(),
                 log_start_offset: p.log().log_start_offset(),
                 segments: p.log().segment_count(),
+                traffic: p.traffic.get(),
                 cleaner: p.log().dirty_info(now_ms).map(|d| {
                     let since = d.last_clean_ms.map(|t| (now_ms - t).max(0) as f64 / 1000.0);
                     (d.dirty_ratio, since)

@@ -29,6 +29,7 @@ pub mod quota;
 pub mod reconcile;
 pub mod route;
 pub mod sasl;
+pub mod shard_view;
 pub mod tls;
 pub mod topic_config;
 pub mod txn;

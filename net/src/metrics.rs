@@ -4,10 +4,13 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
-use std::fmt::Write;
 use std::time::Duration;
 
-use engine::latency::{LatencyHistogram, LATENCY_BUCKETS_US};
+use engine::latency::{LatencyHistogram, PROMETHEUS_BUCKETS_US};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
 
 #[derive(Default)]
 pub struct CoreMetrics {
@@ -26,6 +29,10 @@ pub struct CoreMetrics {
     requests: RefCell<BTreeMap<(&'static str, i16), u64>>,
     produce_latency: RefCell<LatencyHistogram>,
     fetch_latency: RefCell<LatencyHistogram>,
+    /// Cross-core calls this core made: their cost beyond the work (`crate::route`).
+    hop_latency: RefCell<LatencyHistogram>,
+    /// Cross-core jobs this core ran: how long each waited in its inbox.
+    queue_latency: RefCell<LatencyHistogram>,
     pub recovered_partitions: Cell<u64>,
     pub recovery_segments_scanned: Cell<u64>,
     pub recovery_truncations: Cell<u64>,
@@ -52,8 +59,20 @@ impl CoreMetrics {
         }
     }
 
+    /// A cross-core call this core made took `round_trip`, of which `work` ran on the target.
+    pub fn record_hop(&self, round_trip: Duration, work: Duration) {
+        self.hop_latency
+            .borrow_mut()
+            .record(round_trip.saturating_sub(work));
+    }
+
+    /// A cross-core job waited `waited` in this core's inbox.
+    pub fn record_queued(&self, waited: Duration) {
+        self.queue_latency.borrow_mut().record(waited);
+    }
+
     pub fn add(cell: &Cell<u64>, n: u64) {
-        cell.set(cell.get() + n);
+        cell.set(cell.get().wrapping_add(n));
     }
 }
 
@@ -66,9 +85,51 @@ pub struct PartitionFigures {
     pub high_watermark: u64,
     pub log_start_offset: u64,
     pub segments: usize,
+    /// What Produce and Fetch moved through it since it opened on this core.
+    pub traffic: PartitionTraffic,
     /// Compacted partitions only: the dirty share of the cleanable bytes, and seconds since
     /// the cleaner last finished a pass over it (`None` before the first).
     pub cleaner: Option<(f64, Option<f64>)>,
+}
+
+/// Records and bytes one partition took in and gave out, counted on the core that owns it
+/// (the `--hot` view ranks partitions by them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PartitionTraffic {
+    pub records_in: u64,
+    pub bytes_in: u64,
+    pub records_out: u64,
+    pub bytes_out: u64,
+}
+
+/// [`PartitionTraffic`] as the owning core counts it (plain cells: one core, no atomics).
+#[derive(Debug, Default)]
+pub struct PartitionCounters {
+    records_in: Cell<u64>,
+    bytes_in: Cell<u64>,
+    records_out: Cell<u64>,
+    bytes_out: Cell<u64>,
+}
+
+impl PartitionCounters {
+    pub fn produced(&self, records: u64, bytes: u64) {
+        CoreMetrics::add(&self.records_in, records);
+        CoreMetrics::add(&self.bytes_in, bytes);
+    }
+
+    pub fn fetched(&self, records: u64, bytes: u64) {
+        CoreMetrics::add(&self.records_out, records);
+        CoreMetrics::add(&self.bytes_out, bytes);
+    }
+
+    pub fn get(&self) -> PartitionTraffic {
+        PartitionTraffic {
+            records_in: self.records_in.get(),
+            bytes_in: self.bytes_in.get(),
+            records_out: self.records_out.get(),
+            bytes_out: self.bytes_out.get(),
+        }
+    }
 }
 
 /// One fan-out cursor's figures in a snapshot.
@@ -101,6 +162,8 @@ pub struct Snapshot {
     pub produce_latency: LatencyHistogram,
     pub fetch_latency: LatencyHistogram,
     pub fsync_latency: LatencyHistogram,
+    pub hop_latency: LatencyHistogram,
+    pub queue_latency: LatencyHistogram,
     pub cross_core_received: u64,
     pub inbox_depth: u64,
     pub busy_seconds: f64,
@@ -143,6 +206,8 @@ impl CoreMetrics {
             .collect();
         s.produce_latency = self.produce_latency.borrow().clone();
         s.fetch_latency = self.fetch_latency.borrow().clone();
+        s.hop_latency = self.hop_latency.borrow().clone();
+        s.queue_latency = self.queue_latency.borrow().clone();
         s.recovered_partitions = self.recovered_partitions.get();
         s.recovery_segments_scanned = self.recovery_segments_scanned.get();
         s.recovery_truncations = self.recovery_truncations.get();
@@ -153,61 +218,153 @@ impl CoreMetrics {
     }
 }
 
-fn label_escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+/// What a sample is: the exposition library encodes each kind its own way.
+#[derive(Debug)]
+enum Value {
+    Counter(f64),
+    Gauge(f64),
+    Histogram(LatencyHistogram),
 }
 
-struct Family<'a> {
-    out: &'a mut String,
+/// One metric family of an exposition: its samples, each with its labels.
+#[derive(Debug)]
+struct Family {
+    name: &'static str,
+    help: &'static str,
+    kind: MetricType,
+    samples: Vec<(Vec<(&'static str, String)>, Value)>,
 }
 
-impl Family<'_> {
-    fn head(&mut self, name: &str, kind: &str, help: &str) {
-        let _ = writeln!(self.out, "# HELP {name} {help}");
-        let _ = writeln!(self.out, "# TYPE {name} {kind}");
-    }
+/// A whole scrape's families, encoded by `prometheus-client` (a [`Collector`] on a registry
+/// made for the scrape: the figures come from the cores' snapshots, not from live metrics).
+#[derive(Debug, Default)]
+struct Exposition {
+    families: Vec<Family>,
+}
 
-    fn sample(&mut self, name: &str, labels: &[(&str, String)], value: impl std::fmt::Display) {
-        let l: Vec<String> = labels
-            .iter()
-            .map(|(k, v)| format!("{k}=\"{}\"", label_escape(v)))
-            .collect();
-        let _ = writeln!(self.out, "{name}{{{}}} {value}", l.join(","));
+impl Exposition {
+    /// Adds a family; a counter's name ends in `_total` (the library writes that suffix).
+    fn family(&mut self, name: &'static str, kind: &str, help: &'static str) -> &mut Family {
+        let kind = match kind {
+            "counter" => MetricType::Counter,
+            "gauge" => MetricType::Gauge,
+            "histogram" => MetricType::Histogram,
+            other => unreachable!("metric kind {other}"),
+        };
+        let name = match kind {
+            MetricType::Counter => name
+                .strip_suffix("_total")
+                .expect("a counter's name ends in _total"),
+            _ => name,
+        };
+        self.families.push(Family {
+            name,
+            help,
+            kind,
+            samples: Vec::new(),
+        });
+        self.families.last_mut().expect("just pushed")
     }
+}
 
-    fn histogram(&mut self, name: &str, core: usize, h: &LatencyHistogram) {
-        let mut cumulative = 0;
-        for (i, c) in h.counts.iter().enumerate() {
-            cumulative += c;
-            let le = match LATENCY_BUCKETS_US.get(i) {
-                Some(us) => format!("{}", *us as f64 / 1e6),
-                None => "+Inf".to_string(),
-            };
-            self.sample(
-                &format!("{name}_bucket"),
-                &[("core", core.to_string()), ("le", le)],
-                cumulative,
-            );
+impl Family {
+    fn sample(&mut self, labels: Vec<(&'static str, String)>, value: f64) {
+        let v = match self.kind {
+            MetricType::Counter => Value::Counter(value),
+            _ => Value::Gauge(value),
+        };
+        self.samples.push((labels, v));
+    }
+}
+
+impl Collector for Exposition {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        // A family with no samples is left out (nothing to say; and the strict parser the
+        // CLI and tests read the page with mistakes an empty family for the next one).
+        for f in self.families.iter().filter(|f| !f.samples.is_empty()) {
+            let mut metric = encoder.encode_descriptor(f.name, f.help, None, f.kind)?;
+            for (labels, value) in &f.samples {
+                let mut sample = metric.encode_family(labels)?;
+                match value {
+                    Value::Counter(v) => sample.encode_counter::<NoLabelSet, _, f64>(v, None)?,
+                    Value::Gauge(v) => sample.encode_gauge(v)?,
+                    Value::Histogram(h) => {
+                        // Per-bucket counts with +Inf last (the library accumulates them).
+                        let mut buckets = Vec::with_capacity(PROMETHEUS_BUCKETS_US.len() + 1);
+                        let mut below = 0;
+                        for (le, cumulative) in h.prometheus_buckets() {
+                            buckets.push((le, cumulative - below));
+                            below = cumulative;
+                        }
+                        buckets.push((f64::INFINITY, h.count() - below));
+                        sample.encode_histogram::<NoLabelSet>(
+                            h.sum_us() as f64 / 1e6,
+                            h.count(),
+                            &buckets,
+                            None,
+                        )?
+                    }
+                }
+            }
         }
-        self.sample(
-            &format!("{name}_sum"),
-            &[("core", core.to_string())],
-            h.sum_us as f64 / 1e6,
-        );
-        self.sample(
-            &format!("{name}_count"),
-            &[("core", core.to_string())],
-            h.count,
-        );
+        Ok(())
     }
 }
 
-/// Renders snapshots of every core in the Prometheus text exposition format (0.0.4).
+/// The content type of [`render`]'s text.
+pub const EXPOSITION_CONTENT_TYPE: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+fn core_label(s: &Snapshot) -> Vec<(&'static str, String)> {
+    vec![("core", s.core.to_string())]
+}
+
+fn partition_labels(s: &Snapshot, p: &PartitionFigures) -> Vec<(&'static str, String)> {
+    vec![
+        ("core", s.core.to_string()),
+        ("topic", p.topic.clone()),
+        ("partition", p.partition.to_string()),
+    ]
+}
+
+/// The latency histograms of a snapshot: (family name, help, the histogram).
+type LatencyFamily = (
+    &'static str,
+    &'static str,
+    fn(&Snapshot) -> &LatencyHistogram,
+);
+pub const LATENCY_FAMILIES: &[LatencyFamily] = &[
+    (
+        "ringlog_produce_latency_seconds",
+        "Produce request latency (includes the fdatasync for acks 1/all).",
+        |s| &s.produce_latency,
+    ),
+    (
+        "ringlog_fetch_latency_seconds",
+        "Fetch request latency (includes long-poll waits).",
+        |s| &s.fetch_latency,
+    ),
+    (
+        "ringlog_fdatasync_latency_seconds",
+        "Flush rounds: block writes plus fdatasync.",
+        |s| &s.fsync_latency,
+    ),
+    (
+        "ringlog_cross_core_hop_latency_seconds",
+        "What a cross-core call costs its caller beyond the work itself: the trip through the target core's inbox and the answer's way back (recorded on the calling core).",
+        |s| &s.hop_latency,
+    ),
+    (
+        "ringlog_cross_core_queue_latency_seconds",
+        "Time a cross-core job waited in this core's inbox before it started (recorded on the target core).",
+        |s| &s.queue_latency,
+    ),
+];
+
+/// Renders snapshots of every core as OpenMetrics text (which Prometheus reads), through
+/// `prometheus-client`.
 pub fn render(snaps: &[Snapshot]) -> String {
-    let mut out = String::new();
-    let mut f = Family { out: &mut out };
+    let mut x = Exposition::default();
     type Get = fn(&Snapshot) -> f64;
     let simple: &[(&str, &str, &str, Get)] = &[
         (
@@ -416,49 +573,31 @@ pub fn render(snaps: &[Snapshot]) -> String {
         ),
     ];
     for (name, kind, help, get) in simple {
-        f.head(name, kind, help);
+        let fam = x.family(name, kind, help);
         for s in snaps {
-            f.sample(name, &[("core", s.core.to_string())], get(s));
+            fam.sample(core_label(s), get(s));
         }
     }
-    f.head(
+    let fam = x.family(
         "ringlog_requests_total",
         "counter",
         "Requests answered, by API and Kafka error code.",
     );
     for s in snaps {
         for (api, code, n) in &s.requests {
-            f.sample(
-                "ringlog_requests_total",
-                &[
-                    ("core", s.core.to_string()),
-                    ("api", api.clone()),
-                    ("error_code", code.to_string()),
-                ],
-                n,
-            );
+            let labels = vec![
+                ("core", s.core.to_string()),
+                ("api", api.clone()),
+                ("error_code", code.to_string()),
+            ];
+            fam.sample(labels, *n as f64);
         }
     }
-    for (name, help, get) in [
-        (
-            "ringlog_produce_latency_seconds",
-            "Produce request latency (includes the fdatasync for acks 1/all).",
-            (|s: &Snapshot| &s.produce_latency) as fn(&Snapshot) -> &LatencyHistogram,
-        ),
-        (
-            "ringlog_fetch_latency_seconds",
-            "Fetch request latency (includes long-poll waits).",
-            |s: &Snapshot| &s.fetch_latency,
-        ),
-        (
-            "ringlog_fdatasync_latency_seconds",
-            "Flush rounds: block writes plus fdatasync.",
-            |s: &Snapshot| &s.fsync_latency,
-        ),
-    ] {
-        f.head(name, "histogram", help);
+    for (name, help, get) in LATENCY_FAMILIES {
+        let fam = x.family(name, "histogram", help);
         for s in snaps {
-            f.histogram(name, s.core, get(s));
+            fam.samples
+                .push((core_label(s), Value::Histogram(get(s).clone())));
         }
     }
     type CursorGet = fn(&CursorFigures) -> f64;
@@ -483,44 +622,58 @@ pub fn render(snaps: &[Snapshot]) -> String {
         ),
         (
             "fanout_child_dropped_messages",
-            "counter",
-            "Parent records aged out before the cursor copied them.",
+            "gauge",
+            "Parent records aged out before the cursor copied them (a count since the cursor opened; DESIGN.md names it without _total).",
             |c| c.dropped as f64,
         ),
     ];
     for (name, kind, help, get) in fanout {
-        f.head(name, kind, help);
+        let fam = x.family(name, kind, help);
         for s in snaps {
             for c in &s.cursors {
-                f.sample(
-                    name,
-                    &[
-                        ("core", s.core.to_string()),
-                        ("parent", c.parent.clone()),
-                        ("child", c.child.clone()),
-                        ("partition", c.partition.to_string()),
-                    ],
-                    get(c),
-                );
+                let labels = vec![
+                    ("core", s.core.to_string()),
+                    ("parent", c.parent.clone()),
+                    ("child", c.child.clone()),
+                    ("partition", c.partition.to_string()),
+                ];
+                fam.sample(labels, get(c));
             }
         }
     }
-    f.head(
-        "ringlog_partition_log_bytes",
-        "gauge",
-        "Bytes of log data of one partition.",
-    );
-    for s in snaps {
-        for p in &s.partitions {
-            f.sample(
-                "ringlog_partition_log_bytes",
-                &[
-                    ("core", s.core.to_string()),
-                    ("topic", p.topic.clone()),
-                    ("partition", p.partition.to_string()),
-                ],
-                p.log_bytes,
-            );
+    type PartitionGet = fn(&PartitionFigures) -> f64;
+    let per_partition: &[(&str, &str, &str, PartitionGet)] = &[
+        (
+            "ringlog_partition_log_bytes",
+            "gauge",
+            "Bytes of log data of one partition.",
+            |p| p.log_bytes as f64,
+        ),
+        (
+            "ringlog_partition_high_watermark",
+            "gauge",
+            "High watermark (next durable offset) of one partition.",
+            |p| p.high_watermark as f64,
+        ),
+        (
+            "ringlog_partition_record_bytes_in_total",
+            "counter",
+            "Record batch bytes Produce appended to one partition since it opened on its core.",
+            |p| p.traffic.bytes_in as f64,
+        ),
+        (
+            "ringlog_partition_record_bytes_out_total",
+            "counter",
+            "Record batch bytes Fetch returned from one partition since it opened on its core.",
+            |p| p.traffic.bytes_out as f64,
+        ),
+    ];
+    for (name, kind, help, get) in per_partition {
+        let fam = x.family(name, kind, help);
+        for s in snaps {
+            for p in &s.partitions {
+                fam.sample(partition_labels(s, p), get(p));
+            }
         }
     }
     type Cleaner = fn(&(f64, Option<f64>)) -> Option<f64>;
@@ -537,57 +690,170 @@ pub fn render(snaps: &[Snapshot]) -> String {
         ),
     ];
     for (name, help, get) in cleaner {
-        f.head(name, "gauge", help);
+        let fam = x.family(name, "gauge", help);
         for s in snaps {
             for p in &s.partitions {
                 if let Some(v) = p.cleaner.as_ref().and_then(get) {
-                    f.sample(
-                        name,
-                        &[
-                            ("core", s.core.to_string()),
-                            ("topic", p.topic.clone()),
-                            ("partition", p.partition.to_string()),
-                        ],
-                        v,
-                    );
+                    fam.sample(partition_labels(s, p), v);
                 }
             }
         }
     }
-    f.head(
-        "ringlog_partition_high_watermark",
-        "gauge",
-        "High watermark (next durable offset) of one partition.",
-    );
-    for s in snaps {
-        for p in &s.partitions {
-            f.sample(
-                "ringlog_partition_high_watermark",
-                &[
-                    ("core", s.core.to_string()),
-                    ("topic", p.topic.clone()),
-                    ("partition", p.partition.to_string()),
-                ],
-                p.high_watermark,
-            );
-        }
-    }
     if let Some(rss) = process_resident_bytes() {
-        f.head(
+        let fam = x.family(
             "ringlog_process_resident_bytes",
             "gauge",
             "Resident memory of the broker process (what each partition costs: divide by ringlog_partitions).",
         );
-        let _ = writeln!(f.out, "ringlog_process_resident_bytes {rss}");
+        fam.sample(Vec::new(), rss as f64);
     }
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(x));
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &registry)
+        .expect("writing to a String does not fail");
     out
 }
 
 /// The process's resident set in bytes (`/proc/self/statm`), if readable.
-fn process_resident_bytes() -> Option<u64> {
+pub fn process_resident_bytes() -> Option<u64> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
     // SAFETY: sysconf with a valid name has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     Some(pages * u64::try_from(page).ok()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openmetrics_parser::OpenMetricsValue;
+
+    /// Two cores' snapshots rendered, then read back by the strict OpenMetrics parser: every
+    /// family is there with its type, counters and gauges carry their values, and each
+    /// histogram's buckets are those of the hdrhistogram it was derived from.
+    #[test]
+    fn the_exposition_parses_strictly_and_carries_the_figures() {
+        let snaps: Vec<Snapshot> = (0..2)
+            .map(|core| {
+                let mut s = Snapshot {
+                    core,
+                    records_in: 100 + core as u64,
+                    requests: vec![("Produce".into(), 0, 7), ("Fetch".into(), 3, 1)],
+                    partitions: vec![PartitionFigures {
+                        topic: "t\"q".into(),
+                        partition: core as u32,
+                        log_bytes: 4096,
+                        high_watermark: 10,
+                        log_start_offset: 0,
+                        segments: 1,
+                        cleaner: Some((0.5, None)),
+                        traffic: PartitionTraffic {
+                            bytes_in: 999,
+                            ..Default::default()
+                        },
+                    }],
+                    cursors: vec![CursorFigures {
+                        parent: "p".into(),
+                        partition: 0,
+                        child: "c".into(),
+                        lag_messages: 5,
+                        due_lag_ms: 1500,
+                        committed: 9,
+                        dropped: 1,
+                    }],
+                    ..Default::default()
+                };
+                for us in [30, 70, 70, 400, 2_000, 20_000_000] {
+                    s.fsync_latency.record_us(us);
+                }
+                s
+            })
+            .collect();
+        let text = render(&snaps);
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        let page = openmetrics_parser::openmetrics::parse_openmetrics(&text)
+            .unwrap_or_else(|e| panic!("{e:?}\n{text}"));
+        let family = |name: &str| {
+            page.families
+                .get(name)
+                .unwrap_or_else(|| panic!("{name} missing\n{text}"))
+        };
+        let records = family("ringlog_records_in");
+        let mut values: Vec<f64> = records
+            .iter_samples()
+            .map(|s| match &s.value {
+                OpenMetricsValue::Counter(c) => c.value.as_f64(),
+                v => panic!("a counter, not {v:?}"),
+            })
+            .collect();
+        values.sort_by(f64::total_cmp);
+        assert_eq!(values, vec![100.0, 101.0]);
+        assert_eq!(family("ringlog_requests").iter_samples().count(), 4);
+        assert!(matches!(
+            family("fanout_child_dropped_messages")
+                .iter_samples()
+                .next()
+                .unwrap()
+                .value,
+            OpenMetricsValue::Gauge(_)
+        ));
+        let lag = family("fanout_due_lag_seconds")
+            .iter_samples()
+            .next()
+            .unwrap();
+        assert!(matches!(&lag.value, OpenMetricsValue::Gauge(g) if g.as_f64() == 1.5));
+        let topic = family("ringlog_partition_log_bytes")
+            .iter_samples()
+            .next()
+            .unwrap();
+        assert_eq!(
+            topic.get_labelset().unwrap().get_label_value("topic"),
+            Some("t\"q"),
+            "label values are escaped and read back"
+        );
+        for (name, _, get) in LATENCY_FAMILIES {
+            let f = family(name);
+            for sample in f.iter_samples() {
+                let OpenMetricsValue::Histogram(h) = &sample.value else {
+                    panic!("{name} is a histogram");
+                };
+                let core: usize = sample
+                    .get_labelset()
+                    .unwrap()
+                    .get_label_value("core")
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                let want = get(&snaps[core]);
+                assert_eq!(h.count, Some(want.count()));
+                let got: Vec<(f64, u64)> = h
+                    .buckets
+                    .iter()
+                    .map(|b| (b.upper_bound, b.count.as_f64() as u64))
+                    .collect();
+                let mut expected = want.prometheus_buckets();
+                expected.push((f64::INFINITY, want.count()));
+                assert_eq!(got, expected, "{name} buckets");
+            }
+        }
+        let fsync = family("ringlog_fdatasync_latency_seconds")
+            .iter_samples()
+            .next()
+            .unwrap();
+        let OpenMetricsValue::Histogram(h) = &fsync.value else {
+            unreachable!()
+        };
+        assert_eq!(h.count, Some(6));
+        assert_eq!(
+            h.buckets[0].count.as_f64(),
+            1.0,
+            "30 µs is at or below 50 µs"
+        );
+        assert_eq!(
+            h.buckets[1].count.as_f64(),
+            3.0,
+            "and 70 µs twice below 100 µs"
+        );
+    }
 }

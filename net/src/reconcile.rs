@@ -217,6 +217,7 @@ impl CoreState {
             index,
             partition,
             _fd_slot: fd_slot,
+            traffic: Default::default(),
         })
     }
 

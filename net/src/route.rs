@@ -6,6 +6,9 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::rc::Rc;
+use std::time::Instant;
+
+use tracing::Instrument;
 
 pub use engine::shard::CoreGone;
 
@@ -20,10 +23,22 @@ where
     Fut: Future<Output = R> + 'static,
 {
     if core == state.core {
-        Ok(f(state.clone()).await)
-    } else {
-        state.shards.invoke_on(core, f).await
+        return Ok(f(state.clone()).await);
     }
+    // The caller's tracing span goes along, so a request can be followed across cores.
+    let span = tracing::Span::current();
+    let sent = Instant::now();
+    let (r, work) = state
+        .shards
+        .invoke_on(core, move |target| async move {
+            let started = Instant::now();
+            target.metrics.record_queued(started - sent);
+            let r = f(target).instrument(span).await;
+            (r, started.elapsed())
+        })
+        .await?;
+    state.metrics.record_hop(sent.elapsed(), work);
+    Ok(r)
 }
 
 /// Where an item's answer goes in the response: (topic index, partition index).

@@ -10,9 +10,9 @@ use kafka_protocol::messages::{ApiKey, DescribeConfigsRequest};
 use kafka_protocol::protocol::StrBytes;
 use serde_json::json;
 
+use crate::admin_client::{http, parse_metrics, DEFAULT_ADMIN_ADDR};
 use crate::client::{kafka_error, KafkaClient};
 use crate::output;
-use crate::shards_cmd::{http, parse_prometheus, DEFAULT_ADMIN_ADDR};
 use crate::topic_cmd::{alter_config, metadata};
 
 const RESOURCE_TOPIC: i8 = 2;
@@ -172,7 +172,7 @@ fn list(
     let lag: Option<BTreeMap<String, (f64, f64)>> = http(admin, "GET", "/metrics")
         .ok()
         .filter(|(status, _)| *status == 200)
-        .and_then(|(_, body)| parse_prometheus(&body).ok())
+        .and_then(|(_, body)| parse_metrics(&body).ok())
         .map(|samples| {
             let mut m: BTreeMap<String, (f64, f64)> = BTreeMap::new();
             for ((name, labels), value) in samples {

@@ -1,5 +1,6 @@
 //! `ringlog`: the broker binary (`serve`) and, with later issues, the admin and debug tools.
 
+mod admin_client;
 mod client;
 mod cluster_cmd;
 mod data_cmd;

@@ -3,8 +3,9 @@
 
 use clap::{Args, Subcommand};
 
+use crate::admin_client::{admin_answer, http_within, DEFAULT_ADMIN_ADDR};
 use crate::output;
-use crate::shards_cmd::{admin_answer, http_within, parse_partition, DEFAULT_ADMIN_ADDR};
+use crate::shards_cmd::parse_partition;
 
 /// How long the command waits for a move (catch-up copy, handoff) to finish.
 const MOVE_WAIT_MS: u64 = net::partition_move::MOVE_TIMEOUT_MS + 60_000;

@@ -1,29 +1,41 @@
-//! `ringlog shards` (the per-core view) and `ringlog shard move` (the SRE tuning lever). Both
-//! use the broker's admin HTTP listener (`serve --metrics-listen`): the view is computed from
-//! two scrapes of `/metrics`, the move is `POST /v1/shard-move`.
+//! `ringlog shards` (the per-core view), `--watch` (the same view, live), `--hot N` (the
+//! busiest partitions and the core each lives on) and `ringlog shard move` (the SRE tuning
+//! lever). The view comes from the admin listener's `GET /v1/shards` (the broker measures
+//! the interval: rates and exact latency percentiles); the move is `POST /v1/shard-move`.
 
-use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::time::{Duration, Instant};
+use std::io::Write;
+use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use serde_json::json;
+use serde_json::Value;
 
+use crate::admin_client::{admin_answer, http, http_within, DEFAULT_ADMIN_ADDR};
 use crate::output;
 
-/// Redpanda's admin port, the default of `--admin`.
-pub const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:9644";
-const HTTP_TIMEOUT_MS: u64 = 30_000;
+/// The longest interval the broker measures a view over (its `MAX_VIEW_INTERVAL_MS`).
+const MAX_INTERVAL_MS: u64 = net::shard_view::MAX_VIEW_INTERVAL_MS;
+/// Hot partitions `--watch` lists under the cores when `--hot` names no number.
+const WATCH_HOT_PARTITIONS: usize = 5;
+/// ANSI: cursor home, clear the screen (what `--watch` draws each frame after).
+const CLEAR_SCREEN: &str = "\x1b[H\x1b[2J";
 
 #[derive(Args, Debug)]
 pub struct ShardsArgs {
     /// The broker's admin listener (`serve --metrics-listen`).
     #[arg(long, default_value = DEFAULT_ADMIN_ADDR)]
     admin: String,
-    /// Interval between the two scrapes the rates come from.
+    /// The interval the rates and percentiles are measured over (and `--watch`'s refresh).
     #[arg(long, default_value_t = 1000)]
     interval_ms: u64,
+    /// Redraw the view every interval until interrupted (a live terminal view).
+    #[arg(long)]
+    watch: bool,
+    /// With --watch: stop after this many frames.
+    #[arg(long, value_name = "N")]
+    frames: Option<u64>,
+    /// List the N busiest partitions (bytes in plus out per second) with their core.
+    #[arg(long, value_name = "N")]
+    hot: Option<usize>,
     #[arg(long)]
     json: bool,
 }
@@ -49,233 +61,55 @@ enum ShardCommand {
     },
 }
 
-/// Sends one HTTP/1.1 request and returns (status, body).
-pub(crate) fn http(addr: &str, method: &str, path: &str) -> Result<(u16, String), String> {
-    http_within(addr, method, path, HTTP_TIMEOUT_MS)
+/// One view from the broker, measured over `interval_ms`.
+fn fetch_view(admin: &str, interval_ms: u64, hot: usize) -> Result<Value, String> {
+    let path = format!("/v1/shards?interval_ms={interval_ms}&hot={hot}");
+    let (status, body) = http_within(admin, "GET", &path, interval_ms + 30_000)?;
+    admin_answer(status, &body, "the shards view")
 }
 
-/// [`http`], waiting at most `timeout_ms` for the answer.
-pub(crate) fn http_within(
-    addr: &str,
-    method: &str,
-    path: &str,
-    timeout_ms: u64,
-) -> Result<(u16, String), String> {
-    let mut s = TcpStream::connect(addr).map_err(|e| {
-        format!("cannot reach the admin listener at {addr}: {e} (start the broker with --metrics-listen {addr}, or pass --admin HOST:PORT)")
-    })?;
-    s.set_read_timeout(Some(Duration::from_millis(timeout_ms)))
-        .map_err(|e| e.to_string())?;
-    write!(s, "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").map_err(|e| e.to_string())?;
-    let mut raw = String::new();
-    s.read_to_string(&mut raw)
-        .map_err(|e| format!("reading from {addr}: {e}"))?;
-    let (head, body) = raw
-        .split_once("\r\n\r\n")
-        .ok_or("malformed HTTP response")?;
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or("malformed HTTP status line")?;
-    Ok((status, body.to_string()))
+fn num(v: &Value, unit: &str) -> String {
+    v.as_f64().map_or("-".into(), |x| match unit {
+        "ms" => format!("{x:.2}"),
+        "%" => format!("{:.1}%", x * 100.0),
+        _ => format!("{x:.0}"),
+    })
 }
 
-/// Samples of a Prometheus text page: (name, labels) → value.
-type Samples = BTreeMap<(String, BTreeMap<String, String>), f64>;
-
-pub fn parse_prometheus(text: &str) -> Result<Samples, String> {
-    let mut out = Samples::new();
-    for (n, line) in text.lines().enumerate() {
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let (series, value) = line
-            .rsplit_once(' ')
-            .ok_or(format!("line {}: no value", n + 1))?;
-        let value: f64 = value
-            .parse()
-            .map_err(|_| format!("line {}: bad value {value:?}", n + 1))?;
-        let (name, labels) = match series.split_once('{') {
-            Some((name, rest)) => {
-                let body = rest
-                    .strip_suffix('}')
-                    .ok_or(format!("line {}: unclosed labels", n + 1))?;
-                let mut labels = BTreeMap::new();
-                for kv in body.split("\",").filter(|s| !s.is_empty()) {
-                    let (k, v) = kv
-                        .split_once("=\"")
-                        .ok_or(format!("line {}: bad label {kv:?}", n + 1))?;
-                    labels.insert(k.to_string(), v.trim_end_matches('"').to_string());
-                }
-                (name.to_string(), labels)
-            }
-            None => (series.to_string(), BTreeMap::new()),
-        };
-        out.insert((name, labels), value);
-    }
-    Ok(out)
-}
-
-fn per_core(s: &Samples, name: &str) -> BTreeMap<String, f64> {
-    let mut m = BTreeMap::new();
-    for ((n, labels), v) in s {
-        if n == name {
-            if let Some(core) = labels.get("core") {
-                *m.entry(core.clone()).or_insert(0.0) += v;
-            }
-        }
-    }
-    m
-}
-
-/// p99 (upper bucket bound, seconds) of a histogram's increase between two scrapes, or of its
-/// whole life when nothing happened in between.
-fn p99(before: &Samples, after: &Samples, name: &str, core: &str) -> Option<f64> {
-    let buckets = |s: &Samples| -> Vec<(f64, f64)> {
-        let mut b: Vec<(f64, f64)> = s
-            .iter()
-            .filter(|((n, l), _)| {
-                n == &format!("{name}_bucket") && l.get("core").map(String::as_str) == Some(core)
-            })
-            .map(|((_, l), v)| {
-                let le = l.get("le").map(String::as_str).unwrap_or("+Inf");
-                (
-                    if le == "+Inf" {
-                        f64::INFINITY
-                    } else {
-                        le.parse().unwrap_or(f64::INFINITY)
-                    },
-                    *v,
-                )
-            })
-            .collect();
-        b.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
-        b
-    };
-    let (a, b) = (buckets(before), buckets(after));
-    let delta: Vec<(f64, f64)> = b
-        .iter()
-        .zip(a.iter().chain(std::iter::repeat(&(0.0, 0.0))))
-        .map(|(x, y)| (x.0, x.1 - y.1))
-        .collect();
-    let use_delta = delta.last().is_some_and(|l| l.1 > 0.0);
-    let series = if use_delta { delta } else { b };
-    let total = series.last()?.1;
-    if total <= 0.0 {
-        return None;
-    }
-    series
-        .iter()
-        .find(|(_, c)| *c >= 0.99 * total)
-        .map(|(le, _)| *le)
-}
-
-pub fn run_shards(args: ShardsArgs) -> Result<(), String> {
-    let scrape = |addr: &str| -> Result<Samples, String> {
-        let (status, body) = http(addr, "GET", "/metrics")?;
-        if status != 200 {
-            return Err(format!("GET /metrics answered {status}: {body}"));
-        }
-        parse_prometheus(&body)
-    };
-    let t0 = Instant::now();
-    let before = scrape(&args.admin)?;
-    std::thread::sleep(Duration::from_millis(args.interval_ms.max(1)));
-    let after = scrape(&args.admin)?;
-    let secs = t0.elapsed().as_secs_f64();
-    let rate = |name: &str| -> BTreeMap<String, f64> {
-        let (a, b) = (per_core(&before, name), per_core(&after, name));
-        b.iter()
-            .map(|(c, v)| (c.clone(), (v - a.get(c).copied().unwrap_or(0.0)) / secs))
-            .collect()
-    };
-    let partitions = per_core(&after, "ringlog_partitions");
-    let bytes_in = rate("ringlog_record_bytes_in_total");
-    let records_in = rate("ringlog_records_in_total");
-    let bytes_out = rate("ringlog_record_bytes_out_total");
-    let records_out = rate("ringlog_records_out_total");
-    let busy = rate("ringlog_core_busy_seconds_total");
-    let queue = per_core(&after, "ringlog_cross_core_queue_depth");
-    let in_flight = per_core(&after, "ringlog_requests_in_flight");
-    let open_files = per_core(&after, "ringlog_open_files");
-    let open_budget = per_core(&after, "ringlog_open_files_budget");
-    let reopens = rate("ringlog_open_files_reopened_total");
-    // The node's resident memory shared out by partitions: what a partition costs.
-    let rss = after
-        .iter()
-        .find(|((n, _), _)| n == "ringlog_process_resident_bytes")
-        .map(|(_, v)| *v);
-    let all_partitions: f64 = partitions.values().sum();
-    let mut names: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (n, l) in after.keys() {
-        if n == "ringlog_partition_log_bytes" {
-            if let (Some(c), Some(t), Some(p)) = (l.get("core"), l.get("topic"), l.get("partition"))
-            {
-                names.entry(c.clone()).or_default().push(format!("{t}/{p}"));
-            }
-        }
-    }
-    let mut cores: Vec<&String> = partitions.keys().collect();
-    cores.sort_by_key(|c| c.parse::<usize>().unwrap_or(usize::MAX));
-    let get = |m: &BTreeMap<String, f64>, c: &str| m.get(c).copied().unwrap_or(0.0);
-    let rows: Vec<serde_json::Value> = cores
-        .iter()
-        .map(|c| {
-            json!({
-                "core": c.parse::<usize>().unwrap_or(0),
-                "partitions": get(&partitions, c) as u64,
-                "partition_names": names.get(*c).cloned().unwrap_or_default(),
-                "bytes_in_per_s": get(&bytes_in, c),
-                "records_in_per_s": get(&records_in, c),
-                "bytes_out_per_s": get(&bytes_out, c),
-                "records_out_per_s": get(&records_out, c),
-                "fsync_p99_ms": p99(&before, &after, "ringlog_fdatasync_latency_seconds", c).map(|s| s * 1000.0),
-                "queue_depth": get(&queue, c) as u64,
-                "requests_in_flight": get(&in_flight, c) as i64,
-                "busy_fraction": get(&busy, c).min(1.0),
-                "open_files": get(&open_files, c) as u64,
-                "open_files_budget": get(&open_budget, c) as u64,
-                "reopens_per_s": get(&reopens, c),
-                "node_resident_bytes_per_partition": rss
-                    .filter(|_| all_partitions > 0.0)
-                    .map(|r| r / all_partitions),
-            })
-        })
-        .collect();
-    if args.json {
-        output::json(&json!(rows));
-        return Ok(());
-    }
-    let table: Vec<Vec<String>> = rows
-        .iter()
+fn cores_table(view: &Value) -> String {
+    let rows: Vec<Vec<String>> = view["cores"]
+        .as_array()
+        .into_iter()
+        .flatten()
         .map(|r| {
-            let p99 = r["fsync_p99_ms"].as_f64().map_or("-".to_string(), |v| {
-                if v.is_finite() {
-                    format!("{v:.2}")
-                } else {
-                    ">10000".into()
-                }
-            });
+            let hottest = r["hot_partitions"]
+                .as_array()
+                .and_then(|h| h.first())
+                .map_or("-".into(), |p| {
+                    format!("{}/{}", p["topic"].as_str().unwrap_or("?"), p["partition"])
+                });
             vec![
                 r["core"].to_string(),
                 r["partitions"].to_string(),
-                format!("{:.0}", r["bytes_in_per_s"].as_f64().unwrap_or(0.0)),
-                format!("{:.0}", r["records_in_per_s"].as_f64().unwrap_or(0.0)),
-                format!("{:.0}", r["bytes_out_per_s"].as_f64().unwrap_or(0.0)),
-                format!("{:.0}", r["records_out_per_s"].as_f64().unwrap_or(0.0)),
-                p99,
+                num(&r["bytes_in_per_s"], ""),
+                num(&r["records_in_per_s"], ""),
+                num(&r["bytes_out_per_s"], ""),
+                num(&r["records_out_per_s"], ""),
+                num(&r["produce_p99_ms"], "ms"),
+                num(&r["fsync_p99_ms"], "ms"),
+                num(&r["latency"]["cross_core_hop"]["p99_ms"], "ms"),
                 format!("{}/{}", r["queue_depth"], r["requests_in_flight"]),
-                format!("{:.1}%", r["busy_fraction"].as_f64().unwrap_or(0.0) * 100.0),
+                num(&r["busy_fraction"], "%"),
                 format!("{}/{}", r["open_files"], r["open_files_budget"]),
-                format!("{:.0}", r["reopens_per_s"].as_f64().unwrap_or(0.0)),
+                num(&r["reopens_per_s"], ""),
                 r["node_resident_bytes_per_partition"]
                     .as_f64()
                     .map_or("-".into(), |b| format!("{:.1}", b / 1024.0)),
+                hottest,
             ]
         })
         .collect();
-    output::table(
+    output::table_text(
         &[
             "CORE",
             "PARTITIONS",
@@ -283,15 +117,103 @@ pub fn run_shards(args: ShardsArgs) -> Result<(), String> {
             "RECORDS-IN/S",
             "BYTES-OUT/S",
             "RECORDS-OUT/S",
+            "PRODUCE-P99-MS",
             "FSYNC-P99-MS",
+            "HOP-P99-MS",
             "QUEUE/IN-FLIGHT",
             "BUSY",
             "OPEN-FILES",
             "REOPENS/S",
             "KIB/PARTITION",
+            "HOTTEST",
         ],
-        &table,
-    );
+        &rows,
+    )
+}
+
+fn hot_table(view: &Value) -> String {
+    let rows: Vec<Vec<String>> = view["hot_partitions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            vec![
+                format!("{}/{}", p["topic"].as_str().unwrap_or("?"), p["partition"]),
+                p["core"].to_string(),
+                num(&p["bytes_in_per_s"], ""),
+                num(&p["records_in_per_s"], ""),
+                num(&p["bytes_out_per_s"], ""),
+                num(&p["records_out_per_s"], ""),
+            ]
+        })
+        .collect();
+    output::table_text(
+        &[
+            "PARTITION",
+            "CORE",
+            "BYTES-IN/S",
+            "RECORDS-IN/S",
+            "BYTES-OUT/S",
+            "RECORDS-OUT/S",
+        ],
+        &rows,
+    )
+}
+
+pub fn run_shards(args: ShardsArgs) -> Result<(), String> {
+    if args.interval_ms == 0 || args.interval_ms > MAX_INTERVAL_MS {
+        return Err(format!(
+            "--interval-ms {} is out of range: give 1 to {MAX_INTERVAL_MS}",
+            args.interval_ms
+        ));
+    }
+    if args.frames.is_some() && !args.watch {
+        return Err("--frames counts --watch's frames: add --watch".into());
+    }
+    if args.watch {
+        if args.json {
+            return Err("--watch draws a terminal view: drop --json (or drop --watch)".into());
+        }
+        return watch(&args);
+    }
+    let hot = args.hot.unwrap_or(0);
+    let view = fetch_view(&args.admin, args.interval_ms, hot)?;
+    match (args.hot.is_some(), args.json) {
+        (true, true) => output::json(&view["hot_partitions"]),
+        (true, false) => print!("{}", hot_table(&view)),
+        (false, true) => output::json(&view["cores"]),
+        (false, false) => print!("{}", cores_table(&view)),
+    }
+    Ok(())
+}
+
+/// `--watch`: one frame per interval (the broker's measurement is the wait), drawn over the
+/// last; an unreachable broker shows the error and is asked again next frame.
+fn watch(args: &ShardsArgs) -> Result<(), String> {
+    let hot = args.hot.unwrap_or(WATCH_HOT_PARTITIONS);
+    let mut frame = 0u64;
+    let mut out = std::io::stdout();
+    while args.frames.is_none_or(|n| frame < n) {
+        frame += 1;
+        let mut screen = format!(
+            "{CLEAR_SCREEN}ringlog shards  admin {}  every {} ms  frame {frame}  (Ctrl-C quits)\n\n",
+            args.admin, args.interval_ms
+        );
+        match fetch_view(&args.admin, args.interval_ms, hot) {
+            Ok(view) => {
+                screen.push_str(&cores_table(&view));
+                screen.push_str(&format!("\nhottest {hot} partitions\n"));
+                screen.push_str(&hot_table(&view));
+            }
+            Err(e) => {
+                screen.push_str(&format!("{e}\n"));
+                std::thread::sleep(Duration::from_millis(args.interval_ms));
+            }
+        }
+        out.write_all(screen.as_bytes())
+            .and_then(|()| out.flush())
+            .map_err(|e| format!("writing the view: {e}"))?;
+    }
     Ok(())
 }
 
@@ -323,28 +245,39 @@ pub fn run_shard(args: ShardArgs) -> Result<(), String> {
     }
 }
 
-/// An admin listener's JSON answer; a status other than 200 is an error naming `what` and
-/// the listener's reason.
-pub(crate) fn admin_answer(
-    status: u16,
-    body: &str,
-    what: &str,
-) -> Result<serde_json::Value, String> {
-    let v: serde_json::Value = serde_json::from_str(body.trim())
-        .map_err(|_| format!("admin answered {status}: {body}"))?;
-    if status != 200 {
-        return Err(format!(
-            "{what} refused: {}",
-            v["error"].as_str().unwrap_or(body.trim())
-        ));
-    }
-    Ok(v)
-}
-
 /// `TOPIC/PARTITION` (e.g. `orders/3`) as a topic and a partition index.
 pub(crate) fn parse_partition(s: &str) -> Result<(String, u32), String> {
     s.rsplit_once('/')
         .filter(|(t, _)| !t.is_empty())
         .and_then(|(t, p)| p.parse::<u32>().ok().map(|p| (t.to_string(), p)))
         .ok_or_else(|| format!("{s:?}: expected TOPIC/PARTITION, e.g. orders/3"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn tables_render_a_view() {
+        let view = json!({
+            "interval_ms": 1000,
+            "cores": [{"core": 0, "partitions": 2, "bytes_in_per_s": 10.0, "records_in_per_s": 1.0,
+                "bytes_out_per_s": 0.0, "records_out_per_s": 0.0, "produce_p99_ms": 1.5,
+                "fsync_p99_ms": null, "latency": {"cross_core_hop": {"p99_ms": 0.02}},
+                "queue_depth": 0, "requests_in_flight": 1, "busy_fraction": 0.25,
+                "open_files": 3, "open_files_budget": 100, "reopens_per_s": 0.0,
+                "node_resident_bytes_per_partition": 2048.0,
+                "hot_partitions": [{"topic": "t", "partition": 1, "core": 0}]}],
+            "hot_partitions": [{"topic": "t", "partition": 1, "core": 0, "bytes_in_per_s": 10.0,
+                "records_in_per_s": 1.0, "bytes_out_per_s": 0.0, "records_out_per_s": 0.0}],
+        });
+        let t = cores_table(&view);
+        let row = t.lines().nth(1).unwrap();
+        for cell in ["1.50", "-", "0.02", "0/1", "25.0%", "3/100", "2.0", "t/1"] {
+            assert!(row.split_whitespace().any(|c| c == cell), "{cell} in {row}");
+        }
+        let h = hot_table(&view);
+        assert!(h.lines().nth(1).unwrap().starts_with("t/1"), "{h}");
+    }
 }

@@ -6,8 +6,8 @@
 use clap::{Args, Subcommand};
 use meta::ScramMechanism;
 
+use crate::admin_client::{admin_answer, http, DEFAULT_ADMIN_ADDR};
 use crate::output;
-use crate::shards_cmd::{admin_answer, http, DEFAULT_ADMIN_ADDR};
 
 /// Random salt bytes of a new credential.
 const SALT_BYTES: usize = 24;

@@ -4,7 +4,7 @@
 
 mod support;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -20,118 +20,73 @@ fn scrape(admin: &str) -> String {
     let raw = http_request(admin, "GET", "/metrics");
     let (head, body) = raw.split_once("\r\n\r\n").expect("http response");
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    assert!(head.contains("text/plain; version=0.0.4"), "{head}");
+    assert!(head.contains("application/openmetrics-text"), "{head}");
     body.to_string()
 }
 
-fn valid_name(n: &str) -> bool {
-    let mut c = n.chars();
-    c.next()
-        .is_some_and(|f| f.is_ascii_alphabetic() || f == '_' || f == ':')
-        && c.all(|x| x.is_ascii_alphanumeric() || x == '_' || x == ':')
-}
-
-/// A strict check of the text exposition format 0.0.4; returns samples (series → value).
+/// The page read by the strict OpenMetrics parser (it refuses any malformed line, a sample
+/// outside its family, a missing `# EOF`); returns samples (series → value), a series
+/// written as on the page (`name{label="v",...}`, labels in the page's order). Histograms
+/// must be cumulative with `+Inf` equal to `_count`.
 fn parse_strict(text: &str) -> BTreeMap<String, f64> {
-    let mut types: HashMap<String, String> = HashMap::new();
+    use openmetrics_parser::OpenMetricsValue;
+    let page = openmetrics_parser::openmetrics::parse_openmetrics(text)
+        .unwrap_or_else(|e| panic!("invalid OpenMetrics text: {e:?}\n{text}"));
     let mut samples = BTreeMap::new();
-    for (i, line) in text.lines().enumerate() {
-        let at = format!("line {}: {line:?}", i + 1);
-        if let Some(rest) = line.strip_prefix("# ") {
-            let mut parts = rest.splitn(3, ' ');
-            let (kind, name) = (parts.next().unwrap(), parts.next().expect(&at));
-            assert!(valid_name(name), "{at}");
-            match kind {
-                "HELP" => assert!(parts.next().is_some_and(|h| !h.is_empty()), "{at}"),
-                "TYPE" => {
-                    let t = parts.next().expect(&at);
-                    assert!(["counter", "gauge", "histogram"].contains(&t), "{at}");
-                    assert!(
-                        types.insert(name.to_string(), t.to_string()).is_none(),
-                        "TYPE twice: {at}"
-                    );
+    for (name, family) in &page.families {
+        let names = family.get_label_names().to_vec();
+        for sample in family.iter_samples() {
+            let labels = sample.get_labelset().unwrap();
+            let series = |suffix: &str, extra: Option<(&str, String)>| {
+                let mut l: Vec<String> = names
+                    .iter()
+                    .map(|k| format!("{k}=\"{}\"", labels.get_label_value(k).unwrap()))
+                    .collect();
+                if let Some((k, v)) = extra {
+                    l.push(format!("{k}=\"{v}\""));
                 }
-                _ => panic!("unknown comment {at}"),
-            }
-            continue;
-        }
-        assert!(!line.is_empty(), "{at}");
-        let (series, value) = line.rsplit_once(' ').expect(&at);
-        let v: f64 = value.parse().unwrap_or_else(|_| panic!("bad value {at}"));
-        let name = series.split('{').next().unwrap();
-        assert!(valid_name(name), "{at}");
-        if let Some(labels) = series.strip_prefix(name) {
-            if !labels.is_empty() {
-                let inner = labels
-                    .strip_prefix('{')
-                    .and_then(|l| l.strip_suffix('}'))
-                    .expect(&at);
-                for kv in inner.split("\",") {
-                    let (k, v) = kv.split_once("=\"").expect(&at);
-                    assert!(valid_name(k), "{at}");
-                    assert!(!v.trim_end_matches('"').contains('"'), "{at}");
-                }
-            }
-        }
-        let family = ["_bucket", "_sum", "_count"]
-            .iter()
-            .find_map(|suf| {
-                name.strip_suffix(suf)
-                    .filter(|f| types.get(*f).map(String::as_str) == Some("histogram"))
-            })
-            .unwrap_or(name);
-        assert!(types.contains_key(family), "sample before its TYPE: {at}");
-        if types[family] == "counter" {
-            assert!(v >= 0.0, "negative counter {at}");
-        }
-        assert!(
-            samples.insert(series.to_string(), v).is_none(),
-            "duplicate series {at}"
-        );
-    }
-    // Histograms: cumulative buckets, +Inf equals _count.
-    for (family, t) in &types {
-        if t != "histogram" {
-            continue;
-        }
-        let mut by_core: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
-        for (series, v) in &samples {
-            if let Some(labels) = series.strip_prefix(&format!("{family}_bucket{{")) {
-                let core = labels
-                    .split("core=\"")
-                    .nth(1)
-                    .unwrap()
-                    .split('"')
-                    .next()
-                    .unwrap()
-                    .to_string();
-                let le = labels
-                    .split("le=\"")
-                    .nth(1)
-                    .unwrap()
-                    .split('"')
-                    .next()
-                    .unwrap();
-                let le = if le == "+Inf" {
-                    f64::INFINITY
+                if l.is_empty() {
+                    format!("{name}{suffix}")
                 } else {
-                    le.parse().unwrap()
-                };
-                by_core.entry(core).or_default().push((le, *v));
+                    format!("{name}{suffix}{{{}}}", l.join(","))
+                }
+            };
+            let mut put = |k: String, v: f64| {
+                assert!(
+                    samples.insert(k.clone(), v).is_none(),
+                    "duplicate series {k}"
+                );
+            };
+            match &sample.value {
+                OpenMetricsValue::Counter(c) => {
+                    assert!(c.value.as_f64() >= 0.0, "negative counter {name}");
+                    put(series("_total", None), c.value.as_f64())
+                }
+                OpenMetricsValue::Gauge(g) => put(series("", None), g.as_f64()),
+                OpenMetricsValue::Histogram(h) => {
+                    let counts: Vec<f64> = h.buckets.iter().map(|b| b.count.as_f64()).collect();
+                    assert!(
+                        counts.windows(2).all(|w| w[0] <= w[1]),
+                        "{name} buckets not cumulative"
+                    );
+                    let last = h.buckets.last().expect("a +Inf bucket");
+                    assert_eq!(last.upper_bound, f64::INFINITY, "{name}: +Inf last");
+                    assert_eq!(
+                        Some(last.count.as_f64() as u64),
+                        h.count,
+                        "{name} +Inf bucket equals _count"
+                    );
+                    put(series("_count", None), h.count.unwrap() as f64);
+                    put(series("_sum", None), h.sum.as_ref().unwrap().as_f64());
+                    for b in &h.buckets {
+                        put(
+                            series("_bucket", Some(("le", b.upper_bound.to_string()))),
+                            b.count.as_f64(),
+                        );
+                    }
+                }
+                other => panic!("{name}: unexpected metric kind {other:?}"),
             }
-        }
-        for (core, mut b) in by_core {
-            b.sort_by(|x, y| x.0.partial_cmp(&y.0).unwrap());
-            assert!(
-                b.windows(2).all(|w| w[0].1 <= w[1].1),
-                "{family} buckets not cumulative"
-            );
-            let count = samples[&format!("{family}_count{{core=\"{core}\"}}")];
-            assert_eq!(
-                b.last().unwrap().1,
-                count,
-                "{family} +Inf bucket equals _count"
-            );
         }
     }
     samples

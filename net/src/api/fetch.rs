@@ -225,8 +225,10 @@ async fn read_one(state: &Rc<CoreState>, item: &ReadItem, limit: usize) -> (Part
                 base.aborted_transactions = Some(aborted);
             }
             let m = &state.metrics;
-            crate::metrics::CoreMetrics::add(&m.records_out, count_records(&bytes));
+            let records = count_records(&bytes);
+            crate::metrics::CoreMetrics::add(&m.records_out, records);
             crate::metrics::CoreMetrics::add(&m.record_bytes_out, bytes.len() as u64);
+            part.traffic.fetched(records, bytes.len() as u64);
             let n = bytes.len();
             (base.with_records(Some(Bytes::from(bytes))), n)
         }

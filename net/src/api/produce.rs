@@ -195,6 +195,7 @@ async fn append_one(
                 let m = &state.metrics;
                 crate::metrics::CoreMetrics::add(&m.records_in, count);
                 crate::metrics::CoreMetrics::add(&m.record_bytes_in, records.len() as u64);
+                part.traffic.produced(count, records.len() as u64);
             }
             answer(index, codes::NONE, None)
                 .with_base_offset(stored.base_offset as i64)
