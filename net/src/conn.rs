@@ -744,6 +744,15 @@ pub fn decode_body(
     }))
 }
 
+/// One request, in a `request` span (target `ringlog::trace`, off unless traced: then the
+/// partition spans on other cores nest under it, `crate::route` carries it along).
+#[tracing::instrument(
+    target = "ringlog::trace",
+    name = "request",
+    level = "trace",
+    skip_all,
+    fields(api = api_name(req.api_key), correlation_id = req.header.correlation_id, core = state.core)
+)]
 async fn handle(state: &Rc<CoreState>, req: Request, mute: &Cell<Option<Instant>>) -> Outcome {
     let m = &state.metrics;
     m.requests_in_flight.set(m.requests_in_flight.get() + 1);

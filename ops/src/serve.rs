@@ -80,6 +80,13 @@ pub struct ServeArgs {
     /// Log every decoded request and response (tracing target `ringlog::requests`).
     #[arg(long)]
     log_requests: bool,
+    /// Trace every request through the cores it crosses: tracing spans `request` (on the
+    /// connection's core) and `produce_partition` / `fetch_partition` (on the owner core,
+    /// nested under it), each logged when it closes with its busy and idle time (tracing
+    /// target `ringlog::trace`; `RINGLOG_LOG=ringlog::trace=trace` does the same). Off by
+    /// default: the spans then cost nothing.
+    #[arg(long)]
+    trace_requests: bool,
     /// Create unknown topics on Metadata or Produce (off by default, like Redpanda).
     #[arg(long)]
     auto_create_topics: bool,
@@ -663,11 +670,23 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
     Ok(c)
 }
 
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("RINGLOG_LOG")
+/// The tracing target of the request spans (`--trace-requests`).
+const TRACE_TARGET_DIRECTIVE: &str = "ringlog::trace=trace";
+
+fn init_logging(trace_requests: bool) {
+    let mut filter = tracing_subscriber::EnvFilter::try_from_env("RINGLOG_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn"));
+    if trace_requests {
+        filter = filter.add_directive(
+            TRACE_TARGET_DIRECTIVE
+                .parse()
+                .expect("the trace directive is a valid filter directive"),
+        );
+    }
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        // Only enabled spans close with a line: the request spans, when traced.
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
@@ -735,7 +754,7 @@ fn shutdown_on_signal(cores: usize) -> flume::Receiver<()> {
 }
 
 pub fn run(args: ServeArgs) -> i32 {
-    init_logging();
+    init_logging(args.trace_requests);
     let config = match build_config(args) {
         Ok(c) => c,
         Err(e) => {

@@ -183,6 +183,13 @@ async fn read_local(
 
 /// One partition's answer, reading at most `limit` bytes (none when `limit` is 0 after
 /// something was read); returns the bytes read.
+#[tracing::instrument(
+    target = "ringlog::trace",
+    name = "fetch_partition",
+    level = "trace",
+    skip_all,
+    fields(topic = %item.topic, partition = item.partition, offset = item.offset, core = state.core)
+)]
 async fn read_one(state: &Rc<CoreState>, item: &ReadItem, limit: usize) -> (PartitionData, usize) {
     let index = item.partition as i32;
     let Some(part) = state.partition(&item.topic, item.partition).await else {

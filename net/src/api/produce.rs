@@ -156,6 +156,13 @@ async fn produce_local(
     engine::join::join_all(futs).await
 }
 
+#[tracing::instrument(
+    target = "ringlog::trace",
+    name = "produce_partition",
+    level = "trace",
+    skip_all,
+    fields(topic = %item.topic, partition = item.partition, core = state.core)
+)]
 async fn append_one(
     state: &CoreState,
     item: Item,
