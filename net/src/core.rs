@@ -413,6 +413,16 @@ impl CoreState {
                 m.get()
             },
             groups: self.groups.borrow().len() as u64,
+            group_offsets: self
+                .groups
+                .borrow()
+                .iter()
+                .flat_map(|(id, g)| {
+                    g.offsets
+                        .iter()
+                        .map(move |((t, p), c)| (id.clone(), t.clone(), *p, c.offset))
+                })
+                .collect(),
             ..Default::default()
         };
         self.metrics.snapshot_into(&mut s);

@@ -184,6 +184,9 @@ pub struct Snapshot {
     /// Partitions assigned to the core and not open yet (`crate::opening`).
     pub unopened_partitions: u64,
     pub cursors: Vec<CursorFigures>,
+    /// Committed offsets of the groups this core coordinates: (group, topic, partition,
+    /// offset); consumer lag is a partition's high watermark minus these.
+    pub group_offsets: Vec<(String, String, i32, i64)>,
 }
 
 impl CoreMetrics {
@@ -641,6 +644,22 @@ pub fn render(snaps: &[Snapshot]) -> String {
             }
         }
     }
+    let fam = x.family(
+        "ringlog_consumer_group_committed_offset",
+        "gauge",
+        "A group's committed offset of one partition, on the group's coordinator core (consumer lag = ringlog_partition_high_watermark minus this).",
+    );
+    for s in snaps {
+        for (group, topic, partition, offset) in &s.group_offsets {
+            let labels = vec![
+                ("core", s.core.to_string()),
+                ("group", group.clone()),
+                ("topic", topic.clone()),
+                ("partition", partition.to_string()),
+            ];
+            fam.sample(labels, *offset as f64);
+        }
+    }
     type PartitionGet = fn(&PartitionFigures) -> f64;
     let per_partition: &[(&str, &str, &str, PartitionGet)] = &[
         (
@@ -762,6 +781,7 @@ mod tests {
                         committed: 9,
                         dropped: 1,
                     }],
+                    group_offsets: vec![("g".into(), "t\"q".into(), 0, 42)],
                     ..Default::default()
                 };
                 for us in [30, 70, 70, 400, 2_000, 20_000_000] {
@@ -790,6 +810,10 @@ mod tests {
         values.sort_by(f64::total_cmp);
         assert_eq!(values, vec![100.0, 101.0]);
         assert_eq!(family("ringlog_requests").iter_samples().count(), 4);
+        let committed = family("ringlog_consumer_group_committed_offset");
+        assert!(committed
+            .iter_samples()
+            .all(|s| matches!(&s.value, OpenMetricsValue::Gauge(g) if g.as_f64() == 42.0)));
         assert!(matches!(
             family("fanout_child_dropped_messages")
                 .iter_samples()
@@ -854,6 +878,64 @@ mod tests {
             h.buckets[1].count.as_f64(),
             3.0,
             "and 70 µs twice below 100 µs"
+        );
+    }
+}
+
+#[cfg(test)]
+mod dashboard_tests {
+    use super::*;
+
+    /// Every metric the Grafana dashboard (docs/grafana) queries is one the broker exposes,
+    /// so the dashboard cannot drift from the exposition.
+    #[test]
+    fn the_dashboard_queries_only_exposed_metrics() {
+        let dashboard = include_str!("../../docs/grafana/ringlog-dashboard.json");
+        let v: serde_json::Value = serde_json::from_str(dashboard).expect("the dashboard is JSON");
+        let mut s = Snapshot::default();
+        s.partitions.push(PartitionFigures {
+            topic: "t".into(),
+            partition: 0,
+            log_bytes: 0,
+            high_watermark: 0,
+            log_start_offset: 0,
+            segments: 1,
+            cleaner: None,
+            traffic: PartitionTraffic::default(),
+        });
+        s.cursors.push(CursorFigures {
+            parent: "p".into(),
+            partition: 0,
+            child: "c".into(),
+            lag_messages: 0,
+            due_lag_ms: 0,
+            committed: 0,
+            dropped: 0,
+        });
+        s.group_offsets.push(("g".into(), "t".into(), 0, 0));
+        s.requests.push(("Produce".into(), 0, 1));
+        let page = render(&[s]);
+        let names = regex::Regex::new(r"(?:ringlog|fanout)_[a-z_]+").unwrap();
+        let mut queried = 0;
+        for panel in v["panels"].as_array().unwrap() {
+            for target in panel["targets"].as_array().into_iter().flatten() {
+                let expr = target["expr"].as_str().unwrap();
+                for name in names.find_iter(expr) {
+                    queried += 1;
+                    let sample = format!("\n{}", name.as_str());
+                    assert!(
+                        page.contains(&format!("{sample}{{"))
+                            || page.contains(&format!("{sample} ")),
+                        "panel {:?} queries {}, which /metrics does not expose",
+                        panel["title"],
+                        name.as_str()
+                    );
+                }
+            }
+        }
+        assert!(
+            queried >= 20,
+            "the dashboard queries the metrics ({queried})"
         );
     }
 }
