@@ -18,7 +18,8 @@ pub const MAX_HOT_PARTITIONS: usize = 1_000;
 pub const HOT_PER_CORE: usize = 3;
 
 /// The latency histograms the view reports, by the name it gives each.
-const LATENCIES: &[(&str, fn(&Snapshot) -> &LatencyHistogram)] = &[
+type LatencyOf = fn(&Snapshot) -> &LatencyHistogram;
+const LATENCIES: &[(&str, LatencyOf)] = &[
     ("produce", |s| &s.produce_latency),
     ("fetch", |s| &s.fetch_latency),
     ("fsync", |s| &s.fsync_latency),
@@ -123,7 +124,7 @@ pub fn view(
                 })
                 .filter(|(heat, _)| *heat > 0)
                 .collect();
-            on_core.sort_by(|x, y| y.0.cmp(&x.0));
+            on_core.sort_by_key(|x| std::cmp::Reverse(x.0));
             let busy = (s.busy_seconds - b.map_or(0.0, |b| b.busy_seconds)).max(0.0) / secs;
             let row = json!({
                 "core": s.core,
@@ -151,7 +152,7 @@ pub fn view(
             row
         })
         .collect();
-    hottest.sort_by(|x, y| y.0.cmp(&x.0));
+    hottest.sort_by_key(|x| std::cmp::Reverse(x.0));
     hottest.truncate(hot.min(MAX_HOT_PARTITIONS));
     json!({
         "interval_ms": (secs * 1000.0).round() as u64,
