@@ -132,6 +132,23 @@ impl PartitionCounters {
     }
 }
 
+#[cfg(test)]
+impl PartitionFigures {
+    /// A partition of a test snapshot: empty, with `traffic`.
+    pub fn for_test(topic: &str, partition: u32, traffic: PartitionTraffic) -> Self {
+        Self {
+            topic: topic.into(),
+            partition,
+            log_bytes: 0,
+            high_watermark: 0,
+            log_start_offset: 0,
+            segments: 1,
+            cleaner: None,
+            traffic,
+        }
+    }
+}
+
 /// One fan-out cursor's figures in a snapshot.
 #[derive(Debug, Clone)]
 pub struct CursorFigures {
@@ -893,16 +910,11 @@ mod dashboard_tests {
         let dashboard = include_str!("../../docs/grafana/ringlog-dashboard.json");
         let v: serde_json::Value = serde_json::from_str(dashboard).expect("the dashboard is JSON");
         let mut s = Snapshot::default();
-        s.partitions.push(PartitionFigures {
-            topic: "t".into(),
-            partition: 0,
-            log_bytes: 0,
-            high_watermark: 0,
-            log_start_offset: 0,
-            segments: 1,
-            cleaner: None,
-            traffic: PartitionTraffic::default(),
-        });
+        s.partitions.push(PartitionFigures::for_test(
+            "t",
+            0,
+            PartitionTraffic::default(),
+        ));
         s.cursors.push(CursorFigures {
             parent: "p".into(),
             partition: 0,

@@ -167,20 +167,12 @@ mod tests {
     use crate::metrics::PartitionFigures;
 
     fn partition(topic: &str, bytes_in: u64) -> PartitionFigures {
-        PartitionFigures {
-            topic: topic.into(),
-            partition: 0,
-            log_bytes: 0,
-            high_watermark: 0,
-            log_start_offset: 0,
-            segments: 1,
-            cleaner: None,
-            traffic: PartitionTraffic {
-                records_in: bytes_in / 100,
-                bytes_in,
-                ..Default::default()
-            },
-        }
+        let traffic = PartitionTraffic {
+            records_in: bytes_in / 100,
+            bytes_in,
+            ..Default::default()
+        };
+        PartitionFigures::for_test(topic, 0, traffic)
     }
 
     /// The interval's percentiles are those of a reference hdrhistogram fed with exactly the
