@@ -169,7 +169,8 @@ pub struct BrokerConfig {
     /// How long a new group waits for more members before its first rebalance completes
     /// (Kafka's `group.initial.rebalance.delay.ms`).
     pub group_initial_rebalance_delay_ms: u64,
-    /// Admin HTTP listener (`/metrics`, `/v1/shard-move`), served by core 0; off when `None`.
+    /// Admin HTTP listener (`/metrics`, `/v1/shards`, `/v1/shard-move`, ...), served by core 0;
+    /// off when `None`.
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// The Kafka listener's security protocol (`--listener NAME=PROTOCOL://HOST:PORT`):
     /// PLAINTEXT, or SASL_PLAINTEXT (SASL before anything else, `crate::sasl`).

@@ -677,59 +677,52 @@ pub fn render(snaps: &[Snapshot]) -> String {
             fam.sample(labels, *offset as f64);
         }
     }
-    type PartitionGet = fn(&PartitionFigures) -> f64;
+    // Per partition; a figure a partition lacks (the cleaner's, when it is not compacted)
+    // has no sample.
+    type PartitionGet = fn(&PartitionFigures) -> Option<f64>;
     let per_partition: &[(&str, &str, &str, PartitionGet)] = &[
         (
             "ringlog_partition_log_bytes",
             "gauge",
             "Bytes of log data of one partition.",
-            |p| p.log_bytes as f64,
+            |p| Some(p.log_bytes as f64),
         ),
         (
             "ringlog_partition_high_watermark",
             "gauge",
             "High watermark (next durable offset) of one partition.",
-            |p| p.high_watermark as f64,
+            |p| Some(p.high_watermark as f64),
         ),
         (
             "ringlog_partition_record_bytes_in_total",
             "counter",
             "Record batch bytes Produce appended to one partition since it opened on its core.",
-            |p| p.traffic.bytes_in as f64,
+            |p| Some(p.traffic.bytes_in as f64),
         ),
         (
             "ringlog_partition_record_bytes_out_total",
             "counter",
             "Record batch bytes Fetch returned from one partition since it opened on its core.",
-            |p| p.traffic.bytes_out as f64,
+            |p| Some(p.traffic.bytes_out as f64),
+        ),
+        (
+            "ringlog_partition_cleaner_dirty_ratio",
+            "gauge",
+            "Dirty (not yet cleaned) share of a compacted partition's cleanable bytes.",
+            |p| p.cleaner.map(|c| c.0),
+        ),
+        (
+            "ringlog_partition_cleaner_seconds_since_last_clean",
+            "gauge",
+            "Seconds since the cleaner last finished a pass over a compacted partition.",
+            |p| p.cleaner.and_then(|c| c.1),
         ),
     ];
     for (name, kind, help, get) in per_partition {
         let fam = x.family(name, kind, help);
         for s in snaps {
             for p in &s.partitions {
-                fam.sample(partition_labels(s, p), get(p));
-            }
-        }
-    }
-    type Cleaner = fn(&(f64, Option<f64>)) -> Option<f64>;
-    let cleaner: [(&str, &str, Cleaner); 2] = [
-        (
-            "ringlog_partition_cleaner_dirty_ratio",
-            "Dirty (not yet cleaned) share of a compacted partition's cleanable bytes.",
-            |c| Some(c.0),
-        ),
-        (
-            "ringlog_partition_cleaner_seconds_since_last_clean",
-            "Seconds since the cleaner last finished a pass over a compacted partition.",
-            |c| c.1,
-        ),
-    ];
-    for (name, help, get) in cleaner {
-        let fam = x.family(name, "gauge", help);
-        for s in snaps {
-            for p in &s.partitions {
-                if let Some(v) = p.cleaner.as_ref().and_then(get) {
+                if let Some(v) = get(p) {
                     fam.sample(partition_labels(s, p), v);
                 }
             }

@@ -53,7 +53,8 @@ enum Command {
     DumpSegment(dump_segment::DumpArgs),
     /// Fan-out children: attach, detach, list.
     Fanout(fanout_cmd::FanoutArgs),
-    /// Per-core view: partitions, rates, fsync p99, queues, busy fraction.
+    /// Per-core view: partitions, rates, exact latency p99s, queues, busy fraction, hottest
+    /// partitions; live with --watch, the busiest partitions with --hot N.
     Shards(shards_cmd::ShardsArgs),
     /// Per-core tuning: move a partition to another core.
     Shard(shards_cmd::ShardArgs),

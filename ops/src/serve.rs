@@ -90,7 +90,8 @@ pub struct ServeArgs {
     /// Create unknown topics on Metadata or Produce (off by default, like Redpanda).
     #[arg(long)]
     auto_create_topics: bool,
-    /// Admin HTTP listener: Prometheus `GET /metrics` and `POST /v1/shard-move`.
+    /// Admin HTTP listener: `GET /metrics` (OpenMetrics), `GET /v1/shards` (the interval
+    /// view of `ringlog shards`), `POST /v1/shard-move` and the others of README's list.
     #[arg(long, value_name = "HOST:PORT")]
     metrics_listen: Option<SocketAddr>,
     /// Connections the broker holds at once; more are closed at accept (default 16384).
