@@ -392,6 +392,44 @@ impl Partition {
         Ok(info.base_offset)
     }
 
+    /// Appends a control batch of no producer (producer id, epoch and sequence -1) with one
+    /// record of `control_type` and `value`, durable before it returns (a barrier marker,
+    /// seed 003). Returns its offset. It changes no producer or transaction state; the end
+    /// markers of transactions go through `write_marker`.
+    pub async fn write_control_record(
+        &self,
+        control_type: i16,
+        value: Vec<u8>,
+    ) -> Result<u64, PartitionError> {
+        assert!(
+            ![MarkerKind::Abort, MarkerKind::Commit]
+                .iter()
+                .any(|k| k.control_type() == control_type),
+            "end-transaction markers are written by write_marker"
+        );
+        let bytes = txn::encode_control_batch(
+            txn::ControlProducer::None,
+            control_type,
+            value,
+            self.log.now_ms(),
+        );
+        let valid = ValidBatch::new(&bytes, self.log.batch_rules()).map_err(|source| {
+            PartitionError::Log(LogError::InvalidBatch {
+                dir: self.dir_name(),
+                source,
+            })
+        })?;
+        let admitted = self
+            .log
+            .append_admitted(valid, Durability::Sync, |_| Ok::<(), ()>(()))
+            .await;
+        match admitted {
+            Ok(info) => Ok(info.base_offset),
+            Err(AdmitError::Log(e)) => Err(e.into()),
+            Err(AdmitError::Refused(())) => unreachable!("admission always passes"),
+        }
+    }
+
     /// DeleteRecords: moves the log start offset to `before` durably (`PartitionLog::
     /// delete_records`: at most the high watermark, never back) and drops the aborted
     /// transactions wholly below it from `aborted.txnindex`. Returns the new log start offset.

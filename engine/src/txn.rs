@@ -71,31 +71,16 @@ pub struct AbortedTxn {
 /// not a marker (not a control batch, unreadable, or another control type). A key version
 /// above 0 is read the same way (as Kafka does, with the type after it).
 pub fn marker_of(stored_batch: &[u8]) -> Option<MarkerKind> {
-    let h = batch::parse_header(stored_batch).ok()?;
-    if !h.is_control() || h.records_count < 1 || h.size_bytes > stored_batch.len() {
-        return None;
-    }
-    let one = &stored_batch[..h.size_bytes];
-    let section = records::section(one, &h).ok()?;
-    let recs = records::parse(&section, &h).ok()?;
-    let key = recs.first()?.key?;
-    if key.len() < 4 {
-        return None;
-    }
-    let version = i16::from_be_bytes([key[0], key[1]]);
-    if version < 0 {
-        return None;
-    }
-    match i16::from_be_bytes([key[2], key[3]]) {
+    match control_record_of(stored_batch)?.0 {
         0 => Some(MarkerKind::Abort),
         1 => Some(MarkerKind::Commit),
         _ => None,
     }
 }
 
-/// One control batch (attributes: transactional | control, producer id/epoch set, base
-/// sequence -1, one record: key = version 0 + type, value = version 0 i16 + coordinator_epoch
-/// i32), offsets from 0, timestamp `timestamp_ms`.
+/// One end-transaction marker: a control batch (attributes: transactional | control,
+/// producer id/epoch set, base sequence -1, one record: key = version 0 + type, value =
+/// version 0 i16 + coordinator_epoch i32), offsets from 0, timestamp `timestamp_ms`.
 pub fn encode_marker(
     producer_id: i64,
     epoch: i16,
@@ -103,19 +88,47 @@ pub fn encode_marker(
     coordinator_epoch: i32,
     timestamp_ms: i64,
 ) -> Vec<u8> {
-    let mut key = Vec::with_capacity(4);
-    key.extend_from_slice(&CONTROL_RECORD_VERSION.to_be_bytes());
-    key.extend_from_slice(&kind.control_type().to_be_bytes());
     let mut value = Vec::with_capacity(6);
     value.extend_from_slice(&CONTROL_RECORD_VERSION.to_be_bytes());
     value.extend_from_slice(&coordinator_epoch.to_be_bytes());
+    encode_control_batch(
+        ControlProducer::Transactional { producer_id, epoch },
+        kind.control_type(),
+        value,
+        timestamp_ms,
+    )
+}
+
+/// Who writes a control batch: a transaction's producer (end markers), or nobody (producer
+/// id, epoch and sequence -1, not transactional: a barrier marker, seed 003).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ControlProducer {
+    Transactional { producer_id: i64, epoch: i16 },
+    None,
+}
+
+/// One control batch of one record: key = version 0 i16 | `control_type` i16, `value` as
+/// given; offsets from 0, base sequence -1, timestamp `timestamp_ms`.
+pub fn encode_control_batch(
+    producer: ControlProducer,
+    control_type: i16,
+    value: Vec<u8>,
+    timestamp_ms: i64,
+) -> Vec<u8> {
+    let mut key = Vec::with_capacity(4);
+    key.extend_from_slice(&CONTROL_RECORD_VERSION.to_be_bytes());
+    key.extend_from_slice(&control_type.to_be_bytes());
+    let (transactional, producer_id, producer_epoch) = match producer {
+        ControlProducer::Transactional { producer_id, epoch } => (true, producer_id, epoch),
+        ControlProducer::None => (false, -1, -1),
+    };
     let rec = Record {
-        transactional: true,
+        transactional,
         control: true,
         delete_horizon: false,
         partition_leader_epoch: -1,
         producer_id,
-        producer_epoch: epoch,
+        producer_epoch,
         timestamp_type: TimestampType::Creation,
         offset: 0,
         sequence: -1,
@@ -135,6 +148,25 @@ pub fn encode_marker(
     )
     .expect("encoding one uncompressed control record cannot fail");
     buf.to_vec()
+}
+
+/// The control type and value of a control batch's one record (key: version i16 >= 0 | type
+/// i16); None if not a control batch or unreadable.
+pub fn control_record_of(stored_batch: &[u8]) -> Option<(i16, Option<Bytes>)> {
+    let h = batch::parse_header(stored_batch).ok()?;
+    if !h.is_control() || h.records_count < 1 || h.size_bytes > stored_batch.len() {
+        return None;
+    }
+    let one = &stored_batch[..h.size_bytes];
+    let section = records::section(one, &h).ok()?;
+    let recs = records::parse(&section, &h).ok()?;
+    let first = recs.first()?;
+    let key = first.key?;
+    if key.len() < 4 || i16::from_be_bytes([key[0], key[1]]) < 0 {
+        return None;
+    }
+    let value = first.value.map(Bytes::copy_from_slice);
+    Some((i16::from_be_bytes([key[2], key[3]]), value))
 }
 
 /// A producer's transaction on this partition.

@@ -496,3 +496,43 @@ fn compaction_stops_at_an_open_transaction() {
         p.close().await.unwrap();
     });
 }
+
+#[test]
+fn a_control_record_of_no_producer_changes_no_transaction_and_survives_reopen() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let core = core(dir.path(), 4).await;
+        let p = open_partition(&core, dir.path()).await;
+        p.begin_transaction(5, 0).unwrap();
+        produce(&p, &txn_batch(5, 0, 0, 2)).await.unwrap();
+        let at = p
+            .write_control_record(1000, b"barrier".to_vec())
+            .await
+            .unwrap();
+        assert_eq!(at, 2);
+        assert_eq!(p.log().high_watermark(), 3);
+        assert_eq!(
+            p.last_stable_offset(),
+            0,
+            "the open transaction still holds it"
+        );
+        assert_eq!(p.ongoing_transactions(), vec![(5, 0, 0)]);
+        let stored = read_all(p.log(), 0).await;
+        let h = engine::batch::parse_header(&stored[1]).unwrap();
+        assert!(h.is_control() && !h.is_transactional());
+        assert_eq!(
+            (h.producer_id, h.producer_epoch, h.base_sequence),
+            (-1, -1, -1)
+        );
+        assert_eq!(txn::marker_of(&stored[1]), None, "not an end marker");
+        let (kind, value) = txn::control_record_of(&stored[1]).unwrap();
+        assert_eq!((kind, value.as_deref()), (1000, Some(&b"barrier"[..])));
+        p.write_marker(5, 0, MarkerKind::Commit, 0).await.unwrap();
+        assert_eq!(p.last_stable_offset(), 4);
+        p.close().await.unwrap();
+        let p = open_partition(&core, dir.path()).await;
+        assert_eq!(p.log().high_watermark(), 4);
+        assert!(p.ongoing_transactions().is_empty());
+        p.close().await.unwrap();
+    });
+}

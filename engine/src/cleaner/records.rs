@@ -26,6 +26,8 @@ pub struct RecordView<'a> {
     pub key: Option<&'a [u8]>,
     /// A null value: the key is deleted.
     pub tombstone: bool,
+    /// The value's bytes (None for a tombstone).
+    pub value: Option<&'a [u8]>,
     /// The whole record as stored: its length varint through its last header.
     raw: &'a [u8],
     /// Where in `raw` the fields after the offset delta (key length onwards) start.
@@ -87,11 +89,17 @@ pub fn parse<'a>(section: &'a [u8], h: &BatchHeader) -> Result<Vec<RecordView<'a
         if pos > end {
             return Err(trunc());
         }
+        let value = match value_len {
+            n if n < 0 => None,
+            n if (n as u64) <= (end - pos) as u64 => Some(&section[pos..pos + n as usize]),
+            n => return Err(bad(format!("record value length {n}"))),
+        };
         out.push(RecordView {
             offset_delta: i32::try_from(offset_delta).map_err(|_| bad("offset delta"))?,
             timestamp_ms: h.base_timestamp.saturating_add(ts_delta),
             key,
             tombstone: value_len < 0,
+            value,
             raw: &section[start..end],
             body_from,
             attributes,
