@@ -1,7 +1,7 @@
-//! ringlog's metastore: an openraft state machine (topics, partitions, assignments, and room for
-//! fan-out links and barrier groups) running on its own thread with its own current-thread tokio
-//! runtime. Other threads talk to it only over flume channels through [`MetaHandle`]: commands
-//! in, applied changes out. See DESIGN.md §6.
+//! ringlog's metastore: an openraft state machine (topics, partitions, assignments, fan-out
+//! links, barrier groups, brokers and the security state) running on its own thread with its
+//! own current-thread tokio runtime. Other threads talk to it only over flume channels through
+//! [`MetaHandle`]: commands in, applied changes out. See DESIGN.md §6.
 
 pub mod client;
 pub mod error;
@@ -19,9 +19,11 @@ pub use client::MetaClient;
 pub use error::{MetaError, Result};
 pub use node::{MetaConfig, MetaHandle, Metastore};
 pub use state::{
-    AclBinding, AppliedChange, ApplyOutcome, Assignment, BrokerRegistration, Change, ClientQuota,
-    Command, ListenerEndpoint, MetaState, Proposal, QuotaAlteration, QuotaEntity, QuotaPart,
-    Refusal, ScramCredential, ScramMechanism, TopicMeta, UserCredentials, QUOTA_KEYS,
+    AclBinding, AppliedChange, ApplyOutcome, Assignment, BarrierGroupDef, BarrierGroups,
+    BrokerRegistration, Change, ClientQuota, Command, ListenerEndpoint, MetaState, Proposal,
+    QuotaAlteration, QuotaEntity, QuotaPart, Refusal, ScramCredential, ScramMechanism, TopicMeta,
+    UserCredentials, MAX_BARRIER_GROUPS, MAX_BARRIER_GROUP_NAME_BYTES, MAX_BARRIER_INTERVAL_MS,
+    MAX_RETAINED_CUTS, MAX_TOPICS_PER_BARRIER_GROUP, MIN_BARRIER_INTERVAL_MS, QUOTA_KEYS,
 };
 pub use wire::NodeStatus;
 

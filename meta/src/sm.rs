@@ -27,8 +27,9 @@ pub const SNAPSHOT_FILE: &str = "snapshot";
 pub const SNAPSHOT_MAGIC: &[u8; 8] = b"RLMSNAP1";
 /// 2: the state's fan-out section holds links (`STATE_VERSION` 2); 3: the broker registry
 /// (`STATE_VERSION` 3); 4: SCRAM credentials (`STATE_VERSION` 4); 5: client quotas
-/// (`STATE_VERSION` 5). Versions 1 to 4 are still read.
-pub const SNAPSHOT_VERSION: u32 = 5;
+/// (`STATE_VERSION` 5); 6: barrier group definitions (`STATE_VERSION` 6). Versions 1 to 5 are
+/// still read.
+pub const SNAPSHOT_VERSION: u32 = 6;
 
 #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
 struct SnapshotBody {
@@ -43,7 +44,7 @@ mod v1 {
 
     use rkyv::{Archive, Deserialize, Serialize};
 
-    use crate::state::{Assignment, BarrierGroups, TopicMeta};
+    use crate::state::{Assignment, BarrierSectionV1, TopicMeta};
     use crate::wire::WSnapshotMeta;
 
     #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
@@ -57,7 +58,7 @@ mod v1 {
         pub(super) topics: BTreeMap<String, TopicMeta>,
         pub(super) assignments: BTreeMap<String, Vec<Assignment>>,
         pub(super) fanout_links: FanoutLinks,
-        pub(super) barrier_groups: BarrierGroups,
+        pub(super) barrier_groups: BarrierSectionV1,
     }
 
     #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
@@ -74,7 +75,7 @@ mod v2 {
 
     use rkyv::{Archive, Deserialize, Serialize};
 
-    use crate::state::{Assignment, BarrierGroups, FanoutLinks, TopicMeta};
+    use crate::state::{Assignment, BarrierSectionV1, FanoutLinks, TopicMeta};
     use crate::wire::WSnapshotMeta;
 
     #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
@@ -83,7 +84,7 @@ mod v2 {
         pub(super) topics: BTreeMap<String, TopicMeta>,
         pub(super) assignments: BTreeMap<String, Vec<Assignment>>,
         pub(super) fanout_links: FanoutLinks,
-        pub(super) barrier_groups: BarrierGroups,
+        pub(super) barrier_groups: BarrierSectionV1,
     }
 
     #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
@@ -100,7 +101,7 @@ mod v3 {
 
     use rkyv::{Archive, Deserialize, Serialize};
 
-    use crate::state::{Assignment, BarrierGroups, BrokerRegistration, FanoutLinks, TopicMeta};
+    use crate::state::{Assignment, BarrierSectionV1, BrokerRegistration, FanoutLinks, TopicMeta};
     use crate::wire::WSnapshotMeta;
 
     #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
@@ -109,7 +110,7 @@ mod v3 {
         pub(super) topics: BTreeMap<String, TopicMeta>,
         pub(super) assignments: BTreeMap<String, Vec<Assignment>>,
         pub(super) fanout_links: FanoutLinks,
-        pub(super) barrier_groups: BarrierGroups,
+        pub(super) barrier_groups: BarrierSectionV1,
         pub(super) brokers: BTreeMap<u64, BrokerRegistration>,
         pub(super) cluster_id: Option<String>,
         pub(super) producer_id_blocks: u64,
@@ -130,8 +131,8 @@ mod v4 {
     use rkyv::{Archive, Deserialize, Serialize};
 
     use crate::state::{
-        AclBinding, Assignment, BarrierGroups, BrokerRegistration, FanoutLinks, ListenerEndpoint,
-        TopicMeta, UserCredentials,
+        AclBinding, Assignment, BarrierSectionV1, BrokerRegistration, FanoutLinks,
+        ListenerEndpoint, TopicMeta, UserCredentials,
     };
     use crate::wire::WSnapshotMeta;
 
@@ -141,7 +142,7 @@ mod v4 {
         pub(super) topics: BTreeMap<String, TopicMeta>,
         pub(super) assignments: BTreeMap<String, Vec<Assignment>>,
         pub(super) fanout_links: FanoutLinks,
-        pub(super) barrier_groups: BarrierGroups,
+        pub(super) barrier_groups: BarrierSectionV1,
         pub(super) brokers: BTreeMap<u64, BrokerRegistration>,
         pub(super) cluster_id: Option<String>,
         pub(super) producer_id_blocks: u64,
@@ -157,6 +158,69 @@ mod v4 {
     }
 }
 
+/// The layouts of snapshot version 5 (state version 5: an empty barrier section, version 1),
+/// kept to read (and migrate) snapshots written before barrier groups.
+mod v5 {
+    use std::collections::BTreeMap;
+
+    use rkyv::{Archive, Deserialize, Serialize};
+
+    use crate::state::{
+        AclBinding, Assignment, BarrierSectionV1, BrokerRegistration, ClientQuota, FanoutLinks,
+        ListenerEndpoint, TopicMeta, UserCredentials,
+    };
+    use crate::wire::WSnapshotMeta;
+
+    #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
+    pub(super) struct MetaState {
+        pub(super) version: u32,
+        pub(super) topics: BTreeMap<String, TopicMeta>,
+        pub(super) assignments: BTreeMap<String, Vec<Assignment>>,
+        pub(super) fanout_links: FanoutLinks,
+        pub(super) barrier_groups: BarrierSectionV1,
+        pub(super) brokers: BTreeMap<u64, BrokerRegistration>,
+        pub(super) cluster_id: Option<String>,
+        pub(super) producer_id_blocks: u64,
+        pub(super) scram_users: BTreeMap<String, UserCredentials>,
+        pub(super) broker_listeners: BTreeMap<u64, Vec<ListenerEndpoint>>,
+        pub(super) acls: Vec<AclBinding>,
+        pub(super) client_quotas: Vec<ClientQuota>,
+    }
+
+    #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
+    pub(super) struct SnapshotBody {
+        pub(super) meta: WSnapshotMeta,
+        pub(super) state: MetaState,
+    }
+}
+
+/// Reads a version-5 snapshot body and migrates it (no barrier groups yet: the section is
+/// the current, empty one).
+fn decode_snapshot_v5(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> {
+    decode_old_snapshot(
+        bytes,
+        5,
+        what,
+        |b: &v5::SnapshotBody| b.state.version,
+        |old| SnapshotBody {
+            meta: old.meta,
+            state: MetaState {
+                topics: old.state.topics,
+                assignments: old.state.assignments,
+                fanout_links: old.state.fanout_links,
+                brokers: old.state.brokers,
+                cluster_id: old.state.cluster_id,
+                producer_id_blocks: old.state.producer_id_blocks,
+                scram_users: old.state.scram_users,
+                broker_listeners: old.state.broker_listeners,
+                acls: old.state.acls,
+                client_quotas: old.state.client_quotas,
+                ..MetaState::default()
+            },
+        },
+    )
+}
+
 /// Reads a version-4 snapshot body and migrates it (no client quotas yet).
 fn decode_snapshot_v4(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> {
     decode_old_snapshot(
@@ -170,7 +234,6 @@ fn decode_snapshot_v4(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaErro
                 topics: old.state.topics,
                 assignments: old.state.assignments,
                 fanout_links: old.state.fanout_links,
-                barrier_groups: old.state.barrier_groups,
                 brokers: old.state.brokers,
                 cluster_id: old.state.cluster_id,
                 producer_id_blocks: old.state.producer_id_blocks,
@@ -196,7 +259,6 @@ fn decode_snapshot_v3(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaErro
                 topics: old.state.topics,
                 assignments: old.state.assignments,
                 fanout_links: old.state.fanout_links,
-                barrier_groups: old.state.barrier_groups,
                 brokers: old.state.brokers,
                 cluster_id: old.state.cluster_id,
                 producer_id_blocks: old.state.producer_id_blocks,
@@ -245,7 +307,6 @@ fn decode_snapshot_v2(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaErro
                 topics: old.state.topics,
                 assignments: old.state.assignments,
                 fanout_links: old.state.fanout_links,
-                barrier_groups: old.state.barrier_groups,
                 ..MetaState::default()
             },
         },
@@ -264,7 +325,6 @@ fn decode_snapshot_v1(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaErro
             state: MetaState {
                 topics: old.state.topics,
                 assignments: old.state.assignments,
-                barrier_groups: old.state.barrier_groups,
                 ..MetaState::default()
             },
         },
@@ -294,7 +354,7 @@ pub fn check_snapshot_bytes(bytes: &[u8]) -> Result<(), MetaError> {
 }
 
 fn decode_snapshot(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> {
-    let old_version = [1u32, 2, 3, 4]
+    let old_version = [1u32, 2, 3, 4, 5]
         .into_iter()
         .find(|v| bytes.len() >= 12 && bytes[8..12] == v.to_le_bytes());
     if let Some(v) = old_version {
@@ -302,7 +362,8 @@ fn decode_snapshot(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> 
             1 => decode_snapshot_v1(bytes, what)?,
             2 => decode_snapshot_v2(bytes, what)?,
             3 => decode_snapshot_v3(bytes, what)?,
-            _ => decode_snapshot_v4(bytes, what)?,
+            4 => decode_snapshot_v4(bytes, what)?,
+            _ => decode_snapshot_v5(bytes, what)?,
         };
         body.state
             .check_invariants()
@@ -573,10 +634,11 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::state::{Assignment, Command};
+    use crate::state::{Assignment, BarrierSectionV1, Command};
 
-    /// Snapshots written before fan-out links (version 1) and before the broker registry
-    /// (version 2) are read and migrated (empty links, an empty registry).
+    /// Snapshots of every older version (1: before fan-out links, 2: before the broker
+    /// registry, 3: before SCRAM users, 4: before client quotas, 5: before barrier groups) are
+    /// read and migrated (the newer sections empty).
     #[test]
     fn older_snapshots_are_migrated() {
         let mut now = MetaState::default();
@@ -593,6 +655,7 @@ mod tests {
             ],
         ))
         .unwrap();
+        let v1_barriers = BarrierSectionV1 { section_version: 1 };
         let meta = WSnapshotMeta {
             last_log_id: None,
             last_membership: (&StoredMembership::<u64, BasicNode>::default()).into(),
@@ -605,7 +668,7 @@ mod tests {
                 topics: now.topics.clone(),
                 assignments: now.assignments.clone(),
                 fanout_links: v1::FanoutLinks { section_version: 1 },
-                barrier_groups: now.barrier_groups.clone(),
+                barrier_groups: v1_barriers.clone(),
             },
         };
         let img = wire::checked_file_bytes(SNAPSHOT_MAGIC, 1, &wire::encode(&old).unwrap());
@@ -620,7 +683,7 @@ mod tests {
                 topics: now.topics.clone(),
                 assignments: now.assignments.clone(),
                 fanout_links: now.fanout_links.clone(),
-                barrier_groups: now.barrier_groups.clone(),
+                barrier_groups: v1_barriers.clone(),
             },
         };
         let img = wire::checked_file_bytes(SNAPSHOT_MAGIC, 2, &wire::encode(&old).unwrap());
@@ -636,7 +699,7 @@ mod tests {
                 topics: now.topics.clone(),
                 assignments: now.assignments.clone(),
                 fanout_links: now.fanout_links.clone(),
-                barrier_groups: now.barrier_groups.clone(),
+                barrier_groups: v1_barriers.clone(),
                 brokers: now.brokers.clone(),
                 cluster_id: registered.cluster_id.clone(),
                 producer_id_blocks: 3,
@@ -662,7 +725,7 @@ mod tests {
                 topics: secured.topics.clone(),
                 assignments: secured.assignments.clone(),
                 fanout_links: secured.fanout_links.clone(),
-                barrier_groups: secured.barrier_groups.clone(),
+                barrier_groups: v1_barriers.clone(),
                 brokers: secured.brokers.clone(),
                 cluster_id: secured.cluster_id.clone(),
                 producer_id_blocks: 3,
@@ -673,6 +736,57 @@ mod tests {
         };
         let img = wire::checked_file_bytes(SNAPSHOT_MAGIC, 4, &wire::encode(&old).unwrap());
         assert_eq!(decode_snapshot(&img, "test").unwrap().state, secured);
+        // A version-5 snapshot (an empty barrier section, version 1) keeps its quotas and gets
+        // the current, empty barrier section.
+        let mut quotas = secured.clone();
+        quotas.client_quotas.push(crate::state::ClientQuota {
+            entity: crate::state::QuotaEntity {
+                user: crate::state::QuotaPart::Absent,
+                client_id: crate::state::QuotaPart::Named("slow".into()),
+            },
+            values: [("producer_byte_rate".to_string(), 1048576f64.to_bits())].into(),
+        });
+        let old = v5::SnapshotBody {
+            meta: meta.clone(),
+            state: v5::MetaState {
+                version: 5,
+                topics: quotas.topics.clone(),
+                assignments: quotas.assignments.clone(),
+                fanout_links: quotas.fanout_links.clone(),
+                barrier_groups: v1_barriers.clone(),
+                brokers: quotas.brokers.clone(),
+                cluster_id: quotas.cluster_id.clone(),
+                producer_id_blocks: 3,
+                scram_users: quotas.scram_users.clone(),
+                broker_listeners: quotas.broker_listeners.clone(),
+                acls: quotas.acls.clone(),
+                client_quotas: quotas.client_quotas.clone(),
+            },
+        };
+        let img = wire::checked_file_bytes(SNAPSHOT_MAGIC, 5, &wire::encode(&old).unwrap());
+        let migrated = decode_snapshot(&img, "test").unwrap().state;
+        assert_eq!(migrated, quotas);
+        assert_eq!(migrated.version, crate::state::STATE_VERSION);
+        assert_eq!(
+            migrated.barrier_groups.section_version,
+            crate::state::BARRIER_SECTION_VERSION
+        );
+        assert!(migrated.barrier_groups.groups.is_empty());
+        // The current version round-trips, barrier groups included.
+        let mut grouped = quotas.clone();
+        grouped
+            .apply(&Command::define_barrier_group("g", ["orders"], 5_000, 10))
+            .unwrap();
+        let cur = SnapshotBody {
+            meta: meta.clone(),
+            state: grouped.clone(),
+        };
+        let img = wire::checked_file_bytes(
+            SNAPSHOT_MAGIC,
+            SNAPSHOT_VERSION,
+            &wire::encode(&cur).unwrap(),
+        );
+        assert_eq!(decode_snapshot(&img, "test").unwrap().state, grouped);
         // The current version round-trips.
         let cur = SnapshotBody {
             meta,

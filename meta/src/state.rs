@@ -1,6 +1,7 @@
-//! The replicated metadata state machine: topics, partition assignments and the (versioned,
-//! still empty) sections for fan-out links and barrier groups. Everything here is deterministic:
-//! the same commands applied in the same order give the same state on every node.
+//! The replicated metadata state machine: topics, partition assignments, fan-out links, barrier
+//! groups, the broker registry and the security state (SCRAM users, ACLs, client quotas).
+//! Everything here is deterministic: the same commands applied in the same order give the same
+//! state on every node.
 
 use std::collections::BTreeMap;
 
@@ -8,13 +9,15 @@ use rkyv::{Archive, Deserialize, Serialize};
 
 /// Version of the [`MetaState`] layout (stored in snapshots). 2: the fan-out section holds links;
 /// 3: the broker registry ([`MetaState::brokers`]); 4: SCRAM users, listeners, ACLs; 5: client
-/// quotas ([`MetaState::client_quotas`]). Older snapshots are still read (see
+/// quotas ([`MetaState::client_quotas`]); 6: barrier group definitions
+/// ([`BarrierGroups::groups`], barrier section version 2). Older snapshots are still read (see
 /// `sm::decode_snapshot`) and migrated.
-pub const STATE_VERSION: u32 = 5;
+pub const STATE_VERSION: u32 = 6;
 /// Version of the fan-out links section. 1: empty; 2: [`FanoutLinks::links`].
 pub const FANOUT_SECTION_VERSION: u32 = 2;
-/// Version of the barrier groups section (filled in by the barrier issue).
-pub const BARRIER_SECTION_VERSION: u32 = 1;
+/// Version of the barrier groups section. 1: empty ([`BarrierSectionV1`]); 2:
+/// [`BarrierGroups::groups`].
+pub const BARRIER_SECTION_VERSION: u32 = 2;
 /// Kafka's topic name limit.
 pub const MAX_TOPIC_NAME_BYTES: usize = 249;
 /// Upper bound on partitions of one topic.
@@ -205,10 +208,75 @@ pub fn max_fenced_brokers(registered: usize) -> usize {
     registered.saturating_sub(1) / 2
 }
 
-/// Barrier groups (seed 003). Versioned and empty until the barrier issue fills it in.
+/// The barrier section of state versions 1 to 5 (section version 1: versioned and empty),
+/// kept for the old snapshot layouts (`sm::v1` .. `sm::v5`) that are still read and migrated.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct BarrierSectionV1 {
+    pub section_version: u32,
+}
+
+/// The most barrier groups the metastore holds.
+pub const MAX_BARRIER_GROUPS: usize = 100;
+/// The most topics in one barrier group.
+pub const MAX_TOPICS_PER_BARRIER_GROUP: usize = 100;
+/// The shortest interval between two cuts of a group: one second, in milliseconds.
+pub const MIN_BARRIER_INTERVAL_MS: u64 = 1_000;
+/// The longest interval between two cuts of a group: one week, in milliseconds.
+pub const MAX_BARRIER_INTERVAL_MS: u64 = 7 * 24 * 3_600_000;
+/// The most cuts a group keeps.
+pub const MAX_RETAINED_CUTS: u32 = 10_000;
+/// The longest barrier group name (the Kafka topic name limit).
+pub const MAX_BARRIER_GROUP_NAME_BYTES: usize = 249;
+
+/// One barrier group (seed 003 "barrier cuts"): every `interval_ms` a consistent cut is taken
+/// across the partitions of `topics`; the newest `retained_cuts` cuts are kept.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct BarrierGroupDef {
+    /// 1 to [`MAX_BARRIER_GROUP_NAME_BYTES`] bytes of `[a-zA-Z0-9._-]`, not `.` or `..` (the
+    /// Kafka topic name rule).
+    pub name: String,
+    /// Existing, non-internal topics (no `__` prefix), sorted, each once, at most
+    /// [`MAX_TOPICS_PER_BARRIER_GROUP`]. A define names at least one; a group whose topics were
+    /// all deleted since stays defined with none (its cuts then cover nothing) until it is
+    /// redefined or deleted.
+    pub topics: Vec<String>,
+    /// [`MIN_BARRIER_INTERVAL_MS`] ..= [`MAX_BARRIER_INTERVAL_MS`].
+    pub interval_ms: u64,
+    /// 1 ..= [`MAX_RETAINED_CUTS`].
+    pub retained_cuts: u32,
+}
+
+/// Barrier groups (seed 003), keyed by group name (section version
+/// [`BARRIER_SECTION_VERSION`]).
 #[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct BarrierGroups {
     pub section_version: u32,
+    pub groups: BTreeMap<String, BarrierGroupDef>,
+}
+
+impl BarrierGroups {
+    /// The group named `name`.
+    pub fn get(&self, name: &str) -> Option<&BarrierGroupDef> {
+        self.groups.get(name)
+    }
+
+    /// The groups `topic` belongs to, ordered by group name.
+    pub fn groups_of_topic<'a>(
+        &'a self,
+        topic: &'a str,
+    ) -> impl Iterator<Item = &'a BarrierGroupDef> {
+        self.groups
+            .values()
+            .filter(move |g| g.topics.binary_search_by(|t| t.as_str().cmp(topic)).is_ok())
+    }
+
+    /// Takes `topic` out of every group, as on topic deletion. A group left without topics
+    /// stays defined (with none).
+    fn forget_topic(&mut self, topic: &str) {
+        for g in self.groups.values_mut() {
+            g.topics.retain(|t| t != topic);
+        }
+    }
 }
 
 /// A SCRAM mechanism (KIP-84) with Kafka's wire numbers.
@@ -369,6 +437,7 @@ pub struct MetaState {
     /// topic name -> assignment of each partition (index = partition number).
     pub assignments: BTreeMap<String, Vec<Assignment>>,
     pub fanout_links: FanoutLinks,
+    /// Barrier group definitions (seed 003), by group name.
     pub barrier_groups: BarrierGroups,
     /// The broker registry (issue #17): node id -> registration.
     pub brokers: BTreeMap<u64, BrokerRegistration>,
@@ -399,6 +468,7 @@ impl Default for MetaState {
             },
             barrier_groups: BarrierGroups {
                 section_version: BARRIER_SECTION_VERSION,
+                groups: BTreeMap::new(),
             },
             brokers: BTreeMap::new(),
             cluster_id: None,
@@ -512,6 +582,15 @@ pub enum Command {
     AlterClientQuota {
         alter: Box<QuotaAlteration>,
     },
+    /// Creates barrier group `def.name` or replaces its definition (seed 003). The topics are
+    /// stored sorted, each once. Boxed: the archived command stays as small as before.
+    DefineBarrierGroup {
+        def: Box<BarrierGroupDef>,
+    },
+    /// Deletes barrier group `name` (its topics are untouched).
+    DeleteBarrierGroup {
+        name: String,
+    },
 }
 
 /// One AlterClientQuotas entry: the entity, the keys to set (value as `f64::to_bits`) and
@@ -618,7 +697,35 @@ impl Command {
                             .map(|k| k.len() + PER_STRING)
                             .sum::<usize>()
                 }
+                Command::DefineBarrierGroup { def } => {
+                    def.name.len()
+                        + PER_STRING
+                        + def
+                            .topics
+                            .iter()
+                            .map(|t| t.len() + PER_STRING)
+                            .sum::<usize>()
+                        + 12
+                }
+                Command::DeleteBarrierGroup { name } => name.len() + PER_STRING,
             }
+    }
+
+    /// A define-barrier-group command (the topics are sorted and deduplicated when applied).
+    pub fn define_barrier_group(
+        name: impl Into<String>,
+        topics: impl IntoIterator<Item = impl Into<String>>,
+        interval_ms: u64,
+        retained_cuts: u32,
+    ) -> Command {
+        Command::DefineBarrierGroup {
+            def: Box::new(BarrierGroupDef {
+                name: name.into(),
+                topics: topics.into_iter().map(Into::into).collect(),
+                interval_ms,
+                retained_cuts,
+            }),
+        }
     }
 
     /// An attach command with a fresh random epoch (8 random bytes in hex).
@@ -755,6 +862,15 @@ pub enum Change {
     /// so that every [`AppliedChange`] still has its own `log_index`. Never nested, never holds
     /// `SnapshotInstalled`.
     Batch(#[rkyv(omit_bounds)] Vec<Change>),
+    /// Barrier group `def.name` was created or its definition replaced (`def` as stored:
+    /// topics sorted, each once).
+    BarrierGroupDefined {
+        def: BarrierGroupDef,
+    },
+    /// Barrier group `name` was deleted.
+    BarrierGroupDeleted {
+        name: String,
+    },
 }
 
 /// One applied change, with the raft log index it was applied at. Subscribers receive these in
@@ -819,6 +935,10 @@ pub enum Refusal {
     NoScramCredential { user: String, mechanism: String },
     #[error("invalid client quota: {reason}")]
     InvalidQuota { reason: String },
+    #[error("invalid barrier group '{name}': {reason}")]
+    InvalidBarrierGroup { name: String, reason: String },
+    #[error("unknown barrier group '{name}': no group of that name is defined (check the name; define it first)")]
+    UnknownBarrierGroup { name: String },
 }
 
 fn validate_topic_name(name: &str) -> Result<(), Refusal> {
@@ -834,16 +954,30 @@ fn validate_topic_name(name: &str) -> Result<(), Refusal> {
     if name.len() > MAX_TOPIC_NAME_BYTES {
         return bad("longer than MAX_TOPIC_NAME_BYTES");
     }
+    match name_chars_problem(name) {
+        Some(reason) => bad(reason),
+        None => Ok(()),
+    }
+}
+
+/// What breaks Kafka's topic name character rule in `name` (only `[a-zA-Z0-9._-]`, not `.` or
+/// `..`); the length is checked by the caller.
+fn name_chars_problem(name: &str) -> Option<&'static str> {
     if name == "." || name == ".." {
-        return bad("'.' and '..' are not allowed");
+        return Some("'.' and '..' are not allowed");
     }
     if !name
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
     {
-        return bad("only [a-zA-Z0-9._-] allowed");
+        return Some("only [a-zA-Z0-9._-] allowed");
     }
-    Ok(())
+    None
+}
+
+/// Whether `topic` is internal (Kafka's `__` prefix: `__consumer_offsets`, ...).
+fn is_internal_topic(topic: &str) -> bool {
+    topic.starts_with("__")
 }
 
 fn validate_configs<'a>(
@@ -873,6 +1007,11 @@ fn validate_configs<'a>(
 impl MetaState {
     pub fn topic(&self, name: &str) -> Option<&TopicMeta> {
         self.topics.get(name)
+    }
+
+    /// The definition of barrier group `name`.
+    pub fn barrier_group(&self, name: &str) -> Option<&BarrierGroupDef> {
+        self.barrier_groups.get(name)
     }
 
     pub fn assignment(&self, topic: &str, partition: u32) -> Option<Assignment> {
@@ -936,7 +1075,160 @@ impl MetaState {
         {
             return Err("client quotas unsorted, repeated or empty".into());
         }
+        self.check_barrier_invariants()
+    }
+
+    /// The barrier section's invariants: its version, at most [`MAX_BARRIER_GROUPS`], each
+    /// keyed by its name, valid names, existing non-internal topics sorted and each once, the
+    /// limits on topics, interval and retained cuts. (Topics may be empty: see
+    /// [`BarrierGroupDef::topics`].)
+    fn check_barrier_invariants(&self) -> Result<(), String> {
+        let b = &self.barrier_groups;
+        if b.section_version != BARRIER_SECTION_VERSION {
+            return Err(format!(
+                "barrier section version {} (expected {BARRIER_SECTION_VERSION})",
+                b.section_version
+            ));
+        }
+        if b.groups.len() > MAX_BARRIER_GROUPS {
+            return Err(format!(
+                "{} barrier groups, more than {MAX_BARRIER_GROUPS}",
+                b.groups.len()
+            ));
+        }
+        for (name, g) in &b.groups {
+            if name != &g.name {
+                return Err(format!("barrier group key '{name}' != name '{}'", g.name));
+            }
+            if name.is_empty()
+                || name.len() > MAX_BARRIER_GROUP_NAME_BYTES
+                || name_chars_problem(name).is_some()
+            {
+                return Err(format!("barrier group '{name}': bad name"));
+            }
+            if g.topics.windows(2).any(|w| w[0] >= w[1]) {
+                return Err(format!(
+                    "barrier group '{name}': topics unsorted or repeated"
+                ));
+            }
+            if g.topics.len() > MAX_TOPICS_PER_BARRIER_GROUP {
+                return Err(format!(
+                    "barrier group '{name}': {} topics, more than {MAX_TOPICS_PER_BARRIER_GROUP}",
+                    g.topics.len()
+                ));
+            }
+            if let Some(t) = g
+                .topics
+                .iter()
+                .find(|t| is_internal_topic(t) || !self.topics.contains_key(*t))
+            {
+                return Err(format!(
+                    "barrier group '{name}': topic '{t}' is unknown or internal"
+                ));
+            }
+            if !(MIN_BARRIER_INTERVAL_MS..=MAX_BARRIER_INTERVAL_MS).contains(&g.interval_ms) {
+                return Err(format!(
+                    "barrier group '{name}': interval {} ms out of range",
+                    g.interval_ms
+                ));
+            }
+            if !(1..=MAX_RETAINED_CUTS).contains(&g.retained_cuts) {
+                return Err(format!(
+                    "barrier group '{name}': {} retained cuts out of range",
+                    g.retained_cuts
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// `def` as it is stored (topics sorted, each once), checked against the define rules:
+    /// a valid name, [`MIN_BARRIER_INTERVAL_MS`] ..= [`MAX_BARRIER_INTERVAL_MS`], 1 ..=
+    /// [`MAX_RETAINED_CUTS`] retained cuts, 1 to [`MAX_TOPICS_PER_BARRIER_GROUP`] distinct
+    /// topics that exist and are not internal, and no new group beyond
+    /// [`MAX_BARRIER_GROUPS`] (replacing one is fine).
+    fn checked_barrier_group(&self, def: &BarrierGroupDef) -> Result<BarrierGroupDef, Refusal> {
+        let name = &def.name;
+        let bad = |reason: String| {
+            Err(Refusal::InvalidBarrierGroup {
+                name: name.clone(),
+                reason,
+            })
+        };
+        if name.is_empty() {
+            return bad(format!(
+                "the name is empty: name the group with 1 to {MAX_BARRIER_GROUP_NAME_BYTES} bytes"
+            ));
+        }
+        if name.len() > MAX_BARRIER_GROUP_NAME_BYTES {
+            return bad(format!(
+                "the name is {} bytes, longer than MAX_BARRIER_GROUP_NAME_BYTES \
+                 ({MAX_BARRIER_GROUP_NAME_BYTES}): use a shorter name",
+                name.len()
+            ));
+        }
+        if let Some(problem) = name_chars_problem(name) {
+            return bad(format!(
+                "{problem} in a group name (the Kafka topic name rule): rename the group"
+            ));
+        }
+        if !(MIN_BARRIER_INTERVAL_MS..=MAX_BARRIER_INTERVAL_MS).contains(&def.interval_ms) {
+            return bad(format!(
+                "interval_ms {} is outside {MIN_BARRIER_INTERVAL_MS}..={MAX_BARRIER_INTERVAL_MS} \
+                 (1 s to 7 days, MIN_BARRIER_INTERVAL_MS..=MAX_BARRIER_INTERVAL_MS): pick an \
+                 interval in that range",
+                def.interval_ms
+            ));
+        }
+        if !(1..=MAX_RETAINED_CUTS).contains(&def.retained_cuts) {
+            return bad(format!(
+                "retained_cuts {} is outside 1..={MAX_RETAINED_CUTS} (MAX_RETAINED_CUTS): keep \
+                 1 to {MAX_RETAINED_CUTS} cuts",
+                def.retained_cuts
+            ));
+        }
+        let mut topics = def.topics.clone();
+        topics.sort();
+        topics.dedup();
+        if topics.is_empty() {
+            return bad(format!(
+                "no topics: name 1 to {MAX_TOPICS_PER_BARRIER_GROUP} existing topics"
+            ));
+        }
+        if topics.len() > MAX_TOPICS_PER_BARRIER_GROUP {
+            return bad(format!(
+                "{} distinct topics, more than MAX_TOPICS_PER_BARRIER_GROUP \
+                 ({MAX_TOPICS_PER_BARRIER_GROUP}): split them over several groups",
+                topics.len()
+            ));
+        }
+        for t in &topics {
+            if is_internal_topic(t) {
+                return bad(format!(
+                    "topic '{t}' is internal (a '__' prefix) and takes no part in barrier \
+                     cuts: leave it out"
+                ));
+            }
+            if !self.topics.contains_key(t) {
+                return bad(format!(
+                    "topic '{t}' does not exist: create it first or leave it out"
+                ));
+            }
+        }
+        if !self.barrier_groups.groups.contains_key(name)
+            && self.barrier_groups.groups.len() >= MAX_BARRIER_GROUPS
+        {
+            return bad(format!(
+                "the metastore holds {MAX_BARRIER_GROUPS} barrier groups at most \
+                 (MAX_BARRIER_GROUPS): delete one first, or redefine an existing group"
+            ));
+        }
+        Ok(BarrierGroupDef {
+            name: name.clone(),
+            topics,
+            interval_ms: def.interval_ms,
+            retained_cuts: def.retained_cuts,
+        })
     }
 
     /// Puts `quota` in its place in the sorted `client_quotas` (no values: takes its entity
@@ -1078,6 +1370,7 @@ impl MetaState {
                         })?;
                 self.assignments.remove(name);
                 self.fanout_links.forget_topic(name);
+                self.barrier_groups.forget_topic(name);
                 Ok(Change::TopicDeleted {
                     name: name.clone(),
                     incarnation_id: t.incarnation_id,
@@ -1373,6 +1666,19 @@ impl MetaState {
                     quota: Box::new(quota),
                 })
             }
+            Command::DefineBarrierGroup { def } => {
+                let def = self.checked_barrier_group(def)?;
+                self.barrier_groups
+                    .groups
+                    .insert(def.name.clone(), def.clone());
+                Ok(Change::BarrierGroupDefined { def })
+            }
+            Command::DeleteBarrierGroup { name } => {
+                if self.barrier_groups.groups.remove(name).is_none() {
+                    return Err(Refusal::UnknownBarrierGroup { name: name.clone() });
+                }
+                Ok(Change::BarrierGroupDeleted { name: name.clone() })
+            }
             Command::SetBrokerListeners { node_id, listeners } => {
                 let bad = |reason: String| Refusal::InvalidBroker {
                     node_id: *node_id,
@@ -1563,6 +1869,7 @@ impl MetaState {
             Change::TopicDeleted { name, .. } => {
                 self.assignments.remove(name);
                 self.fanout_links.forget_topic(name);
+                self.barrier_groups.forget_topic(name);
                 self.topics.remove(name).is_some()
             }
             Change::PartitionsAdded {
@@ -1666,6 +1973,16 @@ impl MetaState {
             }
             // Stops at the first change that does not fit: the copy is stale either way.
             Change::Batch(changes) => changes.iter().all(|c| self.apply_change(c)),
+            Change::BarrierGroupDefined { def } => {
+                let known = def.topics.iter().all(|t| self.topics.contains_key(t));
+                self.barrier_groups
+                    .groups
+                    .insert(def.name.clone(), def.clone());
+                known
+            }
+            Change::BarrierGroupDeleted { name } => {
+                self.barrier_groups.groups.remove(name).is_some()
+            }
         }
     }
 }
@@ -2087,6 +2404,309 @@ mod tests {
         assert!(copy.apply_change(&c));
         assert!(s.client_quotas.is_empty());
         assert_eq!(s, copy);
+        assert_eq!(s.check_invariants(), Ok(()));
+    }
+
+    /// Applies `cmd` to `s` and the resulting change to `copy` (a subscriber's copy).
+    fn both(s: &mut MetaState, copy: &mut MetaState, cmd: &Command) -> Result<Change, Refusal> {
+        let ch = s.apply(cmd)?;
+        assert!(copy.apply_change(&ch), "{ch:?}");
+        Ok(ch)
+    }
+
+    fn barrier_refusal(r: Result<Change, Refusal>) -> String {
+        match r {
+            Err(e @ Refusal::InvalidBarrierGroup { .. }) => e.to_string(),
+            other => panic!("expected InvalidBarrierGroup, got {other:?}"),
+        }
+    }
+
+    /// Define creates a group (topics sorted, each once), define again replaces it, delete
+    /// removes it; deleting an unknown group is refused; the copy follows.
+    #[test]
+    fn barrier_groups_define_replace_delete() {
+        let mut s = MetaState::default();
+        let mut copy = MetaState::default();
+        for (n, p) in [("a", 1u32), ("b", 2), ("c", 3)] {
+            both(
+                &mut s,
+                &mut copy,
+                &Command::create_topic(n, p, BTreeMap::new(), a(p as usize)),
+            )
+            .unwrap();
+        }
+        let ch = both(
+            &mut s,
+            &mut copy,
+            &Command::define_barrier_group("g", ["b", "a", "b"], 5_000, 10),
+        )
+        .unwrap();
+        let want = BarrierGroupDef {
+            name: "g".into(),
+            topics: vec!["a".into(), "b".into()],
+            interval_ms: 5_000,
+            retained_cuts: 10,
+        };
+        assert_eq!(ch, Change::BarrierGroupDefined { def: want.clone() });
+        assert_eq!(s.barrier_group("g"), Some(&want));
+        assert_eq!(
+            s.barrier_groups
+                .groups_of_topic("b")
+                .map(|g| g.name.as_str())
+                .collect::<Vec<_>>(),
+            ["g"]
+        );
+        assert_eq!(s.barrier_groups.groups_of_topic("c").count(), 0);
+        // Replace: new topics, interval and retention.
+        both(
+            &mut s,
+            &mut copy,
+            &Command::define_barrier_group("g", ["c"], 60_000, 3),
+        )
+        .unwrap();
+        both(
+            &mut s,
+            &mut copy,
+            &Command::define_barrier_group("h", ["a", "c"], 1_000, 1),
+        )
+        .unwrap();
+        assert_eq!(s.barrier_groups.groups.len(), 2);
+        let g = s.barrier_group("g").unwrap();
+        assert_eq!(
+            (g.topics.clone(), g.interval_ms, g.retained_cuts),
+            (vec!["c".to_string()], 60_000, 3)
+        );
+        assert_eq!(s, copy);
+        assert_eq!(s.check_invariants(), Ok(()));
+        let ch = both(
+            &mut s,
+            &mut copy,
+            &Command::DeleteBarrierGroup { name: "g".into() },
+        )
+        .unwrap();
+        assert_eq!(ch, Change::BarrierGroupDeleted { name: "g".into() });
+        assert!(s.barrier_group("g").is_none());
+        assert!(s.barrier_group("h").is_some());
+        let before = s.clone();
+        let e = s
+            .apply(&Command::DeleteBarrierGroup { name: "g".into() })
+            .unwrap_err();
+        assert_eq!(e, Refusal::UnknownBarrierGroup { name: "g".into() });
+        assert!(e.to_string().contains("unknown barrier group 'g'"), "{e}");
+        assert_eq!(s, before);
+        assert_eq!(s, copy);
+        // A copy that never saw the group cannot delete it: it is stale.
+        let mut stale = MetaState::default();
+        assert!(!stale.apply_change(&Change::BarrierGroupDeleted { name: "h".into() }));
+        assert_eq!(s.check_invariants(), Ok(()));
+    }
+
+    /// Every define rule and limit is refused with `InvalidBarrierGroup` (the state is left
+    /// untouched); the bounds themselves are accepted.
+    #[test]
+    fn barrier_group_limits() {
+        let mut s = MetaState::default();
+        let names: Vec<String> = (0..=MAX_TOPICS_PER_BARRIER_GROUP)
+            .map(|i| format!("t{i:03}"))
+            .collect();
+        for n in &names {
+            s.apply(&Command::create_topic(n.as_str(), 1, BTreeMap::new(), a(1)))
+                .unwrap();
+        }
+        s.apply(&Command::create_topic(
+            "__consumer_offsets",
+            1,
+            BTreeMap::new(),
+            a(1),
+        ))
+        .unwrap();
+        let before = s.clone();
+        let def = |name: &str, topics: &[&str], interval_ms: u64, retained_cuts: u32| {
+            Command::define_barrier_group(name, topics.iter().copied(), interval_ms, retained_cuts)
+        };
+        let long = "n".repeat(MAX_BARRIER_GROUP_NAME_BYTES + 1);
+        for (cmd, want) in [
+            (def("", &["t000"], 5_000, 1), "name is empty"),
+            (
+                def(&long, &["t000"], 5_000, 1),
+                "MAX_BARRIER_GROUP_NAME_BYTES",
+            ),
+            (def("a/b", &["t000"], 5_000, 1), "[a-zA-Z0-9._-]"),
+            (def("..", &["t000"], 5_000, 1), "'.' and '..'"),
+            (def("g", &[], 5_000, 1), "no topics"),
+            (def("g", &["nope"], 5_000, 1), "'nope' does not exist"),
+            (
+                def("g", &["t000", "__consumer_offsets"], 5_000, 1),
+                "'__consumer_offsets' is internal",
+            ),
+            (
+                def("g", &["t000"], MIN_BARRIER_INTERVAL_MS - 1, 1),
+                "interval_ms 999",
+            ),
+            (
+                def("g", &["t000"], MAX_BARRIER_INTERVAL_MS + 1, 1),
+                "interval_ms 604800001",
+            ),
+            (def("g", &["t000"], 5_000, 0), "retained_cuts 0"),
+            (
+                def("g", &["t000"], 5_000, MAX_RETAINED_CUTS + 1),
+                "retained_cuts 10001",
+            ),
+        ] {
+            let r = barrier_refusal(s.apply(&cmd));
+            assert!(r.contains(want), "{cmd:?}: {r}");
+            assert_eq!(s, before);
+        }
+        let all: Vec<&str> = names.iter().map(String::as_str).collect();
+        let r = barrier_refusal(s.apply(&def("g", &all, 5_000, 1)));
+        assert!(r.contains("101 distinct topics"), "{r}");
+        // Duplicates are collapsed before the count: 100 distinct topics, named twice, pass.
+        let mut twice = all[..MAX_TOPICS_PER_BARRIER_GROUP].to_vec();
+        twice.extend_from_slice(&all[..MAX_TOPICS_PER_BARRIER_GROUP]);
+        s.apply(&def("g", &twice, 5_000, 1)).unwrap();
+        assert_eq!(
+            s.barrier_group("g").unwrap().topics.len(),
+            MAX_TOPICS_PER_BARRIER_GROUP
+        );
+        // The bounds themselves.
+        let longest = "n".repeat(MAX_BARRIER_GROUP_NAME_BYTES);
+        s.apply(&def(&longest, &["t000"], MIN_BARRIER_INTERVAL_MS, 1))
+            .unwrap();
+        s.apply(&def(
+            "g.x-Y_1",
+            &["t000"],
+            MAX_BARRIER_INTERVAL_MS,
+            MAX_RETAINED_CUTS,
+        ))
+        .unwrap();
+        // At most MAX_BARRIER_GROUPS groups; replacing one at the cap is fine.
+        for i in s.barrier_groups.groups.len()..MAX_BARRIER_GROUPS {
+            s.apply(&def(&format!("g{i}"), &["t001"], 5_000, 1))
+                .unwrap();
+        }
+        assert_eq!(s.barrier_groups.groups.len(), MAX_BARRIER_GROUPS);
+        let full = s.clone();
+        let r = barrier_refusal(s.apply(&def("one-more", &["t001"], 5_000, 1)));
+        assert!(r.contains("100 barrier groups at most"), "{r}");
+        assert_eq!(s, full);
+        s.apply(&def("g", &["t002"], 5_000, 7)).unwrap();
+        assert_eq!(s.barrier_group("g").unwrap().retained_cuts, 7);
+        s.apply(&Command::DeleteBarrierGroup { name: "g".into() })
+            .unwrap();
+        s.apply(&def("one-more", &["t001"], 5_000, 1)).unwrap();
+        assert_eq!(s.check_invariants(), Ok(()));
+    }
+
+    /// Deleting a topic takes it out of every group; a group left without topics stays
+    /// defined with none; the topic created again is not put back; the copy follows.
+    #[test]
+    fn topic_deletion_leaves_barrier_groups() {
+        let mut s = MetaState::default();
+        let mut copy = MetaState::default();
+        for n in ["a", "b"] {
+            both(
+                &mut s,
+                &mut copy,
+                &Command::create_topic(n, 1, BTreeMap::new(), a(1)),
+            )
+            .unwrap();
+        }
+        for (g, t) in [("both", &["a", "b"][..]), ("only-a", &["a"][..])] {
+            both(
+                &mut s,
+                &mut copy,
+                &Command::define_barrier_group(g, t.iter().copied(), 5_000, 2),
+            )
+            .unwrap();
+        }
+        both(
+            &mut s,
+            &mut copy,
+            &Command::DeleteTopic { name: "a".into() },
+        )
+        .unwrap();
+        assert_eq!(
+            s.barrier_group("both").unwrap().topics,
+            vec!["b".to_string()]
+        );
+        assert!(s.barrier_group("only-a").unwrap().topics.is_empty());
+        assert_eq!(s, copy);
+        assert_eq!(s.check_invariants(), Ok(()));
+        both(
+            &mut s,
+            &mut copy,
+            &Command::create_topic("a", 1, BTreeMap::new(), a(1)),
+        )
+        .unwrap();
+        assert!(s.barrier_group("only-a").unwrap().topics.is_empty());
+        // The empty group can be redefined or deleted.
+        both(
+            &mut s,
+            &mut copy,
+            &Command::define_barrier_group("only-a", ["a"], 5_000, 2),
+        )
+        .unwrap();
+        both(
+            &mut s,
+            &mut copy,
+            &Command::DeleteBarrierGroup {
+                name: "both".into(),
+            },
+        )
+        .unwrap();
+        assert_eq!(s, copy);
+        assert_eq!(s.check_invariants(), Ok(()));
+    }
+
+    /// A batch of barrier commands (as group commit applies them, refusals left out) gives the
+    /// same state on a copy that applies the batch's changes.
+    #[test]
+    fn barrier_apply_change_mirrors_apply() {
+        let mut s = MetaState::default();
+        let mut copy = MetaState::default();
+        let cmds = [
+            Command::create_topic("x", 2, BTreeMap::new(), a(2)),
+            Command::create_topic("y", 1, BTreeMap::new(), a(1)),
+            Command::define_barrier_group("g1", ["y", "x"], 2_000, 5),
+            Command::define_barrier_group("bad", ["zzz"], 2_000, 5),
+            Command::define_barrier_group("g2", ["x"], 3_000, 1),
+            Command::define_barrier_group("g1", ["y"], 4_000, 6),
+            Command::DeleteBarrierGroup { name: "g2".into() },
+            Command::DeleteBarrierGroup { name: "g2".into() },
+            Command::DeleteTopic { name: "y".into() },
+        ];
+        let changes: Vec<Change> = cmds.iter().filter_map(|c| s.apply(c).ok()).collect();
+        assert_eq!(changes.len(), cmds.len() - 2);
+        assert!(copy.apply_change(&Change::Batch(changes)));
+        assert_eq!(s, copy);
+        assert!(s.barrier_group("g1").unwrap().topics.is_empty());
+        assert_eq!(s.check_invariants(), Ok(()));
+    }
+
+    /// `check_invariants` catches a broken barrier section.
+    #[test]
+    fn barrier_invariants() {
+        let mut s = MetaState::default();
+        for n in ["a", "b"] {
+            s.apply(&Command::create_topic(n, 1, BTreeMap::new(), a(1)))
+                .unwrap();
+        }
+        s.apply(&Command::define_barrier_group("g", ["a", "b"], 5_000, 2))
+            .unwrap();
+        let broken = |f: &dyn Fn(&mut BarrierGroupDef)| {
+            let mut t = s.clone();
+            f(t.barrier_groups.groups.get_mut("g").unwrap());
+            t.check_invariants()
+        };
+        assert!(broken(&|g| g.name = "h".into()).is_err());
+        assert!(broken(&|g| g.topics.reverse()).is_err());
+        assert!(broken(&|g| g.topics.push("b".into())).is_err());
+        assert!(broken(&|g| g.topics.push("c".into())).is_err());
+        assert!(broken(&|g| g.interval_ms = 1).is_err());
+        assert!(broken(&|g| g.retained_cuts = 0).is_err());
+        let mut t = s.clone();
+        t.barrier_groups.section_version = 1;
+        assert!(t.check_invariants().is_err());
         assert_eq!(s.check_invariants(), Ok(()));
     }
 }

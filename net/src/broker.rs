@@ -200,13 +200,9 @@ fn cluster_id(data_dir: &DataDir) -> Result<String, StartError> {
 /// Creates a compacted internal topic (`__consumer_offsets`, `__transaction_state`) placed
 /// as `crate::cluster::internal_topic_assignments` says, kept forever (`retention.ms` -1), in
 /// segments of `segment_bytes`. Another node creating it at the same moment is fine.
-fn create_internal_topic(
-    meta: &MetaHandle,
-    config: &BrokerConfig,
-    topic: &str,
-) -> Result<(), StartError> {
-    let assignments = crate::cluster::internal_topic_assignments(config);
-    let configs = [
+/// The configs of an internal topic: compacted, kept forever.
+pub fn internal_topic_configs(config: &BrokerConfig) -> std::collections::BTreeMap<String, String> {
+    [
         ("retention.ms".to_string(), "-1".to_string()),
         ("cleanup.policy".to_string(), "compact".to_string()),
         (
@@ -215,7 +211,16 @@ fn create_internal_topic(
         ),
     ]
     .into_iter()
-    .collect();
+    .collect()
+}
+
+fn create_internal_topic(
+    meta: &MetaHandle,
+    config: &BrokerConfig,
+    topic: &str,
+) -> Result<(), StartError> {
+    let assignments = crate::cluster::internal_topic_assignments(config);
+    let configs = internal_topic_configs(config);
     let cmd = Command::create_topic(topic, assignments.len() as u32, configs, assignments);
     match crate::cluster::write_at_start(meta, topic, cmd) {
         Ok(_) | Err(meta::MetaError::Refused(meta::Refusal::TopicAlreadyExists { .. })) => Ok(()),
@@ -407,6 +412,8 @@ pub fn run(
                 crate::log_cleaner::spawn(state.clone());
                 glommio::spawn_local(state.clone().group_tick_loop()).detach();
                 glommio::spawn_local(state.clone().txn_tick_loop()).detach();
+                glommio::spawn_local(crate::api::barrier::barrier_tick_loop(state.clone()))
+                    .detach();
                 glommio::spawn_local(state.clone().offsets_expiry_loop()).detach();
                 glommio::spawn_local(crate::fanout_runtime::reconcile_loop(state.clone())).detach();
                 if let (0, Some(addr)) = (core, ctx.config.metrics_listen) {

@@ -124,6 +124,8 @@ pub fn for_refusal(r: &Refusal) -> i16 {
             kafka_protocol::ResponseError::UnacceptableCredential.code()
         }
         Refusal::NoScramCredential { .. } => kafka_protocol::ResponseError::ResourceNotFound.code(),
+        Refusal::InvalidBarrierGroup { .. } => INVALID_REQUEST,
+        Refusal::UnknownBarrierGroup { .. } => GROUP_ID_NOT_FOUND,
     }
 }
 

@@ -130,6 +130,9 @@ pub struct BrokerConfig {
     /// The longest `transaction.timeout.ms` a transactional producer may ask for
     /// (`transaction.max.timeout.ms`); longer gets INVALID_TRANSACTION_TIMEOUT.
     pub transaction_max_timeout_ms: u64,
+    /// How long a barrier injection retries the markers of partitions that refuse before it
+    /// publishes the cut as partial (`barrier-injection-timeout-ms`).
+    pub barrier_injection_timeout_ms: u64,
     /// A transactional id with no transaction open and no request for this long is forgotten
     /// (`transactional.id.expiration.ms`); its next InitProducerId starts it afresh.
     pub transactional_id_expiration_ms: u64,
@@ -234,6 +237,7 @@ impl BrokerConfig {
             offsets_retention_ms: DEFAULT_OFFSETS_RETENTION_MS,
             offsets_retention_check_interval_ms: DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS,
             transaction_max_timeout_ms: crate::txn::DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
+            barrier_injection_timeout_ms: crate::barrier::DEFAULT_BARRIER_INJECTION_TIMEOUT_MS,
             transactional_id_expiration_ms: crate::txn::DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
             quota_burst_ms: DEFAULT_QUOTA_BURST_MS,
             io_memory_bytes: DEFAULT_IO_MEMORY_BYTES,
@@ -290,6 +294,10 @@ impl BrokerConfig {
             ("max-connections-per-ip", self.max_connections_per_ip as u64),
             ("connections-max-idle-ms", self.connections_max_idle_ms),
             ("request-timeout-ms", self.request_timeout_ms),
+            (
+                "barrier-injection-timeout-ms",
+                self.barrier_injection_timeout_ms,
+            ),
             ("quota-burst-ms", self.quota_burst_ms),
             ("fetch-max-bytes", self.fetch_max_bytes as u64),
             ("log-cleaner-backoff-ms", self.log_cleaner_backoff_ms),

@@ -170,6 +170,8 @@ pub enum DecodeError {
         part: &'static str,
         detail: String,
     },
+    #[error("malformed barrier request: {0}")]
+    Barrier(String),
     #[error("malformed {api:?} v{version} request (decoder panicked)")]
     DecoderPanicked { api: ApiKey, version: i16 },
     #[error(transparent)]
@@ -505,6 +507,7 @@ where
                 other => {
                     let held = held_by_core(core_permit, &conn_budget).await?;
                     let task_state = state.clone();
+                    let subject = subject.clone();
                     let h = glommio::spawn_local(async move {
                         let frame = match other {
                             // Nothing to run: answered now.
@@ -516,6 +519,16 @@ where
                             } => {
                                 let answer = serve_node_rpc(&task_state, &body).await;
                                 crate::node_rpc::response_frame(correlation_id, &answer)
+                            }
+                            Decoded::Barrier {
+                                correlation_id,
+                                request,
+                            } => {
+                                let answer =
+                                    crate::api::barrier::serve_as(&task_state, &subject, *request)
+                                        .await;
+                                crate::barrier::wire::encode_response_frame(correlation_id, &answer)
+                                    .into()
                             }
                             Decoded::Request(_) => unreachable!("matched above"),
                         };
@@ -610,6 +623,9 @@ async fn serve_node_rpc(state: &Rc<CoreState>, body: &[u8]) -> Vec<u8> {
         Ok(req @ (NodeRequest::TxnBegin { .. } | NodeRequest::TxnMarker { .. })) => {
             crate::api::txn::serve_node_request(state, req).await
         }
+        Ok(req @ NodeRequest::BarrierMarker { .. }) => {
+            crate::api::barrier::serve_node_request(state, req).await
+        }
         Ok(req) => crate::partition_move::serve(state, req).await,
     };
     encode_response(&resp)
@@ -625,6 +641,12 @@ pub enum Decoded {
         correlation_id: i32,
         mac: Option<Bytes>,
         body: Bytes,
+    },
+    /// A barrier API request (keys 1010–1014, `crate::barrier::wire`), answered by
+    /// `crate::api::barrier` outside the kafka-protocol handlers.
+    Barrier {
+        correlation_id: i32,
+        request: Box<crate::barrier::wire::BarrierRequest>,
     },
 }
 
@@ -663,6 +685,14 @@ pub fn decode_frame(mut body: Bytes, peer: &str) -> Result<Decoded, DecodeError>
             correlation_id,
             mac: Some(body.slice(8..mac_end)),
             body: body.slice(mac_end..),
+        });
+    }
+    if crate::barrier::wire::is_barrier_api(key) {
+        let (header, request) = crate::barrier::wire::decode_request_frame(&body)
+            .map_err(|e| DecodeError::Barrier(e.to_string()))?;
+        return Ok(Decoded::Barrier {
+            correlation_id: header.correlation_id,
+            request: Box::new(request),
         });
     }
     let api_key = ApiKey::try_from(key).map_err(|_| DecodeError::UnknownApiKey(key))?;

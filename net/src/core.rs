@@ -90,10 +90,12 @@ impl BrokerContext {
 
 pub type PartitionKey = (String, u32);
 
-/// The topics the broker writes itself (`__consumer_offsets`, `__transaction_state`): clients
-/// read them but cannot produce to or delete them.
+/// The topics the broker writes itself (`__consumer_offsets`, `__transaction_state`,
+/// `__barrier_state`): clients read them but cannot produce to or delete them.
 pub fn is_internal_topic(name: &str) -> bool {
-    name == OFFSETS_TOPIC || name == crate::txn::TXN_STATE_TOPIC
+    name == OFFSETS_TOPIC
+        || name == crate::txn::TXN_STATE_TOPIC
+        || name == crate::barrier::format::BARRIER_STATE_TOPIC
 }
 
 /// The core of node `node_id` that owns `topic`/`partition` in metadata `m`.
@@ -145,6 +147,8 @@ pub struct CoreState {
     /// The transactional ids this core coordinates (those of its `__transaction_state`
     /// partitions).
     pub txns: RefCell<crate::txn::Txns>,
+    /// The barrier groups this core coordinates (those of its `__barrier_state` partitions).
+    pub barriers: RefCell<crate::barrier::BarrierStates>,
     pub metrics: crate::metrics::CoreMetrics,
     /// Partitions being handed to another core (`shard move`): closed here and not reopened
     /// until the metastore says where they live.
@@ -194,6 +198,7 @@ impl CoreState {
             openings: Default::default(),
             groups: RefCell::new(Groups::new()),
             txns: RefCell::default(),
+            barriers: RefCell::default(),
             metrics: Default::default(),
             moving: RefCell::default(),
             cursors: RefCell::default(),
@@ -426,6 +431,12 @@ impl CoreState {
             ..Default::default()
         };
         self.metrics.snapshot_into(&mut s);
+        s.barrier.latest_epochs = self
+            .barriers
+            .borrow()
+            .iter()
+            .filter_map(|(g, st)| Some((g.clone(), st.latest()?.epoch)))
+            .collect();
         let now_ms = self.storage.clock().now_ms();
         let mut parts: Vec<crate::metrics::PartitionFigures> = self
             .partitions

@@ -116,7 +116,8 @@ impl ChildSink for CoreChild {
                     other @ (crate::node_rpc::NodeResponse::HighWatermark(_)
                     | crate::node_rpc::NodeResponse::Done
                     | crate::node_rpc::NodeResponse::Code { .. }
-                    | crate::node_rpc::NodeResponse::Moved { .. }),
+                    | crate::node_rpc::NodeResponse::Moved { .. }
+                    | crate::node_rpc::NodeResponse::MarkerWritten { .. }),
                 ) => Err(CursorError::ChildRemote {
                     partition,
                     node_id: owner.node_id,

@@ -6,6 +6,7 @@
 pub mod acl;
 pub mod admin_http;
 pub mod api;
+pub mod barrier;
 pub mod broker;
 pub mod brokers;
 pub mod cluster;

@@ -43,9 +43,53 @@ pub struct CoreMetrics {
     pub cleaner_bytes_read: Cell<u64>,
     pub cleaner_bytes_written: Cell<u64>,
     pub cleaner_records_removed: Cell<u64>,
+    /// The barrier coordinator of this core and the markers its partitions took (seed 003).
+    pub barrier: BarrierMetrics,
+}
+
+/// Topics `barrier_markers_written_total` keeps a count for, per core (the topics of barrier
+/// groups: at most 100 groups × 100 topics); markers into more are not counted.
+pub const MAX_BARRIER_MARKER_TOPICS: usize = 10_000;
+
+/// Seed 003's barrier figures of one core.
+#[derive(Default)]
+pub struct BarrierMetrics {
+    /// Injections started, and cuts published complete or partial.
+    pub started: Cell<u64>,
+    pub committed: Cell<u64>,
+    pub partial: Cell<u64>,
+    /// Trigger to cut published.
+    pub injection_duration: RefCell<LatencyHistogram>,
+    /// Barrier groups this core coordinated at its last tick.
+    pub groups_coordinated: Cell<u64>,
+    /// Topic → markers written into its partitions on this core.
+    markers: RefCell<BTreeMap<String, u64>>,
+}
+
+/// What a scrape shows of [`BarrierMetrics`] (plus each coordinated group's latest epoch).
+#[derive(Debug, Clone, Default)]
+pub struct BarrierFigures {
+    pub started: u64,
+    pub committed: u64,
+    pub partial: u64,
+    pub injection_duration: LatencyHistogram,
+    pub groups_coordinated: u64,
+    pub markers: Vec<(String, u64)>,
+    /// (group, latest published epoch) of the groups this core coordinates.
+    pub latest_epochs: Vec<(String, i64)>,
 }
 
 impl CoreMetrics {
+    /// A barrier marker went into a partition of `topic` on this core.
+    pub fn count_barrier_marker(&self, topic: &str) {
+        let mut m = self.barrier.markers.borrow_mut();
+        if let Some(n) = m.get_mut(topic) {
+            *n += 1;
+        } else if m.len() < MAX_BARRIER_MARKER_TOPICS {
+            m.insert(topic.to_string(), 1);
+        }
+    }
+
     pub fn count_request(&self, api: &'static str, error_code: i16, latency: Duration) {
         *self
             .requests
@@ -204,6 +248,7 @@ pub struct Snapshot {
     /// Committed offsets of the groups this core coordinates: (group, topic, partition,
     /// offset); consumer lag is a partition's high watermark minus these.
     pub group_offsets: Vec<(String, String, i32, i64)>,
+    pub barrier: BarrierFigures,
 }
 
 impl CoreMetrics {
@@ -235,6 +280,18 @@ impl CoreMetrics {
         s.cleaner_bytes_read = self.cleaner_bytes_read.get();
         s.cleaner_bytes_written = self.cleaner_bytes_written.get();
         s.cleaner_records_removed = self.cleaner_records_removed.get();
+        let b = &self.barrier;
+        s.barrier.started = b.started.get();
+        s.barrier.committed = b.committed.get();
+        s.barrier.partial = b.partial.get();
+        s.barrier.injection_duration = b.injection_duration.borrow().clone();
+        s.barrier.groups_coordinated = b.groups_coordinated.get();
+        s.barrier.markers = b
+            .markers
+            .borrow()
+            .iter()
+            .map(|(t, n)| (t.clone(), *n))
+            .collect();
     }
 }
 
@@ -380,6 +437,76 @@ pub const LATENCY_FAMILIES: &[LatencyFamily] = &[
         |s| &s.queue_latency,
     ),
 ];
+
+/// Seed 003's barrier families, named as its origin names them.
+fn render_barrier(x: &mut Exposition, snaps: &[Snapshot]) {
+    type Get = fn(&BarrierFigures) -> f64;
+    let per_core: &[(&str, &str, &str, Get)] = &[
+        (
+            "barrier_epochs_started_total",
+            "counter",
+            "Barrier injections started by this core's coordinator.",
+            |b| b.started as f64,
+        ),
+        (
+            "barrier_epochs_committed_total",
+            "counter",
+            "Barrier cuts published complete (every partition took its marker).",
+            |b| b.committed as f64,
+        ),
+        (
+            "barrier_epochs_published_partial_total",
+            "counter",
+            "Barrier cuts published partial (some partitions missing).",
+            |b| b.partial as f64,
+        ),
+        (
+            "barrier_groups_coordinated",
+            "gauge",
+            "Barrier groups this core coordinates.",
+            |b| b.groups_coordinated as f64,
+        ),
+    ];
+    for (name, kind, help, get) in per_core {
+        let fam = x.family(name, kind, help);
+        for s in snaps {
+            fam.sample(core_label(s), get(&s.barrier));
+        }
+    }
+    let fam = x.family(
+        "barrier_injection_duration_seconds",
+        "histogram",
+        "Barrier injection time, trigger to cut published.",
+    );
+    for s in snaps {
+        fam.samples.push((
+            core_label(s),
+            Value::Histogram(s.barrier.injection_duration.clone()),
+        ));
+    }
+    let fam = x.family(
+        "barrier_latest_epoch",
+        "gauge",
+        "The newest published cut's epoch of a barrier group, on its coordinator core.",
+    );
+    for s in snaps {
+        for (group, epoch) in &s.barrier.latest_epochs {
+            let labels = vec![("core", s.core.to_string()), ("group", group.clone())];
+            fam.sample(labels, *epoch as f64);
+        }
+    }
+    let fam = x.family(
+        "barrier_markers_written_total",
+        "counter",
+        "Barrier markers written into the partitions of a topic on this core.",
+    );
+    for s in snaps {
+        for (topic, n) in &s.barrier.markers {
+            let labels = vec![("core", s.core.to_string()), ("topic", topic.clone())];
+            fam.sample(labels, *n as f64);
+        }
+    }
+}
 
 /// Renders snapshots of every core as OpenMetrics text (which Prometheus reads), through
 /// `prometheus-client`.
@@ -661,6 +788,7 @@ pub fn render(snaps: &[Snapshot]) -> String {
             }
         }
     }
+    render_barrier(&mut x, snaps);
     let fam = x.family(
         "ringlog_consumer_group_committed_offset",
         "gauge",

@@ -156,6 +156,15 @@ pub enum NodeRequest {
         node: u64,
         core: Option<u32>,
     },
+    /// A barrier coordinator's marker for a partition of this node (seed 003): answered
+    /// `MarkerWritten` once it is durable.
+    BarrierMarker {
+        topic: String,
+        partition: u32,
+        group: String,
+        epoch: i64,
+        triggered_at_ms: i64,
+    },
 }
 
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
@@ -180,6 +189,10 @@ pub enum NodeResponse {
     NotServed,
     Failed {
         reason: String,
+    },
+    /// A barrier marker is durable at this offset.
+    MarkerWritten {
+        offset: u64,
     },
 }
 

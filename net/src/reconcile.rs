@@ -196,6 +196,8 @@ impl CoreState {
             self.replay_offsets(&partition, index).await?;
         } else if topic == crate::txn::TXN_STATE_TOPIC {
             self.replay_txns(&partition, index).await?;
+        } else if topic == crate::barrier::format::BARRIER_STATE_TOPIC {
+            self.replay_barriers(&partition, index).await?;
         }
         let m = &self.metrics;
         crate::metrics::CoreMetrics::add(&m.recovered_partitions, 1);
@@ -255,6 +257,25 @@ impl CoreState {
             records,
             core = self.core,
             "replayed transaction state"
+        );
+        Ok(())
+    }
+
+    /// Loads the barrier groups of one `__barrier_state` partition (their cuts, unfinished
+    /// injections and group records).
+    async fn replay_barriers(&self, partition: &Partition, index: u32) -> Result<(), LogError> {
+        let mut records = 0;
+        partition
+            .log()
+            .for_each_batch(0, u64::MAX, OFFSETS_REPLAY_READ_BYTES, |_, batch| {
+                records += crate::barrier::replay(&mut self.barriers.borrow_mut(), batch, index);
+            })
+            .await?;
+        tracing::info!(
+            partition = index,
+            records,
+            core = self.core,
+            "replayed barrier state"
         );
         Ok(())
     }

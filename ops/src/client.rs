@@ -43,6 +43,35 @@ impl KafkaClient {
     /// Sends `req` at `version` and returns the decoded response.
     pub fn call<R: Request>(&mut self, req: &R, version: i16) -> Result<R::Response, String> {
         self.send_only(req, version)?;
+        let mut body = Bytes::from(self.read_frame()?);
+        let resp_header = ResponseHeader::decode(&mut body, R::Response::header_version(version))
+            .map_err(|e| format!("decoding response header: {e}"))?;
+        if resp_header.correlation_id != self.correlation_id {
+            return Err(format!(
+                "broker answered correlation id {} to request {}",
+                resp_header.correlation_id, self.correlation_id
+            ));
+        }
+        R::Response::decode(&mut body, version).map_err(|e| format!("decoding response: {e}"))
+    }
+
+    /// Sends a request frame `encode` makes (size prefix included) with the next
+    /// correlation id, and returns the response frame (after its size) with that id: for
+    /// APIs the kafka-protocol crate has no schema for (the barrier APIs).
+    pub fn call_frame(
+        &mut self,
+        encode: impl FnOnce(i32) -> Vec<u8>,
+    ) -> Result<(i32, Vec<u8>), String> {
+        self.correlation_id += 1;
+        let frame = encode(self.correlation_id);
+        self.stream
+            .write_all(&frame)
+            .map_err(|e| format!("sending to {}: {e}", self.addr))?;
+        Ok((self.correlation_id, self.read_frame()?))
+    }
+
+    /// One response frame's bytes (after the size).
+    fn read_frame(&mut self) -> Result<Vec<u8>, String> {
         let mut size = [0u8; 4];
         self.stream
             .read_exact(&mut size)
@@ -55,16 +84,7 @@ impl KafkaClient {
         self.stream
             .read_exact(&mut body)
             .map_err(|e| format!("reading from {}: {e}", self.addr))?;
-        let mut body = Bytes::from(body);
-        let resp_header = ResponseHeader::decode(&mut body, R::Response::header_version(version))
-            .map_err(|e| format!("decoding response header: {e}"))?;
-        if resp_header.correlation_id != self.correlation_id {
-            return Err(format!(
-                "broker answered correlation id {} to request {}",
-                resp_header.correlation_id, self.correlation_id
-            ));
-        }
-        R::Response::decode(&mut body, version).map_err(|e| format!("decoding response: {e}"))
+        Ok(body)
     }
 }
 

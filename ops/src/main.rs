@@ -1,6 +1,7 @@
 //! `ringlog`: the broker binary (`serve`) and, with later issues, the admin and debug tools.
 
 mod admin_client;
+mod barrier_cmd;
 mod client;
 mod cluster_cmd;
 mod data_cmd;
@@ -62,6 +63,8 @@ enum Command {
     Partition(partition_cmd::PartitionArgs),
     /// SCRAM users of SASL listeners: create, delete, list.
     User(user_cmd::UserArgs),
+    /// Barrier cuts (seed 003): define, delete, describe, trigger, list, verify.
+    Barrier(barrier_cmd::BarrierArgs),
 }
 
 /// Prints a command's error and turns it into the exit status.
@@ -99,6 +102,7 @@ fn main() {
         Command::Shard(args) => report(shards_cmd::run_shard(args)),
         Command::Partition(args) => report(partition_cmd::run(args)),
         Command::User(args) => report(user_cmd::run(args)),
+        Command::Barrier(args) => barrier_cmd::run(args),
     };
     std::process::exit(code);
 }

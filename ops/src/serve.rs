@@ -167,6 +167,10 @@ pub struct ServeArgs {
     /// on the admin listener make that core's next write or fdatasync fail with EIO.
     #[arg(long, hide = true)]
     enable_fault_injection: bool,
+    /// How long a barrier injection retries the markers of partitions that refuse before it
+    /// publishes the cut as partial (default 30000).
+    #[arg(long, value_name = "MS")]
+    barrier_injection_timeout_ms: Option<u64>,
 }
 
 /// An on/off flag value (`--core-direct on`).
@@ -265,6 +269,8 @@ struct FileConfig {
     transaction_max_timeout_ms: Option<u64>,
     /// Idle transactional ids are forgotten after this long (`transactional.id.expiration.ms`).
     transactional_id_expiration_ms: Option<u64>,
+    /// How long a barrier injection retries refused markers before a partial cut.
+    barrier_injection_timeout_ms: Option<u64>,
     io_memory_bytes: Option<usize>,
     /// Data files the node keeps open at once (split between the cores).
     max_open_files: Option<usize>,
@@ -530,6 +536,12 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
         c.broker_session_timeout_ms = n;
     }
     c.fault_injection = args.enable_fault_injection;
+    if let Some(n) = args
+        .barrier_injection_timeout_ms
+        .or(file.barrier_injection_timeout_ms)
+    {
+        c.barrier_injection_timeout_ms = n;
+    }
     c.log_requests = args.log_requests || file.log_requests.unwrap_or(false);
     c.auto_create_topics = args.auto_create_topics || file.auto_create_topics.unwrap_or(false);
     if let Some(n) = file.num_partitions {

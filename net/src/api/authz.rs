@@ -35,7 +35,7 @@ fn all_open(state: &CoreState, who: &Subject) -> bool {
         && (!who.authenticated || state.ctx.config.acl.allow_everyone_if_no_acl_found)
 }
 
-fn on_cluster(state: &CoreState, who: &Subject, op: i8) -> bool {
+pub(crate) fn on_cluster(state: &CoreState, who: &Subject, op: i8) -> bool {
     may(
         state,
         who,

@@ -3,6 +3,7 @@
 mod acls;
 pub mod admin;
 mod authz;
+pub mod barrier;
 mod client_quotas;
 mod consumer_group;
 pub mod fetch;

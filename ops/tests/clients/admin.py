@@ -72,6 +72,17 @@ def main():
                 fail(f"topic {topic!r} still in metadata 20s after DeleteTopics")
             time.sleep(0.1)
         print(f"deleted {topic}")
+    elif cmd == "delete-records":
+        from confluent_kafka import TopicPartition
+        topic, part, before = sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+        fs = admin.delete_records([TopicPartition(topic, part, before)], operation_timeout=10,
+                                  request_timeout=30)
+        try:
+            for f in fs.values():
+                f.result(timeout=30)
+        except KafkaException as e:
+            fail(f"DeleteRecords {topic}/{part} before {before}: {e.args[0]}")
+        print(f"deleted {topic}/{part} before {before}")
     elif cmd == "partitions":
         print(wait_partitions(admin, sys.argv[3], None))
     elif cmd == "watermarks":

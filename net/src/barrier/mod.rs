@@ -1,0 +1,162 @@
+//! Barrier cuts (seed 003, byte-compatible with krabka's KFC-4): the formats (`format`: the
+//! `__barrier_state` records, the marker a cut leaves in every partition, the snapshot
+//! container), the codec of the five barrier admin APIs (`wire`: keys 1010–1014, which the
+//! kafka-protocol crate has no schemas for), and the state one core keeps for the barrier
+//! groups it coordinates (this file).
+//!
+//! A group belongs to partition `murmur2(group) % 50` of the compacted `__barrier_state` and
+//! is coordinated by the core that owns that partition, like a consumer group and
+//! `__consumer_offsets`. The coordinator's work (injection, the interval tick, finishing an
+//! injection a crash interrupted) is in `crate::api::barrier`. What a coordinator knows comes
+//! from its partition's records, replayed when the partition opens:
+//! - a group record (kind 0): the definition as last written there (the metastore holds the
+//!   definition itself; the record is for readers of `__barrier_state`);
+//! - an injection-start record (kind 1): epoch E allocated, its frozen targets; written before
+//!   any marker, tombstoned in the same batch as E's cut;
+//! - a cut record (kind 2): the published cut of epoch E; the oldest past `retained_cuts` are
+//!   tombstoned, never the newest, so the highest epoch is always on record (epochs never
+//!   repeat).
+
+pub mod format;
+pub mod wire;
+
+use std::collections::{BTreeMap, HashMap};
+
+use bytes::Bytes;
+use kafka_protocol::records::RecordBatchDecoder;
+
+use format::{Cut, GroupValue, InjectionStart, StateRecord};
+
+/// How often each core looks for barrier groups due for an injection (their `interval_ms`)
+/// and for injections a crash interrupted.
+pub const BARRIER_TICK_MS: u64 = 100;
+/// Kafka-style default of `barrier-injection-timeout-ms`: how long an injection retries the
+/// markers of partitions that refuse before it publishes the cut as partial.
+pub const DEFAULT_BARRIER_INJECTION_TIMEOUT_MS: u64 = 30_000;
+/// The first wait before a refused marker is tried again; it doubles up to
+/// `MARKER_RETRY_MAX_BACKOFF_MS`.
+pub const MARKER_RETRY_FIRST_BACKOFF_MS: u64 = 50;
+pub const MARKER_RETRY_MAX_BACKOFF_MS: u64 = 2_000;
+/// How far past a target's frozen start offset the finishing of an interrupted injection
+/// looks for its marker, in bytes of log per partition (a marker not found within it counts
+/// as missing).
+pub const MARKER_SCAN_MAX_BYTES: u64 = 256 << 20;
+/// Cuts one ListBarrierCuts answer carries at most (the oldest first from `min_epoch`).
+pub const MAX_CUTS_PER_LIST: usize = 1_000;
+
+/// One barrier group as its coordinator core knows it.
+#[derive(Debug, Default)]
+pub struct GroupState {
+    /// The group's partition of `__barrier_state`.
+    pub partition: u32,
+    /// The highest epoch allocated (an injection-start or a cut on record), 0 for none.
+    pub last_epoch: i64,
+    /// Published cuts still retained, by epoch.
+    pub cuts: BTreeMap<i64, Cut>,
+    /// Injection-start records with no cut yet: an injection under way, or one a crash
+    /// interrupted (finished as partial by the tick when none is under way).
+    pub started: BTreeMap<i64, InjectionStart>,
+    /// The epoch being injected by this process now (in memory only).
+    pub injecting: Option<i64>,
+    /// The group record as last written to `__barrier_state` (None: none, or a tombstone).
+    pub record: Option<GroupValue>,
+    /// When this core first knew the group (ms): a group never triggered is due by its
+    /// interval from here.
+    pub known_since_ms: i64,
+}
+
+impl GroupState {
+    pub fn new(partition: u32) -> Self {
+        Self {
+            partition,
+            known_since_ms: engine::clock::system_now_ms(),
+            ..Default::default()
+        }
+    }
+
+    /// The newest published cut, and the newest complete one.
+    pub fn latest(&self) -> Option<&Cut> {
+        self.cuts.values().next_back()
+    }
+
+    pub fn latest_complete(&self) -> Option<&Cut> {
+        self.cuts
+            .values()
+            .rev()
+            .find(|c| c.status == format::CutStatus::Complete)
+    }
+
+    /// When the group was last triggered (ms), from its newest cut or injection.
+    pub fn last_triggered_ms(&self) -> Option<i64> {
+        let cut = self.latest().map(|c| c.triggered_at_ms);
+        let started = self.started.values().map(|s| s.triggered_at_ms).max();
+        cut.max(started)
+    }
+
+    /// Applies one replayed record of this group.
+    fn apply(&mut self, record: StateRecord) {
+        match record {
+            StateRecord::Group { value, .. } => self.record = value,
+            StateRecord::InjectionStart { epoch, value, .. } => match value {
+                Some(v) => {
+                    self.last_epoch = self.last_epoch.max(epoch);
+                    self.started.insert(epoch, v);
+                }
+                None => {
+                    self.started.remove(&epoch);
+                }
+            },
+            StateRecord::Cut { epoch, cut, .. } => match cut {
+                Some(c) => {
+                    self.last_epoch = self.last_epoch.max(epoch);
+                    self.started.remove(&epoch);
+                    self.cuts.insert(epoch, c);
+                }
+                None => {
+                    self.cuts.remove(&epoch);
+                }
+            },
+        }
+    }
+}
+
+/// The barrier groups one core coordinates, by name.
+pub type BarrierStates = HashMap<String, GroupState>;
+
+/// Applies the records of stored batches of `__barrier_state` partition `partition` (as read
+/// from the log) to `states`; returns how many were applied. Markers (control batches) and
+/// undecodable records are skipped, the latter with a warning.
+pub fn replay(states: &mut BarrierStates, bytes: &[u8], partition: u32) -> usize {
+    let mut applied = 0;
+    for (h, stored) in engine::batch::stored_batches(bytes) {
+        if h.is_control() {
+            continue;
+        }
+        let mut one = Bytes::copy_from_slice(stored);
+        let Ok(set) = RecordBatchDecoder::decode(&mut one) else {
+            tracing::warn!(
+                partition,
+                "undecodable batch in {}; skipped",
+                format::BARRIER_STATE_TOPIC
+            );
+            continue;
+        };
+        for r in set.records {
+            let Some(key) = r.key else { continue };
+            match format::decode_record(&key, r.value.as_deref()) {
+                Ok(record) => {
+                    let group = record.group().to_string();
+                    states
+                        .entry(group)
+                        .or_insert_with(|| GroupState::new(partition))
+                        .apply(record);
+                    applied += 1;
+                }
+                Err(e) => {
+                    tracing::warn!(partition, error = %e, "skipped a record of {}", format::BARRIER_STATE_TOPIC)
+                }
+            }
+        }
+    }
+    applied
+}

@@ -1,0 +1,456 @@
+//! `ringlog barrier define|delete|describe|trigger|list|verify` (seed 003): barrier groups
+//! and their cuts over the barrier APIs (keys 1010–1014, `net::barrier::wire`), and `verify`,
+//! which fetches the raw batches at every cut offset and checks that each is its epoch's
+//! marker.
+//!
+//! Exit codes: 0 ok; 1 refused (the broker's error is printed); 2 usage (clap's); 3 `verify`
+//! found a cut offset without its marker.
+
+use clap::{Args, Subcommand};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use net::barrier::format::{self, Cut, CutStatus, BARRIER_CONTROL_TYPE};
+use net::barrier::wire::{
+    self, AlterBarrierGroupsRequest, BarrierRequest, BarrierResponse, DescribeBarrierGroupsRequest,
+    GroupAlteration, ListBarrierCutsRequest, TriggerBarrierRequest,
+};
+use serde_json::json;
+
+use crate::client::{kafka_error, KafkaClient};
+use crate::fanout_cmd::parse_delay_ms;
+use crate::output;
+
+/// Exit status of a `verify` that found a mismatch.
+pub const EXIT_VERIFY_MISMATCH: i32 = 3;
+/// How long `trigger` waits for the cut unless told (`--wait`).
+const DEFAULT_TRIGGER_WAIT_MS: u64 = 60_000;
+/// Bytes `verify` fetches at each cut offset (the marker is one small batch).
+const VERIFY_FETCH_BYTES: i32 = 64 << 10;
+
+#[derive(Args, Debug)]
+pub struct BarrierArgs {
+    #[arg(long, default_value = "127.0.0.1:9092", global = true)]
+    brokers: String,
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: BarrierCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum BarrierCommand {
+    /// Define (or redefine) a barrier group: a cut of TOPICS every INTERVAL.
+    Define {
+        group: String,
+        /// The topics cut together, comma-separated (at most 100).
+        #[arg(long, value_delimiter = ',', required = true)]
+        topics: Vec<String>,
+        /// How often a cut is made (e.g. 30s, 15m, 1h or milliseconds; at least 1s).
+        #[arg(long, value_parser = parse_delay_ms, default_value = "60s")]
+        interval: u64,
+        /// How many published cuts `__barrier_state` keeps.
+        #[arg(long, default_value_t = 10)]
+        retained_cuts: u32,
+    },
+    /// Delete a barrier group and its cuts (the markers stay in the data).
+    Delete { group: String },
+    /// A group's definition, coordinator and latest epochs (every group without GROUP).
+    Describe { group: Option<String> },
+    /// Cut GROUP now; waits for the cut unless --no-wait.
+    Trigger {
+        group: String,
+        /// How long to wait for the cut (e.g. 30s or ms).
+        #[arg(long, value_parser = parse_delay_ms)]
+        wait: Option<u64>,
+        /// Return once the injection started.
+        #[arg(long)]
+        no_wait: bool,
+    },
+    /// The retained cuts of GROUP with their offsets.
+    List {
+        group: String,
+        /// Only cuts of this epoch and later.
+        #[arg(long, default_value_t = 0)]
+        from_epoch: i64,
+    },
+    /// Check that the marker of each cut (or of --epoch) sits at its cut offset.
+    Verify {
+        group: String,
+        #[arg(long)]
+        epoch: Option<i64>,
+    },
+}
+
+/// Runs a barrier command; the exit status (see the module doc).
+pub fn run(args: BarrierArgs) -> i32 {
+    match run_inner(args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("ringlog: {e}");
+            1
+        }
+    }
+}
+
+fn call(c: &mut KafkaClient, req: BarrierRequest) -> Result<BarrierResponse, String> {
+    let key = req.api_key();
+    let (sent, frame) =
+        c.call_frame(|id| wire::encode_request_frame(id, Some("ringlog-cli"), &req))?;
+    let (got, resp) = wire::decode_response_frame(key, &frame)
+        .map_err(|e| format!("decoding the broker's answer: {e}"))?;
+    if got != sent {
+        return Err(format!(
+            "broker answered correlation id {got} to request {sent}"
+        ));
+    }
+    Ok(resp)
+}
+
+/// `Err` with the broker's refusal.
+fn refused(what: &str, code: i16, message: Option<String>) -> Result<(), String> {
+    if code == 0 {
+        return Ok(());
+    }
+    let name = if code == wire::BARRIER_INJECTION_IN_PROGRESS {
+        "BARRIER_INJECTION_IN_PROGRESS (1000)".to_string()
+    } else {
+        kafka_error(code)
+    };
+    Err(match message {
+        Some(m) if !m.is_empty() => format!("{what}: {name}: {m}"),
+        _ => format!("{what}: {name}"),
+    })
+}
+
+fn run_inner(args: BarrierArgs) -> Result<i32, String> {
+    let mut c = KafkaClient::connect(&args.brokers)?;
+    match args.command {
+        BarrierCommand::Define {
+            group,
+            topics,
+            interval,
+            retained_cuts,
+        } => {
+            let alter = GroupAlteration {
+                name: group.clone(),
+                delete: false,
+                topics,
+                interval_ms: interval as i64,
+                retained_cuts: retained_cuts as i32,
+            };
+            alter_one(&mut c, alter, &format!("defining barrier group '{group}'"))?;
+            println!("barrier group '{group}' defined");
+        }
+        BarrierCommand::Delete { group } => {
+            let alter = GroupAlteration {
+                name: group.clone(),
+                delete: true,
+                ..Default::default()
+            };
+            alter_one(&mut c, alter, &format!("deleting barrier group '{group}'"))?;
+            println!("barrier group '{group}' deleted");
+        }
+        BarrierCommand::Describe { group } => {
+            let req = DescribeBarrierGroupsRequest {
+                groups: group.map(|g| vec![g]),
+            };
+            let BarrierResponse::Describe(r) = call(&mut c, BarrierRequest::Describe(req))? else {
+                return Err("the broker answered another API".into());
+            };
+            for g in &r.groups {
+                refused(
+                    &format!("barrier group '{}'", g.name),
+                    g.error_code,
+                    g.error_message.clone(),
+                )?;
+            }
+            if args.json {
+                let v: Vec<_> = r
+                    .groups
+                    .iter()
+                    .map(|g| {
+                        json!({
+                            "group": g.name, "topics": g.topics, "interval_ms": g.interval_ms,
+                            "retained_cuts": g.retained_cuts,
+                            "coordinator_partition": g.coordinator_partition,
+                            "latest_epoch": g.latest_epoch,
+                            "latest_complete_epoch": g.latest_complete_epoch,
+                            "injecting_epoch": g.injecting_epoch,
+                        })
+                    })
+                    .collect();
+                output::json(&json!(v));
+            } else {
+                let epoch = |e: i64| {
+                    if e < 0 {
+                        "-".to_string()
+                    } else {
+                        e.to_string()
+                    }
+                };
+                let rows: Vec<Vec<String>> = r
+                    .groups
+                    .iter()
+                    .map(|g| {
+                        vec![
+                            g.name.clone(),
+                            g.topics.join(","),
+                            g.interval_ms.to_string(),
+                            g.retained_cuts.to_string(),
+                            epoch(g.latest_epoch),
+                            epoch(g.latest_complete_epoch),
+                            epoch(g.injecting_epoch),
+                        ]
+                    })
+                    .collect();
+                output::table(
+                    &[
+                        "GROUP",
+                        "TOPICS",
+                        "INTERVAL_MS",
+                        "RETAINED",
+                        "LATEST",
+                        "COMPLETE",
+                        "INJECTING",
+                    ],
+                    &rows,
+                );
+            }
+        }
+        BarrierCommand::Trigger {
+            group,
+            wait,
+            no_wait,
+        } => {
+            let wait_ms = if no_wait {
+                0
+            } else {
+                wait.unwrap_or(DEFAULT_TRIGGER_WAIT_MS).min(i32::MAX as u64) as i32
+            };
+            let req = TriggerBarrierRequest {
+                group: group.clone(),
+                wait_ms,
+            };
+            let BarrierResponse::Trigger(r) = call(&mut c, BarrierRequest::Trigger(req))? else {
+                return Err("the broker answered another API".into());
+            };
+            refused(
+                &format!("triggering barrier group '{group}'"),
+                r.error_code,
+                r.error_message,
+            )?;
+            let status = match r.status {
+                0 => "complete",
+                1 => "partial",
+                _ => "injecting",
+            };
+            if args.json {
+                output::json(&json!({
+                    "group": group, "epoch": r.epoch, "status": status,
+                    "triggered_at_ms": r.triggered_at_ms, "completed_at_ms": r.completed_at_ms,
+                }));
+            } else {
+                println!("barrier group '{group}' epoch {}: {status}", r.epoch);
+            }
+        }
+        BarrierCommand::List { group, from_epoch } => {
+            let cuts = list(&mut c, &group, from_epoch)?;
+            if args.json {
+                output::json(&json!(cuts.iter().map(cut_json).collect::<Vec<_>>()));
+            } else {
+                let rows: Vec<Vec<String>> = cuts
+                    .iter()
+                    .map(|cut| {
+                        let offsets: Vec<String> = cut
+                            .offsets
+                            .iter()
+                            .flat_map(|(t, ps)| ps.iter().map(move |(p, o)| format!("{t}/{p}@{o}")))
+                            .collect();
+                        let missing: Vec<String> = cut
+                            .missing
+                            .iter()
+                            .map(|(t, p)| format!("{t}/{p}"))
+                            .collect();
+                        vec![
+                            cut.epoch.to_string(),
+                            status_name(cut.status).to_string(),
+                            (cut.completed_at_ms - cut.triggered_at_ms).to_string(),
+                            offsets.join(" "),
+                            missing.join(" "),
+                        ]
+                    })
+                    .collect();
+                output::table(
+                    &["EPOCH", "STATUS", "INJECTION_MS", "OFFSETS", "MISSING"],
+                    &rows,
+                );
+            }
+        }
+        BarrierCommand::Verify { group, epoch } => {
+            let cuts = list(&mut c, &group, epoch.unwrap_or(0))?;
+            let cuts: Vec<Cut> = cuts
+                .into_iter()
+                .filter(|cut| epoch.is_none_or(|e| cut.epoch == e))
+                .collect();
+            if cuts.is_empty() {
+                return Err(match epoch {
+                    Some(e) => format!("barrier group '{group}' has no retained cut of epoch {e}"),
+                    None => format!("barrier group '{group}' has no retained cut"),
+                });
+            }
+            let mut mismatches = Vec::new();
+            let mut checked = 0;
+            for cut in &cuts {
+                for (topic, parts) in &cut.offsets {
+                    for (p, offset) in parts {
+                        checked += 1;
+                        if let Err(why) = check_marker(&mut c, &group, cut, topic, *p, *offset) {
+                            mismatches
+                                .push(format!("epoch {}: {topic}/{p}@{offset}: {why}", cut.epoch));
+                        }
+                    }
+                }
+            }
+            if args.json {
+                output::json(
+                    &json!({"group": group, "cuts": cuts.len(), "checked": checked, "mismatches": mismatches}),
+                );
+            } else {
+                for m in &mismatches {
+                    println!("MISMATCH {m}");
+                }
+                println!(
+                    "verified {} cut(s) of '{group}': {checked} marker(s), {} mismatch(es)",
+                    cuts.len(),
+                    mismatches.len()
+                );
+            }
+            if !mismatches.is_empty() {
+                return Ok(EXIT_VERIFY_MISMATCH);
+            }
+        }
+    }
+    Ok(0)
+}
+
+fn alter_one(c: &mut KafkaClient, alter: GroupAlteration, what: &str) -> Result<(), String> {
+    let req = AlterBarrierGroupsRequest {
+        groups: vec![alter],
+        validate_only: false,
+    };
+    let BarrierResponse::Alter(r) = call(c, BarrierRequest::Alter(req))? else {
+        return Err("the broker answered another API".into());
+    };
+    let first = r
+        .results
+        .into_iter()
+        .next()
+        .ok_or("the broker answered no result")?;
+    refused(what, first.error_code, first.error_message)
+}
+
+fn list(c: &mut KafkaClient, group: &str, min_epoch: i64) -> Result<Vec<Cut>, String> {
+    let req = ListBarrierCutsRequest {
+        group: group.to_string(),
+        min_epoch,
+    };
+    let BarrierResponse::List(r) = call(c, BarrierRequest::List(req))? else {
+        return Err("the broker answered another API".into());
+    };
+    refused(
+        &format!("listing the cuts of '{group}'"),
+        r.error_code,
+        r.error_message,
+    )?;
+    Ok(r.cuts)
+}
+
+fn status_name(s: CutStatus) -> &'static str {
+    match s {
+        CutStatus::Complete => "complete",
+        CutStatus::Partial => "partial",
+    }
+}
+
+fn cut_json(cut: &Cut) -> serde_json::Value {
+    json!({
+        "epoch": cut.epoch,
+        "status": status_name(cut.status),
+        "triggered_at_ms": cut.triggered_at_ms,
+        "completed_at_ms": cut.completed_at_ms,
+        "offsets": cut.offsets.iter().map(|(t, ps)| json!({
+            "topic": t,
+            "partitions": ps.iter().map(|(p, o)| json!({"partition": p, "offset": o})).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "missing": cut.missing.iter().map(|(t, p)| json!({"topic": t, "partition": p})).collect::<Vec<_>>(),
+    })
+}
+
+/// Fetches the raw batch at `offset` of `topic`/`p` and checks it is `cut`'s marker.
+fn check_marker(
+    c: &mut KafkaClient,
+    group: &str,
+    cut: &Cut,
+    topic: &str,
+    p: i32,
+    offset: i64,
+) -> Result<(), String> {
+    let v = c.api_versions()?;
+    let ver = v.pick(ApiKey::Fetch, 4, 12)?;
+    let req = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_min_bytes(0)
+        .with_max_bytes(VERIFY_FETCH_BYTES)
+        .with_isolation_level(0)
+        .with_session_id(0)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(p)
+                .with_fetch_offset(offset)
+                .with_current_leader_epoch(-1)
+                .with_last_fetched_epoch(-1)
+                .with_log_start_offset(-1)
+                .with_partition_max_bytes(VERIFY_FETCH_BYTES)])]);
+    let r = c.call(&req, ver)?;
+    let pd = r
+        .responses
+        .into_iter()
+        .flat_map(|t| t.partitions)
+        .next()
+        .ok_or("no partition in the Fetch answer")?;
+    if pd.error_code != 0 {
+        return Err(format!("Fetch: {}", kafka_error(pd.error_code)));
+    }
+    let bytes = pd.records.unwrap_or_default();
+    // The first batch holding `offset` (a fetch answers from the batch that holds it).
+    let (h, one) = engine::batch::stored_batches(&bytes)
+        .find(|(h, _)| h.last_offset() >= offset)
+        .ok_or("no batch at the cut offset (compacted or deleted?)")?;
+    if h.base_offset != offset || !h.is_control() {
+        return Err(format!(
+            "the record there is not a marker (batch {}..={}, control {})",
+            h.base_offset,
+            h.last_offset(),
+            h.is_control()
+        ));
+    }
+    let (kind, value) = engine::txn::control_record_of(one).ok_or("unreadable control batch")?;
+    if kind != BARRIER_CONTROL_TYPE {
+        return Err(format!(
+            "a control record of type {kind}, not a barrier marker"
+        ));
+    }
+    let marker = format::decode_marker_value(value.as_deref().unwrap_or_default())
+        .map_err(|e| e.to_string())?;
+    if marker.group != group || marker.epoch != cut.epoch {
+        return Err(format!(
+            "the marker of '{}' epoch {}, not of epoch {}",
+            marker.group, marker.epoch, cut.epoch
+        ));
+    }
+    Ok(())
+}
