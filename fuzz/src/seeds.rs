@@ -323,7 +323,48 @@ pub fn request_inputs() -> Vec<Vec<u8>> {
             }
         }
     }
+    // The barrier APIs (keys 1010–1014, not in the table): whole frames, which the targets'
+    // raw form decodes as they are.
+    out.extend(barrier_frames());
     out
+}
+
+/// One request frame (after its size) of each barrier API, with one element in each array.
+pub fn barrier_frames() -> Vec<Vec<u8>> {
+    use net::barrier::wire::*;
+    let requests = [
+        BarrierRequest::Alter(AlterBarrierGroupsRequest {
+            groups: vec![GroupAlteration {
+                name: "fuzz-group".into(),
+                delete: false,
+                topics: vec!["fuzz".into()],
+                interval_ms: 60_000,
+                retained_cuts: 3,
+            }],
+            validate_only: true,
+        }),
+        BarrierRequest::Describe(DescribeBarrierGroupsRequest {
+            groups: Some(vec!["fuzz-group".into()]),
+        }),
+        BarrierRequest::Trigger(TriggerBarrierRequest {
+            group: "fuzz-group".into(),
+            wait_ms: 0,
+        }),
+        BarrierRequest::List(ListBarrierCutsRequest {
+            group: "fuzz-group".into(),
+            min_epoch: 0,
+        }),
+        BarrierRequest::WriteMarkers(WriteBarrierMarkersRequest {
+            group: "fuzz-group".into(),
+            epoch: 1,
+            triggered_at_ms: 1,
+            topics: vec![("fuzz".into(), vec![0])],
+        }),
+    ];
+    requests
+        .iter()
+        .map(|r| encode_request_frame(7, Some("fuzz"), r)[4..].to_vec())
+        .collect()
 }
 
 /// A size-prefixed CreateTopics v5 frame.

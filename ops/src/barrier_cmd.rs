@@ -6,6 +6,8 @@
 //! Exit codes: 0 ok; 1 refused (the broker's error is printed); 2 usage (clap's); 3 `verify`
 //! found a cut offset without its marker.
 
+use std::collections::BTreeMap;
+
 use clap::{Args, Subcommand};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, TopicName};
@@ -93,6 +95,65 @@ pub fn run(args: BarrierArgs) -> i32 {
     }
 }
 
+/// Kafka's NOT_COORDINATOR: the group's coordinator is on another node.
+const NOT_COORDINATOR: i16 = 16;
+
+/// The connections of one command: the bootstrap one, and one per other broker it needed
+/// (a group's coordinator, a partition's leader), by address.
+struct Brokers {
+    bootstrap: KafkaClient,
+    others: BTreeMap<String, KafkaClient>,
+}
+
+impl Brokers {
+    /// The connection to the broker leading `topic`/`partition` (Metadata from the bootstrap
+    /// broker).
+    fn leader_of(&mut self, topic: &str, partition: i32) -> Result<&mut KafkaClient, String> {
+        let v = self.bootstrap.api_versions()?;
+        let md = crate::topic_cmd::metadata(&mut self.bootstrap, &v, Some(topic))?;
+        let leader = md
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .find(|p| p.partition_index == partition)
+            .map(|p| p.leader_id.0)
+            .ok_or_else(|| format!("{topic}/{partition} is not in the metadata"))?;
+        let b = md
+            .brokers
+            .iter()
+            .find(|b| b.node_id.0 == leader)
+            .ok_or_else(|| format!("{topic}/{partition} has no leader now (broker {leader})"))?;
+        let addr = format!("{}:{}", b.host, b.port);
+        if !self.others.contains_key(&addr) {
+            let c = KafkaClient::connect(&addr)?;
+            self.others.insert(addr.clone(), c);
+        }
+        Ok(self.others.get_mut(&addr).expect("just inserted"))
+    }
+
+    /// `req` for `group`, sent again to the group's coordinator (the leader of its
+    /// `__barrier_state` partition) when the bootstrap broker is not it.
+    fn call_group(&mut self, group: &str, req: BarrierRequest) -> Result<BarrierResponse, String> {
+        let resp = call(&mut self.bootstrap, req.clone())?;
+        if error_of(&resp) != NOT_COORDINATOR {
+            return Ok(resp);
+        }
+        let p = format::coordinator_partition(group) as i32;
+        call(self.leader_of(format::BARRIER_STATE_TOPIC, p)?, req)
+    }
+}
+
+/// The error of a one-group answer (the first result's, for Alter and Describe).
+fn error_of(resp: &BarrierResponse) -> i16 {
+    match resp {
+        BarrierResponse::Alter(r) => r.results.first().map_or(0, |g| g.error_code),
+        BarrierResponse::Describe(r) => r.groups.first().map_or(0, |g| g.error_code),
+        BarrierResponse::Trigger(r) => r.error_code,
+        BarrierResponse::List(r) => r.error_code,
+        BarrierResponse::WriteMarkers(_) => 0,
+    }
+}
+
 fn call(c: &mut KafkaClient, req: BarrierRequest) -> Result<BarrierResponse, String> {
     let key = req.api_key();
     let (sent, frame) =
@@ -124,7 +185,11 @@ fn refused(what: &str, code: i16, message: Option<String>) -> Result<(), String>
 }
 
 fn run_inner(args: BarrierArgs) -> Result<i32, String> {
-    let mut c = KafkaClient::connect(&args.brokers)?;
+    let mut b = Brokers {
+        bootstrap: KafkaClient::connect(&args.brokers)?,
+        others: BTreeMap::new(),
+    };
+    let c = &mut b.bootstrap;
     match args.command {
         BarrierCommand::Define {
             group,
@@ -139,7 +204,7 @@ fn run_inner(args: BarrierArgs) -> Result<i32, String> {
                 interval_ms: interval as i64,
                 retained_cuts: retained_cuts as i32,
             };
-            alter_one(&mut c, alter, &format!("defining barrier group '{group}'"))?;
+            alter_one(c, alter, &format!("defining barrier group '{group}'"))?;
             println!("barrier group '{group}' defined");
         }
         BarrierCommand::Delete { group } => {
@@ -148,16 +213,34 @@ fn run_inner(args: BarrierArgs) -> Result<i32, String> {
                 delete: true,
                 ..Default::default()
             };
-            alter_one(&mut c, alter, &format!("deleting barrier group '{group}'"))?;
+            alter_one(c, alter, &format!("deleting barrier group '{group}'"))?;
             println!("barrier group '{group}' deleted");
         }
         BarrierCommand::Describe { group } => {
             let req = DescribeBarrierGroupsRequest {
                 groups: group.map(|g| vec![g]),
             };
-            let BarrierResponse::Describe(r) = call(&mut c, BarrierRequest::Describe(req))? else {
+            let BarrierResponse::Describe(mut r) = call(c, BarrierRequest::Describe(req))? else {
                 return Err("the broker answered another API".into());
             };
+            // Groups coordinated elsewhere: asked of their coordinators.
+            for g in r
+                .groups
+                .iter_mut()
+                .filter(|g| g.error_code == NOT_COORDINATOR)
+            {
+                let one = DescribeBarrierGroupsRequest {
+                    groups: Some(vec![g.name.clone()]),
+                };
+                let name = g.name.clone();
+                if let BarrierResponse::Describe(mut d) =
+                    b.call_group(&name, BarrierRequest::Describe(one))?
+                {
+                    if let Some(found) = d.groups.pop() {
+                        *g = found;
+                    }
+                }
+            }
             for g in &r.groups {
                 refused(
                     &format!("barrier group '{}'", g.name),
@@ -232,7 +315,8 @@ fn run_inner(args: BarrierArgs) -> Result<i32, String> {
                 group: group.clone(),
                 wait_ms,
             };
-            let BarrierResponse::Trigger(r) = call(&mut c, BarrierRequest::Trigger(req))? else {
+            let BarrierResponse::Trigger(r) = b.call_group(&group, BarrierRequest::Trigger(req))?
+            else {
                 return Err("the broker answered another API".into());
             };
             refused(
@@ -255,7 +339,7 @@ fn run_inner(args: BarrierArgs) -> Result<i32, String> {
             }
         }
         BarrierCommand::List { group, from_epoch } => {
-            let cuts = list(&mut c, &group, from_epoch)?;
+            let cuts = list(&mut b, &group, from_epoch)?;
             if args.json {
                 output::json(&json!(cuts.iter().map(cut_json).collect::<Vec<_>>()));
             } else {
@@ -288,7 +372,7 @@ fn run_inner(args: BarrierArgs) -> Result<i32, String> {
             }
         }
         BarrierCommand::Verify { group, epoch } => {
-            let cuts = list(&mut c, &group, epoch.unwrap_or(0))?;
+            let cuts = list(&mut b, &group, epoch.unwrap_or(0))?;
             let cuts: Vec<Cut> = cuts
                 .into_iter()
                 .filter(|cut| epoch.is_none_or(|e| cut.epoch == e))
@@ -305,7 +389,10 @@ fn run_inner(args: BarrierArgs) -> Result<i32, String> {
                 for (topic, parts) in &cut.offsets {
                     for (p, offset) in parts {
                         checked += 1;
-                        if let Err(why) = check_marker(&mut c, &group, cut, topic, *p, *offset) {
+                        let checked_at = b.leader_of(topic, *p);
+                        let r = checked_at
+                            .and_then(|c| check_marker(c, &group, cut, topic, *p, *offset));
+                        if let Err(why) = r {
                             mismatches
                                 .push(format!("epoch {}: {topic}/{p}@{offset}: {why}", cut.epoch));
                         }
@@ -350,12 +437,12 @@ fn alter_one(c: &mut KafkaClient, alter: GroupAlteration, what: &str) -> Result<
     refused(what, first.error_code, first.error_message)
 }
 
-fn list(c: &mut KafkaClient, group: &str, min_epoch: i64) -> Result<Vec<Cut>, String> {
+fn list(b: &mut Brokers, group: &str, min_epoch: i64) -> Result<Vec<Cut>, String> {
     let req = ListBarrierCutsRequest {
         group: group.to_string(),
         min_epoch,
     };
-    let BarrierResponse::List(r) = call(c, BarrierRequest::List(req))? else {
+    let BarrierResponse::List(r) = b.call_group(group, BarrierRequest::List(req))? else {
         return Err("the broker answered another API".into());
     };
     refused(

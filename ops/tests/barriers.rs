@@ -553,3 +553,60 @@ fn verify_exits_3_when_a_marker_is_not_at_its_cut_offset() {
     assert_eq!(code, 3, "{out}{err}");
     assert!(out.contains("MISMATCH epoch 1: v/0@2"), "{out}");
 }
+
+/// The barrier APIs are not advertised; a barrier frame that lies about its counts or stops
+/// short closes its connection (the broker reads no further and allocates by no count), and
+/// the broker goes on answering good ones.
+#[test]
+fn hostile_barrier_frames_close_only_their_connection() {
+    use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
+    use net::barrier::wire::{self, BarrierRequest, BarrierResponse, DescribeBarrierGroupsRequest};
+    use std::io::{Read, Write};
+    let broker = Broker::start(1);
+    let mut s = TcpStream::connect(broker.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let v: ApiVersionsResponse = call(&mut s, 18, 3, 1, &ApiVersionsRequest::default());
+    assert!(
+        v.api_keys
+            .iter()
+            .all(|k| !(1010..=1014).contains(&k.api_key)),
+        "not advertised"
+    );
+    // AlterBarrierGroups whose groups array claims 2^31 elements, in a 20-byte frame.
+    let mut body = Vec::new();
+    body.extend_from_slice(&1010i16.to_be_bytes());
+    body.extend_from_slice(&0i16.to_be_bytes());
+    body.extend_from_slice(&2i32.to_be_bytes());
+    body.extend_from_slice(&(-1i16).to_be_bytes()); // client id: null
+    body.push(0); // header tagged fields
+    body.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x07]); // compact array of 2^31 - 2
+    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&body);
+    s.write_all(&frame).unwrap();
+    let mut buf = [0u8; 4];
+    assert_eq!(s.read(&mut buf).unwrap_or(0), 0, "the connection is closed");
+    // A truncated Describe, then a good one on a fresh connection.
+    let good = wire::encode_request_frame(
+        5,
+        Some("t"),
+        &BarrierRequest::Describe(DescribeBarrierGroupsRequest { groups: None }),
+    );
+    let mut s = TcpStream::connect(broker.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut short = good[..good.len() - 1].to_vec();
+    let short_len = (short.len() - 4) as i32;
+    short[..4].copy_from_slice(&short_len.to_be_bytes());
+    s.write_all(&short).unwrap();
+    assert_eq!(s.read(&mut buf).unwrap_or(0), 0, "the connection is closed");
+    let mut s = TcpStream::connect(broker.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(&good).unwrap();
+    let answer = support::wire::read_frame(&mut s, "DescribeBarrierGroups");
+    let (corr, resp) = wire::decode_response_frame(1011, &answer).unwrap();
+    assert_eq!(corr, 5);
+    assert_eq!(
+        resp,
+        BarrierResponse::Describe(Default::default()),
+        "no groups yet"
+    );
+}

@@ -807,3 +807,63 @@ fn clients_on_an_external_sasl_listener_see_every_node_at_its_external_endpoint(
     let primary: BTreeSet<i32> = nodes.iter().map(|n| i32::from(n.addr().port())).collect();
     assert_eq!(ids, primary);
 }
+
+/// A barrier group over partitions of three nodes: the markers for other nodes' partitions
+/// go by node RPC, the CLI finds the coordinator (the leader of the group's
+/// `__barrier_state` partition) from any node, and verify fetches each marker from its
+/// partition's leader.
+#[test]
+fn a_barrier_cut_spans_the_partitions_of_every_node() {
+    let mut nodes = cluster(3, 1);
+    create_topic(&nodes[0], "cut", 3, &[]);
+    let owners: BTreeSet<i32> = leaders(&nodes[0], "cut").into_values().collect();
+    assert_eq!(owners.len(), 3, "a partition on each node");
+    for p in 0..3 {
+        kcat_write(&nodes[0], "cut", p, &["a", "b"]);
+    }
+    let cli = |node: &Broker, args: &[&str]| {
+        let mut c = std::process::Command::new(ringlog_bin());
+        c.arg("barrier")
+            .args(args)
+            .args(["--brokers", &node.bootstrap()]);
+        run_ok(c, None, Duration::from_secs(60))
+    };
+    cli(
+        &nodes[1],
+        &["define", "spread", "--topics", "cut", "--interval", "1h"],
+    );
+    for (i, node) in nodes.iter().enumerate() {
+        let out = cli(node, &["trigger", "spread"]);
+        assert!(
+            out.contains(&format!("epoch {}: complete", i + 1)),
+            "node {i}: {out}"
+        );
+    }
+    let listed: serde_json::Value =
+        serde_json::from_str(&cli(&nodes[2], &["list", "spread", "--json"])).unwrap();
+    let cuts = listed.as_array().unwrap();
+    assert_eq!(cuts.len(), 3);
+    for c in cuts {
+        assert_eq!(c["status"], "complete");
+        assert_eq!(
+            c["offsets"][0]["partitions"].as_array().unwrap().len(),
+            3,
+            "{c}"
+        );
+    }
+    let out = cli(&nodes[0], &["verify", "spread"]);
+    assert!(out.contains("9 marker(s), 0 mismatch(es)"), "{out}");
+    let described: serde_json::Value =
+        serde_json::from_str(&cli(&nodes[0], &["describe", "--json"])).unwrap();
+    assert_eq!(described[0]["latest_complete_epoch"], 3, "{described}");
+    for p in 0..3 {
+        assert_eq!(
+            kcat_read(&nodes[2], "cut", p),
+            vec!["a", "b"],
+            "no marker reaches a consumer"
+        );
+    }
+    for n in &mut nodes {
+        n.assert_alive();
+    }
+}

@@ -1022,15 +1022,16 @@ async fn sync_group_record(s: &Rc<CoreState>, group: &str, p: u32) -> Result<(),
         retained_cuts: d.retained_cuts as i32,
         topics: d.topics,
     });
-    let (current, cuts, busy) = {
+    let (current, cuts, started, busy) = {
         let states = s.barriers.borrow();
         match states.get(group) {
             Some(g) => (
                 g.record.clone(),
                 g.cuts.keys().copied().collect::<Vec<_>>(),
-                g.injecting.is_some() || !g.started.is_empty(),
+                g.started.keys().copied().collect::<Vec<_>>(),
+                g.injecting.is_some(),
             ),
-            None => (None, Vec::new(), false),
+            None => (None, Vec::new(), Vec::new(), false),
         }
     };
     match wanted {
@@ -1048,9 +1049,14 @@ async fn sync_group_record(s: &Rc<CoreState>, group: &str, p: u32) -> Result<(),
         }
         Some(_) => {}
         None if busy => {} // deleted while injecting: cleaned up once the injection is done
-        None if current.is_some() || !cuts.is_empty() => {
+        None if current.is_some() || !cuts.is_empty() || !started.is_empty() => {
             let mut records = vec![(key(RecordKind::Group, group, -1), None)];
             records.extend(cuts.iter().map(|e| (key(RecordKind::Cut, group, *e), None)));
+            records.extend(
+                started
+                    .iter()
+                    .map(|e| (key(RecordKind::InjectionStart, group, *e), None)),
+            );
             append_state(s, p, records).await?;
             s.barriers.borrow_mut().remove(group);
         }
@@ -1160,6 +1166,10 @@ async fn finish_interrupted(
 /// partition this core owns, the group record follows the metastore, an interrupted
 /// injection is finished, and a group due by its `interval_ms` is triggered.
 pub async fn barrier_tick(s: &Rc<CoreState>) {
+    // Groups whose partition left this core (a shard move) are the new owner's now.
+    s.barriers
+        .borrow_mut()
+        .retain(|_, g| s.owner_core(BARRIER_STATE_TOPIC, g.partition) == Some(s.core));
     let mine: Vec<(String, u32)> = {
         let m = s.meta.borrow();
         if m.topic(BARRIER_STATE_TOPIC).is_none() {

@@ -106,47 +106,9 @@ impl fmt::Display for FormatError {
 
 impl std::error::Error for FormatError {}
 
-/// Kafka's `Utils.murmur2` (the partitioner's and the coordinator's hash), bit for bit.
-pub fn murmur2(data: &[u8]) -> i32 {
-    const SEED: u32 = 0x9747_b28c;
-    const M: u32 = 0x5bd1_e995;
-    const R: u32 = 24;
-    // Java's `int` length: arrays are shorter than 2^31, so this never truncates there.
-    let mut h: u32 = SEED ^ data.len() as u32;
-    let mut chunks = data.chunks_exact(4);
-    for chunk in &mut chunks {
-        let &[a, b, c, d] = chunk else { continue };
-        let mut k = u32::from_le_bytes([a, b, c, d]);
-        k = k.wrapping_mul(M);
-        k ^= k >> R;
-        k = k.wrapping_mul(M);
-        h = h.wrapping_mul(M);
-        h ^= k;
-    }
-    // Kafka's switch on `length % 4`, with its fall-through.
-    match *chunks.remainder() {
-        [a, b, c] => {
-            h ^= u32::from(c) << 16;
-            h ^= u32::from(b) << 8;
-            h ^= u32::from(a);
-            h = h.wrapping_mul(M);
-        }
-        [a, b] => {
-            h ^= u32::from(b) << 8;
-            h ^= u32::from(a);
-            h = h.wrapping_mul(M);
-        }
-        [a] => {
-            h ^= u32::from(a);
-            h = h.wrapping_mul(M);
-        }
-        _ => {}
-    }
-    h ^= h >> 13;
-    h = h.wrapping_mul(M);
-    h ^= h >> 15;
-    h as i32
-}
+/// Kafka's `Utils.murmur2` (the partitioner's and the coordinator's hash): the one the
+/// fan-out re-keying uses.
+pub use fanout::rekey::murmur2;
 
 /// The partition of [`BARRIER_STATE_TOPIC`] that holds (and whose owner coordinates) `group`:
 /// Kafka's `toPositive(murmur2(group)) % partitions`.

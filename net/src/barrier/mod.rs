@@ -160,3 +160,99 @@ pub fn replay(states: &mut BarrierStates, bytes: &[u8], partition: u32) -> usize
     }
     applied
 }
+
+#[cfg(test)]
+mod tests {
+    use super::format::{CutStatus, RecordKind, StateKey};
+    use super::*;
+
+    fn rec(
+        kind: RecordKind,
+        epoch: i64,
+        value: Option<Vec<u8>>,
+    ) -> engine::batch_encode::NewRecord {
+        let key = format::encode_key(&StateKey {
+            kind,
+            group: "g".into(),
+            epoch,
+        });
+        engine::batch_encode::NewRecord {
+            key: Some(key.into()),
+            value: value.map(Into::into),
+            timestamp_ms: 1,
+            ..Default::default()
+        }
+    }
+
+    fn cut(epoch: i64) -> Cut {
+        Cut {
+            epoch,
+            triggered_at_ms: 10 * epoch,
+            completed_at_ms: 10 * epoch + 1,
+            status: CutStatus::Complete,
+            offsets: vec![("t".into(), vec![(0, epoch)])],
+            missing: Vec::new(),
+        }
+    }
+
+    /// Replay rebuilds what the coordinator wrote: the newest group record, cuts less their
+    /// tombstones, the highest epoch, and an injection-start without a cut as unfinished.
+    #[test]
+    fn replay_rebuilds_cuts_epochs_and_unfinished_injections() {
+        let start = InjectionStart {
+            triggered_at_ms: 30,
+            targets: vec![("t".into(), vec![(0, 7)])],
+        };
+        let group = GroupValue {
+            interval_ms: 1_000,
+            retained_cuts: 1,
+            topics: vec!["t".into()],
+        };
+        let batch = engine::batch_encode::encode_uncompressed([
+            rec(
+                RecordKind::Group,
+                -1,
+                Some(format::encode_group_value(&group)),
+            ),
+            rec(
+                RecordKind::InjectionStart,
+                1,
+                Some(format::encode_injection_start(&start)),
+            ),
+            rec(RecordKind::Cut, 1, Some(format::encode_cut_value(&cut(1)))),
+            rec(RecordKind::InjectionStart, 1, None),
+            rec(RecordKind::Cut, 2, Some(format::encode_cut_value(&cut(2)))),
+            rec(RecordKind::Cut, 1, None),
+            rec(
+                RecordKind::InjectionStart,
+                3,
+                Some(format::encode_injection_start(&start)),
+            ),
+        ]);
+        let mut states = BarrierStates::new();
+        assert_eq!(replay(&mut states, &batch, 4), 7);
+        let g = &states["g"];
+        assert_eq!(g.partition, 4);
+        assert_eq!(g.record.as_ref(), Some(&group));
+        assert_eq!(g.cuts.keys().copied().collect::<Vec<_>>(), vec![2]);
+        assert_eq!(g.latest(), Some(&cut(2)));
+        assert_eq!(
+            g.last_epoch, 3,
+            "the unfinished epoch counts: it is never reused"
+        );
+        assert_eq!(g.started.get(&3), Some(&start));
+        assert_eq!(g.last_triggered_ms(), Some(30));
+        // A group record's tombstone forgets the record; an undecodable key is skipped.
+        let more = engine::batch_encode::encode_uncompressed([
+            rec(RecordKind::Group, -1, None),
+            engine::batch_encode::NewRecord {
+                key: Some(bytes::Bytes::from_static(b"\xff\xff")),
+                value: None,
+                timestamp_ms: 1,
+                ..Default::default()
+            },
+        ]);
+        assert_eq!(replay(&mut states, &more, 4), 1);
+        assert!(states["g"].record.is_none());
+    }
+}

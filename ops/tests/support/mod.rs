@@ -682,37 +682,7 @@ impl Rng {
 }
 
 /// Kafka's murmur2 (as in `org.apache.kafka.common.utils.Utils.murmur2` and librdkafka).
-pub fn murmur2(data: &[u8]) -> i32 {
-    let seed: u32 = 0x9747_b28c;
-    let m: u32 = 0x5bd1_e995;
-    let r = 24;
-    let len = data.len();
-    let mut h: u32 = seed ^ (len as u32);
-    let chunks = len / 4;
-    for i in 0..chunks {
-        let mut k = u32::from_le_bytes(data[i * 4..i * 4 + 4].try_into().unwrap());
-        k = k.wrapping_mul(m);
-        k ^= k >> r;
-        k = k.wrapping_mul(m);
-        h = h.wrapping_mul(m);
-        h ^= k;
-    }
-    let rest = &data[chunks * 4..];
-    if rest.len() >= 3 {
-        h ^= (rest[2] as u32) << 16;
-    }
-    if rest.len() >= 2 {
-        h ^= (rest[1] as u32) << 8;
-    }
-    if !rest.is_empty() {
-        h ^= rest[0] as u32;
-        h = h.wrapping_mul(m);
-    }
-    h ^= h >> 13;
-    h = h.wrapping_mul(m);
-    h ^= h >> 15;
-    h as i32
-}
+pub use fanout::rekey::murmur2;
 
 /// Kafka's default partition for a keyed record: `toPositive(murmur2(key)) % n`.
 pub fn kafka_partition(key: &[u8], partitions: u32) -> u32 {
