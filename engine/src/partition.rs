@@ -291,6 +291,16 @@ impl Partition {
         }
     }
 
+    /// A batch the partition writes itself (a marker), checked like a client's.
+    fn own_batch<'b>(&self, bytes: &'b [u8]) -> Result<ValidBatch<'b>, PartitionError> {
+        ValidBatch::new(bytes, self.log.batch_rules()).map_err(|source| {
+            PartitionError::Log(LogError::InvalidBatch {
+                dir: self.dir_name(),
+                source,
+            })
+        })
+    }
+
     fn invalid(&self, why: &str) -> PartitionError {
         PartitionError::Log(LogError::InvalidBatch {
             dir: self.dir_name(),
@@ -351,12 +361,7 @@ impl Partition {
             coordinator_epoch,
             self.log.now_ms(),
         );
-        let valid = ValidBatch::new(&bytes, self.log.batch_rules()).map_err(|source| {
-            PartitionError::Log(LogError::InvalidBatch {
-                dir: self.dir_name(),
-                source,
-            })
-        })?;
+        let valid = self.own_batch(&bytes)?;
         let admit = |base_offset: u64| {
             if let Some(current) = self.known_epoch(producer_id).filter(|&c| epoch < c) {
                 return Err(current);
@@ -413,12 +418,7 @@ impl Partition {
             value,
             self.log.now_ms(),
         );
-        let valid = ValidBatch::new(&bytes, self.log.batch_rules()).map_err(|source| {
-            PartitionError::Log(LogError::InvalidBatch {
-                dir: self.dir_name(),
-                source,
-            })
-        })?;
+        let valid = self.own_batch(&bytes)?;
         let admitted = self
             .log
             .append_admitted(valid, Durability::Sync, |_| Ok::<(), ()>(()))

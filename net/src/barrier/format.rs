@@ -51,6 +51,8 @@ use std::fmt;
 
 use bytes::BufMut;
 
+use super::reader::ErrorContext;
+
 /// The compacted topic holding the barrier groups' records.
 pub const BARRIER_STATE_TOPIC: &str = "__barrier_state";
 /// Partitions of [`BARRIER_STATE_TOPIC`].
@@ -577,73 +579,21 @@ fn put_topic_offsets(out: &mut Vec<u8>, topics: &[(String, Vec<(i32, i64)>)]) {
     }
 }
 
-/// A bounds-checked cursor over hostile bytes.
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-    what: &'static str,
-}
-
-impl<'a> Reader<'a> {
-    fn new(what: &'static str, buf: &'a [u8]) -> Self {
-        Reader { buf, pos: 0, what }
-    }
-
-    fn err_at(&self, at_byte: usize, detail: String) -> FormatError {
+/// The record kind a format error names.
+impl ErrorContext for &'static str {
+    type Error = FormatError;
+    fn error(self, at_byte: usize, detail: String) -> FormatError {
         FormatError {
-            what: self.what,
+            what: self,
             at_byte,
             detail,
         }
     }
+}
 
-    fn remaining(&self) -> usize {
-        self.buf.len().saturating_sub(self.pos)
-    }
+type Reader<'a> = super::reader::Reader<'a, &'static str>;
 
-    fn take(&mut self, n: usize, field: &str) -> Result<&'a [u8], FormatError> {
-        let start = self.pos;
-        match start
-            .checked_add(n)
-            .and_then(|end| self.buf.get(start..end))
-        {
-            Some(bytes) => {
-                self.pos = start + n;
-                Ok(bytes)
-            }
-            None => Err(self.err_at(
-                start,
-                format!("{field}: needs {n} bytes, {} left", self.remaining()),
-            )),
-        }
-    }
-
-    fn fixed<const N: usize>(&mut self, field: &str) -> Result<[u8; N], FormatError> {
-        let start = self.pos;
-        let bytes = self.take(N, field)?;
-        <[u8; N]>::try_from(bytes).map_err(|_| self.err_at(start, format!("{field}: short read")))
-    }
-
-    fn i8(&mut self, field: &str) -> Result<i8, FormatError> {
-        Ok(i8::from_be_bytes(self.fixed(field)?))
-    }
-
-    fn i16(&mut self, field: &str) -> Result<i16, FormatError> {
-        Ok(i16::from_be_bytes(self.fixed(field)?))
-    }
-
-    fn i32(&mut self, field: &str) -> Result<i32, FormatError> {
-        Ok(i32::from_be_bytes(self.fixed(field)?))
-    }
-
-    fn u32(&mut self, field: &str) -> Result<u32, FormatError> {
-        Ok(u32::from_be_bytes(self.fixed(field)?))
-    }
-
-    fn i64(&mut self, field: &str) -> Result<i64, FormatError> {
-        Ok(i64::from_be_bytes(self.fixed(field)?))
-    }
-
+impl<'a> Reader<'a> {
     /// Reads an `i16` version that must be [`BARRIER_RECORD_VERSION`].
     fn version(&mut self, field: &str) -> Result<(), FormatError> {
         let at = self.pos;
@@ -663,38 +613,7 @@ impl<'a> Reader<'a> {
         let len = self.i16(field)?;
         let len = usize::try_from(len)
             .map_err(|_| self.err_at(at, format!("{field}: negative length {len}")))?;
-        if len > max_bytes {
-            return Err(self.err_at(
-                at,
-                format!("{field}: {len} bytes, more than the limit of {max_bytes}"),
-            ));
-        }
-        let bytes = self.take(len, field)?;
-        std::str::from_utf8(bytes)
-            .map(str::to_owned)
-            .map_err(|e| self.err_at(at, format!("{field}: not UTF-8 ({e})")))
-    }
-
-    /// Refuses `count` elements of at least `min_element_bytes` each that the bytes left
-    /// could not hold (`at`: where the count was read).
-    fn check_count(
-        &self,
-        field: &str,
-        at: usize,
-        count: usize,
-        min_element_bytes: usize,
-    ) -> Result<(), FormatError> {
-        let room = self.remaining() / min_element_bytes.max(1);
-        if count > room {
-            return Err(self.err_at(
-                at,
-                format!(
-                    "{field}: count {count}, but the {} bytes left hold at most {room}",
-                    self.remaining()
-                ),
-            ));
-        }
-        Ok(())
+        self.utf8(field, at, len, max_bytes)
     }
 
     /// Reads an array: an `i32` count (checked against the bytes left) then its elements.
@@ -748,24 +667,6 @@ mod tests {
             .step_by(2)
             .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("test hex"))
             .collect()
-    }
-
-    #[test]
-    fn murmur2_matches_kafka_utils_test() {
-        // Kafka's UtilsTest.testMurmur2.
-        for (s, h) in [
-            ("21", -973932308),
-            ("foobar", -790332482),
-            ("a-little-bit-long-string", -985981536),
-            ("a-little-bit-longer-string", -1486304829),
-            (
-                "lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8",
-                -58897971,
-            ),
-            ("abc", 479470107),
-        ] {
-            assert_eq!(murmur2(s.as_bytes()), h, "murmur2({s:?})");
-        }
     }
 
     #[test]

@@ -18,6 +18,7 @@
 //!   repeat).
 
 pub mod format;
+mod reader;
 pub mod wire;
 
 use std::collections::{BTreeMap, HashMap};

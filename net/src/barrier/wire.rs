@@ -51,6 +51,8 @@ use std::fmt;
 
 use bytes::BufMut;
 
+use super::reader::ErrorContext;
+
 use super::format::{Cut, CutStatus, MAX_TOPIC_NAME_BYTES};
 
 /// AlterBarrierGroups: create, change or delete barrier groups.
@@ -375,7 +377,7 @@ impl BarrierResponse {
 pub fn decode_request_frame(frame: &[u8]) -> Result<(RequestHeader, BarrierRequest), WireError> {
     let mut r = Reader::new(UNKNOWN_API_KEY, frame);
     let api_key = r.i16("api_key")?;
-    r.api_key = api_key;
+    r.ctx = api_key;
     if !is_barrier_api(api_key) {
         return Err(r.err_at(0, format!("api_key: {api_key} is not a barrier API")));
     }
@@ -902,73 +904,21 @@ fn put_no_tags(out: &mut Vec<u8>) {
     put_uvarint(out, 0);
 }
 
-/// A bounds-checked cursor over a hostile frame.
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-    api_key: i16,
-}
-
-impl<'a> Reader<'a> {
-    fn new(api_key: i16, buf: &'a [u8]) -> Self {
-        Reader {
-            buf,
-            pos: 0,
-            api_key,
-        }
-    }
-
-    fn err_at(&self, at_byte: usize, detail: String) -> WireError {
+/// The API key a wire error names.
+impl ErrorContext for i16 {
+    type Error = WireError;
+    fn error(self, at_byte: usize, detail: String) -> WireError {
         WireError {
-            api_key: self.api_key,
+            api_key: self,
             at_byte,
             detail,
         }
     }
+}
 
-    fn remaining(&self) -> usize {
-        self.buf.len().saturating_sub(self.pos)
-    }
+type Reader<'a> = super::reader::Reader<'a, i16>;
 
-    fn take(&mut self, n: usize, field: &str) -> Result<&'a [u8], WireError> {
-        let start = self.pos;
-        match start
-            .checked_add(n)
-            .and_then(|end| self.buf.get(start..end))
-        {
-            Some(bytes) => {
-                self.pos = start + n;
-                Ok(bytes)
-            }
-            None => Err(self.err_at(
-                start,
-                format!("{field}: needs {n} bytes, {} left", self.remaining()),
-            )),
-        }
-    }
-
-    fn fixed<const N: usize>(&mut self, field: &str) -> Result<[u8; N], WireError> {
-        let start = self.pos;
-        let bytes = self.take(N, field)?;
-        <[u8; N]>::try_from(bytes).map_err(|_| self.err_at(start, format!("{field}: short read")))
-    }
-
-    fn i8(&mut self, field: &str) -> Result<i8, WireError> {
-        Ok(i8::from_be_bytes(self.fixed(field)?))
-    }
-
-    fn i16(&mut self, field: &str) -> Result<i16, WireError> {
-        Ok(i16::from_be_bytes(self.fixed(field)?))
-    }
-
-    fn i32(&mut self, field: &str) -> Result<i32, WireError> {
-        Ok(i32::from_be_bytes(self.fixed(field)?))
-    }
-
-    fn i64(&mut self, field: &str) -> Result<i64, WireError> {
-        Ok(i64::from_be_bytes(self.fixed(field)?))
-    }
-
+impl<'a> Reader<'a> {
     /// Kafka's BOOLEAN: any byte but 0 is true.
     fn bool(&mut self, field: &str) -> Result<bool, WireError> {
         Ok(self.i8(field)? != 0)
@@ -989,26 +939,6 @@ impl<'a> Reader<'a> {
             }
         }
         Err(self.err_at(at, format!("{field}: unsigned varint over 5 bytes")))
-    }
-
-    /// A string of `len` bytes (checked against [`MAX_WIRE_STRING_BYTES`] and `max_bytes`).
-    fn utf8(
-        &mut self,
-        field: &str,
-        at: usize,
-        len: usize,
-        max_bytes: usize,
-    ) -> Result<String, WireError> {
-        if len > max_bytes {
-            return Err(self.err_at(
-                at,
-                format!("{field}: {len} bytes, more than the limit of {max_bytes}"),
-            ));
-        }
-        let bytes = self.take(len, field)?;
-        std::str::from_utf8(bytes)
-            .map(str::to_owned)
-            .map_err(|e| self.err_at(at, format!("{field}: not UTF-8 ({e})")))
     }
 
     fn nullable_string_max(
@@ -1069,16 +999,7 @@ impl<'a> Reader<'a> {
         let Some(count) = (n as usize).checked_sub(1) else {
             return Ok(None);
         };
-        let room = self.remaining() / min_element_bytes.max(1);
-        if count > room {
-            return Err(self.err_at(
-                at,
-                format!(
-                    "{field}: count {count}, but the {} bytes left hold at most {room}",
-                    self.remaining()
-                ),
-            ));
-        }
+        self.check_count(field, at, count, min_element_bytes)?;
         Ok(Some(count))
     }
 
