@@ -200,27 +200,13 @@ fn cluster_id(data_dir: &DataDir) -> Result<String, StartError> {
 /// Creates a compacted internal topic (`__consumer_offsets`, `__transaction_state`) placed
 /// as `crate::cluster::internal_topic_assignments` says, kept forever (`retention.ms` -1), in
 /// segments of `segment_bytes`. Another node creating it at the same moment is fine.
-/// The configs of an internal topic: compacted, kept forever.
-pub fn internal_topic_configs(config: &BrokerConfig) -> std::collections::BTreeMap<String, String> {
-    [
-        ("retention.ms".to_string(), "-1".to_string()),
-        ("cleanup.policy".to_string(), "compact".to_string()),
-        (
-            "segment.bytes".to_string(),
-            config.offsets_topic_segment_bytes.to_string(),
-        ),
-    ]
-    .into_iter()
-    .collect()
-}
-
 fn create_internal_topic(
     meta: &MetaHandle,
     config: &BrokerConfig,
     topic: &str,
 ) -> Result<(), StartError> {
     let assignments = crate::cluster::internal_topic_assignments(config);
-    let configs = internal_topic_configs(config);
+    let configs = crate::cluster::internal_topic_configs(config);
     let cmd = Command::create_topic(topic, assignments.len() as u32, configs, assignments);
     match crate::cluster::write_at_start(meta, topic, cmd) {
         Ok(_) | Err(meta::MetaError::Refused(meta::Refusal::TopicAlreadyExists { .. })) => Ok(()),

@@ -302,6 +302,20 @@ fn placement_slots(m: &MetaState, (node_id, cores): (u64, u32)) -> Vec<Assignmen
     slots
 }
 
+/// The configs of an internal topic: compacted, kept forever.
+pub fn internal_topic_configs(config: &BrokerConfig) -> std::collections::BTreeMap<String, String> {
+    [
+        ("retention.ms".to_string(), "-1".to_string()),
+        ("cleanup.policy".to_string(), "compact".to_string()),
+        (
+            "segment.bytes".to_string(),
+            config.offsets_topic_segment_bytes.to_string(),
+        ),
+    ]
+    .into_iter()
+    .collect()
+}
+
 /// The partitions of an internal topic (`__consumer_offsets`, `__transaction_state`): one
 /// per core of this node when single; clustered, `cores` per peer, partition i on peer
 /// `i mod peers`, core `i / peers` (a peer with fewer cores moves what it lacks onto its own

@@ -315,7 +315,7 @@ async fn create_state_topic(state: &Rc<CoreState>) -> Result<(), Refusal> {
     let assignments = (0..BARRIER_STATE_PARTITIONS as usize)
         .map(|i| slots[i % slots.len()])
         .collect();
-    let configs = crate::broker::internal_topic_configs(&state.ctx.config);
+    let configs = crate::cluster::internal_topic_configs(&state.ctx.config);
     let cmd = meta::Command::create_topic(
         BARRIER_STATE_TOPIC,
         BARRIER_STATE_PARTITIONS,
