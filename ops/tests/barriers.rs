@@ -277,27 +277,7 @@ fn a_partition_that_refuses_its_marker_makes_the_cut_partial() {
     let ok = barrier_json(&broker, &["trigger", "part"]);
     assert_eq!(ok["status"], "complete", "{ok}");
     // Poison refuse/0: its next fdatasync fails (nothing else on core 0 writes meanwhile).
-    let armed = http_request(&admin, "POST", "/v1/debug/disk-fault?core=0&op=fdatasync");
-    assert!(armed.starts_with("HTTP/1.1 200"), "{armed}");
-    let mut s = TcpStream::connect(broker.addr()).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let records = engine::batch_encode::encode_uncompressed([engine::batch_encode::NewRecord {
-        value: Some(Bytes::from_static(b"lost")),
-        timestamp_ms: 1,
-        ..Default::default()
-    }]);
-    let r: ProduceResponse = call(
-        &mut s,
-        0,
-        9,
-        1,
-        &produce_req("refuse", 0, Bytes::from(records)),
-    );
-    assert_eq!(
-        r.responses[0].partition_responses[0].error_code,
-        KAFKA_STORAGE_ERROR
-    );
-    http_request(&admin, "POST", "/v1/debug/disk-fault?core=0&op=clear");
+    poison_partition_0(&broker, &admin, "refuse");
     let started = barrier_json(&broker, &["trigger", "part", "--no-wait"]);
     assert_eq!(started["status"], "injecting", "{started}");
     let epoch = started["epoch"].as_i64().unwrap();
@@ -395,19 +375,7 @@ fn sigkill_during_injection_leaves_every_epoch_finished() {
         kcat_write(&broker, "k", 1, &["y"]);
         let held = trial % 2 == 0;
         if held {
-            let armed = http_request(&admin, "POST", "/v1/debug/disk-fault?core=0&op=fdatasync");
-            assert!(armed.starts_with("HTTP/1.1 200"), "{armed}");
-            let mut s = TcpStream::connect(broker.addr()).unwrap();
-            s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-            let records =
-                engine::batch_encode::encode_uncompressed([engine::batch_encode::NewRecord {
-                    value: Some(Bytes::from_static(b"poison")),
-                    timestamp_ms: 1,
-                    ..Default::default()
-                }]);
-            let _: ProduceResponse =
-                call(&mut s, 0, 9, 1, &produce_req("k", 0, Bytes::from(records)));
-            http_request(&admin, "POST", "/v1/debug/disk-fault?core=0&op=clear");
+            poison_partition_0(&broker, &admin, "k");
         }
         let t = barrier_json(&broker, &["trigger", "kill", "--no-wait"]);
         let epoch = t["epoch"].as_i64().expect("an epoch");
@@ -609,4 +577,121 @@ fn hostile_barrier_frames_close_only_their_connection() {
         BarrierResponse::Describe(Default::default()),
         "no groups yet"
     );
+}
+
+/// The streams library's cut reader (seed 003) against a live broker: it reads
+/// `__barrier_state` with assign/seek/poll, returns the newest complete cut with the offsets
+/// the broker lists, never a partial one, and on later calls only what arrived since (across
+/// a broker restart).
+#[test]
+fn the_cut_reader_returns_complete_cuts_only() {
+    use rdkafka::config::ClientConfig;
+    use rdkafka::consumer::BaseConsumer;
+    let admin = admin_addr();
+    let mut broker = Broker::start_with(
+        2,
+        &[
+            "--metrics-listen",
+            &admin,
+            "--enable-fault-injection",
+            "--barrier-injection-timeout-ms",
+            "300",
+        ],
+    );
+    create_topic(&broker, "read", 2, &[]);
+    kcat_write(&broker, "read", 0, &["a"]);
+    kcat_write(&broker, "read", 1, &["b"]);
+    barrier_ok(
+        &broker,
+        &["define", "reader", "--topics", "read", "--interval", "1h"],
+    );
+    for _ in 0..2 {
+        assert_eq!(
+            barrier_json(&broker, &["trigger", "reader"])["status"],
+            "complete"
+        );
+    }
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", broker.bootstrap())
+        .set("group.id", "cut-reader")
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("a consumer");
+    let mut reader = streams::CutReader::new(consumer, 50)
+        .unwrap()
+        .with_poll_timeout(Duration::from_secs(30));
+    let latest = reader
+        .latest_complete_cut("reader")
+        .unwrap()
+        .expect("a cut");
+    let listed = cuts(&broker, "reader");
+    assert_eq!(latest.epoch, 2);
+    assert_eq!(latest.offsets, listed[&2].1, "the offsets the broker lists");
+    // A partial cut (read/0 poisoned) is skipped.
+    poison_partition_0(&broker, &admin, "read");
+    assert_eq!(
+        barrier_json(&broker, &["trigger", "reader"])["status"],
+        "partial"
+    );
+    assert_eq!(
+        reader
+            .latest_complete_cut("reader")
+            .unwrap()
+            .map(|c| c.epoch),
+        Some(2)
+    );
+    let after: Vec<i64> = reader
+        .complete_cuts_after("reader", 0)
+        .unwrap()
+        .iter()
+        .map(|c| c.epoch)
+        .collect();
+    assert_eq!(after, vec![1, 2], "never the partial epoch 3");
+    // The restart reopens the partition; the next cut is complete and read incrementally.
+    broker.restart();
+    assert_eq!(
+        barrier_json(&broker, &["trigger", "reader"])["status"],
+        "complete"
+    );
+    // Published after the consumer's last fetch: read by this call or the next one.
+    let t0 = Instant::now();
+    let after = loop {
+        let after: Vec<i64> = reader
+            .complete_cuts_after("reader", 2)
+            .unwrap()
+            .iter()
+            .map(|c| c.epoch)
+            .collect();
+        if !after.is_empty() || t0.elapsed() > Duration::from_secs(30) {
+            break after;
+        }
+    };
+    assert_eq!(after, vec![4]);
+    assert!(reader.latest_complete_cut("nobody").unwrap().is_none());
+}
+
+/// Makes `topic`/0 (on core 0) refuse every append until the broker restarts: its next
+/// fdatasync fails (the fault injector), which poisons its log.
+fn poison_partition_0(broker: &Broker, admin: &str, topic: &str) {
+    let armed = http_request(admin, "POST", "/v1/debug/disk-fault?core=0&op=fdatasync");
+    assert!(armed.starts_with("HTTP/1.1 200"), "{armed}");
+    let mut s = TcpStream::connect(broker.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let records = engine::batch_encode::encode_uncompressed([engine::batch_encode::NewRecord {
+        value: Some(Bytes::from_static(b"poison")),
+        timestamp_ms: 1,
+        ..Default::default()
+    }]);
+    let r: ProduceResponse = call(
+        &mut s,
+        0,
+        9,
+        1,
+        &produce_req(topic, 0, Bytes::from(records)),
+    );
+    assert_eq!(
+        r.responses[0].partition_responses[0].error_code,
+        KAFKA_STORAGE_ERROR
+    );
+    http_request(admin, "POST", "/v1/debug/disk-fault?core=0&op=clear");
 }

@@ -17,8 +17,9 @@
 //!   tombstoned, never the newest, so the highest epoch is always on record (epochs never
 //!   repeat).
 
-pub mod format;
-mod reader;
+/// The record formats (`__barrier_state`, markers, snapshots): the `kfc4` crate, shared with
+/// the streams client.
+pub use kfc4 as format;
 pub mod wire;
 
 use std::collections::{BTreeMap, HashMap};

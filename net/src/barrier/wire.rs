@@ -51,7 +51,7 @@ use std::fmt;
 
 use bytes::BufMut;
 
-use super::reader::ErrorContext;
+use kfc4::reader::ErrorContext;
 
 use super::format::{Cut, CutStatus, MAX_TOPIC_NAME_BYTES};
 
@@ -377,7 +377,7 @@ impl BarrierResponse {
 pub fn decode_request_frame(frame: &[u8]) -> Result<(RequestHeader, BarrierRequest), WireError> {
     let mut r = Reader::new(UNKNOWN_API_KEY, frame);
     let api_key = r.i16("api_key")?;
-    r.ctx = api_key;
+    r.ctx = Api(api_key);
     if !is_barrier_api(api_key) {
         return Err(r.err_at(0, format!("api_key: {api_key} is not a barrier API")));
     }
@@ -905,20 +905,41 @@ fn put_no_tags(out: &mut Vec<u8>) {
 }
 
 /// The API key a wire error names.
-impl ErrorContext for i16 {
+#[derive(Debug, Clone, Copy)]
+struct Api(i16);
+
+impl ErrorContext for Api {
     type Error = WireError;
     fn error(self, at_byte: usize, detail: String) -> WireError {
         WireError {
-            api_key: self,
+            api_key: self.0,
             at_byte,
             detail,
         }
     }
 }
 
-type Reader<'a> = super::reader::Reader<'a, i16>;
+/// The shared bounds-checked cursor, with the flexible framing's reads on top.
+struct Reader<'a>(kfc4::reader::Reader<'a, Api>);
+
+impl<'a> std::ops::Deref for Reader<'a> {
+    type Target = kfc4::reader::Reader<'a, Api>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Reader<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
 
 impl<'a> Reader<'a> {
+    fn new(api_key: i16, buf: &'a [u8]) -> Self {
+        Reader(kfc4::reader::Reader::new(Api(api_key), buf))
+    }
+
     /// Kafka's BOOLEAN: any byte but 0 is true.
     fn bool(&mut self, field: &str) -> Result<bool, WireError> {
         Ok(self.i8(field)? != 0)

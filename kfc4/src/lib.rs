@@ -1,4 +1,5 @@
-//! The record formats of barrier cuts, byte-compatible with krabka's KFC-4.
+//! The record formats of barrier cuts, byte-compatible with krabka's KFC-4: shared by the
+//! broker (`net::barrier`) and the client library (`streams`), depending on no broker crate.
 //!
 //! Every integer is big-endian; the encoding is Kafka's classic (non-flexible) one: a
 //! `str16` is an `i16` byte length then that many UTF-8 bytes (no null strings here), an
@@ -51,7 +52,9 @@ use std::fmt;
 
 use bytes::BufMut;
 
-use super::reader::ErrorContext;
+pub mod reader;
+
+use reader::ErrorContext;
 
 /// The compacted topic holding the barrier groups' records.
 pub const BARRIER_STATE_TOPIC: &str = "__barrier_state";
@@ -108,9 +111,39 @@ impl fmt::Display for FormatError {
 
 impl std::error::Error for FormatError {}
 
-/// Kafka's `Utils.murmur2` (the partitioner's and the coordinator's hash): the one the
-/// fan-out re-keying uses.
-pub use fanout::rekey::murmur2;
+/// Kafka's murmur2 (`org.apache.kafka.common.utils.Utils.murmur2`): the partitioner's hash,
+/// and the one that picks a group's coordinator partition.
+pub fn murmur2(data: &[u8]) -> i32 {
+    const SEED: u32 = 0x9747_b28c;
+    const M: u32 = 0x5bd1_e995;
+    const R: u32 = 24;
+    let len = data.len();
+    let mut h: u32 = SEED ^ len as u32;
+    let chunks = data.chunks_exact(4);
+    let tail = chunks.remainder();
+    for c in chunks {
+        let mut k = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        k = k.wrapping_mul(M);
+        k ^= k >> R;
+        k = k.wrapping_mul(M);
+        h = h.wrapping_mul(M);
+        h ^= k;
+    }
+    if tail.len() >= 3 {
+        h ^= (tail[2] as u32) << 16;
+    }
+    if tail.len() >= 2 {
+        h ^= (tail[1] as u32) << 8;
+    }
+    if !tail.is_empty() {
+        h ^= tail[0] as u32;
+        h = h.wrapping_mul(M);
+    }
+    h ^= h >> 13;
+    h = h.wrapping_mul(M);
+    h ^= h >> 15;
+    h as i32
+}
 
 /// The partition of [`BARRIER_STATE_TOPIC`] that holds (and whose owner coordinates) `group`:
 /// Kafka's `toPositive(murmur2(group)) % partitions`.
@@ -591,7 +624,7 @@ impl ErrorContext for &'static str {
     }
 }
 
-type Reader<'a> = super::reader::Reader<'a, &'static str>;
+type Reader<'a> = reader::Reader<'a, &'static str>;
 
 impl<'a> Reader<'a> {
     /// Reads an `i16` version that must be [`BARRIER_RECORD_VERSION`].
@@ -661,6 +694,24 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn murmur2_matches_kafka() {
+        // Vectors from Kafka's UtilsTest.testMurmur2.
+        for (s, h) in [
+            ("21", -973932308),
+            ("foobar", -790332482),
+            ("a-little-bit-long-string", -985981536),
+            ("a-little-bit-longer-string", -1486304829),
+            (
+                "lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8",
+                -58897971,
+            ),
+            ("abc", 479470107),
+        ] {
+            assert_eq!(murmur2(s.as_bytes()), h, "{s}");
+        }
+    }
 
     fn hex(s: &str) -> Vec<u8> {
         (0..s.len())

@@ -1,34 +1,34 @@
-//! The bounds-checked cursor both barrier decoders (`format`, `wire`) read hostile bytes
-//! with: every read checks the bytes left first, and an error names where it stopped.
+//! The bounds-checked cursor the barrier decoders (these formats, the broker's API codec)
+//! read hostile bytes with: every read checks the bytes left first, and an error names where it stopped.
 
 /// What a decoder's errors say beyond the position and the detail (the record kind, the API).
-pub(super) trait ErrorContext: Copy {
+pub trait ErrorContext: Copy {
     type Error;
     fn error(self, at_byte: usize, detail: String) -> Self::Error;
 }
 
 /// A cursor over `buf` from `pos`.
-pub(super) struct Reader<'a, C> {
-    pub(super) buf: &'a [u8],
-    pub(super) pos: usize,
-    pub(super) ctx: C,
+pub struct Reader<'a, C> {
+    pub buf: &'a [u8],
+    pub pos: usize,
+    pub ctx: C,
 }
 
 impl<'a, C: ErrorContext> Reader<'a, C> {
-    pub(super) fn new(ctx: C, buf: &'a [u8]) -> Self {
+    pub fn new(ctx: C, buf: &'a [u8]) -> Self {
         Reader { buf, pos: 0, ctx }
     }
 
-    pub(super) fn err_at(&self, at_byte: usize, detail: String) -> C::Error {
+    pub fn err_at(&self, at_byte: usize, detail: String) -> C::Error {
         self.ctx.error(at_byte, detail)
     }
 
-    pub(super) fn remaining(&self) -> usize {
+    pub fn remaining(&self) -> usize {
         self.buf.len().saturating_sub(self.pos)
     }
 
     /// The next `n` bytes.
-    pub(super) fn take(&mut self, n: usize, field: &str) -> Result<&'a [u8], C::Error> {
+    pub fn take(&mut self, n: usize, field: &str) -> Result<&'a [u8], C::Error> {
         let start = self.pos;
         match start
             .checked_add(n)
@@ -45,35 +45,35 @@ impl<'a, C: ErrorContext> Reader<'a, C> {
         }
     }
 
-    pub(super) fn fixed<const N: usize>(&mut self, field: &str) -> Result<[u8; N], C::Error> {
+    pub fn fixed<const N: usize>(&mut self, field: &str) -> Result<[u8; N], C::Error> {
         let start = self.pos;
         let bytes = self.take(N, field)?;
         <[u8; N]>::try_from(bytes).map_err(|_| self.err_at(start, format!("{field}: short read")))
     }
 
-    pub(super) fn i8(&mut self, field: &str) -> Result<i8, C::Error> {
+    pub fn i8(&mut self, field: &str) -> Result<i8, C::Error> {
         Ok(i8::from_be_bytes(self.fixed(field)?))
     }
 
-    pub(super) fn i16(&mut self, field: &str) -> Result<i16, C::Error> {
+    pub fn i16(&mut self, field: &str) -> Result<i16, C::Error> {
         Ok(i16::from_be_bytes(self.fixed(field)?))
     }
 
-    pub(super) fn i32(&mut self, field: &str) -> Result<i32, C::Error> {
+    pub fn i32(&mut self, field: &str) -> Result<i32, C::Error> {
         Ok(i32::from_be_bytes(self.fixed(field)?))
     }
 
-    pub(super) fn u32(&mut self, field: &str) -> Result<u32, C::Error> {
+    pub fn u32(&mut self, field: &str) -> Result<u32, C::Error> {
         Ok(u32::from_be_bytes(self.fixed(field)?))
     }
 
-    pub(super) fn i64(&mut self, field: &str) -> Result<i64, C::Error> {
+    pub fn i64(&mut self, field: &str) -> Result<i64, C::Error> {
         Ok(i64::from_be_bytes(self.fixed(field)?))
     }
 
     /// Refuses `count` elements of at least `min_element_bytes` each that the bytes left
     /// could not hold (`at`: where the count was read): no allocation is sized by a lie.
-    pub(super) fn check_count(
+    pub fn check_count(
         &self,
         field: &str,
         at: usize,
@@ -95,7 +95,7 @@ impl<'a, C: ErrorContext> Reader<'a, C> {
 
     /// A UTF-8 string of the next `len` bytes, at most `max_bytes` (`at`: where its length
     /// was read).
-    pub(super) fn utf8(
+    pub fn utf8(
         &mut self,
         field: &str,
         at: usize,
