@@ -148,11 +148,15 @@ impl CoreState {
         }
         added.sort();
         match when {
-            // Start-up opens the internal topics before the core reports ready (their replay
-            // fills the groups and transactions that requests read without touching a
-            // partition) and leaves the rest to the background pass and first use.
+            // Start-up opens `__consumer_offsets` and `__transaction_state` before the core
+            // reports ready (their replay fills the groups and transactions that requests
+            // read without touching a partition) and leaves the rest to the background pass
+            // and first use (`__barrier_state` too: the barrier tick opens the partitions of
+            // the groups it coordinates within its first round).
             Reconcile::StartUp => {
-                added.retain(|(topic, _)| crate::core::is_internal_topic(topic));
+                added.retain(|(topic, _)| {
+                    topic == crate::group::OFFSETS_TOPIC || topic == crate::txn::TXN_STATE_TOPIC
+                });
                 self.open_all(added, MAX_CONCURRENT_PARTITION_OPENS).await;
             }
             // A change opens what it adds before it counts as applied (a topic created is

@@ -103,27 +103,61 @@ const NOT_COORDINATOR: i16 = 16;
 struct Brokers {
     bootstrap: KafkaClient,
     others: BTreeMap<String, KafkaClient>,
+    /// The bootstrap broker's API versions, asked once.
+    versions: Option<crate::client::BrokerVersions>,
+    /// topic → partition → its leader's address, one Metadata per topic.
+    leaders: BTreeMap<String, BTreeMap<i32, Result<String, String>>>,
 }
 
 impl Brokers {
+    fn new(bootstrap: KafkaClient) -> Self {
+        Self {
+            bootstrap,
+            others: BTreeMap::new(),
+            versions: None,
+            leaders: BTreeMap::new(),
+        }
+    }
+
+    fn versions(&mut self) -> Result<&crate::client::BrokerVersions, String> {
+        if self.versions.is_none() {
+            self.versions = Some(self.bootstrap.api_versions()?);
+        }
+        Ok(self.versions.as_ref().expect("just asked"))
+    }
+
     /// The connection to the broker leading `topic`/`partition` (Metadata from the bootstrap
-    /// broker).
+    /// broker, once per topic).
     fn leader_of(&mut self, topic: &str, partition: i32) -> Result<&mut KafkaClient, String> {
-        let v = self.bootstrap.api_versions()?;
-        let md = crate::topic_cmd::metadata(&mut self.bootstrap, &v, Some(topic))?;
-        let leader = md
-            .topics
-            .iter()
-            .flat_map(|t| &t.partitions)
-            .find(|p| p.partition_index == partition)
-            .map(|p| p.leader_id.0)
-            .ok_or_else(|| format!("{topic}/{partition} is not in the metadata"))?;
-        let b = md
-            .brokers
-            .iter()
-            .find(|b| b.node_id.0 == leader)
-            .ok_or_else(|| format!("{topic}/{partition} has no leader now (broker {leader})"))?;
-        let addr = format!("{}:{}", b.host, b.port);
+        if !self.leaders.contains_key(topic) {
+            let v = self.versions()?.clone();
+            let md = crate::topic_cmd::metadata(&mut self.bootstrap, &v, Some(topic))?;
+            let by_partition = md
+                .topics
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .map(|p| {
+                    let leader = p.leader_id.0;
+                    let addr = md
+                        .brokers
+                        .iter()
+                        .find(|b| b.node_id.0 == leader)
+                        .map(|b| format!("{}:{}", b.host, b.port))
+                        .ok_or_else(|| {
+                            format!(
+                                "{topic}/{} has no leader now (broker {leader})",
+                                p.partition_index
+                            )
+                        });
+                    (p.partition_index, addr)
+                })
+                .collect();
+            self.leaders.insert(topic.to_string(), by_partition);
+        }
+        let addr = self.leaders[topic]
+            .get(&partition)
+            .ok_or_else(|| format!("{topic}/{partition} is not in the metadata"))?
+            .clone()?;
         if !self.others.contains_key(&addr) {
             let c = KafkaClient::connect(&addr)?;
             self.others.insert(addr.clone(), c);
@@ -185,10 +219,7 @@ fn refused(what: &str, code: i16, message: Option<String>) -> Result<(), String>
 }
 
 fn run_inner(args: BarrierArgs) -> Result<i32, String> {
-    let mut b = Brokers {
-        bootstrap: KafkaClient::connect(&args.brokers)?,
-        others: BTreeMap::new(),
-    };
+    let mut b = Brokers::new(KafkaClient::connect(&args.brokers)?);
     let c = &mut b.bootstrap;
     match args.command {
         BarrierCommand::Define {
@@ -383,6 +414,7 @@ fn run_inner(args: BarrierArgs) -> Result<i32, String> {
                     None => format!("barrier group '{group}' has no retained cut"),
                 });
             }
+            let fetch_version = b.versions()?.pick(ApiKey::Fetch, 4, 12)?;
             let mut mismatches = Vec::new();
             let mut checked = 0;
             for cut in &cuts {
@@ -390,8 +422,9 @@ fn run_inner(args: BarrierArgs) -> Result<i32, String> {
                     for (p, offset) in parts {
                         checked += 1;
                         let checked_at = b.leader_of(topic, *p);
-                        let r = checked_at
-                            .and_then(|c| check_marker(c, &group, cut, topic, *p, *offset));
+                        let r = checked_at.and_then(|c| {
+                            check_marker(c, fetch_version, &group, cut, topic, *p, *offset)
+                        });
                         if let Err(why) = r {
                             mismatches
                                 .push(format!("epoch {}: {topic}/{p}@{offset}: {why}", cut.epoch));
@@ -477,14 +510,13 @@ fn cut_json(cut: &Cut) -> serde_json::Value {
 /// Fetches the raw batch at `offset` of `topic`/`p` and checks it is `cut`'s marker.
 fn check_marker(
     c: &mut KafkaClient,
+    fetch_version: i16,
     group: &str,
     cut: &Cut,
     topic: &str,
     p: i32,
     offset: i64,
 ) -> Result<(), String> {
-    let v = c.api_versions()?;
-    let ver = v.pick(ApiKey::Fetch, 4, 12)?;
     let req = FetchRequest::default()
         .with_replica_id(BrokerId(-1))
         .with_max_wait_ms(0)
@@ -502,7 +534,7 @@ fn check_marker(
                 .with_last_fetched_epoch(-1)
                 .with_log_start_offset(-1)
                 .with_partition_max_bytes(VERIFY_FETCH_BYTES)])]);
-    let r = c.call(&req, ver)?;
+    let r = c.call(&req, fetch_version)?;
     let pd = r
         .responses
         .into_iter()

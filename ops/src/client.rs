@@ -89,6 +89,7 @@ impl KafkaClient {
 }
 
 /// The API version ranges a broker advertises (ApiVersions), for picking request versions.
+#[derive(Clone)]
 pub struct BrokerVersions {
     /// api key → (min, max).
     pub ranges: std::collections::BTreeMap<i16, (i16, i16)>,

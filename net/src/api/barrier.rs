@@ -53,6 +53,9 @@ use crate::route::Scatter;
 /// A Kafka error code and why.
 type Refusal = (i16, String);
 
+/// How much longer than `barrier-injection-timeout-ms` a TriggerBarrier may wait for its cut
+/// (the injection-start and the cut's own appends); a longer `wait_ms` is cut to it.
+const TRIGGER_WAIT_MARGIN_MS: u64 = 10_000;
 /// Bytes read at a time when finishing an interrupted injection looks for its markers.
 const MARKER_SCAN_READ_BYTES: usize = 1 << 20;
 
@@ -421,7 +424,10 @@ async fn trigger(state: &Rc<CoreState>, req: TriggerBarrierRequest) -> TriggerBa
         return out;
     }
     let group = req.group.clone();
-    let wait = Duration::from_millis(req.wait_ms as u64);
+    // No injection outlasts its marker retries by much: a longer wait holds the request for
+    // nothing.
+    let longest = state.ctx.config.barrier_injection_timeout_ms + TRIGGER_WAIT_MARGIN_MS;
+    let wait = Duration::from_millis((req.wait_ms as u64).min(longest));
     let answer = on_coordinator(state, &req.group, move |s, p| async move {
         let (epoch, triggered_at, done) = start_injection(&s, &group, p).await?;
         let cut = if wait.is_zero() {
