@@ -15,7 +15,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
-use crate::{decode_barrier_cut, BarrierCut, BarrierFormatError, BARRIER_STATE_TOPIC};
+use crate::{cut_of, BarrierCut, BarrierFormatError, TopicPartition, BARRIER_STATE_TOPIC};
 
 /// How long one catch-up with the end of `__barrier_state` may take by default.
 pub const DEFAULT_CUT_POLL_TIMEOUT_MS: u64 = 10_000;
@@ -45,8 +45,14 @@ pub struct CutReader {
     partitions: i32,
     /// The next offset to read of each partition.
     next: Vec<i64>,
-    /// group → epoch → cut (partial ones too: they are skipped, never returned).
+    /// group → epoch → cut (partial ones too: they are skipped, never returned). A cut
+    /// leaves when the broker tombstones it (past the group's `retained_cuts`), so the map is
+    /// bounded by what the broker retains.
     cuts: BTreeMap<String, BTreeMap<i64, BarrierCut>>,
+    /// group → epoch → frozen targets of an injection under way (its injection-start record,
+    /// gone with the tombstone published beside its cut): every marker of that epoch is at
+    /// or above its partition's frozen offset. At most one per group on a KFC-4 broker.
+    injections: BTreeMap<String, BTreeMap<i64, BTreeMap<TopicPartition, i64>>>,
     poll_timeout: Duration,
 }
 
@@ -64,6 +70,7 @@ impl CutReader {
             partitions: partition_count,
             next: vec![0; partition_count.max(0) as usize],
             cuts: BTreeMap::new(),
+            injections: BTreeMap::new(),
             poll_timeout: Duration::from_millis(DEFAULT_CUT_POLL_TIMEOUT_MS),
         })
     }
@@ -107,12 +114,58 @@ impl CutReader {
             .unwrap_or_default())
     }
 
-    /// Polls until every partition is read up to the high watermark it had when the call
-    /// began.
+    /// The partition of `__barrier_state` that holds `group`'s records (Kafka's
+    /// `toPositive(murmur2(group)) % partitions`).
+    pub fn state_partition(&self, group: &str) -> i32 {
+        (kfc4::murmur2(group.as_bytes()) & 0x7fff_ffff) % self.partitions.max(1)
+    }
+
+    /// Every cut of `group` the reader holds with an epoch of at least `epoch`, partial ones
+    /// too, oldest first (no poll).
+    pub(crate) fn known_cuts_from(
+        &self,
+        group: &str,
+        epoch: i64,
+    ) -> impl Iterator<Item = &BarrierCut> + '_ {
+        self.cuts
+            .get(group)
+            .into_iter()
+            .flat_map(move |c| c.range(epoch..).map(|(_, c)| c))
+    }
+
+    /// The frozen targets of `group`'s injections under way (no poll).
+    pub(crate) fn injections_in_progress(
+        &self,
+        group: &str,
+    ) -> impl Iterator<Item = &BTreeMap<TopicPartition, i64>> + '_ {
+        self.injections
+            .get(group)
+            .into_iter()
+            .flat_map(|i| i.values())
+    }
+
+    /// Reads what arrived since the last call, and at least up to `fresh_end` (a partition
+    /// and a high watermark the caller asked the broker for just now: the cached ones lag
+    /// by up to one fetch).
+    pub(crate) fn catch_up(&mut self, fresh_end: Option<(i32, i64)>) -> Result<(), CutReaderError> {
+        self.poll_to(fresh_end)
+    }
+
     fn poll_to_end(&mut self) -> Result<(), CutReaderError> {
+        self.poll_to(None)
+    }
+
+    /// Polls until every partition is read up to the high watermark it had when the call
+    /// began (`fresh_end`'s for its partition when it is higher).
+    fn poll_to(&mut self, fresh_end: Option<(i32, i64)>) -> Result<(), CutReaderError> {
         let started = Instant::now();
         let mut ends = Vec::with_capacity(self.next.len());
         for p in 0..self.partitions {
+            if let Some((fp, high)) = fresh_end.filter(|(fp, _)| *fp == p) {
+                debug_assert_eq!(fp, p);
+                ends.push(high);
+                continue;
+            }
             // The high watermark the consumer's last fetch brought (no request), else
             // asked for: a query waits behind the consumer's own long-poll on the same
             // connection. A cut published since that fetch arrives at the next call.
@@ -149,21 +202,70 @@ impl CutReader {
                 *n = (*n).max(offset + 1);
             }
             let Some(key) = msg.key() else { continue };
-            let cut = decode_barrier_cut(key, msg.payload()).map_err(|source| {
+            let record = kfc4::decode_record(key, msg.payload()).map_err(|source| {
                 CutReaderError::Format {
                     partition: p,
                     offset,
                     source,
                 }
             })?;
-            if let Some(cut) = cut {
+            self.apply(record);
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, record: kfc4::StateRecord) {
+        match record {
+            kfc4::StateRecord::Cut {
+                group,
+                epoch,
+                cut: Some(cut),
+            } => {
+                let cut = cut_of(group, cut);
                 self.cuts
                     .entry(cut.group.clone())
                     .or_default()
-                    .insert(cut.epoch, cut);
+                    .insert(epoch, cut);
             }
+            kfc4::StateRecord::Cut {
+                group,
+                epoch,
+                cut: None,
+            } => {
+                if let Some(c) = self.cuts.get_mut(&group) {
+                    c.remove(&epoch);
+                }
+            }
+            kfc4::StateRecord::InjectionStart {
+                group,
+                epoch,
+                value: Some(start),
+            } => {
+                let targets = start
+                    .targets
+                    .into_iter()
+                    .flat_map(|(t, ps)| ps.into_iter().map(move |(p, o)| ((t.clone(), p), o)))
+                    .collect();
+                self.injections
+                    .entry(group)
+                    .or_default()
+                    .insert(epoch, targets);
+            }
+            kfc4::StateRecord::InjectionStart {
+                group,
+                epoch,
+                value: None,
+            } => {
+                if let Some(i) = self.injections.get_mut(&group) {
+                    i.remove(&epoch);
+                }
+            }
+            // A deleted group: nothing of it can be aligned on any more.
+            kfc4::StateRecord::Group { group, value: None } => {
+                self.injections.remove(&group);
+            }
+            kfc4::StateRecord::Group { .. } => {}
         }
-        Ok(())
     }
 
     /// `p`'s high watermark as the consumer's last fetch response gave it (librdkafka's

@@ -8,15 +8,30 @@
 //!   every cut it decoded; never hands out a partial cut.
 //! - [`StateStore`], [`FileStateStore`]: per-partition snapshots keyed by epoch, in the
 //!   container krabka's runners share ([`NO_EPOCH`] for rebalance snapshots).
+//! - [`GroupRunner`]: a consumer-group member running a [`Topology`], aligned on a barrier
+//!   group's cuts (`align`), snapshotting each task at the barrier and committing the cut;
+//!   [`GroupRunner::run_once_transactional`] puts a whole epoch in one producer transaction.
 
+mod align;
 mod cut_reader;
+mod runner;
 mod state_store;
+mod topology;
 
 pub use cut_reader::{CutReader, CutReaderError};
 pub use kfc4::{CutStatus, FormatError as BarrierFormatError, BARRIER_STATE_TOPIC};
+pub use runner::{
+    Barrier, ConsumerPositions, GroupRunner, OutputContext, PositionReader, Round, RunnerError,
+    CLIENT_CALL_TIMEOUT_MS, DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_ROUND_RECORDS,
+    DEFAULT_ROUND_POLL_MS, EPOCH_METADATA_PREFIX, RESERVED_NAME_PREFIX,
+};
 pub use state_store::{FileStateStore, StateStore, StateStoreError, NO_EPOCH};
+pub use topology::{Output, Record, Topology};
 
 use std::collections::BTreeMap;
+
+/// A topic and one of its partitions.
+pub type TopicPartition = (String, i32);
 
 /// A published cut of one barrier group: every partition's cut offset (its marker's offset:
 /// "everything before the cut" is "offset below the cut offset"), and the partitions that
@@ -29,8 +44,8 @@ pub struct BarrierCut {
     pub completed_at_ms: i64,
     pub status: CutStatus,
     /// (topic, partition) → cut offset.
-    pub offsets: BTreeMap<(String, i32), i64>,
-    pub missing: Vec<(String, i32)>,
+    pub offsets: BTreeMap<TopicPartition, i64>,
+    pub missing: Vec<TopicPartition>,
 }
 
 impl BarrierCut {
@@ -52,20 +67,24 @@ pub fn decode_barrier_cut(
             group,
             cut: Some(c),
             ..
-        } => Ok(Some(BarrierCut {
-            group,
-            epoch: c.epoch,
-            triggered_at_ms: c.triggered_at_ms,
-            completed_at_ms: c.completed_at_ms,
-            status: c.status,
-            offsets: c
-                .offsets
-                .into_iter()
-                .flat_map(|(t, ps)| ps.into_iter().map(move |(p, o)| ((t.clone(), p), o)))
-                .collect(),
-            missing: c.missing,
-        })),
+        } => Ok(Some(cut_of(group, c))),
         _ => Ok(None),
+    }
+}
+
+fn cut_of(group: String, c: kfc4::Cut) -> BarrierCut {
+    BarrierCut {
+        group,
+        epoch: c.epoch,
+        triggered_at_ms: c.triggered_at_ms,
+        completed_at_ms: c.completed_at_ms,
+        status: c.status,
+        offsets: c
+            .offsets
+            .into_iter()
+            .flat_map(|(t, ps)| ps.into_iter().map(move |(p, o)| ((t.clone(), p), o)))
+            .collect(),
+        missing: c.missing,
     }
 }
 
