@@ -19,7 +19,9 @@ mod state_store;
 mod topology;
 
 pub use cut_reader::{CutReader, CutReaderError};
-pub use kfc4::{CutStatus, FormatError as BarrierFormatError, BARRIER_STATE_TOPIC};
+pub use kfc4::{
+    CutStatus, FormatError as BarrierFormatError, BARRIER_STATE_PARTITIONS, BARRIER_STATE_TOPIC,
+};
 pub use runner::{
     Barrier, ConsumerPositions, GroupRunner, OutputContext, PositionReader, Round, RunnerError,
     CLIENT_CALL_TIMEOUT_MS, DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_ROUND_RECORDS,

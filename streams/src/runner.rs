@@ -303,6 +303,11 @@ impl<T: Topology, C: ConsumerContext + 'static> GroupRunner<T, C> {
         self.last_epoch
     }
 
+    /// The memory taken by records waiting for a barrier.
+    pub fn waiting_bytes(&self) -> usize {
+        self.aligner.held_bytes()
+    }
+
     /// The input partitions the runner owns, each with the offset after its last record run.
     pub fn positions(&self) -> BTreeMap<TopicPartition, Option<i64>> {
         self.aligner
