@@ -159,7 +159,7 @@ impl Runner {
         let lines = self.lines.lock().unwrap();
         lines
             .iter()
-            .find_map(|l| l.strip_prefix("done ")?.parse().ok())
+            .find_map(|l| l.strip_prefix("done ")?.split(' ').next()?.parse().ok())
             .unwrap_or_else(|| panic!("no done line:\n{}", lines.join("\n")))
     }
 
@@ -577,4 +577,55 @@ fn the_transactional_runner_outputs_every_count_exactly_once_across_a_sigkill() 
             "{word}'s counts, exactly once"
         );
     }
+}
+
+#[test]
+fn a_second_runner_joining_mid_stream_takes_tasks_over_with_their_rebalance_snapshots() {
+    let broker = broker_with_word_topics();
+    let work = tempfile::tempdir().unwrap();
+    // Runners of one application share their state store (the rebalance snapshots move the
+    // tasks' state from one to the other).
+    let state = work.path().join("state");
+    let (dump_a, dump_b) = (work.path().join("dump-a"), work.path().join("dump-b"));
+    let bootstrap = broker.bootstrap();
+    let (mut a, mut b) = std::thread::scope(|s| {
+        let producing = s.spawn(|| produce_words(&bootstrap, 0, 900, 60));
+        let a = Runner::start(&broker, "wc-app", &state, &idle_then_dump(&dump_a));
+        a.wait_for_barriers(2);
+        let b = Runner::start(&broker, "wc-app", &state, &idle_then_dump(&dump_b));
+        assert!(
+            !producing.is_finished(),
+            "the second runner joins while records flow"
+        );
+        producing.join().unwrap();
+        (a, b)
+    });
+    a.wait();
+    b.wait();
+    let inputs = read_partitions(&broker, &INPUTS, false);
+    let expected = expected_final(&inputs);
+    // Every task is in a dump, and every dump of a task has its exact final counts.
+    let store_a = FileStateStore::new(&dump_a);
+    let store_b = FileStateStore::new(&dump_b);
+    for p in 0..PARTITIONS {
+        let mut dumped = 0;
+        for (dir, store) in [(&dump_a, &store_a), (&dump_b, &store_b)] {
+            if dir.join(format!("p{p}/e0.snapshot")).exists() {
+                dumped += 1;
+                assert!(
+                    store.load(p, 0).unwrap() == expected[&p],
+                    "task {p} in {dir:?}\nA:\n{}\nB:\n{}",
+                    a.output(),
+                    b.output()
+                );
+            }
+        }
+        assert!(dumped >= 1, "task {p} was dumped by a runner");
+    }
+    assert!(a.output().contains("partitions revoked"), "{}", a.output());
+    assert!(
+        b.output().contains("rebalance snapshot"),
+        "the joining runner took a task over from its rebalance snapshot:\n{}",
+        b.output()
+    );
 }

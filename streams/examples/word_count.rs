@@ -17,7 +17,8 @@
 //! `--exit-when-idle-ms MS` (stop once nothing ran for that long and nothing waits),
 //! `--dump-dir DIR` (the final counts of each task, `DIR/p<P>/e0.snapshot`, on exit),
 //! `--session-timeout-ms MS`, `--no-barriers`. It prints `barrier EPOCH` for each barrier
-//! committed and `done RECORDS` on exit.
+//! committed and `done RECORDS records in SECONDS s` on exit (from the first record run to
+//! the last).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -233,6 +234,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     std::io::stdout().flush()?;
     let mut total = 0usize;
     let mut last_progress = Instant::now();
+    // From the first record run to the last: the runner's throughput.
+    let mut running: Option<(Instant, Instant)> = None;
     loop {
         let round = if args.transactional_id.is_some() {
             runner.run_once_transactional()
@@ -242,6 +245,10 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         match round {
             Ok(r) => {
                 total += r.records;
+                if r.records > 0 {
+                    let now = Instant::now();
+                    running = Some((running.map_or(now, |(first, _)| first), now));
+                }
                 // Idle time counts from the last record, once partitions are assigned.
                 if r.records > 0 || runner.positions().is_empty() {
                     last_progress = Instant::now();
@@ -264,6 +271,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             dump.save(task, 0, &runner.topology().snapshot_partition(task))?;
         }
     }
-    println!("done {total}");
+    let secs = running.map_or(0.0, |(first, last)| (last - first).as_secs_f64());
+    println!("done {total} records in {secs:.3} s");
     Ok(())
 }

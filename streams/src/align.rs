@@ -220,17 +220,22 @@ impl Aligner {
         let Some(s) = self.partitions.get_mut(&tp) else {
             return Offered::Dropped;
         };
-        let next = record.offset + 1;
-        s.seen = Some(s.seen.map_or(next, |v| v.max(next)));
+        // Seen already (run, waiting, or dropped at the bound and to be fetched again): the
+        // consumer hands a partition out again from its committed offset when a rebalance
+        // revokes and re-assigns it within one poll.
+        if s.seen.is_some_and(|seen| record.offset < seen) {
+            return Offered::Dropped;
+        }
+        s.seen = Some(record.offset + 1);
         if s.committed.is_none() {
             // The partition started where its first record is.
             s.committed = Some(record.offset);
         }
-        if s.refetch_from.is_some_and(|from| record.offset >= from) {
+        if s.refetch_from.is_some() {
             return Offered::Dropped;
         }
         if s.held.is_empty() && record.offset < limit {
-            s.processed = Some(next);
+            s.processed = Some(record.offset + 1);
             return Offered::Run(record);
         }
         let size = record.size_bytes();
@@ -263,6 +268,9 @@ impl Aligner {
             }
             if s.held.is_empty() {
                 if let Some(from) = s.refetch_from.take() {
+                    // Handed out again from `from`: not seen yet. `from` is at or past the
+                    // cut it waited for, so reaching it stays true.
+                    s.seen = Some(from);
                     refetch.push((tp.clone(), from));
                 }
             }
@@ -420,6 +428,26 @@ mod tests {
         assert_eq!(
             run_offsets(&mut a, (9..11).map(|o| rec("a", 0, o))),
             [9, 10]
+        );
+    }
+
+    #[test]
+    fn records_handed_out_again_after_a_reassignment_run_once() {
+        let mut a = Aligner::new(1 << 20);
+        a.assign([(tp("a", 0), Some(10))]);
+        let c = cut(1, &[("a", 0, 15)]);
+        a.set_cuts(Some(c.clone()), [], c.offsets.iter().map(|(t, o)| (t, *o)));
+        assert_eq!(
+            run_offsets(&mut a, (10..17).map(|o| rec("a", 0, o))),
+            [10, 11, 12, 13, 14]
+        );
+        // The consumer starts over at the committed offset 10: nothing runs or waits twice.
+        assert!(run_offsets(&mut a, (10..17).map(|o| rec("a", 0, o))).is_empty());
+        assert_eq!(a.held_bytes(), 2 * rec("a", 0, 0).size_bytes());
+        assert_eq!(
+            run_offsets(&mut a, [rec("a", 0, 17)]),
+            Vec::<i64>::new(),
+            "waits"
         );
     }
 

@@ -27,7 +27,9 @@ pub use runner::{
     CLIENT_CALL_TIMEOUT_MS, DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_ROUND_RECORDS,
     DEFAULT_ROUND_POLL_MS, EPOCH_METADATA_PREFIX, RESERVED_NAME_PREFIX,
 };
-pub use state_store::{FileStateStore, StateStore, StateStoreError, NO_EPOCH};
+pub use state_store::{
+    FileStateStore, StateStore, StateStoreError, DEFAULT_RETAINED_EPOCHS, NO_EPOCH,
+};
 pub use topology::{Output, Record, Topology};
 
 use std::collections::BTreeMap;

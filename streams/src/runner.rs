@@ -574,6 +574,10 @@ impl<T: Topology, C: ConsumerContext + 'static> GroupRunner<T, C> {
         }
         if !assigned.is_empty() {
             tracing::info!(?assigned, "partitions assigned");
+            // A pause can outlive a revocation in librdkafka; the runner's own starts afresh.
+            self.consumer
+                .resume(&tpl(&assigned))
+                .map_err(kafka("resuming assigned partitions"))?;
             let committed = self.committed_offsets(&assigned)?;
             let mut by_task: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
             for tp in assigned {
@@ -665,7 +669,7 @@ impl<T: Topology, C: ConsumerContext + 'static> GroupRunner<T, C> {
             Some(store) => store.load(task, epoch),
             None => Ok(BTreeMap::new()),
         };
-        let (state, at, epoch): (_, BTreeMap<TopicPartition, Option<i64>>, _) =
+        let (state, at, epoch, source): (_, BTreeMap<TopicPartition, Option<i64>>, _, _) =
             if let Some(cut) = target {
                 let at = tps
                     .iter()
@@ -676,7 +680,7 @@ impl<T: Topology, C: ConsumerContext + 'static> GroupRunner<T, C> {
                         )
                     })
                     .collect();
-                (load(cut.epoch)?, at, Some(cut.epoch))
+                (load(cut.epoch)?, at, Some(cut.epoch), "restore target")
             } else {
                 let mut rebalance = if self.transactional {
                     BTreeMap::new()
@@ -697,22 +701,29 @@ impl<T: Topology, C: ConsumerContext + 'static> GroupRunner<T, C> {
                         .iter()
                         .map(|tp| (tp.clone(), positions.get(tp).copied()))
                         .collect();
-                    (rebalance, at, committed_epoch)
+                    (rebalance, at, committed_epoch, "rebalance snapshot")
                 } else if let Some(e) = committed_epoch {
                     let at = tps
                         .iter()
                         .map(|tp| (tp.clone(), committed_at(tp)))
                         .collect();
-                    (load(e)?, at, Some(e))
+                    (load(e)?, at, Some(e), "committed epoch")
                 } else {
                     let at = tps
                         .iter()
                         .map(|tp| (tp.clone(), committed_at(tp)))
                         .collect();
-                    (BTreeMap::new(), at, None)
+                    (BTreeMap::new(), at, None, "fresh")
                 }
             };
-        tracing::info!(task, ?epoch, ?at, entries = state.len(), "task restored");
+        tracing::info!(
+            task,
+            source,
+            ?epoch,
+            ?at,
+            entries = state.len(),
+            "task restored"
+        );
         self.topology.restore_partition(task, state);
         match epoch {
             Some(e) => {
@@ -801,7 +812,7 @@ impl<T: Topology, C: ConsumerContext + 'static> GroupRunner<T, C> {
                 Ok(()) => tracing::debug!(?tp, at, "seeked"),
                 Err(e) => {
                     // Not fetching yet (just assigned): again next round.
-                    tracing::debug!(?tp, at, error = %e, "seek refused; retried");
+                    tracing::info!(?tp, at, error = %e, "seek refused; retried");
                     self.seeks.insert(tp, at);
                 }
             }
@@ -812,7 +823,8 @@ impl<T: Topology, C: ConsumerContext + 'static> GroupRunner<T, C> {
     /// before the barrier) and resumes the others.
     fn pause_waiting(&mut self) -> Result<(), RunnerError> {
         let waiting = self.aligner.waiting();
-        let pause: Vec<&TopicPartition> = waiting.difference(&self.paused).collect();
+        // All of them each round: a reassignment clears librdkafka's pause.
+        let pause: Vec<&TopicPartition> = waiting.iter().collect();
         let resume: Vec<&TopicPartition> = self.paused.difference(&waiting).collect();
         if !pause.is_empty() {
             self.consumer

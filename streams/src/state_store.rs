@@ -45,15 +45,47 @@ pub trait StateStore {
     ) -> Result<(), StateStoreError>;
 }
 
+/// How many epochs of each partition a [`FileStateStore`] keeps by default: a cut older
+/// than the broker's `retained_cuts` cannot be restored to anyway.
+pub const DEFAULT_RETAINED_EPOCHS: u32 = 100;
+
 /// Snapshots as files: `<dir>/p<partition>/e<epoch>.snapshot` (`none.snapshot` for
-/// [`NO_EPOCH`]), written to a temporary file, fsynced and renamed into place.
+/// [`NO_EPOCH`]), written to a temporary file, fsynced and renamed into place. Saving epoch
+/// E removes the partition's snapshots of epochs at or below E − `retained_epochs`.
 pub struct FileStateStore {
     dir: PathBuf,
+    retained_epochs: u32,
 }
 
 impl FileStateStore {
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self { dir: dir.into() }
+        Self {
+            dir: dir.into(),
+            retained_epochs: DEFAULT_RETAINED_EPOCHS,
+        }
+    }
+
+    /// Keeps the newest `retained_epochs` epochs of each partition (at least 1).
+    pub fn with_retained_epochs(mut self, retained_epochs: u32) -> Self {
+        self.retained_epochs = retained_epochs.max(1);
+        self
+    }
+
+    /// Removes `dir`'s snapshots of epochs at or below `below_or_at`.
+    fn prune(&self, dir: &Path, below_or_at: i64) -> Result<(), StateStoreError> {
+        for entry in std::fs::read_dir(dir).map_err(io("listing", dir))? {
+            let path = entry.map_err(io("listing", dir))?.path();
+            let epoch = path.file_name().and_then(|n| n.to_str()).and_then(|n| {
+                n.strip_prefix('e')?
+                    .strip_suffix(".snapshot")?
+                    .parse::<i64>()
+                    .ok()
+            });
+            if epoch.is_some_and(|e| e <= below_or_at) {
+                std::fs::remove_file(&path).map_err(io("removing", &path))?;
+            }
+        }
+        Ok(())
     }
 
     fn path(&self, partition: i32, epoch: i64) -> PathBuf {
@@ -123,6 +155,9 @@ impl StateStore for FileStateStore {
             .and_then(|_| f.sync_all())
             .map_err(io("writing", &tmp))?;
         std::fs::rename(&tmp, &path).map_err(io("renaming into", &path))?;
+        if epoch != NO_EPOCH {
+            self.prune(dir, epoch - i64::from(self.retained_epochs))?;
+        }
         std::fs::File::open(dir)
             .and_then(|d| d.sync_all())
             .map_err(io("syncing", dir))
@@ -150,6 +185,17 @@ mod tests {
         let bytes = std::fs::read(dir.path().join("p3/e7.snapshot")).unwrap();
         assert_eq!(&bytes[..8], &[0, 0, 0, 1, 0, 0, 0, 2]);
         assert_eq!(&bytes[12..18], b"word:a");
+        // Old epochs go: with 2 retained, saving epoch 9 removes epoch 7.
+        let store = store.with_retained_epochs(2);
+        store.save(3, 8, &snap).unwrap();
+        store.save(3, 9, &snap).unwrap();
+        assert!(!dir.path().join("p3/e7.snapshot").exists());
+        assert_eq!(store.load(3, 8).unwrap(), snap);
+        assert!(
+            dir.path().join("p3/none.snapshot").exists(),
+            "NO_EPOCH stays"
+        );
+        store.save(3, 7, &snap).unwrap();
         // A damaged file is an error naming it, never a panic.
         std::fs::write(dir.path().join("p3/e7.snapshot"), &bytes[..9]).unwrap();
         let e = store.load(3, 7).unwrap_err();
