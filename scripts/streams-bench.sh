@@ -3,8 +3,8 @@
 # aligned on a barrier group cutting every second, against the same runner without
 # barriers, in the same run (rounds interleaved: this machine is shared and noisy).
 #
-# The inputs (3 topics x 4 partitions) are produced while the group cuts every second, so
-# the cuts fall inside the data; each round reads everything from the start in a consumer
+# The inputs (3 topics x 4 partitions) are produced in chunks while the group cuts every
+# second, so the cuts fall inside the data; each round reads everything from the start in a consumer
 # group of its own, and reports records / (last record run - first record run).
 #
 # usage: scripts/streams-bench.sh [RECORDS_PER_TOPIC] [ROUNDS]
@@ -43,13 +43,20 @@ import random
 r = random.Random(7)
 for _ in range($RECORDS_PER_TOPIC):
     print(' '.join('w%d' % r.randrange(1000) for _ in range(4)))" >"$work/words.txt"
+# In chunks 1.1 s apart, each about what the runner reads in a second (CHUNK_RECORDS per
+# topic), so that the cuts fall about every second of the runner's reading.
+CHUNK_RECORDS=${CHUNK_RECORDS:-75000}
+split -l "$CHUNK_RECORDS" "$work/words.txt" "$work/chunk-"
 started=$(date +%s.%N)
-producers=()
-for t in words-a words-b words-c; do
-  "$RINGLOG" produce "$t" --brokers "$brokers" <"$work/words.txt" >/dev/null &
-  producers+=($!)
+for chunk in "$work"/chunk-*; do
+  producers=()
+  for t in words-a words-b words-c; do
+    "$RINGLOG" produce "$t" --brokers "$brokers" <"$chunk" >/dev/null &
+    producers+=($!)
+  done
+  wait "${producers[@]}"
+  sleep 1.1
 done
-wait "${producers[@]}"
 echo "# produced in $(python3 -c "print(round($(date +%s.%N) - $started, 1))") s" >&2
 
 # One runner over everything from the start: "records rate barriers".

@@ -43,6 +43,8 @@ pub const DEFAULT_MAX_HELD_BYTES: usize = 64 << 20;
 pub const DEFAULT_MAX_ROUND_RECORDS: usize = 10_000;
 /// The longest one round polls for, by default.
 pub const DEFAULT_ROUND_POLL_MS: u64 = 100;
+/// How often a runner without a barrier group commits, by default.
+pub const DEFAULT_COMMIT_INTERVAL_MS: u64 = 1_000;
 /// Each blocking client call of the runner (commit, committed offsets, a transaction's
 /// steps, a high-watermark query) gives up after this long.
 pub const CLIENT_CALL_TIMEOUT_MS: u64 = 30_000;
@@ -156,6 +158,9 @@ pub struct Barrier {
     pub partitions: BTreeSet<i32>,
 }
 
+/// Called after each barrier is committed.
+pub type BarrierListener = Box<dyn FnMut(&Barrier)>;
+
 /// What one round did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Round {
@@ -188,10 +193,12 @@ pub struct GroupRunner<T: Topology, C: ConsumerContext + 'static = DefaultConsum
     inputs: BTreeSet<String>,
     store: Option<Box<dyn StateStore>>,
     barrier: Option<(String, CutReader)>,
-    listener: Option<Box<dyn FnMut(&Barrier)>>,
+    listener: Option<BarrierListener>,
     position_reader: Option<Box<dyn PositionReader<C>>>,
     max_round_records: usize,
     round_poll_ms: u64,
+    commit_interval_ms: u64,
+    last_commit: Instant,
     aligner: Aligner,
     /// The newest epoch committed or restored to: cuts above it are aligned on.
     last_epoch: i64,
@@ -233,6 +240,8 @@ impl<T: Topology, C: ConsumerContext + 'static> GroupRunner<T, C> {
             position_reader: None,
             max_round_records: DEFAULT_MAX_ROUND_RECORDS,
             round_poll_ms: DEFAULT_ROUND_POLL_MS,
+            commit_interval_ms: DEFAULT_COMMIT_INTERVAL_MS,
+            last_commit: Instant::now(),
             aligner: Aligner::new(DEFAULT_MAX_HELD_BYTES),
             last_epoch: 0,
             task_epochs: BTreeMap::new(),
@@ -284,6 +293,12 @@ impl<T: Topology, C: ConsumerContext + 'static> GroupRunner<T, C> {
     pub fn with_max_held_bytes(mut self, max_held_bytes: usize) -> Self {
         assert_eq!(self.aligner.held_bytes(), 0, "set before the first round");
         self.aligner = Aligner::new(max_held_bytes);
+        self
+    }
+
+    /// How often a runner without a barrier group acknowledges its outputs and commits.
+    pub fn with_commit_interval_ms(mut self, commit_interval_ms: u64) -> Self {
+        self.commit_interval_ms = commit_interval_ms;
         self
     }
 
@@ -848,12 +863,7 @@ impl<T: Topology, C: ConsumerContext + 'static> GroupRunner<T, C> {
         } = fired;
         if !self.txn_open {
             // Every output of the records before the cut is acknowledged before the commit.
-            self.producer
-                .flush(call_timeout())
-                .map_err(kafka("flushing the outputs before a barrier"))?;
-            if let Some((failed, first)) = self.producer.context().take_failures() {
-                return Err(RunnerError::Delivery { failed, first });
-            }
+            self.flush_outputs()?;
         }
         if let Some(store) = &self.store {
             for task in &tasks {
@@ -897,8 +907,25 @@ impl<T: Topology, C: ConsumerContext + 'static> GroupRunner<T, C> {
         Ok(())
     }
 
-    /// Without a barrier group: each round commits what it ran.
+    /// Waits until every output produced so far is acknowledged; an error names the lost
+    /// ones (nothing may be committed over them).
+    fn flush_outputs(&self) -> Result<(), RunnerError> {
+        self.producer
+            .flush(call_timeout())
+            .map_err(kafka("flushing the outputs before a commit"))?;
+        match self.producer.context().take_failures() {
+            Some((failed, first)) => Err(RunnerError::Delivery { failed, first }),
+            None => Ok(()),
+        }
+    }
+
+    /// Without a barrier group: every `commit_interval_ms`, the outputs so far are
+    /// acknowledged and then the positions run are committed (at least once).
     fn commit_positions(&mut self) -> Result<(), RunnerError> {
+        if self.last_commit.elapsed() < Duration::from_millis(self.commit_interval_ms) {
+            return Ok(());
+        }
+        self.last_commit = Instant::now();
         let advanced: Vec<(TopicPartition, i64)> = self
             .aligner
             .owned()
@@ -910,9 +937,10 @@ impl<T: Topology, C: ConsumerContext + 'static> GroupRunner<T, C> {
         if advanced.is_empty() {
             return Ok(());
         }
+        self.flush_outputs()?;
         let offsets = offsets_list(&advanced.iter().cloned().collect(), None)?;
         self.consumer
-            .commit(&offsets, CommitMode::Async)
+            .commit(&offsets, CommitMode::Sync)
             .map_err(kafka("committing the round's offsets"))?;
         self.aligner
             .committed_at(advanced.iter().map(|(tp, o)| (tp, *o)));
