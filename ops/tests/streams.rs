@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -137,17 +138,8 @@ impl Runner {
     /// Waits for it to exit (it was started with --exit-when-idle-ms): its `done` count.
     fn wait(&mut self) -> usize {
         let mut child = self.child.take().expect("running");
-        let start = Instant::now();
-        let status = loop {
-            if let Some(st) = child.try_wait().unwrap() {
-                break st;
-            }
-            if start.elapsed() > RUNNER_TIMEOUT {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("runner still running:\n{}", self.output());
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        let Some(status) = wait_child(&mut child, RUNNER_TIMEOUT) else {
+            panic!("runner still running:\n{}", self.output());
         };
         // The reader thread gets the last lines once the pipe closes.
         std::thread::sleep(Duration::from_millis(200));
@@ -489,39 +481,55 @@ fn barrier_snapshots_are_the_counts_below_each_cut_and_two_replays_from_a_cut_ar
     assert_eq!(finals[0], first, "the same as the first run's final state");
 }
 
-/// Streams 600 records into every input partition, SIGKILLs `runner` once it committed two
-/// barriers while records still flow (so that it dies between cuts), then streams 300 more.
+/// Streams records from `first` on into every partition of every input, 15 per partition
+/// every 100 ms or so, until `stop`; the next record's index.
+fn produce_until(bootstrap: &str, first: usize, stop: &AtomicBool) -> usize {
+    let mut next = first;
+    while !stop.load(Ordering::SeqCst) {
+        produce_words(bootstrap, next, 15, 1);
+        next += 15;
+    }
+    next
+}
+
+/// SIGKILLs `runner` once it committed two barriers, while records still flow (so that it
+/// dies between cuts), then streams 300 more records into every input partition.
 fn kill_mid_stream(broker: &Broker, runner: &mut Runner) {
     let bootstrap = broker.bootstrap();
-    std::thread::scope(|s| {
-        let producing = s.spawn(|| produce_words(&bootstrap, 0, 600, 40));
+    let stop = AtomicBool::new(false);
+    let next = std::thread::scope(|s| {
+        let producing = s.spawn(|| produce_until(&bootstrap, 0, &stop));
         runner.wait_for_barriers(2);
-        assert!(
-            !producing.is_finished(),
-            "the runner is killed while records flow"
-        );
         runner.sigkill();
-        producing.join().unwrap();
+        stop.store(true, Ordering::SeqCst);
+        producing.join().unwrap()
     });
-    produce_words(&bootstrap, 600, 300, 10);
+    produce_words(&bootstrap, next, 300, 10);
+}
+
+/// A runner (with `extra` options) SIGKILLed mid-stream, then a new one with
+/// `--restore latest` over the same state that runs to the end: its dump directory.
+fn killed_then_restored(broker: &Broker, work: &Path, extra: &[&str]) -> PathBuf {
+    let state = work.join("state");
+    let mut runner = Runner::start(broker, "wc-app", &state, extra);
+    kill_mid_stream(broker, &mut runner);
+    let dump_dir = work.join("dump");
+    let mut again = Runner::start(
+        broker,
+        "wc-app",
+        &state,
+        &[extra, &["--restore", "latest"], &idle_then_dump(&dump_dir)].concat(),
+    );
+    again.wait();
+    assert!(again.output().contains("restored "), "{}", again.output());
+    dump_dir
 }
 
 #[test]
 fn restore_to_latest_cut_after_a_sigkill_of_the_runner_reaches_the_same_counts() {
     let broker = broker_with_word_topics();
     let work = tempfile::tempdir().unwrap();
-    let state = work.path().join("state");
-    let mut runner = Runner::start(&broker, "wc-app", &state, &[]);
-    kill_mid_stream(&broker, &mut runner);
-    let dump_dir = work.path().join("dump");
-    let mut again = Runner::start(
-        &broker,
-        "wc-app",
-        &state,
-        &[&["--restore", "latest"][..], &idle_then_dump(&dump_dir)].concat(),
-    );
-    again.wait();
-    assert!(again.output().contains("restored "), "{}", again.output());
+    let dump_dir = killed_then_restored(&broker, work.path(), &[]);
     let inputs = read_partitions(&broker, &INPUTS, false);
     assert_eq!(dump(&dump_dir), expected_final(&inputs));
 }
@@ -530,23 +538,7 @@ fn restore_to_latest_cut_after_a_sigkill_of_the_runner_reaches_the_same_counts()
 fn the_transactional_runner_outputs_every_count_exactly_once_across_a_sigkill() {
     let broker = broker_with_word_topics();
     let work = tempfile::tempdir().unwrap();
-    let state = work.path().join("state");
-    let txn = ["--transactional-id", "wc-txn"];
-    let mut runner = Runner::start(&broker, "wc-app", &state, &txn);
-    kill_mid_stream(&broker, &mut runner);
-    let dump_dir = work.path().join("dump");
-    let mut again = Runner::start(
-        &broker,
-        "wc-app",
-        &state,
-        &[
-            &txn[..],
-            &["--restore", "latest"],
-            &idle_then_dump(&dump_dir),
-        ]
-        .concat(),
-    );
-    again.wait();
+    let dump_dir = killed_then_restored(&broker, work.path(), &["--transactional-id", "wc-txn"]);
     let inputs = read_partitions(&broker, &INPUTS, false);
     assert_eq!(dump(&dump_dir), expected_final(&inputs));
     // Read committed, each word's outputs are its running count 1, 2, ..., n, each once.
@@ -588,15 +580,15 @@ fn a_second_runner_joining_mid_stream_takes_tasks_over_with_their_rebalance_snap
     let state = work.path().join("state");
     let (dump_a, dump_b) = (work.path().join("dump-a"), work.path().join("dump-b"));
     let bootstrap = broker.bootstrap();
+    let stop = AtomicBool::new(false);
     let (mut a, mut b) = std::thread::scope(|s| {
-        let producing = s.spawn(|| produce_words(&bootstrap, 0, 900, 60));
+        let producing = s.spawn(|| produce_until(&bootstrap, 0, &stop));
         let a = Runner::start(&broker, "wc-app", &state, &idle_then_dump(&dump_a));
         a.wait_for_barriers(2);
+        // The second runner joins while records flow, and commits two barriers of its own.
         let b = Runner::start(&broker, "wc-app", &state, &idle_then_dump(&dump_b));
-        assert!(
-            !producing.is_finished(),
-            "the second runner joins while records flow"
-        );
+        b.wait_for_barriers(2);
+        stop.store(true, Ordering::SeqCst);
         producing.join().unwrap();
         (a, b)
     });

@@ -151,6 +151,22 @@ pub struct Output {
 
 /// Runs `cmd` with stdin from `stdin` (bytes, may be empty), stdout/stderr captured to temp
 /// files (no pipe deadlocks), killing it after `timeout`. Panics on time-out, never on exit code.
+/// Waits up to `timeout` for `child` to exit; past it, kills and reaps it and returns None.
+pub fn wait_child(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let start = Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return Some(st);
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 pub fn run_with_timeout(mut cmd: Command, stdin: Option<&[u8]>, timeout: Duration) -> Output {
     let dir = tempfile::tempdir().unwrap();
     let out_path = dir.path().join("stdout");
@@ -162,21 +178,12 @@ pub fn run_with_timeout(mut cmd: Command, stdin: Option<&[u8]>, timeout: Duratio
         .stderr(File::create(&err_path).unwrap());
     let desc = format!("{cmd:?}");
     let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {desc}: {e}"));
-    let start = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if start.elapsed() > timeout {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "timed out after {timeout:?}: {desc}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-                tail(&fs::read_to_string(&out_path).unwrap_or_default(), 20_000),
-                tail(&fs::read_to_string(&err_path).unwrap_or_default(), 20_000),
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let Some(status) = wait_child(&mut child, timeout) else {
+        panic!(
+            "timed out after {timeout:?}: {desc}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            tail(&fs::read_to_string(&out_path).unwrap_or_default(), 20_000),
+            tail(&fs::read_to_string(&err_path).unwrap_or_default(), 20_000),
+        );
     };
     Output {
         status,
