@@ -183,6 +183,17 @@ impl Aligner {
         }
     }
 
+    /// Forgets what `tp` had seen past its processed position (a failed round: the records
+    /// not run are fetched again from `at`); its state and commit stay.
+    pub fn rewind(&mut self, tp: &TopicPartition, at: Option<i64>) {
+        if let Some(s) = self.partitions.get_mut(tp) {
+            self.held_bytes -= s.held.drain(..).map(|r| r.size_bytes()).sum::<usize>();
+            s.refetch_from = None;
+            s.seen = at;
+            s.processed = s.processed.or(at);
+        }
+    }
+
     pub fn committed(&self, tp: &TopicPartition) -> Option<i64> {
         self.partitions.get(tp).and_then(|s| s.committed)
     }
@@ -449,6 +460,20 @@ mod tests {
             Vec::<i64>::new(),
             "waits"
         );
+    }
+
+    #[test]
+    fn a_rewound_partition_runs_again_what_it_had_not_run() {
+        let mut a = Aligner::new(1 << 20);
+        a.assign([(tp("a", 0), Some(0))]);
+        let c = cut(1, &[("a", 0, 2)]);
+        a.set_cuts(Some(c.clone()), [], c.offsets.iter().map(|(t, o)| (t, *o)));
+        assert_eq!(run_offsets(&mut a, (0..4).map(|o| rec("a", 0, o))), [0, 1]);
+        a.rewind(&tp("a", 0), a.processed(&tp("a", 0)));
+        assert_eq!(a.held_bytes(), 0);
+        // Fetched again from 2: the record at 3 waits again (it is past the cut).
+        assert!(run_offsets(&mut a, [rec("a", 0, 3)]).is_empty());
+        assert_eq!(a.held_bytes(), rec("a", 0, 3).size_bytes());
     }
 
     #[test]

@@ -355,10 +355,7 @@ impl<T: Topology, C: ConsumerContext + 'static> GroupRunner<T, C> {
             self.txn_initialized = true;
         }
         if !self.txn_open {
-            self.producer
-                .begin_transaction()
-                .map_err(kafka("beginning a transaction"))?;
-            self.txn_open = true;
+            self.begin_transaction()?;
         }
         match self.round() {
             Ok(round) => Ok(round),
@@ -423,6 +420,36 @@ impl<T: Topology, C: ConsumerContext + 'static> GroupRunner<T, C> {
     fn round(&mut self) -> Result<Round, RunnerError> {
         self.producer.poll(Duration::ZERO);
         let batch = self.poll_batch();
+        let mut first_polled: BTreeMap<TopicPartition, i64> = BTreeMap::new();
+        for r in &batch {
+            first_polled
+                .entry((r.topic.clone(), r.partition))
+                .or_insert(r.offset);
+        }
+        let round = self.run_batch(batch);
+        if round.is_err() && !self.txn_open {
+            // The records polled but not run would be lost: fetched again from where each
+            // partition's state stands (a transaction's roll-back seeks to its commit).
+            self.rewind(&first_polled);
+        }
+        round
+    }
+
+    fn rewind(&mut self, first_polled: &BTreeMap<TopicPartition, i64>) {
+        let owned: Vec<TopicPartition> = self.aligner.owned().cloned().collect();
+        for tp in owned {
+            let at = self
+                .aligner
+                .processed(&tp)
+                .or_else(|| first_polled.get(&tp).copied());
+            self.aligner.rewind(&tp, at);
+            if let Some(at) = at {
+                self.seeks.insert(tp, at);
+            }
+        }
+    }
+
+    fn run_batch(&mut self, batch: Vec<Record>) -> Result<Round, RunnerError> {
         self.sync_assignment()?;
         if self.barrier.is_some() {
             self.refresh_cuts()?;
@@ -582,8 +609,10 @@ impl<T: Topology, C: ConsumerContext + 'static> GroupRunner<T, C> {
         let assigned: Vec<TopicPartition> = now.difference(&owned).cloned().collect();
         if !revoked.is_empty() {
             if self.txn_open {
-                // The lost partitions' outputs must not commit with the others'.
+                // The lost partitions' outputs must not commit with the others'; the round
+                // goes on in a transaction of its own.
                 self.roll_back()?;
+                self.begin_transaction()?;
             }
             self.revoke(&revoked)?;
         }
@@ -944,6 +973,14 @@ impl<T: Topology, C: ConsumerContext + 'static> GroupRunner<T, C> {
             .map_err(kafka("committing the round's offsets"))?;
         self.aligner
             .committed_at(advanced.iter().map(|(tp, o)| (tp, *o)));
+        Ok(())
+    }
+
+    fn begin_transaction(&mut self) -> Result<(), RunnerError> {
+        self.producer
+            .begin_transaction()
+            .map_err(kafka("beginning a transaction"))?;
+        self.txn_open = true;
         Ok(())
     }
 
