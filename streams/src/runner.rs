@@ -427,10 +427,18 @@ impl<T: Topology, C: ConsumerContext + 'static> GroupRunner<T, C> {
                 .or_insert(r.offset);
         }
         let round = self.run_batch(batch);
-        if round.is_err() && !self.txn_open {
-            // The records polled but not run would be lost: fetched again from where each
-            // partition's state stands (a transaction's roll-back seeks to its commit).
-            self.rewind(&first_polled);
+        match &round {
+            Err(RunnerError::Delivery { .. }) if !self.txn_open && self.barrier.is_some() => {
+                // Outputs of records already run were lost: every task goes back to its last
+                // barrier and runs again from there (at least once).
+                self.roll_back()?;
+            }
+            Err(_) if !self.txn_open => {
+                // The records polled but not run would be lost: fetched again from where each
+                // partition's state stands (a transaction's roll-back seeks to its commit).
+                self.rewind(&first_polled);
+            }
+            _ => {}
         }
         round
     }
@@ -984,8 +992,9 @@ impl<T: Topology, C: ConsumerContext + 'static> GroupRunner<T, C> {
         Ok(())
     }
 
-    /// Aborts the open transaction and puts every task back on the snapshot its state stood
-    /// on at the last commit, its partitions sought back to where that commit left them.
+    /// Aborts the open transaction (if one is open) and puts every task back on the snapshot
+    /// its state stood on at the last commit, its partitions sought back to where that
+    /// commit left them.
     fn roll_back(&mut self) -> Result<(), RunnerError> {
         if self.txn_open {
             self.txn_open = false;
