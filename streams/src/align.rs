@@ -194,6 +194,14 @@ impl Aligner {
         }
     }
 
+    /// The offset `tp`'s last commit left it at, when its state stands elsewhere (a
+    /// rebalance snapshot's positions).
+    pub fn set_committed(&mut self, tp: &TopicPartition, committed: Option<i64>) {
+        if let Some(s) = self.partitions.get_mut(tp) {
+            s.committed = committed;
+        }
+    }
+
     pub fn committed(&self, tp: &TopicPartition) -> Option<i64> {
         self.partitions.get(tp).and_then(|s| s.committed)
     }

@@ -48,6 +48,8 @@ pub const DEFAULT_COMMIT_INTERVAL_MS: u64 = 1_000;
 /// Each blocking client call of the runner (commit, committed offsets, a transaction's
 /// steps, a high-watermark query) gives up after this long.
 pub const CLIENT_CALL_TIMEOUT_MS: u64 = 30_000;
+/// How often a retriable transaction commit (a timeout) is tried before the round fails.
+const MAX_TRANSACTION_COMMIT_ATTEMPTS: u32 = 5;
 /// How long one seek of a just-assigned partition may wait for its fetcher; a refused seek
 /// is retried at the next round.
 const SEEK_TIMEOUT_MS: u64 = 1_000;
@@ -428,9 +430,10 @@ impl<T: Topology, C: ConsumerContext + 'static> GroupRunner<T, C> {
         }
         let round = self.run_batch(batch);
         match &round {
-            Err(RunnerError::Delivery { .. }) if !self.txn_open && self.barrier.is_some() => {
-                // Outputs of records already run were lost: every task goes back to its last
-                // barrier and runs again from there (at least once).
+            Err(_) if !self.txn_open && self.barrier.is_some() => {
+                // Outputs of records already run may be lost (a delivery or send error), and
+                // records released before the failure may not have run: every task goes
+                // back to its last barrier and runs again from there (at least once).
                 self.roll_back()?;
             }
             Err(_) if !self.txn_open => {
@@ -484,7 +487,12 @@ impl<T: Topology, C: ConsumerContext + 'static> GroupRunner<T, C> {
         self.pause_waiting()?;
         if self.barrier.is_some() {
             let positions = match (&self.position_reader, self.aligner.pending()) {
-                (Some(reader), Some(_)) => reader.positions(&self.consumer),
+                (Some(reader), Some(_)) => {
+                    // A partition waiting for its seek hands out nothing the runner runs.
+                    let mut p = reader.positions(&self.consumer);
+                    p.retain(|tp, _| !self.seeks.contains_key(tp));
+                    p
+                }
                 _ => HashMap::new(),
             };
             if let Some(fired) = self.aligner.try_fire(|tp| positions.get(tp).copied()) {
@@ -635,16 +643,25 @@ impl<T: Topology, C: ConsumerContext + 'static> GroupRunner<T, C> {
             for tp in assigned {
                 by_task.entry(tp.1).or_default().push(tp);
             }
-            let owned_tasks: BTreeSet<i32> = owned.iter().map(|tp| tp.1).collect();
+            // Tasks still running after the revocations above.
+            let owned_tasks: BTreeSet<i32> = self.aligner.owned().map(|tp| tp.1).collect();
             for (task, tps) in by_task {
                 if owned_tasks.contains(&task) {
                     // Another input of a task already running: it starts where committed.
-                    self.aligner.assign(
-                        tps.iter()
-                            .map(|tp| (tp.clone(), committed.get(tp).and_then(|c| c.offset))),
-                    );
+                    let at: Vec<(TopicPartition, Option<i64>)> = tps
+                        .iter()
+                        .map(|tp| (tp.clone(), committed.get(tp).and_then(|c| c.offset)))
+                        .collect();
+                    for (tp, at) in &at {
+                        if let Some(at) = at {
+                            self.seeks.insert(tp.clone(), *at);
+                        }
+                    }
+                    self.aligner.assign(at);
                 } else {
-                    self.restore_task(task, &tps, &committed, false)?;
+                    // Sought even to the committed offset: records the consumer handed out
+                    // before a failed round took the partition in must come again.
+                    self.restore_task(task, &tps, &committed)?;
                 }
             }
         }
@@ -662,10 +679,13 @@ impl<T: Topology, C: ConsumerContext + 'static> GroupRunner<T, C> {
         }
         let still: BTreeSet<i32> = self.aligner.owned().map(|tp| tp.1).collect();
         let tasks: BTreeSet<i32> = revoked.iter().map(|tp| tp.1).collect();
+        // A snapshot's positions promise its outputs were delivered; without that it is
+        // saved without them (never loaded: the next owner goes by the last barrier).
+        let delivered = self.txn_open || self.flush_outputs().is_ok();
         for task in tasks.difference(&still) {
             if let Some(store) = &self.store {
                 let mut snap = self.topology.snapshot_partition(*task);
-                for ((t, p), at) in &positions {
+                for ((t, p), at) in positions.iter().filter(|_| delivered) {
                     if let (true, Some(at)) = (p == task, at) {
                         snap.insert(position_name(t, *p), at.to_be_bytes().to_vec());
                     }
@@ -691,21 +711,20 @@ impl<T: Topology, C: ConsumerContext + 'static> GroupRunner<T, C> {
         }
         for (task, tps) in by_task {
             self.aligner.revoke(&tps);
-            self.restore_task(task, &tps, &committed, true)?;
+            self.restore_task(task, &tps, &committed)?;
         }
         self.aligner.set_cuts(None, [], []);
         Ok(())
     }
 
-    /// Loads task `task`'s state and puts its partitions `tps` where that state stands
-    /// (sought there unless the consumer starts them there anyway: `always_seek` for
-    /// partitions it is already fetching).
+    /// Loads task `task`'s state and seeks its partitions `tps` to where that state stands
+    /// (even to the committed offset: records handed out before a failed round took the
+    /// partition in must come again).
     fn restore_task(
         &mut self,
         task: i32,
         tps: &[TopicPartition],
         committed: &BTreeMap<TopicPartition, Committed>,
-        always_seek: bool,
     ) -> Result<(), RunnerError> {
         let committed_at = |tp: &TopicPartition| committed.get(tp).and_then(|c| c.offset);
         let committed_epoch = tps
@@ -789,11 +808,19 @@ impl<T: Topology, C: ConsumerContext + 'static> GroupRunner<T, C> {
             }
         }
         for (tp, at) in &at {
-            if let Some(at) = at.filter(|a| always_seek || Some(*a) != committed_at(tp)) {
-                self.seeks.insert(tp.clone(), at);
+            if let Some(at) = at {
+                self.seeks.insert(tp.clone(), *at);
             }
         }
+        let from_rebalance = source == "rebalance snapshot";
+        let tps_at: Vec<TopicPartition> = at.keys().cloned().collect();
         self.aligner.assign(at);
+        if from_rebalance {
+            // A roll-back goes to the last barrier's snapshot, at the committed offsets.
+            for tp in &tps_at {
+                self.aligner.set_committed(tp, committed_at(tp));
+            }
+        }
         Ok(())
     }
 
@@ -917,9 +944,7 @@ impl<T: Topology, C: ConsumerContext + 'static> GroupRunner<T, C> {
             self.producer
                 .send_offsets_to_transaction(&offsets, &group, call_timeout())
                 .map_err(kafka("sending the cut's offsets to the transaction"))?;
-            self.producer
-                .commit_transaction(call_timeout())
-                .map_err(kafka("committing the transaction"))?;
+            self.commit_transaction()?;
             self.txn_open = false;
         } else {
             self.consumer
@@ -984,6 +1009,24 @@ impl<T: Topology, C: ConsumerContext + 'static> GroupRunner<T, C> {
         Ok(())
     }
 
+    /// Commits the open transaction, retrying a retriable failure (a timeout): the commit
+    /// may still be completing at the broker, and an abort would then redo a committed epoch.
+    fn commit_transaction(&mut self) -> Result<(), RunnerError> {
+        let mut attempt = 1;
+        loop {
+            match self.producer.commit_transaction(call_timeout()) {
+                Ok(()) => return Ok(()),
+                Err(KafkaError::Transaction(e))
+                    if e.is_retriable() && attempt < MAX_TRANSACTION_COMMIT_ATTEMPTS =>
+                {
+                    tracing::warn!(error = %e, attempt, "committing the transaction; retried");
+                    attempt += 1;
+                }
+                Err(e) => return Err(kafka("committing the transaction")(e)),
+            }
+        }
+    }
+
     fn begin_transaction(&mut self) -> Result<(), RunnerError> {
         self.producer
             .begin_transaction()
@@ -1004,19 +1047,21 @@ impl<T: Topology, C: ConsumerContext + 'static> GroupRunner<T, C> {
         }
         let owned: Vec<TopicPartition> = self.aligner.owned().cloned().collect();
         let tasks: BTreeSet<i32> = owned.iter().map(|tp| tp.1).collect();
-        for task in tasks {
-            let state = match (self.task_epochs.get(&task), &self.store) {
-                (Some(e), Some(store)) => store.load(task, *e)?,
-                _ => BTreeMap::new(),
-            };
-            self.topology.restore_partition(task, state);
-        }
+        // Positions first: a snapshot that fails to load leaves the partitions at the last
+        // commit, never running on from where the abandoned state was.
         for tp in owned {
             let at = self.aligner.committed(&tp);
             self.aligner.reset(&tp, at);
             if let Some(at) = at {
                 self.seeks.insert(tp, at);
             }
+        }
+        for task in tasks {
+            let state = match (self.task_epochs.get(&task), &self.store) {
+                (Some(e), Some(store)) => store.load(task, *e)?,
+                _ => BTreeMap::new(),
+            };
+            self.topology.restore_partition(task, state);
         }
         tracing::info!(
             epoch = self.last_epoch,
