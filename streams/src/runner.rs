@@ -181,6 +181,26 @@ enum RestoreTarget {
     Committed,
 }
 
+/// Where an assigned task's state came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StateSource {
+    RestoreTarget,
+    RebalanceSnapshot,
+    CommittedEpoch,
+    Fresh,
+}
+
+impl StateSource {
+    fn as_str(self) -> &'static str {
+        match self {
+            StateSource::RestoreTarget => "restore target",
+            StateSource::RebalanceSnapshot => "rebalance snapshot",
+            StateSource::CommittedEpoch => "committed epoch",
+            StateSource::Fresh => "fresh",
+        }
+    }
+}
+
 /// A task's committed offsets as the group coordinator has them.
 #[derive(Debug, Default, Clone, Copy)]
 struct Committed {
@@ -751,7 +771,12 @@ impl<T: Topology, C: ConsumerContext + 'static> GroupRunner<T, C> {
                         )
                     })
                     .collect();
-                (load(cut.epoch)?, at, Some(cut.epoch), "restore target")
+                (
+                    load(cut.epoch)?,
+                    at,
+                    Some(cut.epoch),
+                    StateSource::RestoreTarget,
+                )
             } else {
                 let mut rebalance = if self.transactional {
                     BTreeMap::new()
@@ -772,24 +797,29 @@ impl<T: Topology, C: ConsumerContext + 'static> GroupRunner<T, C> {
                         .iter()
                         .map(|tp| (tp.clone(), positions.get(tp).copied()))
                         .collect();
-                    (rebalance, at, committed_epoch, "rebalance snapshot")
+                    (
+                        rebalance,
+                        at,
+                        committed_epoch,
+                        StateSource::RebalanceSnapshot,
+                    )
                 } else if let Some(e) = committed_epoch {
                     let at = tps
                         .iter()
                         .map(|tp| (tp.clone(), committed_at(tp)))
                         .collect();
-                    (load(e)?, at, Some(e), "committed epoch")
+                    (load(e)?, at, Some(e), StateSource::CommittedEpoch)
                 } else {
                     let at = tps
                         .iter()
                         .map(|tp| (tp.clone(), committed_at(tp)))
                         .collect();
-                    (BTreeMap::new(), at, None, "fresh")
+                    (BTreeMap::new(), at, None, StateSource::Fresh)
                 }
             };
         tracing::info!(
             task,
-            source,
+            source = source.as_str(),
             ?epoch,
             ?at,
             entries = state.len(),
@@ -812,7 +842,7 @@ impl<T: Topology, C: ConsumerContext + 'static> GroupRunner<T, C> {
                 self.seeks.insert(tp.clone(), *at);
             }
         }
-        let from_rebalance = source == "rebalance snapshot";
+        let from_rebalance = source == StateSource::RebalanceSnapshot;
         let tps_at: Vec<TopicPartition> = at.keys().cloned().collect();
         self.aligner.assign(at);
         if from_rebalance {
