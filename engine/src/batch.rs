@@ -253,6 +253,16 @@ pub fn set_base_offset(b: &mut [u8], base_offset: i64) {
     b[BASE_OFFSET_POS..BASE_OFFSET_POS + 8].copy_from_slice(&base_offset.to_be_bytes());
 }
 
+/// The partition leader epoch the leader stamped into a stored batch (`b` holds at least
+/// the header: a parsed batch).
+pub fn leader_epoch(b: &[u8]) -> i32 {
+    i32::from_be_bytes(
+        b[LEADER_EPOCH_POS..LEADER_EPOCH_POS + 4]
+            .try_into()
+            .expect("four bytes"),
+    )
+}
+
 /// Sets the partition leader epoch (not covered by the CRC).
 pub fn set_leader_epoch(b: &mut [u8], epoch: i32) {
     b[LEADER_EPOCH_POS..LEADER_EPOCH_POS + 4].copy_from_slice(&epoch.to_be_bytes());

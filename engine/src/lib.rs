@@ -26,6 +26,7 @@ pub mod index;
 pub mod io;
 pub mod join;
 pub mod latency;
+pub mod leader_epochs;
 pub mod log;
 pub mod log_start;
 pub mod partition;

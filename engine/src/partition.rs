@@ -22,6 +22,7 @@ use thiserror::Error;
 use crate::config::LogConfig;
 use crate::core_storage::CoreStorage;
 use crate::io;
+use crate::leader_epochs::LeaderEpochs;
 use crate::log::{AdmitError, DeleteBefore, Durability, LogError, PartitionLog, RecoverySummary};
 use crate::producer_state::{self, ProducerStates, SeqCheck};
 use crate::record_check::ValidBatch;
@@ -103,6 +104,45 @@ pub struct Partition {
     /// The `TxnState::aborted_gen` the file holds.
     aborted_file_gen: Cell<u64>,
     incarnation: String,
+    /// Where each leader epoch starts in the log (`leader-epochs`, issue #18).
+    leader_epochs: RefCell<LeaderEpochs>,
+    /// One writer of `leader-epochs` at a time.
+    epochs_writer: glommio::sync::Semaphore,
+}
+
+/// The producer and transaction state of `log`, rebuilt from its tail (every batch it holds,
+/// durable or not yet below the high watermark), with the aborted-transaction index beyond
+/// the rebuild window from its file; entries the window holds but the file lacks (a crash
+/// between an abort marker and the file's rewrite) are added, and the file rewritten.
+async fn rebuild_state(log: &PartitionLog) -> Result<(ProducerStates, TxnState), PartitionError> {
+    let dir_s = log.dir().display().to_string();
+    let io_err = |op: &'static str| {
+        let dir = dir_s.clone();
+        move |source| PartitionError::Io { dir, op, source }
+    };
+    let aborted_path = log.dir().join(txn::ABORTED_INDEX_FILE_NAME);
+    let (producers, mut txn_state) = producer_state::rebuild(log).await?;
+    let (from_file, mut rewrite) = match io::read_small(&aborted_path)
+        .await
+        .map_err(io_err("reading the aborted-transaction index"))?
+    {
+        None => (Vec::new(), false),
+        Some(b) => match txn::decode_aborted_file(&b) {
+            Ok(entries) => (entries, false),
+            Err(why) => {
+                tracing::warn!(dir = %dir_s, %why, "aborted-transaction index unreadable; rebuilt from the log's tail");
+                (Vec::new(), true)
+            }
+        },
+    };
+    rewrite |= txn_state.merge_file_entries(from_file);
+    rewrite |= txn_state.drop_below(log.log_start_offset());
+    if rewrite {
+        io::write_atomic(&aborted_path, txn::encode_aborted_file(txn_state.aborted()))
+            .await
+            .map_err(io_err("writing the aborted-transaction index"))?;
+    }
+    Ok((producers, txn_state))
 }
 
 impl Partition {
@@ -138,32 +178,18 @@ impl Partition {
                 .await
                 .map_err(io_err("writing the incarnation"))?;
         }
-        let aborted_path = dir.join(txn::ABORTED_INDEX_FILE_NAME);
-        let (log, summary) = PartitionLog::open(core, dir, config).await?;
-        let (producers, mut txn_state) = producer_state::rebuild(&log).await?;
-        // The aborted index beyond the rebuild window comes from its file; entries the window
-        // holds but the file lacks (a crash between an abort marker and the file's rewrite)
-        // are added, and the file rewritten.
-        let (from_file, mut rewrite) = match io::read_small(&aborted_path)
+        let mut epochs = LeaderEpochs::load(&dir)
             .await
-            .map_err(io_err("reading the aborted-transaction index"))?
-        {
-            None => (Vec::new(), false),
-            Some(b) => match txn::decode_aborted_file(&b) {
-                Ok(entries) => (entries, false),
-                Err(why) => {
-                    tracing::warn!(dir = %dir_s, %why, "aborted-transaction index unreadable; rebuilt from the log's tail");
-                    (Vec::new(), true)
-                }
-            },
-        };
-        rewrite |= txn_state.merge_file_entries(from_file);
-        rewrite |= txn_state.drop_below(log.log_start_offset());
-        if rewrite {
-            io::write_atomic(&aborted_path, txn::encode_aborted_file(txn_state.aborted()))
+            .map_err(io_err("reading the leader epochs"))?;
+        let (log, summary) = PartitionLog::open(core, dir.clone(), config).await?;
+        // Epochs that start past the recovered end (a crash, or a truncation) are gone.
+        if epochs.cut_at(log.log_end_offset()) {
+            epochs
+                .store(&dir)
                 .await
-                .map_err(io_err("writing the aborted-transaction index"))?;
+                .map_err(io_err("writing the leader epochs"))?;
         }
+        let (producers, txn_state) = rebuild_state(&log).await?;
         let gen = txn_state.aborted_gen();
         let p = Rc::new(Self {
             log,
@@ -172,8 +198,79 @@ impl Partition {
             aborted_file_writer: glommio::sync::Semaphore::new(1),
             aborted_file_gen: Cell::new(gen),
             incarnation: incarnation.to_string(),
+            leader_epochs: RefCell::new(epochs),
+            epochs_writer: glommio::sync::Semaphore::new(1),
         });
         Ok((p, summary))
+    }
+
+    /// This replica leads the partition from leader epoch `epoch` on (issue #18): the epoch
+    /// starts at the log end, is recorded in `leader-epochs` before any batch of it, and is
+    /// stamped into every batch appended after; the producer and transaction state are
+    /// rebuilt from the log, which holds every batch the earlier leaders replicated here.
+    pub async fn become_leader(&self, epoch: i32) -> Result<(), PartitionError> {
+        let start = self.log.log_end_offset();
+        self.record_epoch(epoch, start).await?;
+        self.log.set_leader_epoch(epoch);
+        let (producers, txn_state) = rebuild_state(&self.log).await?;
+        self.aborted_file_gen.set(txn_state.aborted_gen());
+        *self.producers.borrow_mut() = producers;
+        *self.txn.borrow_mut() = txn_state;
+        Ok(())
+    }
+
+    /// Records (durably) that epoch `epoch` starts at `start`, if it is newer than every
+    /// epoch known here.
+    async fn record_epoch(&self, epoch: i32, start: u64) -> Result<(), PartitionError> {
+        let _one = self
+            .epochs_writer
+            .acquire_permit(1)
+            .await
+            .expect("never closed");
+        let mut next = self.leader_epochs.borrow().clone();
+        if !next.assign(epoch, start) {
+            return Ok(());
+        }
+        next.store(self.dir())
+            .await
+            .map_err(|source| PartitionError::Io {
+                dir: self.dir_name(),
+                op: "writing the leader epochs",
+                source,
+            })?;
+        *self.leader_epochs.borrow_mut() = next;
+        Ok(())
+    }
+
+    /// The newest leader epoch this replica's log holds (or started).
+    pub fn latest_leader_epoch(&self) -> Option<i32> {
+        self.leader_epochs.borrow().latest().map(|e| e.epoch)
+    }
+
+    /// OffsetForLeaderEpoch on this replica: the largest epoch at most `epoch` it knows and
+    /// the offset where that epoch ends here (the log end for its newest).
+    pub fn leader_epoch_end(&self, epoch: i32) -> Option<(i32, u64)> {
+        self.leader_epochs
+            .borrow()
+            .end_of(epoch, self.log.log_end_offset())
+    }
+
+    /// A follower's copy of the leader's batches (issue #18): `bytes` (whole stored batches
+    /// from this log's end on) go in as the leader wrote them, a new leader epoch recorded
+    /// before its first batch, and are durable when this returns. Returns the log end.
+    pub async fn append_replica(&self, bytes: &[u8]) -> Result<u64, PartitionError> {
+        let end = self
+            .log
+            .append_stored(bytes, async |h: &crate::batch::BatchHeader, one: &[u8]| {
+                let epoch = crate::batch::leader_epoch(one);
+                if self.latest_leader_epoch().is_none_or(|l| epoch > l) {
+                    self.record_epoch(epoch, h.base_offset as u64).await?;
+                }
+                Ok::<(), PartitionError>(())
+            })
+            .await?;
+        self.log.sync_to(end).await?;
+        Ok(end)
     }
 
     pub fn log(&self) -> &Rc<PartitionLog> {

@@ -249,11 +249,13 @@ const REBUILD_READ_BYTES: usize = 1 << 20;
 /// `PRODUCER_STATE_REBUILD_OFFSETS` of a log, in one pass.
 pub async fn rebuild(log: &PartitionLog) -> Result<(ProducerStates, TxnState), LogError> {
     let mut states = ProducerStates::default();
+    // Every batch the log holds durably, also those above a replicated partition's high
+    // watermark (a new leader's state covers what the earlier leaders wrote).
     let from = log
-        .high_watermark()
+        .durable_end()
         .saturating_sub(PRODUCER_STATE_REBUILD_OFFSETS);
     let mut txn = TxnRebuild::new(from.max(log.log_start_offset()));
-    log.for_each_batch(from, u64::MAX, REBUILD_READ_BYTES, |h, bytes| {
+    log.for_each_durable_batch(from, u64::MAX, REBUILD_READ_BYTES, |h, bytes| {
         if let Some((pid, epoch)) = txn.batch(h, bytes) {
             states.record_marker(pid, epoch);
         } else if !h.is_control() {

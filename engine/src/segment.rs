@@ -53,6 +53,8 @@ pub enum ScanStop {
     Corrupt(String),
     /// The batch's base offset is not the next offset of the log.
     OffsetGap { expected: u64, found: i64 },
+    /// A truncation asked for cut the log here (a replica following a new leader).
+    Truncated { at: u64 },
 }
 
 impl std::fmt::Display for ScanStop {
@@ -61,6 +63,7 @@ impl std::fmt::Display for ScanStop {
             ScanStop::ZeroPadding => write!(f, "zero padding (end of written data)"),
             ScanStop::PartialBatch => write!(f, "partial batch (length past end of file)"),
             ScanStop::Corrupt(why) => write!(f, "corrupt batch: {why}"),
+            ScanStop::Truncated { at } => write!(f, "truncated at offset {at} (leader change)"),
             ScanStop::OffsetGap { expected, found } => {
                 write!(
                     f,

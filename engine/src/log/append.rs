@@ -33,6 +33,15 @@ impl Drop for Ticket<'_> {
     }
 }
 
+/// What an append writes into a batch's header.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stamp {
+    /// The leader's append: base offset, leader epoch (and LogAppendTime) set here.
+    Leader,
+    /// A follower's copy: the bytes as the leader stored them.
+    AsStored,
+}
+
 /// Why `append_admitted` did not append: the log refused, or the caller's `admit` check did.
 #[derive(Debug)]
 pub enum AdmitError<R> {
@@ -138,13 +147,92 @@ impl PartitionLog {
         }
         // No await from here to `append_now`: what `admit` saw is what the batch follows.
         admit(self.log_end_offset()).map_err(AdmitError::Refused)?;
-        let info = self.append_now(batch, &h, ticket.n);
+        let info = self.append_now(batch, &h, ticket.n, Stamp::Leader);
         ticket.used = true;
         match durability {
             Durability::Sync => self.sync_to(info.last_offset + 1).await?,
             Durability::Buffered => self.schedule_flush(),
         }
         Ok(info)
+    }
+
+    /// Appends stored batches as another replica's log holds them (issue #18): `bytes` is
+    /// whole batches, each validated as stored (`batch::validate_stored`) and starting at this
+    /// log's end offset; their base offsets, leader epochs and timestamps stay as the leader
+    /// wrote them. `before_each(base, batch)` runs before each batch is admitted (a follower
+    /// records a new leader epoch there); an error stops the append. Returns the log end
+    /// offset after them; nothing waits for their fdatasync (the caller does, `sync_to`).
+    pub async fn append_stored<E: From<LogError>>(
+        self: &Rc<Self>,
+        bytes: &[u8],
+        mut before_each: impl AsyncFnMut(&BatchHeader, &[u8]) -> Result<(), E>,
+    ) -> Result<u64, E> {
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let bad = |source| LogError::InvalidBatch {
+                dir: self.dir_name(),
+                source,
+            };
+            let len = batch::declared_size(rest)
+                .filter(|&n| n > 0 && n as usize <= rest.len())
+                .ok_or_else(|| {
+                    bad(BatchError::InvalidRecords(format!(
+                        "a replicated batch is cut short ({} bytes left)",
+                        rest.len()
+                    )))
+                })? as usize;
+            let (one, tail) = rest.split_at(len);
+            rest = tail;
+            let h = batch::validate_stored(one).map_err(bad)?;
+            let end = self.log_end_offset();
+            if h.base_offset < 0 || h.base_offset as u64 != end {
+                return Err(bad(BatchError::InvalidRecords(format!(
+                    "a replicated batch starts at offset {}, not at the log end {end}",
+                    h.base_offset
+                )))
+                .into());
+            }
+            before_each(&h, one).await?;
+            self.append_stored_one(one, &h).await?;
+        }
+        Ok(self.log_end_offset())
+    }
+
+    async fn append_stored_one(self: &Rc<Self>, batch: &[u8], h: &BatchHeader) -> Result<(), LogError> {
+        let mut ticket = {
+            let mut st = self.st.borrow_mut();
+            st.next_ticket += 1;
+            Ticket {
+                log: self,
+                n: st.next_ticket - 1,
+                used: false,
+            }
+        };
+        loop {
+            match self.append_step(h, ticket.n)? {
+                AppendStep::Wait(gen) => self.wait_change(gen).await,
+                AppendStep::Roll => self.roll().await?,
+                AppendStep::Drain(target) => self.sync_to(target).await?,
+                AppendStep::Reserve(files) => self.reserve(files).await?,
+                AppendStep::MarkDirty => self.mark_dirty().await?,
+                AppendStep::Ready => break,
+            }
+        }
+        if self.log_end_offset() != h.base_offset as u64 {
+            // Another append went in while this one waited: not this replica's log any more.
+            return Err(LogError::InvalidBatch {
+                dir: self.dir_name(),
+                source: BatchError::InvalidRecords(format!(
+                    "a replicated batch at {} no longer follows the log end {}",
+                    h.base_offset,
+                    self.log_end_offset()
+                )),
+            });
+        }
+        self.append_now(batch, h, ticket.n, Stamp::AsStored);
+        ticket.used = true;
+        self.schedule_flush();
+        Ok(())
     }
 
     pub(super) fn append_step(&self, h: &BatchHeader, ticket: u64) -> Result<AppendStep, LogError> {
@@ -239,7 +327,13 @@ impl PartitionLog {
     }
 
     /// The synchronous part of an append: offsets, commit time, bytes into the tail, index.
-    pub(super) fn append_now(&self, batch: &[u8], h: &BatchHeader, ticket: u64) -> AppendInfo {
+    pub(super) fn append_now(
+        &self,
+        batch: &[u8],
+        h: &BatchHeader,
+        ticket: u64,
+        stamp: Stamp,
+    ) -> AppendInfo {
         let mut st = self.st.borrow_mut();
         assert_eq!(
             st.admit_ticket, ticket,
@@ -264,8 +358,19 @@ impl PartitionLog {
             rel + h.offset_count() <= u32::MAX as u64
                 && position + batch.len() as u64 <= u32::MAX as u64
         );
-        let log_append_time = self.config.borrow().timestamp_type == TimestampType::LogAppendTime;
-        let max_ts = if log_append_time {
+        let log_append_time = stamp == Stamp::Leader
+            && self.config.borrow().timestamp_type == TimestampType::LogAppendTime;
+        let max_ts = if stamp == Stamp::AsStored {
+            assert_eq!(
+                h.base_offset as u64, base,
+                "a stored batch keeps its offsets"
+            );
+            a.log.append(batch);
+            if let Some(t) = &a.tail {
+                t.push(position, &[batch]);
+            }
+            h.max_timestamp
+        } else if log_append_time {
             let mut owned = batch.to_vec();
             batch::set_base_offset(&mut owned, base as i64);
             batch::set_leader_epoch(&mut owned, epoch);

@@ -41,7 +41,7 @@ impl PartitionLog {
         loop {
             let (gen, start_flush) = {
                 let mut st = self.st.borrow_mut();
-                if st.high_watermark >= target {
+                if st.durable_end >= target {
                     return Ok(());
                 }
                 self.check_usable(&st)?;
@@ -112,7 +112,7 @@ impl PartitionLog {
         };
         if log_job.is_none() && index_job.is_none() && time_job.is_none() && index_sync.is_none() {
             let mut st = self.st.borrow_mut();
-            st.high_watermark = st.high_watermark.max(end);
+            st.durable_end = st.durable_end.max(end);
             return Ok(());
         }
         let started = Instant::now();
@@ -160,8 +160,8 @@ impl PartitionLog {
             }
         }
         let mut st = self.st.borrow_mut();
-        assert!(end >= st.high_watermark, "high watermark never moves back");
-        st.high_watermark = end;
+        assert!(end >= st.durable_end, "the durable end never moves back");
+        st.durable_end = end;
         if syncs_index {
             st.index_synced_at = started;
             st.index_dirty = false;

@@ -22,6 +22,7 @@ mod retention;
 mod segment_set;
 
 pub use append::AdmitError;
+pub use recovery::{request_truncation, TRUNCATE_TO_FILE_NAME};
 pub use compact::{CleanOptions, CleanReason, CleanSummary, DirtyInfo};
 
 use std::cell::RefCell;
@@ -169,8 +170,11 @@ struct State {
     log_start_offset: u64,
     /// Log end offset: the offset the next appended record gets.
     next_offset: u64,
-    /// Everything below is on disk (fdatasync done) and visible to readers.
-    high_watermark: u64,
+    /// Everything below is on disk (fdatasync done): the durable log end.
+    durable_end: u64,
+    /// A replicated partition's high watermark (issue #18): readers see at most this far
+    /// (and never past `durable_end`). `None`: not replicated, readers see `durable_end`.
+    replicated_limit: Option<u64>,
     last_commit_time_ms: i64,
     leader_epoch: i32,
     poisoned: Option<String>,
@@ -202,6 +206,12 @@ struct State {
 }
 
 impl State {
+    /// The high watermark: where readers stop.
+    fn visible_end(&self) -> u64 {
+        self.replicated_limit
+            .map_or(self.durable_end, |l| l.min(self.durable_end))
+    }
+
     /// Lets the next append in arrival order in, skipping tickets given up.
     fn advance_admission(&mut self) {
         self.admit_ticket += 1;
@@ -353,10 +363,30 @@ impl PartitionLog {
     pub fn log_start_offset(&self) -> u64 {
         self.st.borrow().log_start_offset
     }
-    /// The next offset to be written that is also durable: everything below it is fdatasync'd
-    /// and readable.
+    /// The high watermark: readers (fetches, the broker's own replays) see the log below it.
+    /// Everything below it is fdatasync'd, and for a replicated partition also on every
+    /// in-sync replica (`set_replicated_limit`).
     pub fn high_watermark(&self) -> u64 {
-        self.st.borrow().high_watermark
+        self.st.borrow().visible_end()
+    }
+    /// The durable log end: everything below it is fdatasync'd here (a replicated
+    /// partition's followers copy up to it; readers stop at the high watermark).
+    pub fn durable_end(&self) -> u64 {
+        self.st.borrow().durable_end
+    }
+    /// Makes this a replicated partition's log whose high watermark is `limit` (at most the
+    /// durable end): the leader's lowest durable end among the in-sync replicas, or on a
+    /// follower the leader's high watermark. Readers waiting for data are woken.
+    pub fn set_replicated_limit(&self, limit: u64) {
+        let mut st = self.st.borrow_mut();
+        if st.replicated_limit != Some(limit) {
+            st.replicated_limit = Some(limit);
+            st.notify();
+        }
+    }
+    /// The replicated high watermark set last (`None`: not a replicated partition's log).
+    pub fn replicated_limit(&self) -> Option<u64> {
+        self.st.borrow().replicated_limit
     }
     /// The high watermark: the log knows nothing of transactions. The real last stable
     /// offset is `Partition::last_stable_offset` (it stops at the oldest open transaction).

@@ -10,6 +10,13 @@ use crate::io::SegmentFile;
 use crate::segment::ClosedSegment;
 use crate::tail_cache::TailWindow;
 
+/// Where a read stops.
+#[derive(Clone, Copy)]
+enum ReadEnd {
+    HighWatermark,
+    Durable,
+}
+
 impl PartitionLog {
     /// Walks the stored batches from the one holding `from` up to the high watermark (or
     /// `until`, whichever is lower), reading `chunk_bytes` at a time, and gives each to `f`
@@ -20,12 +27,43 @@ impl PartitionLog {
         from: u64,
         until: u64,
         chunk_bytes: usize,
+        f: impl FnMut(&batch::BatchHeader, &[u8]),
+    ) -> Result<u64, LogError> {
+        self.walk_batches(from, until, chunk_bytes, ReadEnd::HighWatermark, f)
+            .await
+    }
+
+    /// `for_each_batch` up to the durable end (a replicated partition's batches above its
+    /// high watermark too): what the producer-state rebuild reads.
+    pub async fn for_each_durable_batch(
+        &self,
+        from: u64,
+        until: u64,
+        chunk_bytes: usize,
+        f: impl FnMut(&batch::BatchHeader, &[u8]),
+    ) -> Result<u64, LogError> {
+        self.walk_batches(from, until, chunk_bytes, ReadEnd::Durable, f)
+            .await
+    }
+
+    async fn walk_batches(
+        &self,
+        from: u64,
+        until: u64,
+        chunk_bytes: usize,
+        read_end: ReadEnd,
         mut f: impl FnMut(&batch::BatchHeader, &[u8]),
     ) -> Result<u64, LogError> {
-        let end = until.min(self.high_watermark());
+        let end = until.min(match read_end {
+            ReadEnd::HighWatermark => self.high_watermark(),
+            ReadEnd::Durable => self.durable_end(),
+        });
         let mut next = from.max(self.log_start_offset());
         while next < end {
-            let bytes = self.read(next, chunk_bytes).await?;
+            let bytes = self
+                .read_up_to(next, chunk_bytes, i64::MAX, read_end)
+                .await?
+                .bytes;
             let before = next;
             for (h, one) in batch::stored_batches(&bytes) {
                 if h.base_offset as u64 >= end {
@@ -58,10 +96,31 @@ impl PartitionLog {
         max_bytes: usize,
         due_by_commit_ms: i64,
     ) -> Result<DueRead, LogError> {
+        self.read_up_to(from, max_bytes, due_by_commit_ms, ReadEnd::HighWatermark)
+            .await
+    }
+
+    /// `read` up to the durable end instead of the high watermark: what a replicated
+    /// partition's leader sends its followers (issue #18), who make it durable in their turn
+    /// before the high watermark covers it.
+    pub async fn read_durable(&self, from: u64, max_bytes: usize) -> Result<Vec<u8>, LogError> {
+        Ok(self
+            .read_up_to(from, max_bytes, i64::MAX, ReadEnd::Durable)
+            .await?
+            .bytes)
+    }
+
+    async fn read_up_to(
+        &self,
+        from: u64,
+        max_bytes: usize,
+        due_by_commit_ms: i64,
+        until: ReadEnd,
+    ) -> Result<DueRead, LogError> {
         let mut from = from;
         loop {
             match self
-                .read_due_once(from, max_bytes, due_by_commit_ms)
+                .read_due_once(from, max_bytes, due_by_commit_ms, until)
                 .await?
             {
                 ReadStep::Done(r) => return Ok(r),
@@ -81,6 +140,7 @@ impl PartitionLog {
         from: u64,
         max_bytes: usize,
         due_by_commit_ms: i64,
+        until: ReadEnd,
     ) -> Result<ReadStep, LogError> {
         enum Plan {
             Read(
@@ -99,15 +159,21 @@ impl PartitionLog {
                     dir: self.dir_name(),
                 });
             }
-            if from < st.log_start_offset || from > st.high_watermark {
+            // In range up to the durable end (Kafka's log end offset): a read between the
+            // high watermark and it finds nothing yet.
+            if from < st.log_start_offset || from > st.durable_end {
                 return Err(LogError::OffsetOutOfRange {
                     dir: self.dir_name(),
                     requested: from,
                     log_start: st.log_start_offset,
-                    high_watermark: st.high_watermark,
+                    high_watermark: st.visible_end(),
                 });
             }
-            if from == st.high_watermark {
+            let end = match until {
+                ReadEnd::HighWatermark => st.visible_end(),
+                ReadEnd::Durable => st.durable_end,
+            };
+            if from >= end {
                 return Ok(ReadStep::Done(DueRead::default()));
             }
             let plan = match &st.active {
@@ -117,7 +183,7 @@ impl PartitionLog {
                         a.log.len(),
                         a.base_offset,
                         from,
-                        st.high_watermark,
+                        end,
                         max_bytes,
                         due_by_commit_ms,
                     );
@@ -147,7 +213,7 @@ impl PartitionLog {
                     Plan::Closed(seg)
                 }
             };
-            (plan, st.high_watermark, st.cleaner.generation())
+            (plan, end, st.cleaner.generation())
         };
         let (file, pos, len, first_undue_commit_ms, next_base, tail) = match plan {
             Plan::Read(f, p, l, u, t) => (f, p, l, u, None, t),
@@ -273,7 +339,7 @@ impl PartitionLog {
                         });
                     }
                 }
-                (c, st.high_watermark, st.cleaner.generation())
+                (c, st.visible_end(), st.cleaner.generation())
             };
             for seg in candidates {
                 let active = {
@@ -345,12 +411,28 @@ impl PartitionLog {
     /// flush made durable were woken by the same change, and their acks go out first (a tail
     /// reader's copy and response would otherwise sit in front of each ack).
     pub async fn wait_for_data_after(&self, offset: u64, deadline: Instant) -> bool {
+        self.wait_for_end_after(offset, deadline, super::State::visible_end)
+            .await
+    }
+
+    /// `wait_for_data_after` for the durable end (a leader answering a follower's fetch).
+    pub async fn wait_for_durable_after(&self, offset: u64, deadline: Instant) -> bool {
+        self.wait_for_end_after(offset, deadline, |st| st.durable_end)
+            .await
+    }
+
+    async fn wait_for_end_after(
+        &self,
+        offset: u64,
+        deadline: Instant,
+        end_of: impl Fn(&super::State) -> u64,
+    ) -> bool {
         let arrived = async {
             let mut waited = false;
             loop {
                 let gen = {
                     let st = self.st.borrow();
-                    if st.high_watermark > offset || st.poisoned.is_some() || st.closed_for_good {
+                    if end_of(&st) > offset || st.poisoned.is_some() || st.closed_for_good {
                         break;
                     }
                     st.change_gen

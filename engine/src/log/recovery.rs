@@ -68,7 +68,8 @@ impl PartitionLog {
                 active: Some(active),
                 log_start_offset,
                 next_offset: next,
-                high_watermark: next,
+                durable_end: next,
+                replicated_limit: None,
                 last_commit_time_ms: last_commit,
                 leader_epoch: 0,
                 poisoned: None,
@@ -169,8 +170,23 @@ pub(super) async fn recover(
         .collect();
     bases.sort_unstable();
     let marker = RecoveryMarker::load(dir).await?;
-    let clean = marker.is_some_and(|m| m.clean);
-    let recovery_base = marker.map_or(0, |m| m.recovery_base);
+    let mut clean = marker.is_some_and(|m| m.clean);
+    let mut recovery_base = marker.map_or(0, |m| m.recovery_base);
+    // A truncation asked for (a replica following a new leader, issue #18): the segments
+    // from the cut on go, and the one holding it is scanned and cut there.
+    let truncate_to = load_truncation(dir).await?;
+    if let Some(cut) = truncate_to {
+        let kept = bases.iter().take_while(|&&b| b < cut).count();
+        for &base in &bases[kept..] {
+            io::remove_all_of(segment::paths(dir, base).to_vec()).await?;
+            tracing::info!(dir = %dir.display(), segment = base, cut, "truncation deleted segment");
+        }
+        bases.truncate(kept);
+        if let Some(&last) = bases.last() {
+            recovery_base = if clean { last } else { recovery_base.min(last) };
+        }
+        clean = false;
+    }
     let mut summary = RecoverySummary {
         clean_shutdown: clean,
         segments: bases.len(),
@@ -223,7 +239,7 @@ pub(super) async fn recover(
         let truncated_before = summary.truncations.len();
         let gaps = segment::OffsetGaps::for_segment(is_last);
         let (content, next, commit) =
-            scan_segment(core, config, dir, base, gaps, &mut summary).await?;
+            scan_segment(core, config, dir, base, gaps, truncate_to, &mut summary).await?;
         last_commit = last_commit.max(commit);
         summary.next_offset = next;
         let cut = summary.truncations.len() > truncated_before
@@ -279,14 +295,44 @@ pub(super) async fn recover(
             let base = closed
                 .values()
                 .next_back()
-                .map_or(0, |s: &ClosedSegment| s.next_offset);
+                .map_or(truncate_to.unwrap_or(0), |s: &ClosedSegment| s.next_offset);
             summary.next_offset = base;
             (base, SegmentContent::default())
         }
     };
     let seg = open_segment(core, dir, base, config, content).await?;
     io::sync_dir(dir).await?;
+    if truncate_to.is_some() {
+        // Done and durable: a crash before this line truncates again, to the same place.
+        io::remove(&dir.join(TRUNCATE_TO_FILE_NAME)).await?;
+    }
     Ok((seg, closed, summary, last_commit, checkpoint))
+}
+
+/// The file that asks the next open to cut the log at an offset.
+pub const TRUNCATE_TO_FILE_NAME: &str = "truncate-to";
+
+/// Asks the next open of the log in `dir` (closed now) to cut it at `offset`: every record at
+/// or after it goes (a batch that straddles it too). Durable when this returns; the open
+/// that does the cut removes the file.
+pub async fn request_truncation(dir: &Path, offset: u64) -> std::io::Result<()> {
+    io::write_atomic(&dir.join(TRUNCATE_TO_FILE_NAME), offset.to_string().into_bytes()).await
+}
+
+async fn load_truncation(dir: &Path) -> std::io::Result<Option<u64>> {
+    let Some(bytes) = io::read_small(&dir.join(TRUNCATE_TO_FILE_NAME)).await? else {
+        return Ok(None);
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    text.trim().parse().map(Some).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "{}: `{text}` is not an offset",
+                dir.join(TRUNCATE_TO_FILE_NAME).display()
+            ),
+        )
+    })
 }
 
 /// The active segment after a clean shutdown: its files are exact, so its index is loaded as
@@ -344,12 +390,28 @@ pub(super) async fn scan_segment(
     dir: &Path,
     base: u64,
     gaps: segment::OffsetGaps,
+    truncate_to: Option<u64>,
     summary: &mut RecoverySummary,
 ) -> std::io::Result<(SegmentContent, u64, i64)> {
     let log_path = segment::log_path(dir, base);
     let file = SegmentFile::open_rw(&log_path, &core.file_io().without_faults()).await?;
     let file_len = file.size().await?;
-    let scan = segment::scan_log(&file, Some(base), file_len, gaps).await?;
+    let mut scan = segment::scan_log(&file, Some(base), file_len, gaps).await?;
+    if let Some(cut) = truncate_to {
+        // The first batch that reaches the cut goes, with every one after it.
+        if let Some(k) = scan
+            .batches
+            .iter()
+            .position(|(_, _, h)| h.last_offset() as u64 >= cut)
+        {
+            let (rel, pos, _) = scan.batches[k];
+            scan.batches.truncate(k);
+            scan.valid_len = pos as u64;
+            scan.next_offset = base + rel as u64;
+            scan.stop = Some(ScanStop::Truncated { at: cut });
+            scan.discarded_nonzero = true;
+        }
+    }
     summary.segments_scanned += 1;
     summary.batches_scanned += scan.batches.len() as u64;
     if scan.valid_len < file_len {

@@ -76,15 +76,15 @@ impl PartitionLog {
                 });
             }
             let target = match before {
-                DeleteBefore::HighWatermark => st.high_watermark,
+                DeleteBefore::HighWatermark => st.visible_end(),
                 DeleteBefore::Offset(o) => o,
             };
-            if target > st.high_watermark {
+            if target > st.visible_end() {
                 return Err(LogError::OffsetOutOfRange {
                     dir: self.dir_name(),
                     requested: target,
                     log_start: st.log_start_offset,
-                    high_watermark: st.high_watermark,
+                    high_watermark: st.visible_end(),
                 });
             }
             if target <= st.log_start_offset {

@@ -1,0 +1,111 @@
+//! A replicated partition's log (issue #18): a follower copies the leader's stored batches
+//! verbatim (offsets, leader epochs, timestamps), records each new leader epoch before its
+//! first batch, and a truncation asked for cuts the log at an offset on the next open, with
+//! the epochs past the cut. The high watermark of a replicated log is the limit set on it,
+//! never past the durable end; reads past it find nothing, and a read beyond the durable end
+//! is out of range.
+
+mod common;
+
+use std::rc::Rc;
+
+use bytes::Bytes;
+use common::*;
+use engine::batch_encode::{encode_for_producer, NewRecord, ProducerSeq};
+use engine::record_check::{BatchRules, ValidBatch};
+use engine::{CoreStorage, Durability, Partition};
+
+fn batch(seed: u64, n: usize, pid: i64, seq: i32) -> Vec<u8> {
+    let records = (0..n).map(|i| NewRecord {
+        key: Some(Bytes::from(format!("k{seed}-{i}"))),
+        value: Some(Bytes::from(vec![seed as u8; 50])),
+        timestamp_ms: 1,
+        ..Default::default()
+    });
+    encode_for_producer(
+        records,
+        Some(ProducerSeq {
+            producer_id: pid,
+            epoch: 0,
+            base_sequence: seq,
+        }),
+    )
+}
+
+async fn open(core: &Rc<CoreStorage>, dir: &std::path::Path) -> Rc<Partition> {
+    Partition::open(core, dir.to_path_buf(), "inc-1", small_config(1 << 20))
+        .await
+        .expect("partition opens")
+        .0
+}
+
+async fn produce(p: &Partition, b: &[u8]) {
+    let valid = ValidBatch::new(b, BatchRules::max_bytes(usize::MAX)).expect("valid batch");
+    p.produce(valid, Durability::Sync).await.expect("produced");
+}
+
+#[test]
+fn a_follower_copies_batches_verbatim_and_a_truncation_cuts_at_the_leaders_epoch_end() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let core = core(dir.path(), 4).await;
+        let (ldir, fdir) = (dir.path().join("leader"), dir.path().join("follower"));
+        let leader = open(&core, &ldir).await;
+        leader.become_leader(3).await.unwrap();
+        for (i, seq) in [(0u64, 0), (1, 3), (2, 6)] {
+            produce(&leader, &batch(i, 3, 7, seq)).await;
+        }
+        leader.become_leader(5).await.unwrap();
+        produce(&leader, &batch(3, 3, 7, 9)).await;
+        assert_eq!(leader.log().durable_end(), 12);
+        assert_eq!(leader.leader_epoch_end(3), Some((3, 9)));
+        assert_eq!(leader.leader_epoch_end(4), Some((3, 9)));
+        assert_eq!(leader.leader_epoch_end(5), Some((5, 12)));
+
+        // The leader's high watermark waits for the follower: reads stop there.
+        leader.log().set_replicated_limit(6);
+        assert_eq!(leader.log().high_watermark(), 6);
+        let visible = leader.log().read(0, 1 << 20).await.unwrap();
+        assert_eq!(
+            engine::batch::stored_batches(&visible).count(),
+            2,
+            "below the limit only"
+        );
+        assert!(leader.log().read(6, 1 << 20).await.unwrap().is_empty());
+        assert!(leader.log().read(13, 1 << 20).await.is_err(), "past the log end");
+
+        let follower = open(&core, &fdir).await;
+        follower.log().set_replicated_limit(0);
+        let all = leader.log().read_durable(0, 1 << 20).await.unwrap();
+        assert_eq!(follower.append_replica(&all).await.unwrap(), 12);
+        assert_eq!(follower.log().durable_end(), 12);
+        assert_eq!(follower.latest_leader_epoch(), Some(5));
+        assert_eq!(follower.leader_epoch_end(3), Some((3, 9)));
+        let copied = follower.log().read_durable(0, 1 << 20).await.unwrap();
+        assert_eq!(copied, all, "the follower's log is the leader's, byte for byte");
+        // A batch that does not start at the follower's end is refused.
+        assert!(follower.append_replica(&all).await.is_err());
+
+        // The follower's epoch 5 diverged (say): it truncates to where epoch 3 ends.
+        follower.close().await.unwrap();
+        drop(follower);
+        engine::log::request_truncation(&fdir, 9).await.unwrap();
+        let follower = open(&core, &fdir).await;
+        assert_eq!(follower.log().log_end_offset(), 9);
+        assert_eq!(follower.latest_leader_epoch(), Some(3));
+        assert!(!fdir.join(engine::log::TRUNCATE_TO_FILE_NAME).exists());
+        // Once a leader, it carries on from its own end with the producer's state rebuilt.
+        follower.become_leader(6).await.unwrap();
+        produce(&follower, &batch(9, 2, 7, 9)).await;
+        assert_eq!(follower.log().log_end_offset(), 11);
+        follower.close().await.unwrap();
+        // A cut below the first segment empties the log and restarts it at the cut.
+        drop(follower);
+        engine::log::request_truncation(&fdir, 0).await.unwrap();
+        let follower = open(&core, &fdir).await;
+        assert_eq!(follower.log().log_end_offset(), 0);
+        assert_eq!(follower.latest_leader_epoch(), None);
+        follower.close().await.unwrap();
+        leader.close().await.unwrap();
+    });
+}
