@@ -8,6 +8,7 @@ pub mod error;
 pub mod liveness;
 pub mod log_store;
 pub mod network;
+pub mod replication;
 pub mod node;
 pub mod sm;
 pub mod state;
@@ -20,7 +21,7 @@ pub use error::{MetaError, Result};
 pub use node::{MetaConfig, MetaHandle, Metastore};
 pub use state::{
     AclBinding, AppliedChange, ApplyOutcome, Assignment, BarrierGroupDef, BarrierGroups,
-    BrokerRegistration, Change, ClientQuota, Command, ListenerEndpoint, MetaState, Proposal,
+    BrokerRegistration, Change, NewReplicatedTopic, PartitionReplicas, ClientQuota, Command, ListenerEndpoint, MetaState, Proposal,
     QuotaAlteration, QuotaEntity, QuotaPart, Refusal, ScramCredential, ScramMechanism, TopicMeta,
     UserCredentials, MAX_BARRIER_GROUPS, MAX_BARRIER_GROUP_NAME_BYTES, MAX_BARRIER_INTERVAL_MS,
     MAX_RETAINED_CUTS, MAX_TOPICS_PER_BARRIER_GROUP, MIN_BARRIER_INTERVAL_MS, QUOTA_KEYS,

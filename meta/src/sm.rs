@@ -27,9 +27,9 @@ pub const SNAPSHOT_FILE: &str = "snapshot";
 pub const SNAPSHOT_MAGIC: &[u8; 8] = b"RLMSNAP1";
 /// 2: the state's fan-out section holds links (`STATE_VERSION` 2); 3: the broker registry
 /// (`STATE_VERSION` 3); 4: SCRAM credentials (`STATE_VERSION` 4); 5: client quotas
-/// (`STATE_VERSION` 5); 6: barrier group definitions (`STATE_VERSION` 6). Versions 1 to 5 are
-/// still read.
-pub const SNAPSHOT_VERSION: u32 = 6;
+/// (`STATE_VERSION` 5); 6: barrier group definitions (`STATE_VERSION` 6); 7: replicated
+/// partitions (`STATE_VERSION` 7). Versions 1 to 6 are still read.
+pub const SNAPSHOT_VERSION: u32 = 7;
 
 #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
 struct SnapshotBody {
@@ -194,6 +194,68 @@ mod v5 {
     }
 }
 
+/// The layout of snapshot version 6 (state version 6: no replicated partitions).
+mod v6 {
+    use std::collections::BTreeMap;
+
+    use rkyv::{Archive, Deserialize, Serialize};
+
+    use crate::state::{
+        AclBinding, Assignment, BarrierGroups, BrokerRegistration, ClientQuota, FanoutLinks,
+        ListenerEndpoint, TopicMeta, UserCredentials,
+    };
+    use crate::wire::WSnapshotMeta;
+
+    #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
+    pub(super) struct MetaState {
+        pub(super) version: u32,
+        pub(super) topics: BTreeMap<String, TopicMeta>,
+        pub(super) assignments: BTreeMap<String, Vec<Assignment>>,
+        pub(super) fanout_links: FanoutLinks,
+        pub(super) barrier_groups: BarrierGroups,
+        pub(super) brokers: BTreeMap<u64, BrokerRegistration>,
+        pub(super) cluster_id: Option<String>,
+        pub(super) producer_id_blocks: u64,
+        pub(super) scram_users: BTreeMap<String, UserCredentials>,
+        pub(super) broker_listeners: BTreeMap<u64, Vec<ListenerEndpoint>>,
+        pub(super) acls: Vec<AclBinding>,
+        pub(super) client_quotas: Vec<ClientQuota>,
+    }
+
+    #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
+    pub(super) struct SnapshotBody {
+        pub(super) meta: WSnapshotMeta,
+        pub(super) state: MetaState,
+    }
+}
+
+/// Reads a version-6 snapshot body and migrates it (no replicated partitions yet).
+fn decode_snapshot_v6(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> {
+    decode_old_snapshot(
+        bytes,
+        6,
+        what,
+        |b: &v6::SnapshotBody| b.state.version,
+        |old| SnapshotBody {
+            meta: old.meta,
+            state: MetaState {
+                topics: old.state.topics,
+                assignments: old.state.assignments,
+                fanout_links: old.state.fanout_links,
+                barrier_groups: old.state.barrier_groups,
+                brokers: old.state.brokers,
+                cluster_id: old.state.cluster_id,
+                producer_id_blocks: old.state.producer_id_blocks,
+                scram_users: old.state.scram_users,
+                broker_listeners: old.state.broker_listeners,
+                acls: old.state.acls,
+                client_quotas: old.state.client_quotas,
+                ..MetaState::default()
+            },
+        },
+    )
+}
+
 /// Reads a version-5 snapshot body and migrates it (no barrier groups yet: the section is
 /// the current, empty one).
 fn decode_snapshot_v5(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> {
@@ -354,7 +416,7 @@ pub fn check_snapshot_bytes(bytes: &[u8]) -> Result<(), MetaError> {
 }
 
 fn decode_snapshot(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> {
-    let old_version = [1u32, 2, 3, 4, 5]
+    let old_version = [1u32, 2, 3, 4, 5, 6]
         .into_iter()
         .find(|v| bytes.len() >= 12 && bytes[8..12] == v.to_le_bytes());
     if let Some(v) = old_version {
@@ -363,7 +425,8 @@ fn decode_snapshot(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> 
             2 => decode_snapshot_v2(bytes, what)?,
             3 => decode_snapshot_v3(bytes, what)?,
             4 => decode_snapshot_v4(bytes, what)?,
-            _ => decode_snapshot_v5(bytes, what)?,
+            5 => decode_snapshot_v5(bytes, what)?,
+            _ => decode_snapshot_v6(bytes, what)?,
         };
         body.state
             .check_invariants()
@@ -637,7 +700,7 @@ mod tests {
     use crate::state::{Assignment, BarrierSectionV1, Command};
 
     /// Snapshots of every older version (1: before fan-out links, 2: before the broker
-    /// registry, 3: before SCRAM users, 4: before client quotas, 5: before barrier groups) are
+    /// registry, 3: before SCRAM users, 4: before client quotas, 5: before barrier groups, 6: before replicated partitions) are
     /// read and migrated (the newer sections empty).
     #[test]
     fn older_snapshots_are_migrated() {
@@ -787,6 +850,28 @@ mod tests {
             &wire::encode(&cur).unwrap(),
         );
         assert_eq!(decode_snapshot(&img, "test").unwrap().state, grouped);
+        // Version 6 (barrier groups, no replicated partitions) migrates with none.
+        let old6 = v6::SnapshotBody {
+            meta: meta.clone(),
+            state: v6::MetaState {
+                version: 6,
+                topics: grouped.topics.clone(),
+                assignments: grouped.assignments.clone(),
+                fanout_links: grouped.fanout_links.clone(),
+                barrier_groups: grouped.barrier_groups.clone(),
+                brokers: grouped.brokers.clone(),
+                cluster_id: grouped.cluster_id.clone(),
+                producer_id_blocks: grouped.producer_id_blocks,
+                scram_users: grouped.scram_users.clone(),
+                broker_listeners: grouped.broker_listeners.clone(),
+                acls: grouped.acls.clone(),
+                client_quotas: grouped.client_quotas.clone(),
+            },
+        };
+        let img = wire::checked_file_bytes(SNAPSHOT_MAGIC, 6, &wire::encode(&old6).unwrap());
+        let migrated = decode_snapshot(&img, "test").unwrap().state;
+        assert_eq!(migrated, grouped);
+        assert!(migrated.replicas.is_empty());
         // The current version round-trips.
         let cur = SnapshotBody {
             meta,

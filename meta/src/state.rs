@@ -5,14 +5,16 @@
 
 use std::collections::BTreeMap;
 
+pub use crate::replication::PartitionReplicas;
 use rkyv::{Archive, Deserialize, Serialize};
 
 /// Version of the [`MetaState`] layout (stored in snapshots). 2: the fan-out section holds links;
 /// 3: the broker registry ([`MetaState::brokers`]); 4: SCRAM users, listeners, ACLs; 5: client
 /// quotas ([`MetaState::client_quotas`]); 6: barrier group definitions
-/// ([`BarrierGroups::groups`], barrier section version 2). Older snapshots are still read (see
+/// ([`BarrierGroups::groups`], barrier section version 2); 7: replicated partitions
+/// ([`MetaState::replicas`]). Older snapshots are still read (see
 /// `sm::decode_snapshot`) and migrated.
-pub const STATE_VERSION: u32 = 6;
+pub const STATE_VERSION: u32 = 7;
 /// Version of the fan-out links section. 1: empty; 2: [`FanoutLinks::links`].
 pub const FANOUT_SECTION_VERSION: u32 = 2;
 /// Version of the barrier groups section. 1: empty ([`BarrierSectionV1`]); 2:
@@ -454,6 +456,9 @@ pub struct MetaState {
     pub acls: Vec<AclBinding>,
     /// Client quotas (issue #19), sorted by entity, each entity once, none empty.
     pub client_quotas: Vec<ClientQuota>,
+    /// The replicated topics' partitions (issue #18): topic -> one entry per partition.
+    /// A topic of replication factor 1 has none (its assignment is all there is).
+    pub replicas: BTreeMap<String, Vec<PartitionReplicas>>,
 }
 
 impl Default for MetaState {
@@ -477,6 +482,7 @@ impl Default for MetaState {
             broker_listeners: BTreeMap::new(),
             acls: Vec::new(),
             client_quotas: Vec::new(),
+            replicas: BTreeMap::new(),
         }
     }
 }
@@ -591,6 +597,38 @@ pub enum Command {
     DeleteBarrierGroup {
         name: String,
     },
+    /// `CreateTopic` with each partition's replicas (the first of each its leader).
+    /// Boxed: the archived command stays as small as before.
+    CreateReplicatedTopic {
+        topic: Box<NewReplicatedTopic>,
+    },
+    /// `AddPartitions` with each new partition's replicas.
+    AddReplicatedPartitions {
+        name: String,
+        new_total: u32,
+        replicas: Vec<Vec<Assignment>>,
+    },
+    /// A replicated partition's leader changes its ISR (issue #18), at the leader epoch and
+    /// partition epoch it read.
+    AlterIsr {
+        name: String,
+        partition: u32,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        isr: Vec<u64>,
+    },
+}
+
+/// A topic of replication factor 2 or more to create (`Command::CreateReplicatedTopic`).
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct NewReplicatedTopic {
+    pub name: String,
+    pub partitions: u32,
+    pub configs: BTreeMap<String, String>,
+    /// One list per partition: its replicas, the preferred leader first.
+    pub replicas: Vec<Vec<Assignment>>,
+    pub incarnation_id: String,
+    pub topic_id: [u8; 16],
 }
 
 /// One AlterClientQuotas entry: the entity, the keys to set (value as `f64::to_bits`) and
@@ -708,6 +746,24 @@ impl Command {
                         + 12
                 }
                 Command::DeleteBarrierGroup { name } => name.len() + PER_STRING,
+                Command::CreateReplicatedTopic { topic } => {
+                    topic.name.len()
+                        + map(&topic.configs)
+                        + topic
+                            .replicas
+                            .iter()
+                            .map(|r| PER_STRING + r.len() * PER_ASSIGNMENT)
+                            .sum::<usize>()
+                        + topic.incarnation_id.len()
+                }
+                Command::AddReplicatedPartitions { name, replicas, .. } => {
+                    name.len()
+                        + replicas
+                            .iter()
+                            .map(|r| PER_STRING + r.len() * PER_ASSIGNMENT)
+                            .sum::<usize>()
+                }
+                Command::AlterIsr { name, isr, .. } => name.len() + 12 + isr.len() * 8,
             }
     }
 
@@ -871,6 +927,13 @@ pub enum Change {
     BarrierGroupDeleted {
         name: String,
     },
+    /// Replicated partitions' replicas, ISR, leader and epochs (issue #18) from
+    /// `first_partition` on; the leaders' places in `assignments` follow.
+    ReplicasSet {
+        name: String,
+        first_partition: u32,
+        replicas: Vec<PartitionReplicas>,
+    },
 }
 
 /// One applied change, with the raft log index it was applied at. Subscribers receive these in
@@ -1026,6 +1089,7 @@ impl MetaState {
         if self.topics.len() != self.assignments.len() {
             return Err("topics and assignments disagree on the set of topics".into());
         }
+        self.check_replicas()?;
         for (name, t) in &self.topics {
             if &t.name != name {
                 return Err(format!("topic key '{name}' != name '{}'", t.name));
@@ -1299,6 +1363,149 @@ impl MetaState {
         })
     }
 
+    fn create_topic_with(
+        &mut self,
+        name: &str,
+        partitions: u32,
+        configs: &BTreeMap<String, String>,
+        replicas: &[Vec<Assignment>],
+        incarnation_id: &str,
+        topic_id: &[u8; 16],
+    ) -> Result<Change, Refusal> {
+        validate_topic_name(name)?;
+        if self.topics.contains_key(name) {
+            return Err(Refusal::TopicAlreadyExists { name: name.into() });
+        }
+        if partitions == 0 || partitions > MAX_PARTITIONS_PER_TOPIC {
+            return Err(Refusal::InvalidPartitions {
+                name: name.into(),
+                reason: format!(
+                    "partition count {partitions} must be in 1..={MAX_PARTITIONS_PER_TOPIC}"
+                ),
+            });
+        }
+        if replicas.len() != partitions as usize {
+            return Err(Refusal::InvalidAssignment {
+                name: name.into(),
+                reason: format!(
+                    "{} assignments for {partitions} partitions",
+                    replicas.len()
+                ),
+            });
+        }
+        let rf = crate::replication::validate_placement(name, replicas)?;
+        validate_configs(name, configs.len(), configs.iter())?;
+        if incarnation_id.len() != INCARNATION_ID_HEX_CHARS
+            || !incarnation_id.bytes().all(|b| b.is_ascii_hexdigit())
+        {
+            return Err(Refusal::InvalidTopic {
+                name: name.into(),
+                reason: format!("incarnation id '{incarnation_id}' is not 16 hex chars"),
+            });
+        }
+        let topic = TopicMeta {
+            name: name.into(),
+            incarnation_id: incarnation_id.into(),
+            topic_id: *topic_id,
+            partitions,
+            configs: configs.clone(),
+        };
+        let assignments: Vec<Assignment> = replicas.iter().map(|r| r[0]).collect();
+        self.topics.insert(name.into(), topic.clone());
+        self.assignments.insert(name.into(), assignments.clone());
+        let created = Change::TopicCreated { topic, assignments };
+        if rf == 1 {
+            return Ok(created);
+        }
+        let sets: Vec<PartitionReplicas> = replicas
+            .iter()
+            .map(|r| PartitionReplicas::new(r.clone()))
+            .collect();
+        assert!(self.set_replicas(name, 0, &sets), "the topic was just created");
+        Ok(Change::Batch(vec![
+            created,
+            Change::ReplicasSet {
+                name: name.into(),
+                first_partition: 0,
+                replicas: sets,
+            },
+        ]))
+    }
+
+    fn add_partitions_with(
+        &mut self,
+        name: &str,
+        new_total: u32,
+        replicas: &[Vec<Assignment>],
+    ) -> Result<Change, Refusal> {
+        let rf = self.replication_factor(name);
+        let t = self
+            .topics
+            .get_mut(name)
+            .ok_or_else(|| Refusal::UnknownTopicOrPartition {
+                name: name.into(),
+                partition: None,
+            })?;
+        if new_total <= t.partitions || new_total > MAX_PARTITIONS_PER_TOPIC {
+            return Err(Refusal::InvalidPartitions {
+                name: name.into(),
+                reason: format!(
+                    "new total {new_total} must be above the current {} and at most {MAX_PARTITIONS_PER_TOPIC}",
+                    t.partitions
+                ),
+            });
+        }
+        let added = (new_total - t.partitions) as usize;
+        if replicas.len() != added {
+            return Err(Refusal::InvalidAssignment {
+                name: name.into(),
+                reason: format!("{} assignments for {added} new partitions", replicas.len()),
+            });
+        }
+        let new_rf = crate::replication::validate_placement(name, replicas)?;
+        if new_rf != rf {
+            return Err(Refusal::InvalidAssignment {
+                name: name.into(),
+                reason: format!(
+                    "the new partitions have {new_rf} replicas, the topic's replication factor is {rf}"
+                ),
+            });
+        }
+        let first = t.partitions;
+        t.partitions = new_total;
+        let assignments: Vec<Assignment> = replicas.iter().map(|r| r[0]).collect();
+        let a = self
+            .assignments
+            .get_mut(name)
+            .expect("invariant: every topic has an assignments entry");
+        a.extend_from_slice(&assignments);
+        self.fanout_links.parent_grew(name, new_total);
+        let added = Change::PartitionsAdded {
+            name: name.into(),
+            new_total,
+            assignments,
+        };
+        if rf == 1 {
+            return Ok(added);
+        }
+        let sets: Vec<PartitionReplicas> = replicas
+            .iter()
+            .map(|r| PartitionReplicas::new(r.clone()))
+            .collect();
+        assert!(
+            self.set_replicas(name, first, &sets),
+            "the partitions were just added"
+        );
+        Ok(Change::Batch(vec![
+            added,
+            Change::ReplicasSet {
+                name: name.into(),
+                first_partition: first,
+                replicas: sets,
+            },
+        ]))
+    }
+
     /// Applies `cmd` at raft log index `log_index`. A refusal leaves the state untouched.
     pub fn apply(&mut self, cmd: &Command) -> Result<Change, Refusal> {
         let change = self.apply_inner(cmd)?;
@@ -1316,50 +1523,24 @@ impl MetaState {
                 incarnation_id,
                 topic_id,
             } => {
-                validate_topic_name(name)?;
-                if self.topics.contains_key(name) {
-                    return Err(Refusal::TopicAlreadyExists { name: name.clone() });
-                }
-                if *partitions == 0 || *partitions > MAX_PARTITIONS_PER_TOPIC {
-                    return Err(Refusal::InvalidPartitions {
-                        name: name.clone(),
-                        reason: format!(
-                            "partition count {partitions} must be in 1..={MAX_PARTITIONS_PER_TOPIC}"
-                        ),
-                    });
-                }
-                if assignments.len() != *partitions as usize {
-                    return Err(Refusal::InvalidAssignment {
-                        name: name.clone(),
-                        reason: format!(
-                            "{} assignments for {partitions} partitions",
-                            assignments.len()
-                        ),
-                    });
-                }
-                validate_configs(name, configs.len(), configs.iter())?;
-                if incarnation_id.len() != INCARNATION_ID_HEX_CHARS
-                    || !incarnation_id.bytes().all(|b| b.is_ascii_hexdigit())
-                {
-                    return Err(Refusal::InvalidTopic {
-                        name: name.clone(),
-                        reason: format!("incarnation id '{incarnation_id}' is not 16 hex chars"),
-                    });
-                }
-                let topic = TopicMeta {
-                    name: name.clone(),
-                    incarnation_id: incarnation_id.clone(),
-                    topic_id: *topic_id,
-                    partitions: *partitions,
-                    configs: configs.clone(),
-                };
-                self.topics.insert(name.clone(), topic.clone());
-                self.assignments.insert(name.clone(), assignments.clone());
-                Ok(Change::TopicCreated {
-                    topic,
-                    assignments: assignments.clone(),
-                })
+                let replicas: Vec<Vec<Assignment>> = assignments.iter().map(|a| vec![*a]).collect();
+                self.create_topic_with(
+                    name,
+                    *partitions,
+                    configs,
+                    &replicas,
+                    incarnation_id,
+                    topic_id,
+                )
             }
+            Command::CreateReplicatedTopic { topic } => self.create_topic_with(
+                &topic.name,
+                topic.partitions,
+                &topic.configs,
+                &topic.replicas,
+                &topic.incarnation_id,
+                &topic.topic_id,
+            ),
             Command::DeleteTopic { name } => {
                 let t =
                     self.topics
@@ -1369,6 +1550,7 @@ impl MetaState {
                             partition: None,
                         })?;
                 self.assignments.remove(name);
+                self.replicas.remove(name);
                 self.fanout_links.forget_topic(name);
                 self.barrier_groups.forget_topic(name);
                 Ok(Change::TopicDeleted {
@@ -1381,45 +1563,21 @@ impl MetaState {
                 new_total,
                 assignments,
             } => {
-                let t =
-                    self.topics
-                        .get_mut(name)
-                        .ok_or_else(|| Refusal::UnknownTopicOrPartition {
-                            name: name.clone(),
-                            partition: None,
-                        })?;
-                if *new_total <= t.partitions || *new_total > MAX_PARTITIONS_PER_TOPIC {
-                    return Err(Refusal::InvalidPartitions {
-                        name: name.clone(),
-                        reason: format!(
-                            "new total {new_total} must be above the current {} and at most {MAX_PARTITIONS_PER_TOPIC}",
-                            t.partitions
-                        ),
-                    });
-                }
-                let added = (*new_total - t.partitions) as usize;
-                if assignments.len() != added {
-                    return Err(Refusal::InvalidAssignment {
-                        name: name.clone(),
-                        reason: format!(
-                            "{} assignments for {added} new partitions",
-                            assignments.len()
-                        ),
-                    });
-                }
-                t.partitions = *new_total;
-                let a = self
-                    .assignments
-                    .get_mut(name)
-                    .expect("invariant: every topic has an assignments entry");
-                a.extend_from_slice(assignments);
-                self.fanout_links.parent_grew(name, *new_total);
-                Ok(Change::PartitionsAdded {
-                    name: name.clone(),
-                    new_total: *new_total,
-                    assignments: assignments.clone(),
-                })
+                let replicas: Vec<Vec<Assignment>> = assignments.iter().map(|a| vec![*a]).collect();
+                self.add_partitions_with(name, *new_total, &replicas)
             }
+            Command::AddReplicatedPartitions {
+                name,
+                new_total,
+                replicas,
+            } => self.add_partitions_with(name, *new_total, replicas),
+            Command::AlterIsr {
+                name,
+                partition,
+                leader_epoch,
+                partition_epoch,
+                isr,
+            } => self.alter_isr(name, *partition, *leader_epoch, *partition_epoch, isr),
             Command::AlterConfigs { name, set, remove } => {
                 let t =
                     self.topics
@@ -1467,6 +1625,14 @@ impl MetaState {
                     name: name.clone(),
                     partition: Some(*partition),
                 };
+                if self.replica_set(name, *partition).is_some() {
+                    return Err(Refusal::InvalidAssignment {
+                        name: name.clone(),
+                        reason: format!(
+                            "partition {partition} is replicated: moving a replica is not supported yet"
+                        ),
+                    });
+                }
                 let a = self.assignments.get_mut(name).ok_or_else(unknown)?;
                 let slot = a.get_mut(*partition as usize).ok_or_else(unknown)?;
                 *slot = *assignment;
@@ -1506,9 +1672,13 @@ impl MetaState {
                 let mut b = (**broker).clone();
                 b.fenced = false;
                 self.brokers.insert(b.node_id, b.clone());
-                Ok(Change::BrokerRegistered {
+                let registered = Change::BrokerRegistered {
                     broker: Box::new(b),
-                })
+                };
+                Ok(with_elections(
+                    registered,
+                    self.reelect(broker.node_id, false),
+                ))
             }
             Command::BrokerHeartbeat {
                 node_id,
@@ -1516,11 +1686,17 @@ impl MetaState {
             } => {
                 let b = self.registered(*node_id, *incarnation)?;
                 let unfenced = std::mem::replace(&mut b.fenced, false);
-                Ok(Change::BrokerHeartbeat {
+                let beat = Change::BrokerHeartbeat {
                     node_id: *node_id,
                     incarnation: *incarnation,
                     unfenced,
-                })
+                };
+                let elections = if unfenced {
+                    self.reelect(*node_id, false)
+                } else {
+                    Vec::new()
+                };
+                Ok(with_elections(beat, elections))
             }
             Command::FenceBroker {
                 node_id,
@@ -1544,7 +1720,8 @@ impl MetaState {
                     });
                 }
                 b.fenced = true;
-                Ok(Change::BrokerFenced { node_id: *node_id })
+                let fenced = Change::BrokerFenced { node_id: *node_id };
+                Ok(with_elections(fenced, self.reelect(*node_id, true)))
             }
             Command::AllocateProducerIds { node_id } => {
                 if self.producer_id_blocks >= MAX_PRODUCER_ID_BLOCKS {
@@ -1868,6 +2045,7 @@ impl MetaState {
             }
             Change::TopicDeleted { name, .. } => {
                 self.assignments.remove(name);
+                self.replicas.remove(name);
                 self.fanout_links.forget_topic(name);
                 self.barrier_groups.forget_topic(name);
                 self.topics.remove(name).is_some()
@@ -1983,8 +2161,23 @@ impl MetaState {
             Change::BarrierGroupDeleted { name } => {
                 self.barrier_groups.groups.remove(name).is_some()
             }
+            Change::ReplicasSet {
+                name,
+                first_partition,
+                replicas,
+            } => self.set_replicas(name, *first_partition, replicas),
         }
     }
+}
+
+/// `change`, followed by the elections it caused (none: `change` alone).
+fn with_elections(change: Change, elections: Vec<Change>) -> Change {
+    if elections.is_empty() {
+        return change;
+    }
+    let mut all = vec![change];
+    all.extend(elections);
+    Change::Batch(all)
 }
 
 /// A random u64 from the std library's randomly keyed SipHash (no extra dependency).
