@@ -241,11 +241,72 @@ pub fn place(m: &MetaState, fallback: (u64, u32), count: u32) -> Vec<Assignment>
         .collect()
 }
 
+/// [`place`] with `rf` replicas per partition (issue #18): the leader where `place` puts it,
+/// the followers on the next `rf - 1` live nodes after the leader's (in node order, those on
+/// a rack the partition does not use yet first), each on its least loaded core. `None` when
+/// fewer than `rf` nodes are live.
+pub fn place_replicas(
+    m: &MetaState,
+    fallback: (u64, u32),
+    count: u32,
+    rf: usize,
+) -> Option<Vec<Vec<Assignment>>> {
+    let leaders = place(m, fallback, count);
+    if rf <= 1 {
+        return Some(leaders.into_iter().map(|a| vec![a]).collect());
+    }
+    let live: Vec<&meta::BrokerRegistration> = m.live_brokers().collect();
+    if live.len() < rf {
+        return None;
+    }
+    let mut pending: Vec<Assignment> = leaders.clone();
+    let mut out = Vec::with_capacity(leaders.len());
+    for leader in leaders {
+        let start = live
+            .iter()
+            .position(|b| b.node_id == leader.node_id)
+            .unwrap_or(0);
+        // The other nodes, in order after the leader's.
+        let others: Vec<&meta::BrokerRegistration> = (1..live.len())
+            .map(|k| live[(start + k) % live.len()])
+            .collect();
+        let mut replicas = vec![leader];
+        let mut racks: Vec<Option<&str>> = vec![live[start].rack.as_deref()];
+        while replicas.len() < rf {
+            let unused = |b: &&&meta::BrokerRegistration| {
+                !replicas.iter().any(|r| r.node_id == b.node_id)
+            };
+            let next = others
+                .iter()
+                .filter(unused)
+                .find(|b| b.rack.is_none() || !racks.contains(&b.rack.as_deref()))
+                .or_else(|| others.iter().find(unused))
+                .copied()
+                .expect("at least rf live nodes");
+            let core_index = least_loaded_core(m, next.node_id, next.cores, &pending);
+            let a = Assignment {
+                node_id: next.node_id,
+                core_index,
+            };
+            pending.push(a);
+            racks.push(next.rack.as_deref());
+            replicas.push(a);
+        }
+        out.push(replicas);
+    }
+    Some(out)
+}
+
 /// The core of `node` (of `cores`) that owns the fewest partitions, counting `pending`
 /// assignments not yet written too.
 pub fn least_loaded_core(m: &MetaState, node: u64, cores: u32, pending: &[Assignment]) -> u32 {
     let mut load = vec![0usize; cores.max(1) as usize];
-    for a in m.assignments.values().flatten().chain(pending) {
+    let followers = m
+        .replicas
+        .values()
+        .flatten()
+        .flat_map(|r| r.replicas.iter().skip(1));
+    for a in m.assignments.values().flatten().chain(followers).chain(pending) {
         if a.node_id == node {
             if let Some(l) = load.get_mut(a.core_index as usize) {
                 *l += 1;

@@ -133,6 +133,11 @@ pub struct BrokerConfig {
     /// How long a barrier injection retries the markers of partitions that refuse before it
     /// publishes the cut as partial (`barrier-injection-timeout-ms`).
     pub barrier_injection_timeout_ms: u64,
+    /// Replicas of a topic created without a replication factor (`default.replication.factor`).
+    pub default_replication_factor: usize,
+    /// A follower that has not caught up with its leader's log end for this long leaves the
+    /// ISR (`replica.lag.time.max.ms`).
+    pub replica_lag_time_max_ms: u64,
     /// A transactional id with no transaction open and no request for this long is forgotten
     /// (`transactional.id.expiration.ms`); its next InitProducerId starts it afresh.
     pub transactional_id_expiration_ms: u64,
@@ -238,6 +243,8 @@ impl BrokerConfig {
             offsets_retention_check_interval_ms: DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS,
             transaction_max_timeout_ms: crate::txn::DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
             barrier_injection_timeout_ms: crate::barrier::DEFAULT_BARRIER_INJECTION_TIMEOUT_MS,
+            default_replication_factor: 1,
+            replica_lag_time_max_ms: crate::replica::DEFAULT_REPLICA_LAG_TIME_MAX_MS,
             transactional_id_expiration_ms: crate::txn::DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
             quota_burst_ms: DEFAULT_QUOTA_BURST_MS,
             io_memory_bytes: DEFAULT_IO_MEMORY_BYTES,

@@ -153,6 +153,11 @@ pub struct CoreState {
     /// Partitions being handed to another core (`shard move`): closed here and not reopened
     /// until the metastore says where they live.
     pub moving: RefCell<std::collections::HashSet<PartitionKey>>,
+    /// Follower replicas closed to be cut and reopened (`crate::replica`): reconcile leaves
+    /// them alone until they are back.
+    pub truncating: RefCell<std::collections::HashSet<PartitionKey>>,
+    /// This core's replicas of replicated partitions and their roles (`crate::replica`).
+    pub replicas: RefCell<crate::replica::Replicas>,
     /// Fan-out cursors running on this core (parent partitions it owns).
     pub cursors: RefCell<crate::cursor_registry::Cursors>,
     /// Request frame bytes in flight on this core (`queued-max-request-bytes-per-core`): a
@@ -201,6 +206,8 @@ impl CoreState {
             barriers: RefCell::default(),
             metrics: Default::default(),
             moving: RefCell::default(),
+            truncating: RefCell::default(),
+            replicas: RefCell::default(),
             cursors: RefCell::default(),
             request_bytes: Rc::new(glommio::sync::Semaphore::new(request_bytes)),
             quotas: RefCell::default(),
@@ -284,6 +291,9 @@ impl CoreState {
 
     /// [`Self::leader_in`]'s broker id alone.
     pub fn leader_id_in(&self, m: &MetaState, topic: &str, partition: u32) -> Option<i32> {
+        if m.replica_set(topic, partition).is_some_and(|r| r.leader.is_none()) {
+            return None;
+        }
         self.cluster_brokers(m)
             .broker_id(m.assignment(topic, partition)?)
     }

@@ -117,7 +117,12 @@ impl ChildSink for CoreChild {
                     | crate::node_rpc::NodeResponse::Done
                     | crate::node_rpc::NodeResponse::Code { .. }
                     | crate::node_rpc::NodeResponse::Moved { .. }
-                    | crate::node_rpc::NodeResponse::MarkerWritten { .. }),
+                    | crate::node_rpc::NodeResponse::MarkerWritten { .. }
+                    | crate::node_rpc::NodeResponse::ReplicaRecords { .. }
+                    | crate::node_rpc::NodeResponse::EpochEnd { .. }
+                    | crate::node_rpc::NodeResponse::NotLeader { .. }
+                    | crate::node_rpc::NodeResponse::Diverging { .. }
+                    | crate::node_rpc::NodeResponse::BelowLogStart { .. }),
                 ) => Err(CursorError::ChildRemote {
                     partition,
                     node_id: owner.node_id,
@@ -270,7 +275,9 @@ async fn reconcile(state: &Rc<CoreState>, pass: u64) {
         for link in m.fanout_links.links.values() {
             for (p, attach) in link.attach_offsets.iter().enumerate() {
                 let key = (link.parent.clone(), p as u32);
-                if parts.contains_key(&key) || state.openings.is_unopened(&key) {
+                // A replicated parent's cursor runs on its leader only.
+                let here = parts.contains_key(&key) || state.openings.is_unopened(&key);
+                if here && state.leads(&key.0, key.1) {
                     d.insert(
                         (
                             link.parent.clone(),

@@ -28,6 +28,7 @@ pub mod opening;
 pub mod partition_move;
 pub mod quota;
 pub mod reconcile;
+pub mod replica;
 pub mod route;
 pub mod sasl;
 pub mod shard_view;

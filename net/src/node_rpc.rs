@@ -165,6 +165,28 @@ pub enum NodeRequest {
         epoch: i64,
         triggered_at_ms: i64,
     },
+    /// A follower's fetch from the leader of `topic`/`partition` (issue #18, `crate::replica`):
+    /// `replica_node` holds everything below `fetch_offset` durably and follows leader epoch
+    /// `leader_epoch`; answered `ReplicaRecords` (at most `max_bytes`, or one larger batch),
+    /// after waiting up to `max_wait_ms` for records past `fetch_offset`.
+    ReplicaFetch {
+        topic: String,
+        partition: u32,
+        incarnation: String,
+        replica_node: u64,
+        leader_epoch: i32,
+        fetch_offset: u64,
+        max_bytes: u32,
+        max_wait_ms: u32,
+    },
+    /// OffsetForLeaderEpoch: where leader epoch `epoch` ends on the leader of
+    /// `topic`/`partition` (a follower about to truncate), at the leader's `leader_epoch`.
+    LeaderEpochEnd {
+        topic: String,
+        partition: u32,
+        leader_epoch: i32,
+        epoch: i32,
+    },
 }
 
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
@@ -194,6 +216,23 @@ pub enum NodeResponse {
     MarkerWritten {
         offset: u64,
     },
+    /// A `ReplicaFetch` answer: stored batches from the fetch offset, and the leader's high
+    /// watermark and log start.
+    ReplicaRecords {
+        bytes: Vec<u8>,
+        high_watermark: u64,
+        log_start: u64,
+    },
+    /// A `LeaderEpochEnd` answer: the largest epoch at most the one asked for that the leader
+    /// knows, and where it ends (`None`: it knows none that old).
+    EpochEnd { epoch_end: Option<(i32, u64)> },
+    /// This replica is not the leader at that epoch (`current`: the epoch it has, if it has a
+    /// replica): the asker waits for the metastore.
+    NotLeader { current: Option<i32> },
+    /// The fetch offset is past the leader's log end: the follower truncates again.
+    Diverging { leader_end: u64 },
+    /// The fetch offset is below the leader's log start: the follower starts over there.
+    BelowLogStart { log_start: u64 },
 }
 
 /// One file of a partition directory as a `MoveCommit` lists it.
@@ -279,6 +318,18 @@ pub async fn call_within(
     req: &NodeRequest,
     timeout_ms: u64,
 ) -> Result<NodeResponse, RpcError> {
+    call_bounded(state, node_id, core, req, timeout_ms, MAX_NODE_RESPONSE_BYTES).await
+}
+
+/// [`call_within`] reading an answer of up to `max_response_bytes` (a follower's fetch).
+pub async fn call_bounded(
+    state: &CoreState,
+    node_id: u64,
+    core: u32,
+    req: &NodeRequest,
+    timeout_ms: u64,
+    max_response_bytes: usize,
+) -> Result<NodeResponse, RpcError> {
     let endpoint = {
         let m = state.meta.borrow();
         state.cluster_brokers(&m).endpoint(meta::Assignment {
@@ -299,14 +350,16 @@ pub async fn call_within(
         // A connection this core used before for `addr` (at most one call at a time on it);
         // if it went stale (the peer restarted, or closed it idle), once more on a new one.
         if let Some(s) = take_cached(&addr) {
-            if let Ok(resp) = exchange_on(s, &addr, &frame).await {
+            if let Ok(resp) = exchange_on(s, &addr, &frame, max_response_bytes).await {
                 return Ok(resp);
             }
         }
         let s = connect(&addr)
             .await
             .map_err(|e| fail(format!("connect: {e}")))?;
-        exchange_on(s, &addr, &frame).await.map_err(fail)
+        exchange_on(s, &addr, &frame, max_response_bytes)
+            .await
+            .map_err(fail)
     };
     glommio::timer::timeout(Duration::from_millis(timeout_ms), async {
         Ok::<_, glommio::GlommioError<()>>(exchange.await)
@@ -319,20 +372,30 @@ pub async fn call_within(
 const MAX_CACHED_NODE_CONNECTIONS: usize = 64;
 
 thread_local! {
-    /// This core's idle connections to other nodes, by address (one executor per thread).
-    static CACHED: std::cell::RefCell<std::collections::HashMap<String, glommio::net::TcpStream>> =
+    /// This core's idle connections to other nodes, by address (one executor per thread);
+    /// several per address (each follower replica fetching from a node holds one per call).
+    static CACHED: std::cell::RefCell<std::collections::HashMap<String, Vec<glommio::net::TcpStream>>> =
         Default::default();
 }
 
 fn take_cached(addr: &str) -> Option<glommio::net::TcpStream> {
-    CACHED.with(|c| c.borrow_mut().remove(addr))
+    CACHED.with(|c| {
+        let mut c = c.borrow_mut();
+        let idle = c.get_mut(addr)?;
+        let s = idle.pop();
+        if idle.is_empty() {
+            c.remove(addr);
+        }
+        s
+    })
 }
 
 fn put_cached(addr: &str, s: glommio::net::TcpStream) {
     CACHED.with(|c| {
         let mut c = c.borrow_mut();
-        if c.len() < MAX_CACHED_NODE_CONNECTIONS {
-            c.entry(addr.to_string()).or_insert(s);
+        let cached: usize = c.values().map(Vec::len).sum();
+        if cached < MAX_CACHED_NODE_CONNECTIONS {
+            c.entry(addr.to_string()).or_default().push(s);
         }
     });
 }
@@ -360,12 +423,13 @@ async fn connect(addr: &str) -> std::io::Result<glommio::net::TcpStream> {
     Ok(s)
 }
 
-/// One call on `s`: the frame out, the answer in (bounded by [`MAX_NODE_RESPONSE_BYTES`]).
-/// The connection goes back to the cache after a whole answer.
+/// One call on `s`: the frame out, the answer in (at most `max_response_bytes`). The
+/// connection goes back to the cache after a whole answer.
 async fn exchange_on(
     mut s: glommio::net::TcpStream,
     addr: &str,
     frame: &[u8],
+    max_response_bytes: usize,
 ) -> Result<NodeResponse, String> {
     s.write_all(frame).await.map_err(|e| format!("send: {e}"))?;
     let mut size = [0u8; 4];
@@ -373,7 +437,7 @@ async fn exchange_on(
         .await
         .map_err(|e| format!("answer size: {e}"))?;
     let size = i32::from_be_bytes(size);
-    if !(4..=MAX_NODE_RESPONSE_BYTES as i32).contains(&size) {
+    if !(4..=max_response_bytes.min(i32::MAX as usize) as i32).contains(&size) {
         return Err(format!("answer of {size} bytes"));
     }
     let mut answer = vec![0u8; size as usize];

@@ -51,6 +51,7 @@ impl CoreState {
         *self.meta.borrow_mut() = state;
         self.index_topic_ids();
         self.reconcile(Reconcile::StartUp).await;
+        self.reconcile_replicas();
         self.set_applied(index);
         let me = self.clone();
         glommio::spawn_local(async move { me.background_open_pass().await }).detach();
@@ -65,6 +66,7 @@ impl CoreState {
                 me.meta.borrow_mut().apply_change(&change);
                 me.index_topic_ids();
                 me.reconcile(Reconcile::Change).await;
+                me.reconcile_replicas();
                 me.set_applied(log_index);
             }
         })
@@ -79,10 +81,19 @@ impl CoreState {
             let m = self.meta.borrow();
             let mut desired: HashMap<PartitionKey, String> = HashMap::new();
             let mut configs = HashMap::new();
+            let me = meta::Assignment {
+                node_id: self.node_id(),
+                core_index: self.core as u32,
+            };
             for (name, assignments) in &m.assignments {
                 let Some(topic) = m.topic(name) else { continue };
                 for (p, a) in assignments.iter().enumerate() {
-                    if a.node_id == self.node_id() && a.core_index as usize == self.core {
+                    // A replicated partition is here when one of its replicas is.
+                    let here = match m.replica_set(name, p as u32) {
+                        Some(r) => r.replica_on(me.node_id) == Some(me),
+                        None => *a == me,
+                    };
+                    if here {
                         desired.insert((name.clone(), p as u32), topic.incarnation_id.clone());
                     }
                 }
@@ -93,9 +104,10 @@ impl CoreState {
         let desired: HashMap<PartitionKey, String> = {
             let mut moving = self.moving.borrow_mut();
             moving.retain(|k| desired.contains_key(k));
+            let truncating = self.truncating.borrow();
             desired
                 .into_iter()
-                .filter(|(k, _)| !moving.contains(k))
+                .filter(|(k, _)| !moving.contains(k) && !truncating.contains(k))
                 .collect()
         };
         // An unopened partition that is no longer assigned here is opened first, so that one
@@ -196,6 +208,12 @@ impl CoreState {
             .unwrap_or_else(|_| self.ctx.config.log_defaults.clone());
         let (partition, summary) =
             Partition::open(&self.storage, dir, incarnation, log_config).await?;
+        if self.meta.borrow().replica_set(topic, index).is_some() {
+            // A replicated partition shows nothing past what its leader says is committed,
+            // from the start (`crate::replica` moves it).
+            let log = partition.log();
+            log.set_replicated_limit(log.log_start_offset());
+        }
         if topic == OFFSETS_TOPIC {
             self.replay_offsets(&partition, index).await?;
         } else if topic == crate::txn::TXN_STATE_TOPIC {

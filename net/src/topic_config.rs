@@ -33,7 +33,18 @@ pub const TOPIC_CONFIGS: &[(&str, ConfigType)] = &[
     ("retention.ms", ConfigType::Long),
     ("segment.bytes", ConfigType::Int),
     ("segment.ms", ConfigType::Long),
+    ("unclean.leader.election.enable", ConfigType::String),
 ];
+
+/// The in-sync replicas an acks=all produce needs (`min.insync.replicas`; 1 if unset or
+/// unreadable: `to_log_config` refuses a bad value before it is stored).
+pub fn min_insync_replicas(configs: &BTreeMap<String, String>) -> usize {
+    configs
+        .get("min.insync.replicas")
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(1)
+        .max(1)
+}
 
 /// A topic config the broker refuses (answered with INVALID_CONFIG and this message).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -151,7 +162,12 @@ pub fn to_log_config(
                 }
             }
             "min.insync.replicas" => {
-                parse_i64(k, v, 1, 1)?;
+                parse_i64(k, v, 1, meta::replication::MAX_REPLICATION_FACTOR as i64)?;
+            }
+            meta::replication::UNCLEAN_LEADER_ELECTION_CONFIG => {
+                if v != "true" && v != "false" {
+                    return Err(unsupported(k, v, "use true or false"));
+                }
             }
             // Fan-out links (seed 000); the link itself lives in the metastore.
             "fanout.parent" => {
@@ -219,6 +235,7 @@ fn default_value(name: &str, d: &LogConfig) -> String {
         "retention.ms" => d.retention_ms.unwrap_or(-1).to_string(),
         "segment.bytes" => d.segment_bytes.to_string(),
         "segment.ms" => d.segment_ms.to_string(),
+        "unclean.leader.election.enable" => "false".into(),
         _ => unreachable!("every TOPIC_CONFIGS key has a default"),
     }
 }

@@ -171,6 +171,14 @@ pub struct ServeArgs {
     /// publishes the cut as partial (default 30000).
     #[arg(long, value_name = "MS")]
     barrier_injection_timeout_ms: Option<u64>,
+    /// Replicas of a topic created without a replication factor, at most the live nodes
+    /// (`default.replication.factor`; default 1).
+    #[arg(long, value_name = "N")]
+    default_replication_factor: Option<usize>,
+    /// A follower that has not caught up with its leader for this long leaves the ISR
+    /// (`replica.lag.time.max.ms`; default 10000).
+    #[arg(long, value_name = "MS")]
+    replica_lag_time_max_ms: Option<u64>,
 }
 
 /// An on/off flag value (`--core-direct on`).
@@ -309,6 +317,8 @@ struct FileConfig {
     rack: Option<String>,
     broker_heartbeat_interval_ms: Option<u64>,
     broker_session_timeout_ms: Option<u64>,
+    default_replication_factor: Option<usize>,
+    replica_lag_time_max_ms: Option<u64>,
 }
 
 pub const DEFAULT_DATA_DIR: &str = "./ringlog-data";
@@ -541,6 +551,25 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
         .or(file.barrier_injection_timeout_ms)
     {
         c.barrier_injection_timeout_ms = n;
+    }
+    if let Some(n) = args
+        .default_replication_factor
+        .or(file.default_replication_factor)
+    {
+        if n == 0 || n > meta::replication::MAX_REPLICATION_FACTOR {
+            return Err(format!(
+                "default-replication-factor must be 1 to {}",
+                meta::replication::MAX_REPLICATION_FACTOR
+            )
+            .into());
+        }
+        c.default_replication_factor = n;
+    }
+    if let Some(n) = args.replica_lag_time_max_ms.or(file.replica_lag_time_max_ms) {
+        if n == 0 {
+            return Err("replica-lag-time-max-ms must be at least 1".into());
+        }
+        c.replica_lag_time_max_ms = n;
     }
     c.log_requests = args.log_requests || file.log_requests.unwrap_or(false);
     c.auto_create_topics = args.auto_create_topics || file.auto_create_topics.unwrap_or(false);

@@ -47,13 +47,18 @@ enum TopicCommand {
         /// Number of partitions (default: the broker's num-partitions).
         #[arg(long)]
         partitions: Option<i32>,
+        /// Replicas of each partition, each on its own node (default: the broker's
+        /// default-replication-factor).
+        #[arg(long)]
+        replication_factor: Option<i16>,
         /// A topic config, KEY=VALUE (repeatable).
         #[arg(long = "config", value_name = "KEY=VALUE", value_parser = parse_kv)]
         configs: Vec<(String, String)>,
     },
     /// List topics: name, partitions, internal flag.
     List,
-    /// Partitions (leader, earliest and latest offsets) and configs of a topic.
+    /// Partitions (leader, leader epoch, replicas, in-sync and offline replicas, earliest and
+    /// latest offsets) and configs of a topic.
     Describe { name: String },
     /// Set or delete topic configs.
     #[command(group = clap::ArgGroup::new("change").required(true).multiple(true))]
@@ -104,8 +109,16 @@ pub fn run(args: TopicArgs) -> Result<(), String> {
         TopicCommand::Create {
             name,
             partitions,
+            replication_factor,
             configs,
-        } => create(&mut c, &v, &name, partitions, &configs, j),
+        } => create(
+            &mut c,
+            &v,
+            &name,
+            (partitions, replication_factor),
+            &configs,
+            j,
+        ),
         TopicCommand::List => list(&mut c, &v, j),
         TopicCommand::Describe { name } => describe(&mut c, &v, &name, j),
         TopicCommand::AlterConfig { name, set, delete } => {
@@ -128,7 +141,7 @@ fn create(
     c: &mut KafkaClient,
     v: &BrokerVersions,
     name: &str,
-    partitions: Option<i32>,
+    (partitions, replication_factor): (Option<i32>, Option<i16>),
     configs: &[(String, String)],
     as_json: bool,
 ) -> Result<(), String> {
@@ -136,7 +149,7 @@ fn create(
     let topic = CreatableTopic::default()
         .with_name(TopicName(s(name)))
         .with_num_partitions(partitions.unwrap_or(-1))
-        .with_replication_factor(-1)
+        .with_replication_factor(replication_factor.unwrap_or(-1))
         .with_configs(
             configs
                 .iter()
@@ -305,13 +318,20 @@ fn describe(
     as_json: bool,
 ) -> Result<(), String> {
     let t = topic_metadata(c, v, name)?;
-    let mut parts: Vec<(i32, i32)> = t
-        .partitions
-        .iter()
-        .map(|p| (p.partition_index, p.leader_id.0))
-        .collect();
-    parts.sort();
-    let ids: Vec<i32> = parts.iter().map(|p| p.0).collect();
+    let mut parts: Vec<&kafka_protocol::messages::metadata_response::MetadataResponsePartition> =
+        t.partitions.iter().collect();
+    parts.sort_by_key(|p| p.partition_index);
+    let ids: Vec<i32> = parts.iter().map(|p| p.partition_index).collect();
+    let brokers = |b: &[kafka_protocol::messages::BrokerId]| -> Vec<i32> {
+        b.iter().map(|id| id.0).collect()
+    };
+    let list = |b: &[kafka_protocol::messages::BrokerId]| -> String {
+        brokers(b)
+            .iter()
+            .map(i32::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    };
     let earliest = list_offsets(c, v, name, &ids, -2)?;
     let latest = list_offsets(c, v, name, &ids, -1)?;
 
@@ -356,11 +376,15 @@ fn describe(
             "topic": name,
             "topic_id": t.topic_id.to_string(),
             "internal": t.is_internal,
-            "partitions": parts.iter().map(|&(p, leader)| json!({
-                "partition": p,
-                "leader": leader,
-                "earliest_offset": off(&earliest, p),
-                "latest_offset": off(&latest, p),
+            "partitions": parts.iter().map(|p| json!({
+                "partition": p.partition_index,
+                "leader": p.leader_id.0,
+                "leader_epoch": p.leader_epoch,
+                "replicas": brokers(&p.replica_nodes),
+                "isr": brokers(&p.isr_nodes),
+                "offline_replicas": brokers(&p.offline_replicas),
+                "earliest_offset": off(&earliest, p.partition_index),
+                "latest_offset": off(&latest, p.partition_index),
             })).collect::<Vec<_>>(),
             "configs": configs.iter().map(|(k, val, src)| json!({
                 "name": k, "value": val, "source": src,
@@ -376,16 +400,32 @@ fn describe(
         println!();
         let rows: Vec<Vec<String>> = parts
             .iter()
-            .map(|&(p, leader)| {
+            .map(|p| {
                 vec![
-                    p.to_string(),
-                    leader.to_string(),
-                    off(&earliest, p).to_string(),
-                    off(&latest, p).to_string(),
+                    p.partition_index.to_string(),
+                    p.leader_id.0.to_string(),
+                    p.leader_epoch.to_string(),
+                    list(&p.replica_nodes),
+                    list(&p.isr_nodes),
+                    list(&p.offline_replicas),
+                    off(&earliest, p.partition_index).to_string(),
+                    off(&latest, p.partition_index).to_string(),
                 ]
             })
             .collect();
-        output::table(&["PARTITION", "LEADER", "EARLIEST", "LATEST"], &rows);
+        output::table(
+            &[
+                "PARTITION",
+                "LEADER",
+                "EPOCH",
+                "REPLICAS",
+                "ISR",
+                "OFFLINE",
+                "EARLIEST",
+                "LATEST",
+            ],
+            &rows,
+        );
         println!();
         let rows: Vec<Vec<String>> = configs
             .iter()

@@ -73,23 +73,54 @@ pub async fn wait_all_cores(state: &Rc<CoreState>, log_index: u64) {
 /// everything placed so far (`crate::cluster::place`; one node: over its cores). Refuses,
 /// before anything is allocated for them, counts above the metastore's per-topic limit and
 /// partitions past this node's `max-partitions`.
-fn place(state: &CoreState, count: u32) -> Result<Vec<Assignment>, Refusal> {
+fn place(state: &CoreState, count: u32, rf: usize) -> Result<Vec<Vec<Assignment>>, Refusal> {
     check_partition_count(state, count)?;
+    check_replication_factor(state, rf)?;
     let own = (state.node_id(), state.shards.cores() as u32);
-    Ok(crate::cluster::place(&state.meta.borrow(), own, count))
+    crate::cluster::place_replicas(&state.meta.borrow(), own, count, rf).ok_or_else(|| {
+        (
+            codes::INVALID_REPLICATION_FACTOR,
+            format!("replication factor {rf} is above the live nodes of this cluster"),
+        )
+    })
+}
+
+/// A replication factor of 1 up to the live nodes (at most `MAX_REPLICATION_FACTOR`).
+fn check_replication_factor(state: &CoreState, rf: usize) -> Result<(), Refusal> {
+    let live = state.meta.borrow().live_brokers().count().max(1);
+    let max = live.min(meta::replication::MAX_REPLICATION_FACTOR);
+    if rf == 0 || rf > max {
+        return Err((
+            codes::INVALID_REPLICATION_FACTOR,
+            format!(
+                "replication factor {rf} must be 1 to {max} (the live nodes of this cluster, at most {})",
+                meta::replication::MAX_REPLICATION_FACTOR
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The replication factor a CreateTopics entry asks for (-1: `default-replication-factor`).
+fn requested_replication_factor(state: &CoreState, rf: i16) -> usize {
+    if rf == -1 {
+        state.ctx.config.default_replication_factor
+    } else {
+        rf.max(0) as usize
+    }
 }
 
 /// The placement a client names (CreateTopics' or CreatePartitions' assignments): for
 /// partition indexes 0..count, each exactly once, the one broker id it goes to: a node, or
-/// one core of a core-direct node (`cluster::assignment_of_broker_id`). With one copy of each
-/// partition (replication is issue #18) an assignment names exactly one broker, and
-/// CreateTopics' count and replication factor must be -1, as Kafka requires.
+/// one core of a core-direct node (`cluster::assignment_of_broker_id`); each names its
+/// replicas' brokers, the first the preferred leader, every partition as many on distinct
+/// nodes, and CreateTopics' count and replication factor must be -1, as Kafka requires.
 fn explicit_assignments(
     state: &CoreState,
     count: i32,
     replication_factor: i16,
     named: impl Iterator<Item = (i32, Vec<i32>)>,
-) -> Result<Vec<Assignment>, Refusal> {
+) -> Result<Vec<Vec<Assignment>>, Refusal> {
     let bad = |why: String| (codes::INVALID_REPLICA_ASSIGNMENT, why);
     let named: BTreeMap<i32, Vec<i32>> = {
         let mut out = BTreeMap::new();
@@ -116,7 +147,8 @@ fn explicit_assignments(
         ));
     }
     let m = state.meta.borrow();
-    let mut out: Vec<Assignment> = Vec::with_capacity(named.len());
+    let mut out: Vec<Vec<Assignment>> = Vec::with_capacity(named.len());
+    let mut pending: Vec<Assignment> = Vec::new();
     for (i, (p, ids)) in named.iter().enumerate() {
         if *p != i as i32 {
             return Err(bad(format!(
@@ -124,32 +156,59 @@ fn explicit_assignments(
                 named.len()
             )));
         }
-        let [id] = ids.as_slice() else {
+        if ids.is_empty() || ids.len() > meta::replication::MAX_REPLICATION_FACTOR {
             return Err((
                 codes::INVALID_REPLICATION_FACTOR,
                 format!(
-                    "partition {p} names {} brokers: each partition has one copy here (replication is not built yet)",
-                    ids.len()
+                    "partition {p} names {} brokers: 1 to {} replicas",
+                    ids.len(),
+                    meta::replication::MAX_REPLICATION_FACTOR
                 ),
             ));
-        };
-        let a = crate::cluster::assignment_of_broker_id(&m, *id, &out).ok_or_else(|| {
-            bad(format!(
-                "partition {p}: broker {id} is not a live broker of this cluster"
-            ))
-        })?;
-        out.push(a);
+        }
+        let mut replicas = Vec::with_capacity(ids.len());
+        for id in ids {
+            let a = crate::cluster::assignment_of_broker_id(&m, *id, &pending).ok_or_else(|| {
+                bad(format!(
+                    "partition {p}: broker {id} is not a live broker of this cluster"
+                ))
+            })?;
+            if replicas.iter().any(|r: &Assignment| r.node_id == a.node_id) {
+                return Err(bad(format!(
+                    "partition {p}: two replicas on node {} (each replica on its own node)",
+                    a.node_id
+                )));
+            }
+            pending.push(a);
+            replicas.push(a);
+        }
+        if out.first().is_some_and(|f| f.len() != replicas.len()) {
+            return Err(bad(format!(
+                "partition {p} has {} replicas, partition 0 has {}: one replication factor per topic",
+                replicas.len(),
+                out[0].len()
+            )));
+        }
+        out.push(replicas);
     }
     Ok(out)
 }
 
+/// The partitions this node serves: those it leads or would lead (unreplicated or led
+/// here) and the follower replicas it holds.
 fn placed_on_this_node(state: &CoreState) -> usize {
-    state
-        .meta
-        .borrow()
-        .assignments
-        .values()
-        .map(|a| a.iter().filter(|x| x.node_id == state.node_id()).count())
+    let m = state.meta.borrow();
+    let node = state.node_id();
+    m.assignments
+        .iter()
+        .map(|(topic, a)| {
+            (0..a.len())
+                .filter(|&p| match m.replica_set(topic, p as u32) {
+                    Some(r) => r.replica_on(node).is_some(),
+                    None => a[p].node_id == node,
+                })
+                .count()
+        })
         .sum()
 }
 
@@ -222,17 +281,25 @@ pub async fn create_topic(
     partitions: u32,
     configs: BTreeMap<String, String>,
 ) -> Result<[u8; 16], Refusal> {
-    create_topic_placed(state, name, partitions, configs, None).await
+    let rf = state.ctx.config.default_replication_factor;
+    create_topic_placed(state, name, partitions, configs, Placement::Ours { rf }).await
 }
 
-/// [`create_topic`] with the client's own placement (`explicit`, one assignment per
-/// partition) instead of [`place`]'s.
+/// Where a new topic's partitions go.
+enum Placement {
+    /// [`place`]'s choice, with this replication factor.
+    Ours { rf: usize },
+    /// The client's: one replica list per partition.
+    Named(Vec<Vec<Assignment>>),
+}
+
+/// [`create_topic`] with the placement `placement`.
 async fn create_topic_placed(
     state: &Rc<CoreState>,
     name: &str,
     partitions: u32,
     configs: BTreeMap<String, String>,
-    explicit: Option<Vec<Assignment>>,
+    placement: Placement,
 ) -> Result<[u8; 16], Refusal> {
     topic_config::to_log_config(&configs, &state.ctx.config.log_defaults)
         .map_err(|e| (codes::INVALID_CONFIG, e.to_string()))?;
@@ -246,15 +313,22 @@ async fn create_topic_placed(
     if let Some((parent, delay_ms)) = &link {
         check_fanout_parent(state, parent, *delay_ms)?;
     }
-    let placement = match explicit {
-        Some(a) => {
+    let replicas = match placement {
+        Placement::Named(a) => {
             assert_eq!(a.len(), partitions as usize, "one assignment per partition");
             check_partition_count(state, partitions)?;
+            check_replication_factor(state, a[0].len())?;
             a
         }
-        None => place(state, partitions)?,
+        Placement::Ours { rf } => place(state, partitions, rf)?,
     };
-    let cmd = Command::create_topic(name, partitions, configs, placement);
+    if replicas[0].len() > 1 && link.is_some() {
+        return Err((
+            codes::INVALID_REPLICATION_FACTOR,
+            "a fan-out child is not replicated yet: create it with replication factor 1".into(),
+        ));
+    }
+    let cmd = create_command(name, partitions, configs, replicas);
     write(state, cmd).await?;
     if let Some((parent, delay_ms)) = link {
         if let Err(refused) = attach(state, &parent, name, delay_ms).await {
@@ -274,6 +348,42 @@ async fn create_topic_placed(
         "topic vanished after create".to_string(),
     ))?;
     Ok(id)
+}
+
+/// The command that creates topic `name` on `replicas` (one list per partition, all of one
+/// length): a plain `CreateTopic` for replication factor 1.
+fn create_command(
+    name: &str,
+    partitions: u32,
+    configs: BTreeMap<String, String>,
+    replicas: Vec<Vec<Assignment>>,
+) -> Command {
+    let leaders: Vec<Assignment> = replicas.iter().map(|r| r[0]).collect();
+    let plain = Command::create_topic(name, partitions, configs, leaders);
+    if replicas[0].len() == 1 {
+        return plain;
+    }
+    let Command::CreateTopic {
+        name,
+        partitions,
+        configs,
+        incarnation_id,
+        topic_id,
+        ..
+    } = plain
+    else {
+        unreachable!("create_topic makes a CreateTopic")
+    };
+    Command::CreateReplicatedTopic {
+        topic: Box::new(meta::NewReplicatedTopic {
+            name,
+            partitions,
+            configs,
+            replicas,
+            incarnation_id,
+            topic_id,
+        }),
+    }
 }
 
 /// The fan-out link a topic's configs ask for: `fanout.parent` and `fanout.delay.ms`.
@@ -420,16 +530,14 @@ pub async fn create_topics(
             Some(Ok(a)) => a.len() as i32,
             _ => partitions,
         };
+        let rf = match &explicit {
+            Some(Ok(a)) => a.first().map_or(1, Vec::len),
+            _ => requested_replication_factor(state, t.replication_factor),
+        };
         let outcome: Result<[u8; 16], Refusal> = if let Some(Err(refused)) = &explicit {
             Err(refused.clone())
-        } else if explicit.is_none() && t.replication_factor != -1 && t.replication_factor != 1 {
-            Err((
-                codes::INVALID_REPLICATION_FACTOR,
-                format!(
-                    "replication factor {} is above the 1 node of this cluster",
-                    t.replication_factor
-                ),
-            ))
+        } else if let Err(refused) = check_replication_factor(state, rf) {
+            Err(refused)
         } else if partitions < 1 {
             Err((
                 codes::INVALID_PARTITIONS,
@@ -449,8 +557,11 @@ pub async fn create_topics(
                     None => Ok([0u8; 16]),
                 })
         } else {
-            let explicit = explicit.and_then(Result::ok);
-            create_topic_placed(state, &name, partitions as u32, configs, explicit).await
+            let placement = match explicit.and_then(Result::ok) {
+                Some(named) => Placement::Named(named),
+                None => Placement::Ours { rf },
+            };
+            create_topic_placed(state, &name, partitions as u32, configs, placement).await
         };
         let mut r = CreatableTopicResult::default().with_name(TopicName(str_bytes(name.clone())));
         match outcome {
@@ -470,7 +581,7 @@ pub async fn create_topics(
                         .collect();
                     r = r
                         .with_num_partitions(partitions)
-                        .with_replication_factor(1)
+                        .with_replication_factor(rf as i16)
                         .with_configs(Some(configs));
                 }
                 if version >= 7 {
@@ -598,18 +709,29 @@ pub async fn create_partitions(
                     None if req.validate_only => {
                         check_partition_count(state, adding).map(|_| Vec::new())
                     }
-                    None => place(state, adding),
+                    None => place(state, adding, state.meta.borrow().replication_factor(&name)),
                 };
                 match placement {
                     Err(refused) => Err(refused),
                     Ok(_) if req.validate_only => Ok(()),
-                    Ok(assignments) => {
+                    Ok(replicas) if replicas.first().is_some_and(|r| r.len() > 1) => {
+                        write(
+                            state,
+                            Command::AddReplicatedPartitions {
+                                name: name.clone(),
+                                new_total: t.count as u32,
+                                replicas,
+                            },
+                        )
+                        .await
+                    }
+                    Ok(replicas) => {
                         write(
                             state,
                             Command::AddPartitions {
                                 name: name.clone(),
                                 new_total: t.count as u32,
-                                assignments,
+                                assignments: replicas.into_iter().map(|r| r[0]).collect(),
                             },
                         )
                         .await

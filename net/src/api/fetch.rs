@@ -192,6 +192,9 @@ async fn read_local(
 )]
 async fn read_one(state: &Rc<CoreState>, item: &ReadItem, limit: usize) -> (PartitionData, usize) {
     let index = item.partition as i32;
+    if !state.leads(&item.topic, item.partition) {
+        return (partition_error(index, codes::NOT_LEADER_OR_FOLLOWER), 0);
+    }
     let Some(part) = state.partition(&item.topic, item.partition).await else {
         return (partition_error(index, codes::NOT_LEADER_OR_FOLLOWER), 0);
     };

@@ -80,6 +80,9 @@ pub async fn handle(
                 let part = MetadataResponsePartition::default()
                     .with_partition_index(p as i32)
                     .with_leader_epoch(0);
+                if let Some(r) = m.replica_set(name, p) {
+                    return replicated_partition(state, &m, name, p, r, part, version);
+                }
                 match state.leader_id_in(&m, name, p) {
                     Some(id) => {
                         let leader = BrokerId(id);
@@ -160,6 +163,51 @@ pub async fn handle(
         resp.cluster_id = Some(str_bytes(state.ctx.cluster_id.clone()));
     }
     resp
+}
+
+/// A replicated partition as Metadata lists it (issue #18): its leader (none while no
+/// eligible replica is live: LEADER_NOT_AVAILABLE), leader epoch, replicas, ISR and the
+/// replicas on fenced nodes.
+fn replicated_partition(
+    state: &CoreState,
+    m: &meta::MetaState,
+    topic: &str,
+    partition: u32,
+    r: &meta::PartitionReplicas,
+    part: MetadataResponsePartition,
+    version: i16,
+) -> MetadataResponsePartition {
+    let id_of = |a: meta::Assignment| {
+        m.brokers
+            .get(&a.node_id)
+            .map_or(-1, |b| crate::brokers::broker_id_of(b, a.core_index as usize))
+    };
+    let replicas: Vec<BrokerId> = r.replicas.iter().map(|a| BrokerId(id_of(*a))).collect();
+    let isr: Vec<BrokerId> = r
+        .isr
+        .iter()
+        .filter_map(|n| r.replica_on(*n))
+        .map(|a| BrokerId(id_of(a)))
+        .collect();
+    let offline: Vec<BrokerId> = r
+        .replicas
+        .iter()
+        .filter(|a| m.brokers.get(&a.node_id).is_none_or(|b| b.fenced))
+        .map(|a| BrokerId(id_of(*a)))
+        .collect();
+    let leader = state.leader_id_in(m, topic, partition);
+    let mut part = part
+        .with_leader_epoch(r.leader_epoch)
+        .with_leader_id(BrokerId(leader.unwrap_or(-1)))
+        .with_replica_nodes(replicas)
+        .with_isr_nodes(isr);
+    if leader.is_none() {
+        part.error_code = codes::LEADER_NOT_AVAILABLE;
+    }
+    if version >= 5 {
+        part.offline_replicas = offline;
+    }
+    part
 }
 
 /// The broker id that would lead `topic`/`partition` if its node were up (its registration's,

@@ -130,8 +130,14 @@ pub async fn handle(
     } else {
         Durability::Sync
     };
+    let acks_all = AcksAll {
+        wanted: acks == -1,
+        timeout_ms: req.timeout_ms.max(0) as u64,
+    };
     let results = scatter
-        .gather(state, move |s, items| produce_local(s, items, durability))
+        .gather(state, move |s, items| {
+            produce_local(s, items, durability, acks_all)
+        })
         .await;
     for ((t, p), r) in results {
         let part = responses[t].partition_responses[p].index;
@@ -144,15 +150,24 @@ pub async fn handle(
     Some(ProduceResponse::default().with_responses(responses))
 }
 
+/// acks=all: whether the producer asked for it, and how long it waits for the in-sync
+/// replicas (the request's `timeout_ms`).
+#[derive(Clone, Copy)]
+struct AcksAll {
+    wanted: bool,
+    timeout_ms: u64,
+}
+
 /// Appends the items on this (their owner) core, concurrently; one answer per item.
 async fn produce_local(
     state: Rc<CoreState>,
     items: Vec<Item>,
     durability: Durability,
+    acks_all: AcksAll,
 ) -> Vec<PartitionProduceResponse> {
     let futs = items
         .into_iter()
-        .map(|item| append_one(&state, item, durability));
+        .map(|item| append_one(&state, item, durability, acks_all));
     engine::join::join_all(futs).await
 }
 
@@ -167,8 +182,28 @@ async fn append_one(
     state: &CoreState,
     item: Item,
     durability: Durability,
+    acks_all: AcksAll,
 ) -> PartitionProduceResponse {
     let index = item.partition;
+    let key = (item.topic.clone(), index as u32);
+    if !state.leads(&key.0, key.1) {
+        return answer(
+            index,
+            codes::NOT_LEADER_OR_FOLLOWER,
+            Some(format!(
+                "{}/{index}: this replica is not the leader (yet)",
+                item.topic
+            )),
+        );
+    }
+    // A replicated partition's acks=all needs `min.insync.replicas` in sync (before the
+    // append: nothing is written that could not be acknowledged).
+    let replicated = state.meta.borrow().replica_set(&key.0, key.1).is_some();
+    if replicated && acks_all.wanted {
+        if let Some(refused) = state.check_min_insync(&key) {
+            return answer(index, codes::NOT_ENOUGH_REPLICAS, Some(refused));
+        }
+    }
     let Some(part) = state.partition(&item.topic, index as u32).await else {
         return answer(
             index,
@@ -198,6 +233,17 @@ async fn append_one(
     let count = valid.header().records_count.max(0) as u64;
     match part.produce(valid, durability).await {
         Ok(stored) => {
+            if replicated {
+                state.advance_high_watermark(&key);
+                if acks_all.wanted {
+                    if let Err((code, why)) = state
+                        .wait_replicated(&key, &part, stored.last_offset, acks_all.timeout_ms)
+                        .await
+                    {
+                        return answer(index, code, Some(why));
+                    }
+                }
+            }
             if !stored.duplicate {
                 let m = &state.metrics;
                 crate::metrics::CoreMetrics::add(&m.records_in, count);

@@ -1,0 +1,827 @@
+//! Replication on a core (issue #18): what this core's replica of each replicated partition
+//! does, as the metastore says (`meta::replication`).
+//!
+//! - **Leader.** Starts its epoch (`Partition::become_leader`: recorded in `leader-epochs`,
+//!   stamped into every batch after, producer state rebuilt), then serves clients. It answers
+//!   its followers' `ReplicaFetch` calls with batches up to its durable end and keeps each
+//!   follower's progress: the follower's fetch offset is its durable end. The high watermark
+//!   is the lowest durable end among the ISR (the leader's own included), never moved back;
+//!   readers and acks=all wait for it. Every `ISR_CHECK_INTERVAL_MS` it drops from the ISR a
+//!   follower that has not caught up for `replica.lag.time.max.ms`, and a follower outside
+//!   it that reached the high watermark is added back (`Command::AlterIsr`, one change in
+//!   flight per partition).
+//! - **Follower.** First truncates: it asks the leader where its own newest epoch ends there
+//!   (`LeaderEpochEnd`, Kafka's OffsetForLeaderEpoch) and cuts its log there (close, a
+//!   `truncate-to` request, reopen), so it never keeps records the leader does not have.
+//!   Then it fetches in a loop from its log end, appends what comes through the same durable
+//!   path as a produce (fdatasync before the next fetch reports it), and takes the leader's
+//!   high watermark as its own.
+//! - **Offline** (no leader): nothing is served or fetched until the metastore elects one.
+//!
+//! A role lasts until the metastore changes it; each role's task stops when the generation
+//! it started with is gone. A per-partition lock keeps a follower's append and a new
+//! leader's epoch start apart, so an epoch never starts in the middle of a copy.
+//!
+//! Bounds: one `Replica` per replicated partition this core holds (at most `max-partitions`);
+//! one task per role; a fetch answer of at most `MAX_REPLICA_FETCH_RESPONSE_BYTES`.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use glommio::sync::Semaphore;
+use meta::{Assignment, Command, MetaState};
+
+use crate::core::{CoreState, PartitionKey};
+use crate::node_rpc::{NodeRequest, NodeResponse};
+
+/// `replica.lag.time.max.ms` when not configured.
+pub const DEFAULT_REPLICA_LAG_TIME_MAX_MS: u64 = 10_000;
+/// Bytes a follower asks for per fetch (one larger batch still comes whole).
+pub const REPLICA_FETCH_MAX_BYTES: u32 = 1 << 20;
+/// The largest fetch answer a follower reads: a batch larger than this cannot be replicated
+/// (keep `max.message.bytes` below it).
+pub const MAX_REPLICA_FETCH_RESPONSE_BYTES: usize = 64 << 20;
+/// How long a leader holds a follower's fetch that finds nothing new.
+pub const REPLICA_FETCH_MAX_WAIT_MS: u32 = 500;
+/// A follower's pause after a failed call or a refusal (no leader yet, a transport error).
+pub const REPLICA_RETRY_BACKOFF_MS: u64 = 100;
+/// How often a leader looks for followers to drop from the ISR.
+pub const ISR_CHECK_INTERVAL_MS: u64 = 250;
+
+/// What this core's replica of a partition does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Leader { epoch: i32 },
+    Follower { epoch: i32, leader: Assignment },
+    Offline { epoch: i32 },
+}
+
+/// A follower's progress as its leader sees it.
+#[derive(Clone, Copy, Debug)]
+struct FollowerProgress {
+    /// Everything below is durable on the follower (its last fetch offset).
+    durable_end: u64,
+    /// The last time its log reached the leader's log end (Kafka's lastCaughtUpTime).
+    caught_up_at: Instant,
+    /// The leader's log end and the time of its previous fetch.
+    last_fetch_leo: u64,
+    last_fetch_at: Instant,
+}
+
+struct Replica {
+    role: Role,
+    generation: u64,
+    /// A leader: its epoch is started and it serves clients.
+    ready: bool,
+    /// A leader: since when (the baseline of a follower that has not fetched yet).
+    since: Instant,
+    followers: HashMap<u64, FollowerProgress>,
+    isr_change_in_flight: bool,
+}
+
+/// This core's replicas of replicated partitions.
+#[derive(Default)]
+pub struct Replicas {
+    map: HashMap<PartitionKey, Replica>,
+    /// One per partition, kept across roles: a follower's append and a leader's epoch start
+    /// hold it.
+    locks: HashMap<PartitionKey, Rc<Semaphore>>,
+    next_generation: u64,
+    isr_loop_started: bool,
+}
+
+/// The roles of the replicas that `m` places on core `core` of node `node`.
+pub fn desired_roles(m: &MetaState, node: u64, core: u32) -> HashMap<PartitionKey, Role> {
+    let me = Assignment {
+        node_id: node,
+        core_index: core,
+    };
+    let mut out = HashMap::new();
+    for (name, parts) in &m.replicas {
+        for (p, r) in parts.iter().enumerate() {
+            if r.replica_on(node) != Some(me) {
+                continue;
+            }
+            let role = match r.leader_assignment() {
+                Some(l) if l.node_id == node => Role::Leader {
+                    epoch: r.leader_epoch,
+                },
+                Some(leader) => Role::Follower {
+                    epoch: r.leader_epoch,
+                    leader,
+                },
+                None => Role::Offline {
+                    epoch: r.leader_epoch,
+                },
+            };
+            out.insert((name.clone(), p as u32), role);
+        }
+    }
+    out
+}
+
+impl CoreState {
+    /// Whether this core serves clients for `topic`/`partition` as far as replication goes: a
+    /// partition not replicated, or one this core leads with its epoch started.
+    pub fn leads(&self, topic: &str, partition: u32) -> bool {
+        if self.meta.borrow().replica_set(topic, partition).is_none() {
+            return true;
+        }
+        self.replicas
+            .borrow()
+            .map
+            .get(&(topic.to_string(), partition))
+            .is_some_and(|r| r.ready && matches!(r.role, Role::Leader { .. }))
+    }
+
+    /// Why an acks=all produce to `key` is refused before its append: fewer in-sync
+    /// replicas than its topic's `min.insync.replicas`.
+    pub fn check_min_insync(&self, key: &PartitionKey) -> Option<String> {
+        let m = self.meta.borrow();
+        let set = m.replica_set(&key.0, key.1)?;
+        let min = m
+            .topic(&key.0)
+            .map_or(1, |t| crate::topic_config::min_insync_replicas(&t.configs));
+        (set.isr.len() < min).then(|| {
+            format!(
+                "{}/{}: {} in-sync replicas ({:?}), min.insync.replicas is {min}",
+                key.0,
+                key.1,
+                set.isr.len(),
+                set.isr
+            )
+        })
+    }
+
+    /// acks=all on a replicated partition: waits until the high watermark covers
+    /// `last_offset` (every in-sync replica has it durably), within `timeout_ms`. Refused
+    /// when this core stops leading meanwhile, or the ISR shrank below `min.insync.replicas`.
+    pub async fn wait_replicated(
+        &self,
+        key: &PartitionKey,
+        part: &crate::core::OwnedPartition,
+        last_offset: u64,
+        timeout_ms: u64,
+    ) -> Result<(), (i16, String)> {
+        let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+        loop {
+            if part.log().high_watermark() > last_offset {
+                return Ok(());
+            }
+            if part.log().is_poisoned() {
+                return Err((
+                    crate::codes::KAFKA_STORAGE_ERROR,
+                    format!("{}/{}: the leader's log failed", key.0, key.1),
+                ));
+            }
+            if !self.leads(&key.0, key.1) {
+                return Err((
+                    crate::codes::NOT_LEADER_OR_FOLLOWER,
+                    format!("{}/{}: leadership moved before the in-sync replicas had offset {last_offset}", key.0, key.1),
+                ));
+            }
+            if let Some(why) = self.check_min_insync(key) {
+                return Err((crate::codes::NOT_ENOUGH_REPLICAS_AFTER_APPEND, why));
+            }
+            if Instant::now() >= deadline {
+                return Err((
+                    crate::codes::REQUEST_TIMED_OUT,
+                    format!("{}/{}: the in-sync replicas did not have offset {last_offset} within {timeout_ms} ms", key.0, key.1),
+                ));
+            }
+            // Woken by the high watermark's moves; a leadership or ISR change is seen within
+            // the check interval.
+            let step = deadline.min(Instant::now() + Duration::from_millis(ISR_CHECK_INTERVAL_MS));
+            part.log().wait_for_data_after(last_offset, step).await;
+        }
+    }
+
+    fn current(&self, key: &PartitionKey, generation: u64) -> bool {
+        self.replicas
+            .borrow()
+            .map
+            .get(key)
+            .is_some_and(|r| r.generation == generation)
+    }
+
+    fn role_lock(&self, key: &PartitionKey) -> Rc<Semaphore> {
+        self.replicas
+            .borrow_mut()
+            .locks
+            .entry(key.clone())
+            .or_insert_with(|| Rc::new(Semaphore::new(1)))
+            .clone()
+    }
+
+    /// Follows the metastore: every replica whose role changed gets a new generation and
+    /// the role's task; replicas no longer here are forgotten (their tasks stop). Leaders'
+    /// high watermarks are recomputed (an ISR that shrank may let them move).
+    pub(crate) fn reconcile_replicas(self: &Rc<Self>) {
+        let desired = desired_roles(&self.meta.borrow(), self.node_id(), self.core as u32);
+        let mut started = Vec::new();
+        {
+            let mut reps = self.replicas.borrow_mut();
+            reps.map.retain(|k, _| desired.contains_key(k));
+            reps.locks.retain(|k, _| desired.contains_key(k));
+            for (key, role) in desired {
+                if reps.map.get(&key).is_some_and(|r| r.role == role) {
+                    continue;
+                }
+                reps.next_generation += 1;
+                let generation = reps.next_generation;
+                tracing::info!(topic = %key.0, partition = key.1, core = self.core, ?role, "replica role");
+                reps.map.insert(
+                    key.clone(),
+                    Replica {
+                        role,
+                        generation,
+                        ready: false,
+                        since: Instant::now(),
+                        followers: HashMap::new(),
+                        isr_change_in_flight: false,
+                    },
+                );
+                started.push((key, role, generation));
+            }
+            if !reps.isr_loop_started && !reps.map.is_empty() {
+                reps.isr_loop_started = true;
+                let me = self.clone();
+                glommio::spawn_local(async move { me.isr_loop().await }).detach();
+            }
+        }
+        for (key, role, generation) in started {
+            let me = self.clone();
+            match role {
+                Role::Leader { epoch } => {
+                    glommio::spawn_local(async move { me.lead(key, epoch, generation).await })
+                        .detach();
+                }
+                Role::Follower { epoch, leader } => {
+                    glommio::spawn_local(async move {
+                        me.follow(key, epoch, leader, generation).await
+                    })
+                    .detach();
+                }
+                Role::Offline { .. } => {}
+            }
+        }
+        let leaders: Vec<PartitionKey> = self
+            .replicas
+            .borrow()
+            .map
+            .iter()
+            .filter(|(_, r)| r.ready)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in leaders {
+            self.advance_high_watermark(&key);
+        }
+    }
+
+    /// The leader's task: start the epoch, then serve.
+    async fn lead(self: Rc<Self>, key: PartitionKey, epoch: i32, generation: u64) {
+        let lock = self.role_lock(&key);
+        loop {
+            if !self.current(&key, generation) {
+                return;
+            }
+            let Some(p) = self.partition(&key.0, key.1).await else {
+                glommio::timer::sleep(Duration::from_millis(REPLICA_RETRY_BACKOFF_MS)).await;
+                continue;
+            };
+            let Ok(_held) = lock.acquire_permit(1).await else {
+                return;
+            };
+            if !self.current(&key, generation) {
+                return;
+            }
+            match p.become_leader(epoch).await {
+                Ok(()) => break,
+                Err(e) => {
+                    tracing::error!(topic = %key.0, partition = key.1, epoch, error = %e, "cannot start the leader epoch");
+                    glommio::timer::sleep(Duration::from_millis(REPLICA_RETRY_BACKOFF_MS)).await;
+                }
+            }
+        }
+        if let Some(r) = self.replicas.borrow_mut().map.get_mut(&key) {
+            if r.generation == generation {
+                r.ready = true;
+                r.since = Instant::now();
+            }
+        }
+        tracing::info!(topic = %key.0, partition = key.1, epoch, "leading");
+        self.advance_high_watermark(&key);
+    }
+
+    /// A leader's high watermark: the lowest durable end among the ISR (the leader's own
+    /// included); it never moves back. Readers and acks=all waiters are woken by the log.
+    pub fn advance_high_watermark(&self, key: &PartitionKey) {
+        let Some(p) = self.partition_if_open(&key.0, key.1) else {
+            return;
+        };
+        let m = self.meta.borrow();
+        let Some(set) = m.replica_set(&key.0, key.1) else {
+            return;
+        };
+        let reps = self.replicas.borrow();
+        let Some(rep) = reps.map.get(key).filter(|r| r.ready) else {
+            return;
+        };
+        let current = p.log().replicated_limit().unwrap_or(0);
+        let mut hwm = p.log().durable_end();
+        for n in set.isr.iter().filter(|n| **n != self.node_id()) {
+            hwm = hwm.min(rep.followers.get(n).map_or(current, |f| f.durable_end));
+        }
+        if hwm > current {
+            p.log().set_replicated_limit(hwm);
+        }
+    }
+
+    /// Every `ISR_CHECK_INTERVAL_MS`: the leaders' followers that have not caught up for
+    /// `replica.lag.time.max.ms` leave the ISR.
+    async fn isr_loop(self: Rc<Self>) {
+        let lag = Duration::from_millis(self.ctx.config.replica_lag_time_max_ms);
+        loop {
+            glommio::timer::sleep(Duration::from_millis(ISR_CHECK_INTERVAL_MS)).await;
+            let now = Instant::now();
+            let shrinks: Vec<(PartitionKey, Vec<u64>)> = {
+                let m = self.meta.borrow();
+                let reps = self.replicas.borrow();
+                reps.map
+                    .iter()
+                    .filter(|(_, r)| r.ready && !r.isr_change_in_flight)
+                    .filter_map(|(key, r)| {
+                        let set = m.replica_set(&key.0, key.1)?;
+                        let keep: Vec<u64> = set
+                            .isr
+                            .iter()
+                            .copied()
+                            .filter(|n| {
+                                *n == self.node_id()
+                                    || now.saturating_duration_since(
+                                        r.followers.get(n).map_or(r.since, |f| f.caught_up_at),
+                                    ) < lag
+                            })
+                            .collect();
+                        (keep.len() < set.isr.len()).then(|| (key.clone(), keep))
+                    })
+                    .collect()
+            };
+            for (key, isr) in shrinks {
+                tracing::warn!(topic = %key.0, partition = key.1, ?isr, "followers lag past replica.lag.time.max.ms: shrinking the ISR");
+                self.propose_isr(&key, isr);
+            }
+        }
+    }
+
+    /// Proposes `isr` for `key` (this core leads it), one change in flight per partition.
+    fn propose_isr(self: &Rc<Self>, key: &PartitionKey, isr: Vec<u64>) {
+        let (leader_epoch, partition_epoch) = {
+            let m = self.meta.borrow();
+            let Some(set) = m.replica_set(&key.0, key.1) else {
+                return;
+            };
+            (set.leader_epoch, set.partition_epoch)
+        };
+        {
+            let mut reps = self.replicas.borrow_mut();
+            let Some(r) = reps.map.get_mut(key) else {
+                return;
+            };
+            if r.isr_change_in_flight {
+                return;
+            }
+            r.isr_change_in_flight = true;
+        }
+        let me = self.clone();
+        let key = key.clone();
+        glommio::spawn_local(async move {
+            let cmd = Command::AlterIsr {
+                name: key.0.clone(),
+                partition: key.1,
+                leader_epoch,
+                partition_epoch,
+                isr: isr.clone(),
+            };
+            match me.ctx.meta.write(cmd).await {
+                Ok(applied) => {
+                    // Seen here before another change is proposed from the same epochs.
+                    me.wait_applied(applied.log_index).await;
+                    tracing::info!(topic = %key.0, partition = key.1, ?isr, "ISR changed");
+                }
+                Err(e) => {
+                    tracing::info!(topic = %key.0, partition = key.1, error = %e, "ISR change refused")
+                }
+            }
+            if let Some(r) = me.replicas.borrow_mut().map.get_mut(&key) {
+                r.isr_change_in_flight = false;
+            }
+        })
+        .detach();
+    }
+
+    /// A follower's fetch reached this core's leader: record its progress, move the high
+    /// watermark, add it back to the ISR once it caught up, and answer its batches.
+    #[allow(clippy::too_many_arguments)]
+    async fn serve_fetch(
+        self: &Rc<Self>,
+        key: PartitionKey,
+        incarnation: String,
+        node: u64,
+        leader_epoch: i32,
+        fetch_offset: u64,
+        max_bytes: u32,
+        max_wait_ms: u32,
+    ) -> NodeResponse {
+        if let Some(refused) = self.refuse_unless_leading(&key, leader_epoch) {
+            return refused;
+        }
+        let Some(p) = self.partition_if_open(&key.0, key.1) else {
+            return NodeResponse::NotServed;
+        };
+        if p.incarnation() != incarnation {
+            return NodeResponse::NotServed;
+        }
+        let log = p.log().clone();
+        if fetch_offset > log.durable_end() {
+            return NodeResponse::Diverging {
+                leader_end: log.durable_end(),
+            };
+        }
+        if fetch_offset < log.log_start_offset() {
+            return NodeResponse::BelowLogStart {
+                log_start: log.log_start_offset(),
+            };
+        }
+        self.record_progress(&key, node, fetch_offset, log.log_end_offset());
+        self.advance_high_watermark(&key);
+        self.maybe_expand_isr(&key, node, fetch_offset, &p);
+        let max_bytes = max_bytes.clamp(1, REPLICA_FETCH_MAX_BYTES) as usize;
+        let read = |log: Rc<engine::PartitionLog>| async move {
+            log.read_durable(fetch_offset, max_bytes).await
+        };
+        let mut bytes = match read(log.clone()).await {
+            Ok(b) => b,
+            Err(e) => {
+                return NodeResponse::Failed {
+                    reason: e.to_string(),
+                }
+            }
+        };
+        if bytes.is_empty() {
+            let wait = Duration::from_millis(max_wait_ms.min(REPLICA_FETCH_MAX_WAIT_MS) as u64);
+            log.wait_for_durable_after(fetch_offset, Instant::now() + wait)
+                .await;
+            if let Some(refused) = self.refuse_unless_leading(&key, leader_epoch) {
+                return refused;
+            }
+            bytes = match read(log.clone()).await {
+                Ok(b) => b,
+                Err(e) => {
+                    return NodeResponse::Failed {
+                        reason: e.to_string(),
+                    }
+                }
+            };
+            if bytes.is_empty() {
+                // Idle at the log end: caught up now.
+                self.record_progress(&key, node, fetch_offset, log.log_end_offset());
+            }
+        }
+        NodeResponse::ReplicaRecords {
+            bytes,
+            high_watermark: log.high_watermark(),
+            log_start: log.log_start_offset(),
+        }
+    }
+
+    fn refuse_unless_leading(&self, key: &PartitionKey, leader_epoch: i32) -> Option<NodeResponse> {
+        let reps = self.replicas.borrow();
+        match reps.map.get(key) {
+            Some(r) if r.ready && r.role == Role::Leader { epoch: leader_epoch } => None,
+            Some(r) => Some(NodeResponse::NotLeader {
+                current: match r.role {
+                    Role::Leader { epoch } | Role::Follower { epoch, .. } | Role::Offline { epoch } => {
+                        Some(epoch)
+                    }
+                },
+            }),
+            None => Some(NodeResponse::NotLeader { current: None }),
+        }
+    }
+
+    fn record_progress(&self, key: &PartitionKey, node: u64, fetch_offset: u64, leo: u64) {
+        let now = Instant::now();
+        let mut reps = self.replicas.borrow_mut();
+        let Some(r) = reps.map.get_mut(key) else {
+            return;
+        };
+        let since = r.since;
+        let f = r.followers.entry(node).or_insert(FollowerProgress {
+            durable_end: fetch_offset,
+            caught_up_at: since,
+            last_fetch_leo: u64::MAX,
+            last_fetch_at: now,
+        });
+        f.durable_end = fetch_offset;
+        if fetch_offset >= leo {
+            f.caught_up_at = now;
+        } else if fetch_offset >= f.last_fetch_leo {
+            // It has what the leader had at its previous fetch: caught up as of then.
+            f.caught_up_at = f.caught_up_at.max(f.last_fetch_at);
+        }
+        f.last_fetch_leo = leo;
+        f.last_fetch_at = now;
+    }
+
+    fn maybe_expand_isr(
+        self: &Rc<Self>,
+        key: &PartitionKey,
+        node: u64,
+        fetch_offset: u64,
+        p: &crate::core::OwnedPartition,
+    ) {
+        let isr = {
+            let m = self.meta.borrow();
+            let Some(set) = m.replica_set(&key.0, key.1) else {
+                return;
+            };
+            if set.in_sync(node) {
+                return;
+            }
+            // Caught up with what is committed, and past the start of this epoch.
+            let epoch_start = p
+                .leader_epoch_end(set.leader_epoch - 1)
+                .map_or(0, |(_, end)| end);
+            let hwm = p.log().high_watermark();
+            if fetch_offset < hwm || fetch_offset < epoch_start {
+                return;
+            }
+            let mut isr = set.isr.clone();
+            isr.push(node);
+            isr
+        };
+        tracing::info!(topic = %key.0, partition = key.1, node, "a follower caught up: expanding the ISR");
+        self.propose_isr(key, isr);
+    }
+
+    /// The follower's task: truncate to what the leader has, then copy from it.
+    async fn follow(self: Rc<Self>, key: PartitionKey, epoch: i32, leader: Assignment, generation: u64) {
+        let backoff = || glommio::timer::sleep(Duration::from_millis(REPLICA_RETRY_BACKOFF_MS));
+        let lock = self.role_lock(&key);
+        'truncate: loop {
+            if !self.current(&key, generation) {
+                return;
+            }
+            if self.partition(&key.0, key.1).await.is_none() {
+                backoff().await;
+                continue;
+            }
+            if let Err(why) = self.truncate_to_leader(&key, epoch, leader, &lock, generation).await {
+                tracing::debug!(topic = %key.0, partition = key.1, %why, "follower truncation not done yet");
+                backoff().await;
+                continue;
+            }
+            loop {
+                if !self.current(&key, generation) {
+                    return;
+                }
+                let Some(p) = self.partition_if_open(&key.0, key.1) else {
+                    continue 'truncate;
+                };
+                let req = NodeRequest::ReplicaFetch {
+                    topic: key.0.clone(),
+                    partition: key.1,
+                    incarnation: p.incarnation().to_string(),
+                    replica_node: self.node_id(),
+                    leader_epoch: epoch,
+                    fetch_offset: p.log().durable_end(),
+                    max_bytes: REPLICA_FETCH_MAX_BYTES,
+                    max_wait_ms: REPLICA_FETCH_MAX_WAIT_MS,
+                };
+                let resp = crate::node_rpc::call_bounded(
+                    &self,
+                    leader.node_id,
+                    leader.core_index,
+                    &req,
+                    crate::node_rpc::NODE_RPC_TIMEOUT_MS,
+                    MAX_REPLICA_FETCH_RESPONSE_BYTES,
+                )
+                .await;
+                match resp {
+                    Ok(NodeResponse::ReplicaRecords {
+                        bytes,
+                        high_watermark,
+                        ..
+                    }) => {
+                        let Ok(_held) = lock.acquire_permit(1).await else {
+                            return;
+                        };
+                        if !self.current(&key, generation) {
+                            return;
+                        }
+                        if !bytes.is_empty() {
+                            if let Err(e) = p.append_replica(&bytes).await {
+                                tracing::warn!(topic = %key.0, partition = key.1, error = %e, "follower append failed; truncating again");
+                                drop(_held);
+                                backoff().await;
+                                continue 'truncate;
+                            }
+                        }
+                        p.log()
+                            .set_replicated_limit(high_watermark.min(p.log().durable_end()));
+                    }
+                    Ok(NodeResponse::Diverging { leader_end }) => {
+                        tracing::info!(topic = %key.0, partition = key.1, leader_end, "follower past the leader's end; truncating again");
+                        continue 'truncate;
+                    }
+                    Ok(NodeResponse::BelowLogStart { log_start }) => {
+                        tracing::error!(topic = %key.0, partition = key.1, log_start, follower_end = p.log().durable_end(), "the leader deleted records this follower lacks (retention): it cannot catch up by fetching; replace the replica's directory");
+                        glommio::timer::sleep(Duration::from_millis(
+                            self.ctx.config.replica_lag_time_max_ms,
+                        ))
+                        .await;
+                    }
+                    Ok(other) => {
+                        tracing::debug!(topic = %key.0, partition = key.1, answer = ?other, "follower fetch refused");
+                        backoff().await;
+                    }
+                    Err(e) => {
+                        tracing::debug!(topic = %key.0, partition = key.1, error = %e, "follower fetch failed");
+                        backoff().await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Cuts this follower's log where its newest epoch ends on the leader (Kafka's
+    /// OffsetForLeaderEpoch truncation).
+    async fn truncate_to_leader(
+        &self,
+        key: &PartitionKey,
+        epoch: i32,
+        leader: Assignment,
+        lock: &Rc<Semaphore>,
+        generation: u64,
+    ) -> Result<(), String> {
+        let p = self
+            .partition_if_open(&key.0, key.1)
+            .ok_or("not open")?;
+        let Some(mine) = p.latest_leader_epoch() else {
+            return Ok(());
+        };
+        let req = NodeRequest::LeaderEpochEnd {
+            topic: key.0.clone(),
+            partition: key.1,
+            leader_epoch: epoch,
+            epoch: mine,
+        };
+        let resp = crate::node_rpc::call(self, leader.node_id, leader.core_index, &req)
+            .await
+            .map_err(|e| e.to_string())?;
+        let end = p.log().log_end_offset();
+        let target = match resp {
+            NodeResponse::EpochEnd {
+                epoch_end: Some((theirs, their_end)),
+            } => {
+                let mine_end = if theirs < mine {
+                    p.leader_epoch_end(theirs).map_or(0, |(_, e)| e)
+                } else {
+                    end
+                };
+                their_end.min(mine_end)
+            }
+            // The leader knows no epoch this old: keep only what was committed.
+            NodeResponse::EpochEnd { epoch_end: None } => {
+                p.log().replicated_limit().unwrap_or(0)
+            }
+            other => return Err(format!("leader answered {other:?}")),
+        };
+        let target = target.min(end);
+        if target >= end {
+            return Ok(());
+        }
+        let _held = lock.acquire_permit(1).await.map_err(|_| "closed")?;
+        if !self.current(key, generation) {
+            return Err("the role changed".into());
+        }
+        drop(p);
+        tracing::warn!(topic = %key.0, partition = key.1, from = end, to = target, "truncating a follower to its leader's log");
+        self.reopen_truncated(key, target).await
+    }
+
+    /// Closes `key`, has it cut at `offset` and opens it again (recovery does the cut).
+    async fn reopen_truncated(&self, key: &PartitionKey, offset: u64) -> Result<(), String> {
+        self.truncating.borrow_mut().insert(key.clone());
+        let result = async {
+            let old = self
+                .partitions
+                .borrow_mut()
+                .remove(key)
+                .ok_or("not open")?;
+            let incarnation = old.incarnation().to_string();
+            let dir = old.dir().to_path_buf();
+            if let Err(e) = old.close().await {
+                tracing::warn!(topic = %key.0, partition = key.1, error = %e, "closing a partition to truncate it");
+            }
+            drop(old);
+            engine::log::request_truncation(&dir, offset)
+                .await
+                .map_err(|e| format!("asking for the truncation: {e}"))?;
+            let configs = self
+                .meta
+                .borrow()
+                .topic(&key.0)
+                .map(|t| t.configs.clone())
+                .unwrap_or_default();
+            match self
+                .open_partition(&key.0, key.1, &incarnation, &configs)
+                .await
+            {
+                Ok(p) => {
+                    self.partitions.borrow_mut().insert(key.clone(), Rc::new(p));
+                    Ok(())
+                }
+                Err(e) => {
+                    // The next use opens it again (and finds the cut done or still asked).
+                    self.openings.add(key.clone(), incarnation);
+                    Err(format!("reopening after the truncation: {e}"))
+                }
+            }
+        }
+        .await;
+        self.truncating.borrow_mut().remove(key);
+        result
+    }
+}
+
+/// The node calls of replication, answered on the core of this node that holds the replica.
+pub async fn serve_node_request(state: &Rc<CoreState>, req: NodeRequest) -> NodeResponse {
+    let (topic, partition) = match &req {
+        NodeRequest::ReplicaFetch {
+            topic, partition, ..
+        }
+        | NodeRequest::LeaderEpochEnd {
+            topic, partition, ..
+        } => (topic.clone(), *partition),
+        other => {
+            return NodeResponse::Failed {
+                reason: format!("not a replication call: {other:?}"),
+            }
+        }
+    };
+    let core = state
+        .meta
+        .borrow()
+        .replica_set(&topic, partition)
+        .and_then(|r| r.replica_on(state.node_id()))
+        .map(|a| a.core_index as usize);
+    let Some(core) = core.filter(|c| *c < state.shards.cores()) else {
+        return NodeResponse::NotServed;
+    };
+    let served = crate::route::on_core(state, core, move |s: Rc<CoreState>| async move {
+        let key = (topic, partition);
+        match req {
+            NodeRequest::ReplicaFetch {
+                incarnation,
+                replica_node,
+                leader_epoch,
+                fetch_offset,
+                max_bytes,
+                max_wait_ms,
+                ..
+            } => {
+                s.serve_fetch(
+                    key,
+                    incarnation,
+                    replica_node,
+                    leader_epoch,
+                    fetch_offset,
+                    max_bytes,
+                    max_wait_ms,
+                )
+                .await
+            }
+            NodeRequest::LeaderEpochEnd {
+                leader_epoch,
+                epoch,
+                ..
+            } => {
+                if let Some(refused) = s.refuse_unless_leading(&key, leader_epoch) {
+                    return refused;
+                }
+                match s.partition_if_open(&key.0, key.1) {
+                    Some(p) => NodeResponse::EpochEnd {
+                        epoch_end: p.leader_epoch_end(epoch),
+                    },
+                    None => NodeResponse::NotServed,
+                }
+            }
+            _ => unreachable!("matched above"),
+        }
+    })
+    .await;
+    served.unwrap_or(NodeResponse::NotServed)
+}
