@@ -80,9 +80,10 @@ impl LeaderEpochs {
             if out.entries.len() >= MAX_LEADER_EPOCH_ENTRIES {
                 return Err(format!("more than {MAX_LEADER_EPOCH_ENTRIES} epochs"));
             }
-            if out.latest().is_some_and(|l| {
-                l.epoch >= entry.epoch || l.start_offset > entry.start_offset
-            }) {
+            if out
+                .latest()
+                .is_some_and(|l| l.epoch >= entry.epoch || l.start_offset > entry.start_offset)
+            {
                 return Err(format!("line {}: epochs out of order", n + 2));
             }
             out.entries.push(entry);

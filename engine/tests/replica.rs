@@ -72,7 +72,10 @@ fn a_follower_copies_batches_verbatim_and_a_truncation_cuts_at_the_leaders_epoch
             "below the limit only"
         );
         assert!(leader.log().read(6, 1 << 20).await.unwrap().is_empty());
-        assert!(leader.log().read(13, 1 << 20).await.is_err(), "past the log end");
+        assert!(
+            leader.log().read(13, 1 << 20).await.is_err(),
+            "past the log end"
+        );
 
         let follower = open(&core, &fdir).await;
         follower.log().set_replicated_limit(0);
@@ -82,7 +85,10 @@ fn a_follower_copies_batches_verbatim_and_a_truncation_cuts_at_the_leaders_epoch
         assert_eq!(follower.latest_leader_epoch(), Some(5));
         assert_eq!(follower.leader_epoch_end(3), Some((3, 9)));
         let copied = follower.log().read_durable(0, 1 << 20).await.unwrap();
-        assert_eq!(copied, all, "the follower's log is the leader's, byte for byte");
+        assert_eq!(
+            copied, all,
+            "the follower's log is the leader's, byte for byte"
+        );
         // A batch that does not start at the follower's end is refused.
         assert!(follower.append_replica(&all).await.is_err());
 

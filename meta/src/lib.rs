@@ -8,8 +8,8 @@ pub mod error;
 pub mod liveness;
 pub mod log_store;
 pub mod network;
-pub mod replication;
 pub mod node;
+pub mod replication;
 pub mod sm;
 pub mod state;
 pub mod wire;
@@ -21,10 +21,11 @@ pub use error::{MetaError, Result};
 pub use node::{MetaConfig, MetaHandle, Metastore};
 pub use state::{
     AclBinding, AppliedChange, ApplyOutcome, Assignment, BarrierGroupDef, BarrierGroups,
-    BrokerRegistration, Change, NewReplicatedTopic, PartitionReplicas, ClientQuota, Command, ListenerEndpoint, MetaState, Proposal,
-    QuotaAlteration, QuotaEntity, QuotaPart, Refusal, ScramCredential, ScramMechanism, TopicMeta,
-    UserCredentials, MAX_BARRIER_GROUPS, MAX_BARRIER_GROUP_NAME_BYTES, MAX_BARRIER_INTERVAL_MS,
-    MAX_RETAINED_CUTS, MAX_TOPICS_PER_BARRIER_GROUP, MIN_BARRIER_INTERVAL_MS, QUOTA_KEYS,
+    BrokerRegistration, Change, ClientQuota, Command, ListenerEndpoint, MetaState,
+    NewReplicatedTopic, PartitionReplicas, Proposal, QuotaAlteration, QuotaEntity, QuotaPart,
+    Refusal, ScramCredential, ScramMechanism, TopicMeta, UserCredentials, MAX_BARRIER_GROUPS,
+    MAX_BARRIER_GROUP_NAME_BYTES, MAX_BARRIER_INTERVAL_MS, MAX_RETAINED_CUTS,
+    MAX_TOPICS_PER_BARRIER_GROUP, MIN_BARRIER_INTERVAL_MS, QUOTA_KEYS,
 };
 pub use wire::NodeStatus;
 

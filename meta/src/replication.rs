@@ -85,7 +85,10 @@ impl PartitionReplicas {
             return Err("two replicas on one node".into());
         }
         if self.isr.is_empty() || self.isr.iter().any(|n| self.replica_on(*n).is_none()) {
-            return Err(format!("ISR {:?} is not a non-empty set of replicas", self.isr));
+            return Err(format!(
+                "ISR {:?} is not a non-empty set of replicas",
+                self.isr
+            ));
         }
         if self.leader.is_some_and(|l| !self.in_sync(l)) {
             return Err(format!("leader {:?} is not in the ISR", self.leader));
@@ -145,7 +148,10 @@ impl MetaState {
         let (Some(a), Some(t)) = (self.assignments.get_mut(name), self.topics.get(name)) else {
             return false;
         };
-        let set = self.replicas.entry(name.to_string()).or_insert_with(Vec::new);
+        let set = self
+            .replicas
+            .entry(name.to_string())
+            .or_insert_with(Vec::new);
         for (i, r) in replicas.iter().enumerate() {
             let p = first as usize + i;
             if p >= t.partitions as usize {
@@ -322,7 +328,8 @@ impl MetaState {
                 ));
             }
             for (p, r) in parts.iter().enumerate() {
-                r.check().map_err(|e| format!("'{name}' partition {p}: {e}"))?;
+                r.check()
+                    .map_err(|e| format!("'{name}' partition {p}: {e}"))?;
                 let a = self.assignments[name][p];
                 if r.replica_on(a.node_id) != Some(a) {
                     return Err(format!(
@@ -377,7 +384,11 @@ mod tests {
 
     fn create(s: &mut MetaState, name: &str, replicas: Vec<Vec<Assignment>>, unclean: bool) {
         let configs = if unclean {
-            [(UNCLEAN_LEADER_ELECTION_CONFIG.to_string(), "true".to_string())].into()
+            [(
+                UNCLEAN_LEADER_ELECTION_CONFIG.to_string(),
+                "true".to_string(),
+            )]
+            .into()
         } else {
             Default::default()
         };
@@ -408,14 +419,23 @@ mod tests {
         create(
             &mut s,
             "t",
-            vec![vec![a(1, 0), a(2, 1), a(3, 0)], vec![a(2, 0), a(3, 1), a(1, 1)]],
+            vec![
+                vec![a(1, 0), a(2, 1), a(3, 0)],
+                vec![a(2, 0), a(3, 1), a(1, 1)],
+            ],
             false,
         );
         let r = s.replica_set("t", 0).unwrap().clone();
-        assert_eq!((r.leader, r.isr.clone(), r.leader_epoch), (Some(1), vec![1, 2, 3], 0));
+        assert_eq!(
+            (r.leader, r.isr.clone(), r.leader_epoch),
+            (Some(1), vec![1, 2, 3], 0)
+        );
         assert_eq!(s.assignment("t", 1), Some(a(2, 0)));
         // Two replicas on one node, or mixed replication factors, are refused.
-        for bad in [vec![vec![a(1, 0), a(1, 1)]], vec![vec![a(1, 0), a(2, 0)], vec![a(1, 0)]]] {
+        for bad in [
+            vec![vec![a(1, 0), a(1, 1)]],
+            vec![vec![a(1, 0), a(2, 0)], vec![a(1, 0)]],
+        ] {
             let refused = s.apply(&Command::CreateReplicatedTopic {
                 topic: Box::new(NewReplicatedTopic {
                     name: "bad".into(),
@@ -433,10 +453,16 @@ mod tests {
         // both partitions.
         fence(&mut s, 1).unwrap();
         let r = s.replica_set("t", 0).unwrap().clone();
-        assert_eq!((r.leader, r.isr.clone(), r.leader_epoch), (Some(2), vec![2, 3], 1));
+        assert_eq!(
+            (r.leader, r.isr.clone(), r.leader_epoch),
+            (Some(2), vec![2, 3], 1)
+        );
         assert_eq!(s.assignment("t", 0), Some(a(2, 1)));
         let r1 = s.replica_set("t", 1).unwrap().clone();
-        assert_eq!((r1.leader, r1.isr.clone(), r1.leader_epoch), (Some(2), vec![2, 3], 0));
+        assert_eq!(
+            (r1.leader, r1.isr.clone(), r1.leader_epoch),
+            (Some(2), vec![2, 3], 0)
+        );
 
         // An ISR change at a stale epoch is refused; the leader's current one is taken.
         let stale = s.apply(&Command::AlterIsr {
@@ -466,7 +492,10 @@ mod tests {
         // Node 2, the only ISR member, goes: no leader (node 3 is behind), the ISR keeps 2.
         fence(&mut s, 2).unwrap();
         let r = s.replica_set("t", 0).unwrap().clone();
-        assert_eq!((r.leader, r.isr.clone(), r.leader_epoch), (None, vec![2], 2));
+        assert_eq!(
+            (r.leader, r.isr.clone(), r.leader_epoch),
+            (None, vec![2], 2)
+        );
         assert_eq!(s.replica_set("t", 1).unwrap().leader, Some(3));
         // It comes back: it leads again.
         s.apply(&Command::BrokerHeartbeat {

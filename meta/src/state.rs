@@ -1387,10 +1387,7 @@ impl MetaState {
         if replicas.len() != partitions as usize {
             return Err(Refusal::InvalidAssignment {
                 name: name.into(),
-                reason: format!(
-                    "{} assignments for {partitions} partitions",
-                    replicas.len()
-                ),
+                reason: format!("{} assignments for {partitions} partitions", replicas.len()),
             });
         }
         let rf = crate::replication::validate_placement(name, replicas)?;
@@ -1421,7 +1418,10 @@ impl MetaState {
             .iter()
             .map(|r| PartitionReplicas::new(r.clone()))
             .collect();
-        assert!(self.set_replicas(name, 0, &sets), "the topic was just created");
+        assert!(
+            self.set_replicas(name, 0, &sets),
+            "the topic was just created"
+        );
         Ok(Change::Batch(vec![
             created,
             Change::ReplicasSet {

@@ -273,9 +273,8 @@ pub fn place_replicas(
         let mut replicas = vec![leader];
         let mut racks: Vec<Option<&str>> = vec![live[start].rack.as_deref()];
         while replicas.len() < rf {
-            let unused = |b: &&&meta::BrokerRegistration| {
-                !replicas.iter().any(|r| r.node_id == b.node_id)
-            };
+            let unused =
+                |b: &&&meta::BrokerRegistration| !replicas.iter().any(|r| r.node_id == b.node_id);
             let next = others
                 .iter()
                 .filter(unused)
@@ -306,7 +305,13 @@ pub fn least_loaded_core(m: &MetaState, node: u64, cores: u32, pending: &[Assign
         .values()
         .flatten()
         .flat_map(|r| r.replicas.iter().skip(1));
-    for a in m.assignments.values().flatten().chain(followers).chain(pending) {
+    for a in m
+        .assignments
+        .values()
+        .flatten()
+        .chain(followers)
+        .chain(pending)
+    {
         if a.node_id == node {
             if let Some(l) = load.get_mut(a.core_index as usize) {
                 *l += 1;

@@ -291,7 +291,9 @@ impl CoreState {
 
     /// [`Self::leader_in`]'s broker id alone.
     pub fn leader_id_in(&self, m: &MetaState, topic: &str, partition: u32) -> Option<i32> {
-        if m.replica_set(topic, partition).is_some_and(|r| r.leader.is_none()) {
+        if m.replica_set(topic, partition)
+            .is_some_and(|r| r.leader.is_none())
+        {
             return None;
         }
         self.cluster_brokers(m)

@@ -225,14 +225,22 @@ pub enum NodeResponse {
     },
     /// A `LeaderEpochEnd` answer: the largest epoch at most the one asked for that the leader
     /// knows, and where it ends (`None`: it knows none that old).
-    EpochEnd { epoch_end: Option<(i32, u64)> },
+    EpochEnd {
+        epoch_end: Option<(i32, u64)>,
+    },
     /// This replica is not the leader at that epoch (`current`: the epoch it has, if it has a
     /// replica): the asker waits for the metastore.
-    NotLeader { current: Option<i32> },
+    NotLeader {
+        current: Option<i32>,
+    },
     /// The fetch offset is past the leader's log end: the follower truncates again.
-    Diverging { leader_end: u64 },
+    Diverging {
+        leader_end: u64,
+    },
     /// The fetch offset is below the leader's log start: the follower starts over there.
-    BelowLogStart { log_start: u64 },
+    BelowLogStart {
+        log_start: u64,
+    },
 }
 
 /// One file of a partition directory as a `MoveCommit` lists it.
@@ -318,7 +326,15 @@ pub async fn call_within(
     req: &NodeRequest,
     timeout_ms: u64,
 ) -> Result<NodeResponse, RpcError> {
-    call_bounded(state, node_id, core, req, timeout_ms, MAX_NODE_RESPONSE_BYTES).await
+    call_bounded(
+        state,
+        node_id,
+        core,
+        req,
+        timeout_ms,
+        MAX_NODE_RESPONSE_BYTES,
+    )
+    .await
 }
 
 /// [`call_within`] reading an answer of up to `max_response_bytes` (a follower's fetch).

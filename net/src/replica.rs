@@ -258,9 +258,9 @@ impl CoreState {
                         .detach();
                 }
                 Role::Follower { epoch, leader } => {
-                    glommio::spawn_local(async move {
-                        me.follow(key, epoch, leader, generation).await
-                    })
+                    glommio::spawn_local(
+                        async move { me.follow(key, epoch, leader, generation).await },
+                    )
                     .detach();
                 }
                 Role::Offline { .. } => {}
@@ -499,12 +499,20 @@ impl CoreState {
     fn refuse_unless_leading(&self, key: &PartitionKey, leader_epoch: i32) -> Option<NodeResponse> {
         let reps = self.replicas.borrow();
         match reps.map.get(key) {
-            Some(r) if r.ready && r.role == Role::Leader { epoch: leader_epoch } => None,
+            Some(r)
+                if r.ready
+                    && r.role
+                        == Role::Leader {
+                            epoch: leader_epoch,
+                        } =>
+            {
+                None
+            }
             Some(r) => Some(NodeResponse::NotLeader {
                 current: match r.role {
-                    Role::Leader { epoch } | Role::Follower { epoch, .. } | Role::Offline { epoch } => {
-                        Some(epoch)
-                    }
+                    Role::Leader { epoch }
+                    | Role::Follower { epoch, .. }
+                    | Role::Offline { epoch } => Some(epoch),
                 },
             }),
             None => Some(NodeResponse::NotLeader { current: None }),
@@ -567,7 +575,13 @@ impl CoreState {
     }
 
     /// The follower's task: truncate to what the leader has, then copy from it.
-    async fn follow(self: Rc<Self>, key: PartitionKey, epoch: i32, leader: Assignment, generation: u64) {
+    async fn follow(
+        self: Rc<Self>,
+        key: PartitionKey,
+        epoch: i32,
+        leader: Assignment,
+        generation: u64,
+    ) {
         let backoff = || glommio::timer::sleep(Duration::from_millis(REPLICA_RETRY_BACKOFF_MS));
         let lock = self.role_lock(&key);
         'truncate: loop {
@@ -578,7 +592,10 @@ impl CoreState {
                 backoff().await;
                 continue;
             }
-            if let Err(why) = self.truncate_to_leader(&key, epoch, leader, &lock, generation).await {
+            if let Err(why) = self
+                .truncate_to_leader(&key, epoch, leader, &lock, generation)
+                .await
+            {
                 tracing::debug!(topic = %key.0, partition = key.1, %why, "follower truncation not done yet");
                 backoff().await;
                 continue;
@@ -666,9 +683,7 @@ impl CoreState {
         lock: &Rc<Semaphore>,
         generation: u64,
     ) -> Result<(), String> {
-        let p = self
-            .partition_if_open(&key.0, key.1)
-            .ok_or("not open")?;
+        let p = self.partition_if_open(&key.0, key.1).ok_or("not open")?;
         let Some(mine) = p.latest_leader_epoch() else {
             return Ok(());
         };
@@ -694,9 +709,7 @@ impl CoreState {
                 their_end.min(mine_end)
             }
             // The leader knows no epoch this old: keep only what was committed.
-            NodeResponse::EpochEnd { epoch_end: None } => {
-                p.log().replicated_limit().unwrap_or(0)
-            }
+            NodeResponse::EpochEnd { epoch_end: None } => p.log().replicated_limit().unwrap_or(0),
             other => return Err(format!("leader answered {other:?}")),
         };
         let target = target.min(end);

@@ -565,7 +565,10 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
         }
         c.default_replication_factor = n;
     }
-    if let Some(n) = args.replica_lag_time_max_ms.or(file.replica_lag_time_max_ms) {
+    if let Some(n) = args
+        .replica_lag_time_max_ms
+        .or(file.replica_lag_time_max_ms)
+    {
         if n == 0 {
             return Err("replica-lag-time-max-ms must be at least 1".into());
         }

@@ -134,13 +134,3 @@ fn acknowledged_messages_survive_sigkill() {
     }
     broker.terminate();
 }
-
-/// Kills the child on drop (a panicking test leaves no producer behind).
-struct ChildGuard(std::process::Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}

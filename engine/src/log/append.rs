@@ -198,7 +198,11 @@ impl PartitionLog {
         Ok(self.log_end_offset())
     }
 
-    async fn append_stored_one(self: &Rc<Self>, batch: &[u8], h: &BatchHeader) -> Result<(), LogError> {
+    async fn append_stored_one(
+        self: &Rc<Self>,
+        batch: &[u8],
+        h: &BatchHeader,
+    ) -> Result<(), LogError> {
         let mut ticket = {
             let mut st = self.st.borrow_mut();
             st.next_ticket += 1;

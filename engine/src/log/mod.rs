@@ -22,8 +22,8 @@ mod retention;
 mod segment_set;
 
 pub use append::AdmitError;
-pub use recovery::{request_truncation, TRUNCATE_TO_FILE_NAME};
 pub use compact::{CleanOptions, CleanReason, CleanSummary, DirtyInfo};
+pub use recovery::{request_truncation, TRUNCATE_TO_FILE_NAME};
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;

@@ -316,7 +316,11 @@ pub const TRUNCATE_TO_FILE_NAME: &str = "truncate-to";
 /// or after it goes (a batch that straddles it too). Durable when this returns; the open
 /// that does the cut removes the file.
 pub async fn request_truncation(dir: &Path, offset: u64) -> std::io::Result<()> {
-    io::write_atomic(&dir.join(TRUNCATE_TO_FILE_NAME), offset.to_string().into_bytes()).await
+    io::write_atomic(
+        &dir.join(TRUNCATE_TO_FILE_NAME),
+        offset.to_string().into_bytes(),
+    )
+    .await
 }
 
 async fn load_truncation(dir: &Path) -> std::io::Result<Option<u64>> {

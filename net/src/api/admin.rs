@@ -168,11 +168,12 @@ fn explicit_assignments(
         }
         let mut replicas = Vec::with_capacity(ids.len());
         for id in ids {
-            let a = crate::cluster::assignment_of_broker_id(&m, *id, &pending).ok_or_else(|| {
-                bad(format!(
-                    "partition {p}: broker {id} is not a live broker of this cluster"
-                ))
-            })?;
+            let a =
+                crate::cluster::assignment_of_broker_id(&m, *id, &pending).ok_or_else(|| {
+                    bad(format!(
+                        "partition {p}: broker {id} is not a live broker of this cluster"
+                    ))
+                })?;
             if replicas.iter().any(|r: &Assignment| r.node_id == a.node_id) {
                 return Err(bad(format!(
                     "partition {p}: two replicas on node {} (each replica on its own node)",

@@ -178,9 +178,9 @@ fn replicated_partition(
     version: i16,
 ) -> MetadataResponsePartition {
     let id_of = |a: meta::Assignment| {
-        m.brokers
-            .get(&a.node_id)
-            .map_or(-1, |b| crate::brokers::broker_id_of(b, a.core_index as usize))
+        m.brokers.get(&a.node_id).map_or(-1, |b| {
+            crate::brokers::broker_id_of(b, a.core_index as usize)
+        })
     };
     let replicas: Vec<BrokerId> = r.replicas.iter().map(|a| BrokerId(id_of(*a))).collect();
     let isr: Vec<BrokerId> = r

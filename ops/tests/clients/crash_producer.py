@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Producer for the crash test: acks=all, writes for SECONDS seconds, then flushes.
 
-usage: crash_producer.py BOOTSTRAP TOPIC PREFIX SECONDS
+usage: crash_producer.py BOOTSTRAP TOPIC PREFIX SECONDS [idempotent]
 
 Prints "ACK <partition> <offset> <value>" for every acknowledged message, as soon as the
 acknowledgement arrives (stdout unbuffered), "FAILED <value> <error>" for a message the client
@@ -14,6 +14,8 @@ import time
 from confluent_kafka import Producer
 
 bootstrap, topic, prefix, seconds = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+# "idempotent": retries after a failover are not written twice.
+idempotent = len(sys.argv) > 5 and sys.argv[5] == "idempotent"
 acked = failed = sent = 0
 
 
@@ -31,7 +33,7 @@ def on_delivery(err, msg):
 p = Producer({
     "bootstrap.servers": bootstrap,
     "acks": "all",
-    "enable.idempotence": False,
+    "enable.idempotence": idempotent,
     "linger.ms": 2,
     "message.timeout.ms": 30_000,
     "queue.buffering.max.messages": 20_000,

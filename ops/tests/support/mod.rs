@@ -6,6 +6,7 @@
 
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod java;
 pub mod kcat_suite;
 pub mod wire;
@@ -555,6 +556,11 @@ impl Broker {
     }
 
     /// SIGKILL (a crash) and reap.
+    /// Whether the process runs (not killed or stopped by the test).
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
             // SAFETY: plain kill(2) on our own child's pid, not yet reaped.
@@ -694,4 +700,14 @@ pub use fanout::rekey::murmur2;
 /// Kafka's default partition for a keyed record: `toPositive(murmur2(key)) % n`.
 pub fn kafka_partition(key: &[u8], partitions: u32) -> u32 {
     ((murmur2(key) & 0x7fff_ffff) as u32) % partitions
+}
+
+/// Kills the child process on drop (a panicking test leaves no client behind).
+pub struct ChildGuard(pub std::process::Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
