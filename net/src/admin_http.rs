@@ -425,6 +425,43 @@ async fn handle(state: &Rc<CoreState>, mut stream: TcpStream) -> std::io::Result
                 .await
             }
         }
+        ("POST", "/v1/debug/node-rpc-fault") => {
+            // Tests and drills: this node's calls to node `peer` fail (`cut`) or go again
+            // (`clear`), on every core: one side of a network partition.
+            let peer: Option<u64> = params.get("peer").and_then(|c| c.parse().ok());
+            let op = params.get("op").copied().unwrap_or("");
+            let (Some(peer), true) = (peer, matches!(op, "cut" | "clear")) else {
+                return respond(
+                    &mut stream,
+                    400,
+                    "application/json",
+                    &json_error("want peer=NODE_ID&op=cut|clear"),
+                )
+                .await;
+            };
+            if state.faults.is_none() {
+                return respond(
+                    &mut stream,
+                    409,
+                    "application/json",
+                    &json_error("fault injection is off: start with --enable-fault-injection"),
+                )
+                .await;
+            }
+            let cut = op == "cut";
+            for core in 0..state.shards.cores() {
+                let _ = crate::route::on_core(state, core, move |s| async move {
+                    let mut peers = s.node_rpc_cut.borrow_mut();
+                    if cut {
+                        peers.insert(peer);
+                    } else {
+                        peers.remove(&peer);
+                    }
+                })
+                .await;
+            }
+            respond(&mut stream, 200, "application/json", "{\"armed\":true}\n").await
+        }
         _ => {
             respond(
                 &mut stream,

@@ -168,6 +168,9 @@ pub struct CoreState {
     pub quotas: RefCell<crate::quota::Quotas>,
     /// The fault injector of this core's logs (`--enable-fault-injection` only).
     pub faults: Option<Rc<engine::io::FaultInjector>>,
+    /// The nodes this core's node calls fail to (`POST /v1/debug/node-rpc-fault`, with
+    /// `--enable-fault-injection` only): a simulated network partition.
+    pub node_rpc_cut: RefCell<std::collections::HashSet<u64>>,
 }
 
 impl CoreState {
@@ -212,6 +215,7 @@ impl CoreState {
             request_bytes: Rc::new(glommio::sync::Semaphore::new(request_bytes)),
             quotas: RefCell::default(),
             faults,
+            node_rpc_cut: RefCell::default(),
         }))
     }
 

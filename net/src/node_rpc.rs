@@ -346,6 +346,13 @@ pub async fn call_bounded(
     timeout_ms: u64,
     max_response_bytes: usize,
 ) -> Result<NodeResponse, RpcError> {
+    if state.node_rpc_cut.borrow().contains(&node_id) {
+        return Err(RpcError::Transport {
+            node_id,
+            addr: String::new(),
+            what: "cut by the fault injector (a simulated network partition)".into(),
+        });
+    }
     let endpoint = {
         let m = state.meta.borrow();
         state.cluster_brokers(&m).endpoint(meta::Assignment {

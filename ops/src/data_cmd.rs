@@ -24,9 +24,9 @@ const PRODUCE_BATCH_BYTES: usize = 512 * 1024;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum Acks {
-    /// Wait for the durable write (acks=-1).
+    /// Wait until every in-sync replica has it durably (acks=-1).
     All,
-    /// Wait for the leader's durable write (acks=1; the same on ringlog).
+    /// Wait for the leader's durable write only (acks=1; the same for an unreplicated topic).
     #[value(name = "1")]
     One,
     /// Do not wait for an answer (acks=0).

@@ -220,14 +220,6 @@ fn acks_all_records_survive_sigkills_of_the_leaders_node() {
 #[test]
 fn a_follower_back_from_a_long_outage_catches_up_and_leads_with_every_record() {
     let mut nodes = cluster(3, 1);
-    // Node 2 leads; node 1 is first in line after it.
-    let out = run_python(
-        "admin.py",
-        &["create", &bootstrap(&nodes), "probe", "1"],
-        &[],
-        Duration::from_secs(60),
-    );
-    assert!(out.contains("created"), "{out}");
     let (ok, out) = ringlog(&[
         "topic",
         "--brokers",
@@ -244,7 +236,8 @@ fn a_follower_back_from_a_long_outage_catches_up_and_leads_with_every_record() {
     assert!(ok, "{out}");
     wait_fully_in_sync(&nodes[0], "c", 0, Duration::from_secs(30));
     let (leader, _, _) = partition_state(&nodes[0], "c", 0);
-    let follower = (leader as usize % 3) + 1; // another node
+    // The replica placed after the leader's (placement goes round the nodes in order).
+    let follower = (leader as usize % 3) + 1;
     let fi = follower - 1;
     nodes[fi].kill();
     let live = (fi + 1) % 3;
@@ -265,16 +258,119 @@ fn a_follower_back_from_a_long_outage_catches_up_and_leads_with_every_record() {
     }
     nodes[fi].restart();
     wait_fully_in_sync(&nodes[live], "c", 0, Duration::from_secs(60));
-    // Every other node goes but the caught-up follower and one more; the leader's node is
-    // killed so that a member of the ISR leads.
+    // The leader's node goes: the first live member of the ISR in replica order leads, the
+    // follower that caught up (placement puts it right after the leader).
     let li = (leader - 1) as usize;
     nodes[li].kill();
-    let other = (0..3).find(|i| *i != li).unwrap();
-    wait_until("a new leader", Duration::from_secs(60), || {
-        let s = partition_state(&nodes[other], "c", 0);
-        (s.0 < 0 || s.0 == leader).then(|| format!("{s:?}"))
-    });
-    let got = kcat_read(&nodes[other], "c", 0);
+    wait_until(
+        "the caught-up follower to lead",
+        Duration::from_secs(60),
+        || {
+            let s = partition_state(&nodes[fi], "c", 0);
+            (s.0 != follower as i32).then(|| format!("{s:?}"))
+        },
+    );
+    let got = kcat_read(&nodes[fi], "c", 0);
     assert_eq!(got.len(), values.len());
     assert!(got == values, "the new leader holds every record in order");
+}
+
+/// A network partition of the leader's node (the fault hook in the node RPC layer: its calls
+/// to the others and theirs to it fail): its followers cannot fetch, so it cannot
+/// acknowledge an acks=all record (NOT_ENOUGH_REPLICAS once its ISR shrinks below
+/// `min.insync.replicas`, else a timeout), though it keeps its log. Healed, the followers catch
+/// up, rejoin the ISR, and acks=all works again.
+#[test]
+fn the_minority_side_of_a_network_partition_cannot_acknowledge_acks_all() {
+    let admins: Vec<String> = (0..3)
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
+    let (nodes, _) = cluster_with_args(3, 1, |i| {
+        vec![
+            "--enable-fault-injection".into(),
+            "--metrics-listen".into(),
+            admins[i as usize - 1].clone(),
+            "--replica-lag-time-max-ms".into(),
+            "2000".into(),
+        ]
+    });
+    let (ok, out) = ringlog(&[
+        "topic",
+        "--brokers",
+        &nodes[0].bootstrap(),
+        "create",
+        "p",
+        "--partitions",
+        "1",
+        "--replication-factor",
+        "3",
+        "--config",
+        "min.insync.replicas=2",
+    ]);
+    assert!(ok, "{out}");
+    wait_fully_in_sync(&nodes[0], "p", 0, Duration::from_secs(30));
+    let (leader, _, _) = partition_state(&nodes[0], "p", 0);
+    let li = (leader - 1) as usize;
+    // `ringlog produce` (acks=all, partition 0): whether it was acknowledged, and its output.
+    let produce = |value: &str| -> (bool, String) {
+        use std::io::Write;
+        let mut child = std::process::Command::new(ringlog_bin())
+            .args([
+                "produce",
+                "--brokers",
+                &nodes[li].bootstrap(),
+                "--acks",
+                "all",
+            ])
+            .args(["--partition", "0", "p"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run ringlog produce");
+        writeln!(child.stdin.take().unwrap(), "{value}").unwrap();
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.success(), text)
+    };
+    let (ok, out) = produce("before");
+    assert!(ok, "{out}");
+
+    let cut = |op: &str| {
+        for (i, admin) in admins.iter().enumerate() {
+            for peer in 1..=3u64 {
+                let isolated = peer as usize - 1 == li || i == li;
+                if peer as usize - 1 != i && isolated {
+                    let r = http_request(
+                        admin,
+                        "POST",
+                        &format!("/v1/debug/node-rpc-fault?peer={peer}&op={op}"),
+                    );
+                    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+                }
+            }
+        }
+    };
+    cut("cut");
+    // The followers cannot fetch: the leader drops them from the ISR.
+    wait_until(
+        "the ISR to shrink to the leader",
+        Duration::from_secs(30),
+        || {
+            let s = partition_state(&nodes[li], "p", 0);
+            (s.2 != vec![leader]).then(|| format!("{s:?}"))
+        },
+    );
+    let (ok, during) = produce("during");
+    assert!(
+        !ok && during.contains("NOT_ENOUGH_REPLICAS"),
+        "acks=all on the minority side: {during}"
+    );
+    cut("clear");
+    wait_fully_in_sync(&nodes[li], "p", 0, Duration::from_secs(30));
+    let (ok, out) = produce("after");
+    assert!(ok, "{out}");
+    let got = kcat_read(&nodes[li], "p", 0);
+    assert_eq!(got, vec!["before".to_string(), "after".to_string()]);
 }

@@ -25,11 +25,26 @@ pub fn cluster(nodes: u64, cores: usize) -> Vec<Broker> {
 
 /// [`cluster`], and its `--peers` (node id -> metastore address).
 pub fn cluster_with_peers(nodes: u64, cores: usize) -> (Vec<Broker>, BTreeMap<u64, String>) {
+    cluster_with_args(nodes, cores, |_| Vec::new())
+}
+
+/// [`cluster_with_peers`] with more serve flags for node `i` (`extra(i)`).
+pub fn cluster_with_args(
+    nodes: u64,
+    cores: usize,
+    extra: impl Fn(u64) -> Vec<String>,
+) -> (Vec<Broker>, BTreeMap<u64, String>) {
     let peers: BTreeMap<u64, String> = (1..=nodes)
         .map(|i| (i, format!("127.0.0.1:{}", free_port())))
         .collect();
     let list = peers_arg(&peers);
-    let args: Vec<Vec<String>> = (1..=nodes).map(|i| node_args(i, &list, None)).collect();
+    let args: Vec<Vec<String>> = (1..=nodes)
+        .map(|i| {
+            let mut a = node_args(i, &list, None);
+            a.extend(extra(i));
+            a
+        })
+        .collect();
     (Broker::start_together(cores, &args), peers)
 }
 
