@@ -116,6 +116,13 @@ struct Cli {
     /// subscribe: consumer groups (as OMB); assign: partitions spread by hand.
     #[arg(long, value_enum, default_value = "subscribe")]
     consumer_mode: ConsumerMode,
+    /// Replicas of each topic the runs create.
+    #[arg(long, default_value_t = 1)]
+    replication_factor: i32,
+    /// The --compare broker's replication factor (default: --replication-factor): RF 3 against
+    /// RF 1 on the same cluster in the same run.
+    #[arg(long)]
+    compare_replication_factor: Option<i32>,
 
     // --- run control and output ---
     /// Stats interval in seconds.
@@ -280,6 +287,7 @@ fn real_main(cli: Cli) -> Result<(), String> {
         transaction_records: cli.transaction_records,
         max_inflight: cli.max_inflight,
         consumer_mode: cli.consumer_mode,
+        replication_factor: cli.replication_factor,
         producer_config: parse_kv(&cli.producer_config)?,
         consumer_config: parse_kv(&cli.consumer_config)?,
         client_config: parse_kv(&cli.client_config)?,
@@ -347,12 +355,17 @@ fn real_main(cli: Cli) -> Result<(), String> {
                 duration,
                 warmup,
                 payloads: payloads.clone(),
-                opts: match &compare_client_config {
-                    Some(c) if b.label == "B" => ClientOptions {
-                        client_config: c.clone(),
-                        ..opts.clone()
-                    },
-                    _ => opts.clone(),
+                opts: {
+                    let mut o = opts.clone();
+                    if b.label == "B" {
+                        if let Some(c) = &compare_client_config {
+                            o.client_config = c.clone();
+                        }
+                        if let Some(rf) = cli.compare_replication_factor {
+                            o.replication_factor = rf;
+                        }
+                    }
+                    o
                 },
                 stats_url: if b.label == "A" {
                     cli.stats_url.clone()

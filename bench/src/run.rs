@@ -56,6 +56,8 @@ pub struct ClientOptions {
     /// Records sent and not yet acknowledged, per producer.
     pub max_inflight: u64,
     pub consumer_mode: ConsumerMode,
+    /// Replicas of each topic a run creates.
+    pub replication_factor: i32,
     pub producer_config: Vec<(String, String)>,
     pub consumer_config: Vec<(String, String)>,
     /// Properties of every client (admin, producers, consumers): security settings.
@@ -491,13 +493,20 @@ fn create_topics(
     common: &[(String, String)],
     names: &[String],
     partitions: u32,
+    replication_factor: i32,
 ) -> Result<(), String> {
     let admin: AdminClient<DefaultClientContext> = base_config(address, common)
         .create()
         .map_err(|e| format!("admin client: {e}"))?;
     let specs: Vec<NewTopic<'_>> = names
         .iter()
-        .map(|n| NewTopic::new(n, partitions as i32, TopicReplication::Fixed(1)))
+        .map(|n| {
+            NewTopic::new(
+                n,
+                partitions as i32,
+                TopicReplication::Fixed(replication_factor),
+            )
+        })
         .collect();
     let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
     let res = futures_lite::future::block_on(admin.create_topics(specs.iter(), &opts))
@@ -731,6 +740,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
         &spec.opts.client_config,
         &topics,
         w.partitions_per_topic,
+        spec.opts.replication_factor,
     )?;
 
     let epoch = Instant::now();

@@ -182,8 +182,13 @@ impl Partition {
             .await
             .map_err(io_err("reading the leader epochs"))?;
         let (log, summary) = PartitionLog::open(core, dir.clone(), config).await?;
-        // Epochs that start past the recovered end (a crash, or a truncation) are gone.
-        if epochs.cut_at(log.log_end_offset()) {
+        // Epochs that start past the recovered end (a crash, or a truncation) are gone; an
+        // empty log (a replica started over) keeps none.
+        let emptied = log.log_start_offset() == log.log_end_offset() && epochs.latest().is_some();
+        if emptied {
+            epochs = LeaderEpochs::default();
+        }
+        if epochs.cut_at(log.log_end_offset()) || emptied {
             epochs
                 .store(&dir)
                 .await

@@ -112,6 +112,21 @@ fn a_follower_copies_batches_verbatim_and_a_truncation_cuts_at_the_leaders_epoch
         assert_eq!(follower.log().log_end_offset(), 0);
         assert_eq!(follower.latest_leader_epoch(), None);
         follower.close().await.unwrap();
+        // Starting over at the leader's log start: empty, from there on.
+        drop(follower);
+        engine::log::request_restart_at(&fdir, 9).await.unwrap();
+        let follower = open(&core, &fdir).await;
+        assert_eq!(
+            (
+                follower.log().log_start_offset(),
+                follower.log().log_end_offset()
+            ),
+            (9, 9)
+        );
+        let tail = leader.log().read_durable(9, 1 << 20).await.unwrap();
+        assert_eq!(follower.append_replica(&tail).await.unwrap(), 12);
+        assert_eq!(follower.latest_leader_epoch(), Some(5));
+        follower.close().await.unwrap();
         leader.close().await.unwrap();
     });
 }

@@ -148,10 +148,7 @@ impl MetaState {
         let (Some(a), Some(t)) = (self.assignments.get_mut(name), self.topics.get(name)) else {
             return false;
         };
-        let set = self
-            .replicas
-            .entry(name.to_string())
-            .or_insert_with(Vec::new);
+        let set = self.replicas.entry(name.to_string()).or_default();
         for (i, r) in replicas.iter().enumerate() {
             let p = first as usize + i;
             if p >= t.partitions as usize {

@@ -49,6 +49,15 @@ pub const REPLICA_RETRY_BACKOFF_MS: u64 = 100;
 /// How often a leader looks for followers to drop from the ISR.
 pub const ISR_CHECK_INTERVAL_MS: u64 = 250;
 
+/// How a follower's log is cut.
+#[derive(Clone, Copy, Debug)]
+enum Cut {
+    /// Every record from this offset on goes.
+    At(u64),
+    /// Every record goes; the log starts over, empty, at this offset.
+    RestartAt(u64),
+}
+
 /// What this core's replica of a partition does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
@@ -266,6 +275,11 @@ impl CoreState {
                 Role::Offline { .. } => {}
             }
         }
+        self.advance_every_high_watermark();
+    }
+
+    /// `advance_high_watermark` for every partition this core leads.
+    fn advance_every_high_watermark(&self) {
         let leaders: Vec<PartitionKey> = self
             .replicas
             .borrow()
@@ -372,6 +386,9 @@ impl CoreState {
                 tracing::warn!(topic = %key.0, partition = key.1, ?isr, "followers lag past replica.lag.time.max.ms: shrinking the ISR");
                 self.propose_isr(&key, isr);
             }
+            // Appends that are not produces (transaction and barrier markers) move the high
+            // watermark of a leader alone in its ISR here.
+            self.advance_every_high_watermark();
         }
     }
 
@@ -654,11 +671,22 @@ impl CoreState {
                         continue 'truncate;
                     }
                     Ok(NodeResponse::BelowLogStart { log_start }) => {
-                        tracing::error!(topic = %key.0, partition = key.1, log_start, follower_end = p.log().durable_end(), "the leader deleted records this follower lacks (retention): it cannot catch up by fetching; replace the replica's directory");
-                        glommio::timer::sleep(Duration::from_millis(
-                            self.ctx.config.replica_lag_time_max_ms,
-                        ))
-                        .await;
+                        // The leader deleted what this replica lacks (retention during a
+                        // long outage): it starts over, empty, at the leader's log start.
+                        tracing::warn!(topic = %key.0, partition = key.1, log_start, follower_end = p.log().durable_end(), "the leader's log starts past this follower's end: starting the replica over there");
+                        drop(p);
+                        let Ok(_held) = lock.acquire_permit(1).await else {
+                            return;
+                        };
+                        if !self.current(&key, generation) {
+                            return;
+                        }
+                        if let Err(why) = self.reopen_cut(&key, Cut::RestartAt(log_start)).await {
+                            tracing::warn!(topic = %key.0, partition = key.1, %why, "starting the replica over");
+                            drop(_held);
+                            backoff().await;
+                        }
+                        continue 'truncate;
                     }
                     Ok(other) => {
                         tracing::debug!(topic = %key.0, partition = key.1, answer = ?other, "follower fetch refused");
@@ -722,11 +750,11 @@ impl CoreState {
         }
         drop(p);
         tracing::warn!(topic = %key.0, partition = key.1, from = end, to = target, "truncating a follower to its leader's log");
-        self.reopen_truncated(key, target).await
+        self.reopen_cut(key, Cut::At(target)).await
     }
 
-    /// Closes `key`, has it cut at `offset` and opens it again (recovery does the cut).
-    async fn reopen_truncated(&self, key: &PartitionKey, offset: u64) -> Result<(), String> {
+    /// Closes `key`, has it cut and opens it again (recovery does the cut).
+    async fn reopen_cut(&self, key: &PartitionKey, cut: Cut) -> Result<(), String> {
         self.truncating.borrow_mut().insert(key.clone());
         let result = async {
             let old = self
@@ -740,9 +768,11 @@ impl CoreState {
                 tracing::warn!(topic = %key.0, partition = key.1, error = %e, "closing a partition to truncate it");
             }
             drop(old);
-            engine::log::request_truncation(&dir, offset)
-                .await
-                .map_err(|e| format!("asking for the truncation: {e}"))?;
+            match cut {
+                Cut::At(offset) => engine::log::request_truncation(&dir, offset).await,
+                Cut::RestartAt(offset) => engine::log::request_restart_at(&dir, offset).await,
+            }
+            .map_err(|e| format!("asking for the truncation: {e}"))?;
             let configs = self
                 .meta
                 .borrow()

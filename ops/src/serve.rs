@@ -560,8 +560,7 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
             return Err(format!(
                 "default-replication-factor must be 1 to {}",
                 meta::replication::MAX_REPLICATION_FACTOR
-            )
-            .into());
+            ));
         }
         c.default_replication_factor = n;
     }

@@ -23,7 +23,7 @@ mod segment_set;
 
 pub use append::AdmitError;
 pub use compact::{CleanOptions, CleanReason, CleanSummary, DirtyInfo};
-pub use recovery::{request_truncation, TRUNCATE_TO_FILE_NAME};
+pub use recovery::{request_restart_at, request_truncation, TRUNCATE_TO_FILE_NAME};
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;

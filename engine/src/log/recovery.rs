@@ -174,9 +174,18 @@ pub(super) async fn recover(
     let mut recovery_base = marker.map_or(0, |m| m.recovery_base);
     // A truncation asked for (a replica following a new leader, issue #18): the segments
     // from the cut on go, and the one holding it is scanned and cut there.
-    let truncate_to = load_truncation(dir).await?;
-    if let Some(cut) = truncate_to {
-        let kept = bases.iter().take_while(|&&b| b < cut).count();
+    let truncation = load_truncation(dir).await?;
+    let truncate_to = truncation.map(|t| t.offset);
+    if let Some(Truncate {
+        offset: cut,
+        restart,
+    }) = truncation
+    {
+        let kept = if restart {
+            0
+        } else {
+            bases.iter().take_while(|&&b| b < cut).count()
+        };
         for &base in &bases[kept..] {
             io::remove_all_of(segment::paths(dir, base).to_vec()).await?;
             tracing::info!(dir = %dir.display(), segment = base, cut, "truncation deleted segment");
@@ -323,20 +332,43 @@ pub async fn request_truncation(dir: &Path, offset: u64) -> std::io::Result<()> 
     .await
 }
 
-async fn load_truncation(dir: &Path) -> std::io::Result<Option<u64>> {
+/// Asks the next open of the log in `dir` (closed now) to drop every record and start the
+/// log empty at `offset` (a follower whose leader deleted what it lacks starts over at the
+/// leader's log start).
+pub async fn request_restart_at(dir: &Path, offset: u64) -> std::io::Result<()> {
+    io::write_atomic(
+        &dir.join(TRUNCATE_TO_FILE_NAME),
+        format!("restart {offset}").into_bytes(),
+    )
+    .await
+}
+
+/// A truncation asked for: cut at `offset`, or (`restart`) drop everything and start there.
+#[derive(Clone, Copy)]
+struct Truncate {
+    offset: u64,
+    restart: bool,
+}
+
+async fn load_truncation(dir: &Path) -> std::io::Result<Option<Truncate>> {
     let Some(bytes) = io::read_small(&dir.join(TRUNCATE_TO_FILE_NAME)).await? else {
         return Ok(None);
     };
     let text = String::from_utf8_lossy(&bytes);
-    text.trim().parse().map(Some).map_err(|_| {
+    let (restart, offset) = match text.trim().strip_prefix("restart ") {
+        Some(o) => (true, o),
+        None => (false, text.trim()),
+    };
+    let offset = offset.parse().map_err(|_| {
         std::io::Error::new(
             std::io::ErrorKind::InvalidData,
             format!(
-                "{}: `{text}` is not an offset",
+                "{}: `{text}` is not an offset or `restart OFFSET`",
                 dir.join(TRUNCATE_TO_FILE_NAME).display()
             ),
         )
-    })
+    })?;
+    Ok(Some(Truncate { offset, restart }))
 }
 
 /// The active segment after a clean shutdown: its files are exact, so its index is loaded as
