@@ -6,8 +6,8 @@
 //! watermark only). A follower that was down while thousands of records (several segments)
 //! went in catches up, rejoins the ISR, and holds every record when it leads.
 //!
-//! `RINGLOG_REPLICATION_TRIALS` sets the number of kills (CI: 3; `scripts/replication-soak.sh`
-//! runs 20); `RINGLOG_TEST_SEED` reproduces the kill moments.
+//! `RINGLOG_REPLICATION_TRIALS` sets the number of kills (20; `scripts/replication-soak.sh`
+//! runs 100); `RINGLOG_TEST_SEED` reproduces the kill moments.
 
 mod support;
 
@@ -70,7 +70,7 @@ fn acks_all_records_survive_sigkills_of_the_leaders_node() {
     let trials: usize = std::env::var("RINGLOG_REPLICATION_TRIALS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(3);
+        .unwrap_or(20);
     let mut rng = Rng::from_env_or_time("replication test");
     let mut nodes = cluster(3, 1);
     let (ok, out) = ringlog(&[
