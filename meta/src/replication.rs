@@ -536,6 +536,36 @@ mod tests {
         assert_eq!(replay.replica_set("u", 0).unwrap().leader, Some(5));
     }
 
+    /// A node that registers again with a new incarnation (a restart) loses what it led and
+    /// leaves the ISR, as at a fence; the same incarnation again changes nothing.
+    #[test]
+    fn a_restarted_leader_hands_its_partitions_over() {
+        let mut s = MetaState::default();
+        for n in 1..=3 {
+            register(&mut s, n);
+        }
+        create(&mut s, "t", vec![vec![a(1, 0), a(2, 0), a(3, 0)]], false);
+        register(&mut s, 1);
+        assert_eq!(
+            s.replica_set("t", 0).unwrap().leader_epoch,
+            0,
+            "same incarnation"
+        );
+        let mut again = s.brokers[&1].clone();
+        again.incarnation = 99;
+        s.apply(&Command::RegisterBroker {
+            broker: Box::new(again),
+        })
+        .unwrap();
+        let r = s.replica_set("t", 0).unwrap().clone();
+        assert_eq!(
+            (r.leader, r.isr.clone(), r.leader_epoch),
+            (Some(2), vec![2, 3], 1)
+        );
+        assert!(!s.brokers[&1].fenced);
+        s.check_invariants().unwrap();
+    }
+
     /// With `unclean.leader.election.enable=true` a partition whose in-sync replicas are all
     /// gone elects a live replica outside the ISR.
     #[test]

@@ -1669,16 +1669,29 @@ impl MetaState {
                         reason: format!("the registry holds {MAX_BROKERS} brokers (MAX_BROKERS)"),
                     });
                 }
+                // A new start of a node that was registered: its replicas are of a process
+                // that is gone (issue #18). They lose what they led and leave the ISR as at
+                // a fence, then rejoin once caught up; a leaderless partition whose ISR
+                // still holds the node is led by it again.
+                let restarted = self
+                    .brokers
+                    .get(&broker.node_id)
+                    .is_some_and(|old| old.incarnation != broker.incarnation);
                 let mut b = (**broker).clone();
+                b.fenced = true;
+                self.brokers.insert(b.node_id, b.clone());
+                let mut elections = if restarted {
+                    self.reelect(broker.node_id, true)
+                } else {
+                    Vec::new()
+                };
                 b.fenced = false;
                 self.brokers.insert(b.node_id, b.clone());
+                elections.extend(self.reelect(broker.node_id, false));
                 let registered = Change::BrokerRegistered {
                     broker: Box::new(b),
                 };
-                Ok(with_elections(
-                    registered,
-                    self.reelect(broker.node_id, false),
-                ))
+                Ok(with_elections(registered, elections))
             }
             Command::BrokerHeartbeat {
                 node_id,

@@ -100,6 +100,13 @@ impl Drop for RunningGuard {
     }
 }
 
+/// Why a replicated partition is not moved (before anything is released).
+fn replicated_refusal(topic: &str, partition: u32) -> String {
+    format!(
+        "{topic}/{partition} is replicated: moving a replica is not supported yet (its leader moves by election)"
+    )
+}
+
 /// Moves `topic`/`partition` to node `to_node` (core `to_core`, or its least loaded core).
 /// Runs here when this node owns the partition, and is forwarded to the owner otherwise.
 pub async fn move_partition(
@@ -113,6 +120,9 @@ pub async fn move_partition(
         let m = state.meta.borrow();
         if m.topic(topic).is_none() {
             return Err((404, format!("unknown topic {topic:?}")));
+        }
+        if m.replica_set(topic, partition).is_some() {
+            return Err((409, replicated_refusal(topic, partition)));
         }
         m.assignments
             .get(topic)
@@ -341,6 +351,9 @@ pub async fn move_to_core(
                 state.shards.cores()
             ),
         ));
+    }
+    if state.meta.borrow().replica_set(topic, partition).is_some() {
+        return Err((409, replicated_refusal(topic, partition)));
     }
     let from = state.owner_core(topic, partition).ok_or((
         400,

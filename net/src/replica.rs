@@ -48,6 +48,8 @@ pub const REPLICA_FETCH_MAX_WAIT_MS: u32 = 500;
 pub const REPLICA_RETRY_BACKOFF_MS: u64 = 100;
 /// How often a leader looks for followers to drop from the ISR.
 pub const ISR_CHECK_INTERVAL_MS: u64 = 250;
+/// A leader's pause after the metastore refused its ISR change, before it proposes another.
+pub const ISR_REFUSED_BACKOFF_MS: u64 = 1_000;
 
 /// How a follower's log is cut.
 #[derive(Clone, Copy, Debug)]
@@ -86,7 +88,10 @@ struct Replica {
     /// A leader: since when (the baseline of a follower that has not fetched yet).
     since: Instant,
     followers: HashMap<u64, FollowerProgress>,
-    isr_change_in_flight: bool,
+    /// The ISR proposed and not yet applied here (`None`: no change in flight). The high
+    /// watermark counts its members too until the change is seen (Kafka's maximal ISR): a
+    /// member being added must have what is acknowledged before the metastore lists it.
+    proposed_isr: Option<Vec<u64>>,
 }
 
 /// This core's replicas of replicated partitions.
@@ -176,7 +181,11 @@ impl CoreState {
         let deadline = Instant::now() + Duration::from_millis(timeout_ms);
         loop {
             if part.log().high_watermark() > last_offset {
-                return Ok(());
+                // Every in-sync replica has it; but fewer of them than promised is no ack.
+                return match self.check_min_insync(key) {
+                    Some(why) => Err((crate::codes::NOT_ENOUGH_REPLICAS_AFTER_APPEND, why)),
+                    None => Ok(()),
+                };
             }
             if part.log().is_poisoned() {
                 return Err((
@@ -204,6 +213,37 @@ impl CoreState {
             let step = deadline.min(Instant::now() + Duration::from_millis(ISR_CHECK_INTERVAL_MS));
             part.log().wait_for_data_after(last_offset, step).await;
         }
+    }
+
+    /// Refuses a write the broker makes itself (a transaction or barrier marker) to a
+    /// replicated partition this core does not lead with its epoch started.
+    pub fn check_leads(&self, topic: &str, partition: u32) -> Result<(), (i16, String)> {
+        if self.leads(topic, partition) {
+            return Ok(());
+        }
+        Err((
+            crate::codes::NOT_LEADER_OR_FOLLOWER,
+            format!("{topic}/{partition}: this replica is not the leader (yet)"),
+        ))
+    }
+
+    /// After a write the broker makes itself (a transaction or barrier marker) at
+    /// `last_offset` of a partition this core leads: for a replicated partition it counts once
+    /// every in-sync replica has it (as acks=all, within `request-timeout-ms`), so a failover
+    /// cannot lose it.
+    pub async fn replicate_own_write(
+        &self,
+        key: &PartitionKey,
+        part: &crate::core::OwnedPartition,
+        last_offset: u64,
+    ) -> Result<(), (i16, String)> {
+        if self.meta.borrow().replica_set(&key.0, key.1).is_none() {
+            return Ok(());
+        }
+        self.advance_high_watermark(key);
+        let timeout_ms = self.ctx.config.request_timeout_ms;
+        self.wait_replicated(key, part, last_offset, timeout_ms)
+            .await
     }
 
     fn current(&self, key: &PartitionKey, generation: u64) -> bool {
@@ -248,7 +288,7 @@ impl CoreState {
                         ready: false,
                         since: Instant::now(),
                         followers: HashMap::new(),
-                        isr_change_in_flight: false,
+                        proposed_isr: None,
                     },
                 );
                 started.push((key, role, generation));
@@ -344,7 +384,13 @@ impl CoreState {
         };
         let current = p.log().replicated_limit().unwrap_or(0);
         let mut hwm = p.log().durable_end();
-        for n in set.isr.iter().filter(|n| **n != self.node_id()) {
+        let proposed = rep.proposed_isr.iter().flatten();
+        for n in set
+            .isr
+            .iter()
+            .chain(proposed)
+            .filter(|n| **n != self.node_id())
+        {
             hwm = hwm.min(rep.followers.get(n).map_or(current, |f| f.durable_end));
         }
         if hwm > current {
@@ -364,7 +410,7 @@ impl CoreState {
                 let reps = self.replicas.borrow();
                 reps.map
                     .iter()
-                    .filter(|(_, r)| r.ready && !r.isr_change_in_flight)
+                    .filter(|(_, r)| r.ready && r.proposed_isr.is_none())
                     .filter_map(|(key, r)| {
                         let set = m.replica_set(&key.0, key.1)?;
                         let keep: Vec<u64> = set
@@ -406,10 +452,10 @@ impl CoreState {
             let Some(r) = reps.map.get_mut(key) else {
                 return;
             };
-            if r.isr_change_in_flight {
+            if r.proposed_isr.is_some() {
                 return;
             }
-            r.isr_change_in_flight = true;
+            r.proposed_isr = Some(isr.clone());
         }
         let me = self.clone();
         let key = key.clone();
@@ -428,11 +474,13 @@ impl CoreState {
                     tracing::info!(topic = %key.0, partition = key.1, ?isr, "ISR changed");
                 }
                 Err(e) => {
-                    tracing::info!(topic = %key.0, partition = key.1, error = %e, "ISR change refused")
+                    tracing::info!(topic = %key.0, partition = key.1, error = %e, "ISR change refused");
+                    // Not again at once: the metastore may be ahead of this copy.
+                    glommio::timer::sleep(Duration::from_millis(ISR_REFUSED_BACKOFF_MS)).await;
                 }
             }
             if let Some(r) = me.replicas.borrow_mut().map.get_mut(&key) {
-                r.isr_change_in_flight = false;
+                r.proposed_isr = None;
             }
         })
         .detach();
@@ -454,6 +502,18 @@ impl CoreState {
         if let Some(refused) = self.refuse_unless_leading(&key, leader_epoch) {
             return refused;
         }
+        // Only another replica of the partition counts as a follower.
+        let follower = node != self.node_id()
+            && self
+                .meta
+                .borrow()
+                .replica_set(&key.0, key.1)
+                .is_some_and(|r| r.replica_on(node).is_some());
+        if !follower {
+            return NodeResponse::Failed {
+                reason: format!("node {node} holds no replica of {}/{}", key.0, key.1),
+            };
+        }
         let Some(p) = self.partition_if_open(&key.0, key.1) else {
             return NodeResponse::NotServed;
         };
@@ -466,17 +526,29 @@ impl CoreState {
                 leader_end: log.durable_end(),
             };
         }
-        if fetch_offset < log.log_start_offset() {
-            return NodeResponse::BelowLogStart {
-                log_start: log.log_start_offset(),
+        // A follower that starts over does so at the base of the batch holding the log
+        // start (DeleteRecords may have put it inside a batch), and is served from there.
+        let start = log.log_start_offset();
+        if fetch_offset < start {
+            let batch_base = match log.read_durable(start, 1).await {
+                Ok(b) => engine::batch::stored_batches(&b)
+                    .next()
+                    .map_or(start, |(h, _)| (h.base_offset.max(0) as u64).min(start)),
+                Err(_) => start,
             };
+            if fetch_offset != batch_base {
+                return NodeResponse::BelowLogStart {
+                    log_start: batch_base,
+                };
+            }
         }
+        let read_from = fetch_offset.max(start);
         self.record_progress(&key, node, fetch_offset, log.log_end_offset());
         self.advance_high_watermark(&key);
         self.maybe_expand_isr(&key, node, fetch_offset, &p);
         let max_bytes = max_bytes.clamp(1, REPLICA_FETCH_MAX_BYTES) as usize;
         let read = |log: Rc<engine::PartitionLog>| async move {
-            log.read_durable(fetch_offset, max_bytes).await
+            log.read_durable(read_from, max_bytes).await
         };
         let mut bytes = match read(log.clone()).await {
             Ok(b) => b,
@@ -572,7 +644,8 @@ impl CoreState {
             let Some(set) = m.replica_set(&key.0, key.1) else {
                 return;
             };
-            if set.in_sync(node) {
+            let fenced = m.brokers.get(&node).is_none_or(|b| b.fenced);
+            if set.in_sync(node) || fenced {
                 return;
             }
             // Caught up with what is committed, and past the start of this epoch.
@@ -647,7 +720,7 @@ impl CoreState {
                     Ok(NodeResponse::ReplicaRecords {
                         bytes,
                         high_watermark,
-                        ..
+                        log_start,
                     }) => {
                         let Ok(_held) = lock.acquire_permit(1).await else {
                             return;
@@ -665,9 +738,19 @@ impl CoreState {
                         }
                         p.log()
                             .set_replicated_limit(high_watermark.min(p.log().durable_end()));
+                        // The leader's DeleteRecords reach the follower (a failover must not
+                        // bring deleted records back).
+                        let to = log_start.min(p.log().high_watermark());
+                        if to > p.log().log_start_offset() {
+                            if let Err(e) = p.delete_records(engine::DeleteBefore::Offset(to)).await
+                            {
+                                tracing::debug!(topic = %key.0, partition = key.1, error = %e, "following the leader's log start");
+                            }
+                        }
                     }
                     Ok(NodeResponse::Diverging { leader_end }) => {
                         tracing::info!(topic = %key.0, partition = key.1, leader_end, "follower past the leader's end; truncating again");
+                        backoff().await;
                         continue 'truncate;
                     }
                     Ok(NodeResponse::BelowLogStart { log_start }) => {
@@ -711,6 +794,12 @@ impl CoreState {
         lock: &Rc<Semaphore>,
         generation: u64,
     ) -> Result<(), String> {
+        // Held from the first look at the log to the cut: a copy of the previous role's
+        // task cannot extend the log in between.
+        let _held = lock.acquire_permit(1).await.map_err(|_| "closed")?;
+        if !self.current(key, generation) {
+            return Err("the role changed".into());
+        }
         let p = self.partition_if_open(&key.0, key.1).ok_or("not open")?;
         let Some(mine) = p.latest_leader_epoch() else {
             return Ok(());
@@ -744,7 +833,6 @@ impl CoreState {
         if target >= end {
             return Ok(());
         }
-        let _held = lock.acquire_permit(1).await.map_err(|_| "closed")?;
         if !self.current(key, generation) {
             return Err("the role changed".into());
         }

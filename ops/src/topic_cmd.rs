@@ -325,7 +325,11 @@ fn describe(
     let brokers = |b: &[kafka_protocol::messages::BrokerId]| -> Vec<i32> {
         b.iter().map(|id| id.0).collect()
     };
+    // Broker ids joined by commas; `-` for none.
     let list = |b: &[kafka_protocol::messages::BrokerId]| -> String {
+        if b.is_empty() {
+            return "-".into();
+        }
         brokers(b)
             .iter()
             .map(i32::to_string)

@@ -142,12 +142,31 @@ fn topic_commands() {
         .map(|l| l.split_whitespace().collect())
         .collect();
     assert!(
-        rows.contains(&vec!["PARTITION", "LEADER", "EARLIEST", "LATEST"]),
+        rows.contains(&vec![
+            "PARTITION",
+            "LEADER",
+            "EPOCH",
+            "REPLICAS",
+            "ISR",
+            "OFFLINE",
+            "EARLIEST",
+            "LATEST"
+        ]),
         "{out}"
     );
-    assert!(rows.contains(&vec!["0", "1", "0", "0"]), "{out}");
-    assert!(rows.contains(&vec!["1", "1", "0", "5"]), "{out}");
-    assert!(rows.contains(&vec!["2", "1", "0", "2"]), "{out}");
+    // One replica, on node 1, in sync; none offline.
+    assert!(
+        rows.contains(&vec!["0", "1", "0", "1", "1", "-", "0", "0"]),
+        "{out}"
+    );
+    assert!(
+        rows.contains(&vec!["1", "1", "0", "1", "1", "-", "0", "5"]),
+        "{out}"
+    );
+    assert!(
+        rows.contains(&vec!["2", "1", "0", "1", "1", "-", "0", "2"]),
+        "{out}"
+    );
     assert!(
         rows.contains(&vec!["retention.ms", "123456", "topic"]),
         "{out}"

@@ -30,6 +30,27 @@ fn ringlog(args: &[&str]) -> (bool, String) {
     (out.status.success(), text)
 }
 
+/// Creates `topic` (one partition, replication factor 3) with `configs` (KEY=VALUE each).
+fn create_replicated(node: &Broker, topic: &str, configs: &[&str]) {
+    let brokers = node.bootstrap();
+    let mut args = vec![
+        "topic",
+        "--brokers",
+        &brokers,
+        "create",
+        topic,
+        "--partitions",
+        "1",
+        "--replication-factor",
+        "3",
+    ];
+    for c in configs {
+        args.extend(["--config", c]);
+    }
+    let (ok, out) = ringlog(&args);
+    assert!(ok, "{out}");
+}
+
 /// (leader broker id, leader epoch, ISR broker ids) of `topic`/`partition` as `node` answers.
 fn partition_state(node: &Broker, topic: &str, partition: i32) -> (i32, i32, Vec<i32>) {
     let m = metadata(node, topic);
@@ -73,20 +94,7 @@ fn acks_all_records_survive_sigkills_of_the_leaders_node() {
         .unwrap_or(20);
     let mut rng = Rng::from_env_or_time("replication test");
     let mut nodes = cluster(3, 1);
-    let (ok, out) = ringlog(&[
-        "topic",
-        "--brokers",
-        &nodes[0].bootstrap(),
-        "create",
-        "r",
-        "--partitions",
-        "1",
-        "--replication-factor",
-        "3",
-        "--config",
-        "min.insync.replicas=2",
-    ]);
-    assert!(ok, "{out}");
+    create_replicated(&nodes[0], "r", &["min.insync.replicas=2"]);
     wait_fully_in_sync(&nodes[0], "r", 0, Duration::from_secs(30));
     // `topic describe` shows the replicas.
     let (ok, out) = ringlog(&[
@@ -220,20 +228,7 @@ fn acks_all_records_survive_sigkills_of_the_leaders_node() {
 #[test]
 fn a_follower_back_from_a_long_outage_catches_up_and_leads_with_every_record() {
     let mut nodes = cluster(3, 1);
-    let (ok, out) = ringlog(&[
-        "topic",
-        "--brokers",
-        &nodes[0].bootstrap(),
-        "create",
-        "c",
-        "--partitions",
-        "1",
-        "--replication-factor",
-        "3",
-        "--config",
-        "segment.bytes=65536",
-    ]);
-    assert!(ok, "{out}");
+    create_replicated(&nodes[0], "c", &["segment.bytes=65536"]);
     wait_fully_in_sync(&nodes[0], "c", 0, Duration::from_secs(30));
     let (leader, _, _) = partition_state(&nodes[0], "c", 0);
     // The replica placed after the leader's (placement goes round the nodes in order).
@@ -294,20 +289,7 @@ fn the_minority_side_of_a_network_partition_cannot_acknowledge_acks_all() {
             "2000".into(),
         ]
     });
-    let (ok, out) = ringlog(&[
-        "topic",
-        "--brokers",
-        &nodes[0].bootstrap(),
-        "create",
-        "p",
-        "--partitions",
-        "1",
-        "--replication-factor",
-        "3",
-        "--config",
-        "min.insync.replicas=2",
-    ]);
-    assert!(ok, "{out}");
+    create_replicated(&nodes[0], "p", &["min.insync.replicas=2"]);
     wait_fully_in_sync(&nodes[0], "p", 0, Duration::from_secs(30));
     let (leader, _, _) = partition_state(&nodes[0], "p", 0);
     let li = (leader - 1) as usize;

@@ -134,17 +134,7 @@ impl PartitionLog {
                 used: false,
             }
         };
-        loop {
-            let step = self.append_step(&h, ticket.n)?;
-            match step {
-                AppendStep::Wait(gen) => self.wait_change(gen).await,
-                AppendStep::Roll => self.roll().await?,
-                AppendStep::Drain(target) => self.sync_to(target).await?,
-                AppendStep::Reserve(files) => self.reserve(files).await?,
-                AppendStep::MarkDirty => self.mark_dirty().await?,
-                AppendStep::Ready => break,
-            }
-        }
+        self.wait_turn(&h, ticket.n).await?;
         // No await from here to `append_now`: what `admit` saw is what the batch follows.
         admit(self.log_end_offset()).map_err(AdmitError::Refused)?;
         let info = self.append_now(batch, &h, ticket.n, Stamp::Leader);
@@ -212,16 +202,7 @@ impl PartitionLog {
                 used: false,
             }
         };
-        loop {
-            match self.append_step(h, ticket.n)? {
-                AppendStep::Wait(gen) => self.wait_change(gen).await,
-                AppendStep::Roll => self.roll().await?,
-                AppendStep::Drain(target) => self.sync_to(target).await?,
-                AppendStep::Reserve(files) => self.reserve(files).await?,
-                AppendStep::MarkDirty => self.mark_dirty().await?,
-                AppendStep::Ready => break,
-            }
-        }
+        self.wait_turn(h, ticket.n).await?;
         if self.log_end_offset() != h.base_offset as u64 {
             // Another append went in while this one waited: not this replica's log any more.
             return Err(LogError::InvalidBatch {
@@ -237,6 +218,22 @@ impl PartitionLog {
         ticket.used = true;
         self.schedule_flush();
         Ok(())
+    }
+
+    /// Waits until batch `h` with admission ticket `ticket` may go into the log: its turn
+    /// in the arrival order, and everything it needs first (a roll, a drain under
+    /// backpressure, preallocated space, the "not clean" marker).
+    async fn wait_turn(self: &Rc<Self>, h: &BatchHeader, ticket: u64) -> Result<(), LogError> {
+        loop {
+            match self.append_step(h, ticket)? {
+                AppendStep::Wait(gen) => self.wait_change(gen).await,
+                AppendStep::Roll => self.roll().await?,
+                AppendStep::Drain(target) => self.sync_to(target).await?,
+                AppendStep::Reserve(files) => self.reserve(files).await?,
+                AppendStep::MarkDirty => self.mark_dirty().await?,
+                AppendStep::Ready => return Ok(()),
+            }
+        }
     }
 
     pub(super) fn append_step(&self, h: &BatchHeader, ticket: u64) -> Result<AppendStep, LogError> {

@@ -668,6 +668,7 @@ async fn write_marker_here(
     p: u32,
     value: Vec<u8>,
 ) -> Result<u64, Refusal> {
+    s.check_leads(topic, p)?;
     let Some(part) = s.partition(topic, p).await else {
         return Err((
             NOT_LEADER_OR_FOLLOWER,
@@ -678,6 +679,8 @@ async fn write_marker_here(
         .write_control_record(BARRIER_CONTROL_TYPE, value)
         .await
         .map_err(|e| (codes::for_partition_error(&e), format!("{topic}/{p}: {e}")))?;
+    s.replicate_own_write(&(topic.to_string(), p), &part, offset)
+        .await?;
     s.metrics.count_barrier_marker(topic);
     Ok(offset)
 }

@@ -209,17 +209,21 @@ async fn mark_partitions(
             join_all(items.into_iter().map(|(topic, p)| {
                 let s = s.clone();
                 async move {
+                    s.check_leads(&topic, p)?;
                     let Some(part) = s.partition(&topic, p).await else {
                         return Err((
                             codes::NOT_LEADER_OR_FOLLOWER,
                             format!("{topic}/{p} is not open on core {}", s.core),
                         ));
                     };
-                    part.write_marker(pid, epoch, kind, coordinator_epoch)
+                    let at = part
+                        .write_marker(pid, epoch, kind, coordinator_epoch)
                         .await
                         .map_err(|e| {
                             (codes::for_partition_error(&e), format!("{topic}/{p}: {e}"))
                         })?;
+                    s.replicate_own_write(&(topic.clone(), p), &part, at)
+                        .await?;
                     if topic == OFFSETS_TOPIC {
                         complete_txn_offsets(&s, p, pid, kind);
                     }
@@ -326,6 +330,9 @@ pub async fn serve_node_request(state: &Rc<CoreState>, req: NodeRequest) -> Node
 
 /// Opens producer `producer_id`'s transaction at `epoch` on `topic`/`p` of this core.
 async fn begin_here(s: &CoreState, topic: &str, p: u32, producer_id: i64, epoch: i16) -> i16 {
+    if let Err((code, _)) = s.check_leads(topic, p) {
+        return code;
+    }
     match s.partition(topic, p).await {
         None => codes::NOT_LEADER_OR_FOLLOWER,
         Some(part) => match part.begin_transaction(producer_id, epoch) {
