@@ -137,6 +137,7 @@ async fn rebuild_state(log: &PartitionLog) -> Result<(ProducerStates, TxnState),
     };
     rewrite |= txn_state.merge_file_entries(from_file);
     rewrite |= txn_state.drop_below(log.log_start_offset());
+    rewrite |= txn_state.drop_from(log.log_end_offset());
     if rewrite {
         io::write_atomic(&aborted_path, txn::encode_aborted_file(txn_state.aborted()))
             .await
@@ -271,10 +272,14 @@ impl Partition {
                 if self.latest_leader_epoch().is_none_or(|l| epoch > l) {
                     self.record_epoch(epoch, h.base_offset as u64).await?;
                 }
+                // The transactions follow the copy (the aborted index is rewritten below,
+                // once the batches are durable).
+                self.txn.borrow_mut().follow(h, one);
                 Ok::<(), PartitionError>(())
             })
             .await?;
         self.log.sync_to(end).await?;
+        self.store_aborted_index().await?;
         Ok(end)
     }
 

@@ -355,6 +355,41 @@ impl TxnState {
         out
     }
 
+    /// Drops aborted entries whose marker is at or after `log_end` (a follower's log was cut
+    /// there). Returns whether any went.
+    pub(crate) fn drop_from(&mut self, log_end: u64) -> bool {
+        let before = self.aborted.len();
+        self.aborted.retain(|a| a.last_offset < log_end);
+        if self.aborted.len() == before {
+            return false;
+        }
+        self.aborted_gen += 1;
+        true
+    }
+
+    /// A follower's copy of stored batch `h` (issue #18): a transactional batch opens its
+    /// producer's transaction here, an end marker ends it (an abort goes into the index).
+    /// Returns whether an aborted transaction was added.
+    pub(crate) fn follow(&mut self, h: &BatchHeader, bytes: &[u8]) -> bool {
+        if !h.is_transactional() || h.producer_id < 0 {
+            return false;
+        }
+        let base = h.base_offset as u64;
+        if !h.is_control() {
+            let o = self.ongoing.entry(h.producer_id).or_insert(Ongoing {
+                epoch: h.producer_epoch,
+                first_offset: None,
+            });
+            o.epoch = o.epoch.max(h.producer_epoch);
+            o.first_offset.get_or_insert(base);
+            return false;
+        }
+        match marker_of(bytes) {
+            Some(kind) => self.end(h.producer_id, kind, base, base),
+            None => false,
+        }
+    }
+
     /// Drops aborted entries wholly below `log_start` (retention). Returns whether any went.
     pub(crate) fn drop_below(&mut self, log_start: u64) -> bool {
         let n = self.aborted.partition_point(|a| a.last_offset < log_start);

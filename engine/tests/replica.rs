@@ -130,3 +130,60 @@ fn a_follower_copies_batches_verbatim_and_a_truncation_cuts_at_the_leaders_epoch
         leader.close().await.unwrap();
     });
 }
+
+/// A follower keeps the aborted-transaction index as it copies (READ_COMMITTED readers of a
+/// new leader skip what was aborted), and a cut drops the entries whose marker it removed.
+#[test]
+fn a_follower_indexes_the_aborted_transactions_it_copies() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let core = core(dir.path(), 4).await;
+        let (ldir, fdir) = (dir.path().join("leader"), dir.path().join("follower"));
+        let leader = open(&core, &ldir).await;
+        leader.become_leader(1).await.unwrap();
+        produce(&leader, &batch(0, 2, 7, 0)).await;
+        leader.begin_transaction(9, 0).unwrap();
+        let txn = engine::batch_encode::encode_transactional(
+            (0..3).map(|i| NewRecord {
+                key: Some(Bytes::from(format!("t{i}"))),
+                value: Some(Bytes::from_static(b"v")),
+                timestamp_ms: 1,
+                ..Default::default()
+            }),
+            ProducerSeq {
+                producer_id: 9,
+                epoch: 0,
+                base_sequence: 0,
+            },
+        );
+        produce(&leader, &txn).await;
+        let marker = leader
+            .write_marker(9, 0, engine::txn::MarkerKind::Abort, 0)
+            .await
+            .unwrap();
+        assert_eq!(marker, 5);
+        let want = leader.aborted_transactions(0, 6);
+        assert_eq!(want.len(), 1);
+
+        let follower = open(&core, &fdir).await;
+        let all = leader.log().read_durable(0, 1 << 20).await.unwrap();
+        assert_eq!(follower.append_replica(&all).await.unwrap(), 6);
+        assert_eq!(follower.aborted_transactions(0, 6), want);
+        follower.close().await.unwrap();
+        drop(follower);
+        let follower = open(&core, &fdir).await;
+        assert_eq!(
+            follower.aborted_transactions(0, 6),
+            want,
+            "kept in the index file"
+        );
+        follower.close().await.unwrap();
+        drop(follower);
+        // Cut before the abort marker: the entry goes with it.
+        engine::log::request_truncation(&fdir, 5).await.unwrap();
+        let follower = open(&core, &fdir).await;
+        assert!(follower.aborted_transactions(0, 6).is_empty());
+        follower.close().await.unwrap();
+        leader.close().await.unwrap();
+    });
+}
