@@ -5,7 +5,8 @@
 
 use std::collections::BTreeMap;
 
-pub use crate::replication::PartitionReplicas;
+use crate::replication::UNCLEAN_LEADER_ELECTION_CONFIG;
+pub use crate::replication::{Assignment, PartitionReplicas};
 use rkyv::{Archive, Deserialize, Serialize};
 
 /// Version of the [`MetaState`] layout (stored in snapshots). 2: the fan-out section holds links;
@@ -54,13 +55,6 @@ pub const MAX_CLUSTER_ID_BYTES: usize = 64;
 pub const MAX_BROKERS: usize = 1_024;
 /// The topic config holding a partition log's time retention.
 pub const RETENTION_MS_CONFIG: &str = "retention.ms";
-
-/// Where a partition lives: a node and a core (executor) index on that node.
-#[derive(Archive, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Assignment {
-    pub node_id: u64,
-    pub core_index: u32,
-}
 
 #[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct TopicMeta {
@@ -1390,7 +1384,7 @@ impl MetaState {
                 reason: format!("{} assignments for {partitions} partitions", replicas.len()),
             });
         }
-        let rf = crate::replication::validate_placement(name, replicas)?;
+        let rf = validate_placement(name, replicas)?;
         validate_configs(name, configs.len(), configs.iter())?;
         if incarnation_id.len() != INCARNATION_ID_HEX_CHARS
             || !incarnation_id.bytes().all(|b| b.is_ascii_hexdigit())
@@ -1462,7 +1456,7 @@ impl MetaState {
                 reason: format!("{} assignments for {added} new partitions", replicas.len()),
             });
         }
-        let new_rf = crate::replication::validate_placement(name, replicas)?;
+        let new_rf = validate_placement(name, replicas)?;
         if new_rf != rf {
             return Err(Refusal::InvalidAssignment {
                 name: name.into(),
@@ -2180,6 +2174,255 @@ impl MetaState {
                 replicas,
             } => self.set_replicas(name, *first_partition, replicas),
         }
+    }
+}
+
+// ---- replicated partitions (issue #18; the types and rules: `crate::replication`) ----
+
+/// Checks a requested replica placement: one list per partition, each of the same length,
+/// 1 to `MAX_REPLICATION_FACTOR` replicas on distinct nodes.
+pub fn validate_placement(name: &str, replicas: &[Vec<Assignment>]) -> Result<usize, Refusal> {
+    let bad = |reason: String| Refusal::InvalidAssignment {
+        name: name.to_string(),
+        reason,
+    };
+    let rf = replicas.first().map_or(1, Vec::len);
+    for (p, r) in replicas.iter().enumerate() {
+        if r.len() != rf {
+            return Err(bad(format!(
+                "partition {p} has {} replicas, partition 0 has {rf}: every partition has the same replication factor",
+                r.len()
+            )));
+        }
+        PartitionReplicas::new(r.clone())
+            .check()
+            .map_err(|why| bad(format!("partition {p}: {why}")))?;
+    }
+    Ok(rf)
+}
+
+impl MetaState {
+    /// The replicas of `topic`/`partition`, if it is a replicated partition.
+    pub fn replica_set(&self, topic: &str, partition: u32) -> Option<&PartitionReplicas> {
+        self.replicas.get(topic)?.get(partition as usize)
+    }
+
+    /// The replication factor of `topic` (1 for a partition not replicated).
+    pub fn replication_factor(&self, topic: &str) -> usize {
+        self.replicas
+            .get(topic)
+            .and_then(|r| r.first())
+            .map_or(1, |r| r.replicas.len())
+    }
+
+    fn broker_live(&self, node: u64) -> bool {
+        self.brokers.get(&node).is_some_and(|b| !b.fenced)
+    }
+
+    /// Sets the replica state of `name`'s partitions from `first` on, and the leaders' places
+    /// in `assignments`; `false` if the topic or a partition is unknown.
+    pub(crate) fn set_replicas(
+        &mut self,
+        name: &str,
+        first: u32,
+        replicas: &[PartitionReplicas],
+    ) -> bool {
+        let (Some(a), Some(t)) = (self.assignments.get_mut(name), self.topics.get(name)) else {
+            return false;
+        };
+        let set = self.replicas.entry(name.to_string()).or_default();
+        for (i, r) in replicas.iter().enumerate() {
+            let p = first as usize + i;
+            if p >= t.partitions as usize {
+                return false;
+            }
+            if let Some(l) = r.leader_assignment() {
+                a[p] = l;
+            }
+            if p < set.len() {
+                set[p] = r.clone();
+            } else if p == set.len() {
+                set.push(r.clone());
+            } else {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// `AlterIsr`: the leader's new ISR for a partition.
+    pub(crate) fn alter_isr(
+        &mut self,
+        name: &str,
+        partition: u32,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        isr: &[u64],
+    ) -> Result<Change, Refusal> {
+        let refuse = |reason: String| Refusal::InvalidAssignment {
+            name: name.to_string(),
+            reason: format!("partition {partition}: {reason}"),
+        };
+        let cur = self
+            .replica_set(name, partition)
+            .ok_or_else(|| Refusal::UnknownTopicOrPartition {
+                name: name.to_string(),
+                partition: Some(partition),
+            })?
+            .clone();
+        if cur.leader_epoch != leader_epoch || cur.partition_epoch != partition_epoch {
+            return Err(refuse(format!(
+                "stale ISR change (leader epoch {leader_epoch}, partition epoch {partition_epoch}; now {} and {})",
+                cur.leader_epoch, cur.partition_epoch
+            )));
+        }
+        let Some(leader) = cur.leader else {
+            return Err(refuse("no leader".into()));
+        };
+        if !isr.contains(&leader) {
+            return Err(refuse(format!("the ISR must hold the leader {leader}")));
+        }
+        let added_fenced = isr
+            .iter()
+            .any(|n| !cur.in_sync(*n) && !self.broker_live(*n));
+        if added_fenced {
+            return Err(refuse("a fenced node cannot join the ISR".into()));
+        }
+        let mut next = cur.clone();
+        // In replica order, each once.
+        next.isr = cur
+            .replicas
+            .iter()
+            .map(|a| a.node_id)
+            .filter(|n| isr.contains(n))
+            .collect();
+        if next.isr.len() != isr.len() {
+            return Err(refuse(format!("ISR {isr:?} is not a set of the replicas")));
+        }
+        next.partition_epoch += 1;
+        next.check().map_err(refuse)?;
+        self.set_replicas(name, partition, std::slice::from_ref(&next));
+        Ok(Change::ReplicasSet {
+            name: name.to_string(),
+            first_partition: partition,
+            replicas: vec![next],
+        })
+    }
+
+    /// The elections and ISR changes after node `node` was fenced (`fenced`) or came back:
+    /// one `ReplicasSet` per partition that changed, applied here already.
+    pub(crate) fn reelect(&mut self, node: u64, fenced: bool) -> Vec<Change> {
+        let mut changes = Vec::new();
+        let names: Vec<String> = self.replicas.keys().cloned().collect();
+        for name in names {
+            let unclean = self
+                .topics
+                .get(&name)
+                .and_then(|t| t.configs.get(UNCLEAN_LEADER_ELECTION_CONFIG))
+                .is_some_and(|v| v == "true");
+            let parts = self.replicas[&name].clone();
+            for (p, cur) in parts.iter().enumerate() {
+                if cur.replica_on(node).is_none() {
+                    continue;
+                }
+                let next = if fenced {
+                    self.after_fence(cur, node, unclean)
+                } else {
+                    self.after_return(cur, node)
+                };
+                if let Some(next) = next {
+                    self.set_replicas(&name, p as u32, std::slice::from_ref(&next));
+                    changes.push(Change::ReplicasSet {
+                        name: name.clone(),
+                        first_partition: p as u32,
+                        replicas: vec![next],
+                    });
+                }
+            }
+        }
+        changes
+    }
+
+    fn after_fence(
+        &self,
+        cur: &PartitionReplicas,
+        node: u64,
+        unclean: bool,
+    ) -> Option<PartitionReplicas> {
+        let mut next = cur.clone();
+        let live_isr = |n: &u64| *n != node && self.broker_live(*n);
+        if cur.leader == Some(node) {
+            next.leader_epoch += 1;
+            match cur.isr.iter().copied().find(live_isr) {
+                Some(l) => {
+                    next.leader = Some(l);
+                    next.isr.retain(|n| *n != node);
+                }
+                None if unclean => {
+                    let any = cur
+                        .replicas
+                        .iter()
+                        .map(|a| a.node_id)
+                        .find(|n| *n != node && self.broker_live(*n));
+                    next.leader = any;
+                    if let Some(l) = any {
+                        tracing::warn!(leader = l, "unclean leader election: records may be lost");
+                        next.isr = vec![l];
+                    }
+                }
+                None => next.leader = None,
+            }
+        } else if cur.in_sync(node) && cur.isr.len() > 1 {
+            next.isr.retain(|n| *n != node);
+        } else {
+            return None;
+        }
+        next.partition_epoch += 1;
+        Some(next)
+    }
+
+    fn after_return(&self, cur: &PartitionReplicas, node: u64) -> Option<PartitionReplicas> {
+        if cur.leader.is_some() || !cur.in_sync(node) {
+            return None;
+        }
+        let mut next = cur.clone();
+        next.leader = Some(node);
+        next.leader_epoch += 1;
+        next.partition_epoch += 1;
+        Some(next)
+    }
+
+    /// The replica invariants (`check_invariants`).
+    pub(crate) fn check_replicas(&self) -> Result<(), String> {
+        for (name, parts) in &self.replicas {
+            let t = self
+                .topics
+                .get(name)
+                .ok_or_else(|| format!("replicas of unknown topic '{name}'"))?;
+            if parts.len() != t.partitions as usize {
+                return Err(format!(
+                    "'{name}': replicas of {} partitions, the topic has {}",
+                    parts.len(),
+                    t.partitions
+                ));
+            }
+            for (p, r) in parts.iter().enumerate() {
+                r.check()
+                    .map_err(|e| format!("'{name}' partition {p}: {e}"))?;
+                let a = self.assignments[name][p];
+                if r.replica_on(a.node_id) != Some(a) {
+                    return Err(format!(
+                        "'{name}' partition {p}: assignment {a:?} is not a replica"
+                    ));
+                }
+                if r.leader.is_some_and(|l| l != a.node_id) {
+                    return Err(format!(
+                        "'{name}' partition {p}: the assignment is not the leader's"
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 }
 

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use engine::LogConfig;
 
 /// Kafka's `socket.request.max.bytes` default (100 MiB).
+/// `replica.lag.time.max.ms` when not configured (issue #18).
+pub const DEFAULT_REPLICA_LAG_TIME_MAX_MS: u64 = 10_000;
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 100 * 1024 * 1024;
 /// Requests of one connection in flight at once (pipelining); the reader waits beyond this.
 pub const DEFAULT_MAX_INFLIGHT_REQUESTS_PER_CONNECTION: usize = 128;
@@ -244,7 +246,7 @@ impl BrokerConfig {
             transaction_max_timeout_ms: crate::txn::DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
             barrier_injection_timeout_ms: crate::barrier::DEFAULT_BARRIER_INJECTION_TIMEOUT_MS,
             default_replication_factor: 1,
-            replica_lag_time_max_ms: crate::replica::DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+            replica_lag_time_max_ms: DEFAULT_REPLICA_LAG_TIME_MAX_MS,
             transactional_id_expiration_ms: crate::txn::DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
             quota_burst_ms: DEFAULT_QUOTA_BURST_MS,
             io_memory_bytes: DEFAULT_IO_MEMORY_BYTES,

@@ -156,8 +156,9 @@ pub struct CoreState {
     /// Follower replicas closed to be cut and reopened (`crate::replica`): reconcile leaves
     /// them alone until they are back.
     pub truncating: RefCell<std::collections::HashSet<PartitionKey>>,
-    /// This core's replicas of replicated partitions and their roles (`crate::replica`).
-    pub replicas: RefCell<crate::replica::Replicas>,
+    /// This core's replicas of replicated partitions and their roles (`crate::replica_state`,
+    /// run by `crate::replica`).
+    pub replicas: RefCell<crate::replica_state::Replicas>,
     /// Fan-out cursors running on this core (parent partitions it owns).
     pub cursors: RefCell<crate::cursor_registry::Cursors>,
     /// Request frame bytes in flight on this core (`queued-max-request-bytes-per-core`): a

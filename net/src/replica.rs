@@ -30,13 +30,12 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use glommio::sync::Semaphore;
-use meta::{Assignment, Command, MetaState};
+use meta::{Assignment, Command};
 
 use crate::core::{CoreState, PartitionKey};
 use crate::node_rpc::{NodeRequest, NodeResponse};
+use crate::replica_state::{desired_roles, FollowerProgress, Replica, Role};
 
-/// `replica.lag.time.max.ms` when not configured.
-pub const DEFAULT_REPLICA_LAG_TIME_MAX_MS: u64 = 10_000;
 /// Bytes a follower asks for per fetch (one larger batch still comes whole).
 pub const REPLICA_FETCH_MAX_BYTES: u32 = 1 << 20;
 /// The largest fetch answer a follower reads: a batch larger than this cannot be replicated
@@ -58,81 +57,6 @@ enum Cut {
     At(u64),
     /// Every record goes; the log starts over, empty, at this offset.
     RestartAt(u64),
-}
-
-/// What this core's replica of a partition does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Role {
-    Leader { epoch: i32 },
-    Follower { epoch: i32, leader: Assignment },
-    Offline { epoch: i32 },
-}
-
-/// A follower's progress as its leader sees it.
-#[derive(Clone, Copy, Debug)]
-struct FollowerProgress {
-    /// Everything below is durable on the follower (its last fetch offset).
-    durable_end: u64,
-    /// The last time its log reached the leader's log end (Kafka's lastCaughtUpTime).
-    caught_up_at: Instant,
-    /// The leader's log end and the time of its previous fetch.
-    last_fetch_leo: u64,
-    last_fetch_at: Instant,
-}
-
-struct Replica {
-    role: Role,
-    generation: u64,
-    /// A leader: its epoch is started and it serves clients.
-    ready: bool,
-    /// A leader: since when (the baseline of a follower that has not fetched yet).
-    since: Instant,
-    followers: HashMap<u64, FollowerProgress>,
-    /// The ISR proposed and not yet applied here (`None`: no change in flight). The high
-    /// watermark counts its members too until the change is seen (Kafka's maximal ISR): a
-    /// member being added must have what is acknowledged before the metastore lists it.
-    proposed_isr: Option<Vec<u64>>,
-}
-
-/// This core's replicas of replicated partitions.
-#[derive(Default)]
-pub struct Replicas {
-    map: HashMap<PartitionKey, Replica>,
-    /// One per partition, kept across roles: a follower's append and a leader's epoch start
-    /// hold it.
-    locks: HashMap<PartitionKey, Rc<Semaphore>>,
-    next_generation: u64,
-    isr_loop_started: bool,
-}
-
-/// The roles of the replicas that `m` places on core `core` of node `node`.
-pub fn desired_roles(m: &MetaState, node: u64, core: u32) -> HashMap<PartitionKey, Role> {
-    let me = Assignment {
-        node_id: node,
-        core_index: core,
-    };
-    let mut out = HashMap::new();
-    for (name, parts) in &m.replicas {
-        for (p, r) in parts.iter().enumerate() {
-            if r.replica_on(node) != Some(me) {
-                continue;
-            }
-            let role = match r.leader_assignment() {
-                Some(l) if l.node_id == node => Role::Leader {
-                    epoch: r.leader_epoch,
-                },
-                Some(leader) => Role::Follower {
-                    epoch: r.leader_epoch,
-                    leader,
-                },
-                None => Role::Offline {
-                    epoch: r.leader_epoch,
-                },
-            };
-            out.insert((name.clone(), p as u32), role);
-        }
-    }
-    out
 }
 
 impl CoreState {

@@ -1,0 +1,249 @@
+//! The metastore's replicated partitions (issue #18): placements checked, leaders elected from
+//! the ISR on fence, return and restart, stale ISR changes refused, unclean election as a
+//! topic config, and a subscriber's copy that applies the changes agreeing.
+
+use meta::replication::UNCLEAN_LEADER_ELECTION_CONFIG;
+use meta::state::{
+    Assignment, BrokerRegistration, Change, Command, MetaState, NewReplicatedTopic, Refusal,
+};
+
+fn register(s: &mut MetaState, node: u64) {
+    s.apply(&Command::RegisterBroker {
+        broker: Box::new(BrokerRegistration {
+            node_id: node,
+            host: "127.0.0.1".into(),
+            port: 9000 + node as u16,
+            core_ports: vec![],
+            cores: 2,
+            rack: None,
+            incarnation: node,
+            fenced: false,
+        }),
+    })
+    .unwrap();
+}
+
+fn a(node: u64, core: u32) -> Assignment {
+    Assignment {
+        node_id: node,
+        core_index: core,
+    }
+}
+
+fn fence(s: &mut MetaState, node: u64) -> Result<Change, Refusal> {
+    s.apply(&Command::FenceBroker {
+        node_id: node,
+        incarnation: node,
+    })
+}
+
+fn create(s: &mut MetaState, name: &str, replicas: Vec<Vec<Assignment>>, unclean: bool) {
+    let configs = if unclean {
+        [(
+            UNCLEAN_LEADER_ELECTION_CONFIG.to_string(),
+            "true".to_string(),
+        )]
+        .into()
+    } else {
+        Default::default()
+    };
+    s.apply(&Command::CreateReplicatedTopic {
+        topic: Box::new(NewReplicatedTopic {
+            name: name.into(),
+            partitions: replicas.len() as u32,
+            configs,
+            replicas,
+            incarnation_id: "0123456789abcdef".into(),
+            topic_id: [1; 16],
+        }),
+    })
+    .unwrap();
+}
+
+/// Elections follow the ISR: a fenced leader is replaced by the next live in-sync
+/// replica at a new epoch, the ISR never empties, a partition with no live in-sync
+/// replica has no leader until one comes back, and a subscriber's copy that applies the
+/// changes ends where the metastore does.
+#[test]
+fn leaders_are_elected_from_the_isr_and_copies_follow() {
+    let mut s = MetaState::default();
+    for n in 1..=5 {
+        register(&mut s, n);
+    }
+    let mut copy = s.clone();
+    create(
+        &mut s,
+        "t",
+        vec![
+            vec![a(1, 0), a(2, 1), a(3, 0)],
+            vec![a(2, 0), a(3, 1), a(1, 1)],
+        ],
+        false,
+    );
+    let r = s.replica_set("t", 0).unwrap().clone();
+    assert_eq!(
+        (r.leader, r.isr.clone(), r.leader_epoch),
+        (Some(1), vec![1, 2, 3], 0)
+    );
+    assert_eq!(s.assignment("t", 1), Some(a(2, 0)));
+    // Two replicas on one node, or mixed replication factors, are refused.
+    for bad in [
+        vec![vec![a(1, 0), a(1, 1)]],
+        vec![vec![a(1, 0), a(2, 0)], vec![a(1, 0)]],
+    ] {
+        let refused = s.apply(&Command::CreateReplicatedTopic {
+            topic: Box::new(NewReplicatedTopic {
+                name: "bad".into(),
+                partitions: bad.len() as u32,
+                configs: Default::default(),
+                replicas: bad,
+                incarnation_id: "0123456789abcdef".into(),
+                topic_id: [2; 16],
+            }),
+        });
+        assert!(matches!(refused, Err(Refusal::InvalidAssignment { .. })));
+    }
+
+    // The leader of partition 0 goes: node 2 leads at epoch 1; node 1 leaves the ISR of
+    // both partitions.
+    fence(&mut s, 1).unwrap();
+    let r = s.replica_set("t", 0).unwrap().clone();
+    assert_eq!(
+        (r.leader, r.isr.clone(), r.leader_epoch),
+        (Some(2), vec![2, 3], 1)
+    );
+    assert_eq!(s.assignment("t", 0), Some(a(2, 1)));
+    let r1 = s.replica_set("t", 1).unwrap().clone();
+    assert_eq!(
+        (r1.leader, r1.isr.clone(), r1.leader_epoch),
+        (Some(2), vec![2, 3], 0)
+    );
+
+    // An ISR change at a stale epoch is refused; the leader's current one is taken.
+    let stale = s.apply(&Command::AlterIsr {
+        name: "t".into(),
+        partition: 0,
+        leader_epoch: 0,
+        partition_epoch: r.partition_epoch,
+        isr: vec![2],
+    });
+    assert!(stale.is_err());
+    let no_leader = s.apply(&Command::AlterIsr {
+        name: "t".into(),
+        partition: 0,
+        leader_epoch: 1,
+        partition_epoch: r.partition_epoch,
+        isr: vec![3],
+    });
+    assert!(no_leader.is_err(), "the ISR keeps its leader");
+    s.apply(&Command::AlterIsr {
+        name: "t".into(),
+        partition: 0,
+        leader_epoch: 1,
+        partition_epoch: r.partition_epoch,
+        isr: vec![2],
+    })
+    .unwrap();
+    // Node 2, the only ISR member, goes: no leader (node 3 is behind), the ISR keeps 2.
+    fence(&mut s, 2).unwrap();
+    let r = s.replica_set("t", 0).unwrap().clone();
+    assert_eq!(
+        (r.leader, r.isr.clone(), r.leader_epoch),
+        (None, vec![2], 2)
+    );
+    assert_eq!(s.replica_set("t", 1).unwrap().leader, Some(3));
+    // It comes back: it leads again.
+    s.apply(&Command::BrokerHeartbeat {
+        node_id: 2,
+        incarnation: 2,
+    })
+    .unwrap();
+    let r = s.replica_set("t", 0).unwrap().clone();
+    assert_eq!((r.leader, r.leader_epoch), (Some(2), 3));
+    assert_eq!(s.assignment("t", 0), Some(a(2, 1)));
+    s.check_invariants().unwrap();
+
+    // A subscriber's copy that applies every change agrees.
+    let mut t = MetaState::default();
+    for n in 1..=5 {
+        register(&mut t, n);
+    }
+    assert_eq!(copy, t);
+    let mut replay = t.clone();
+    let cmds = [
+        Command::CreateReplicatedTopic {
+            topic: Box::new(NewReplicatedTopic {
+                name: "u".into(),
+                partitions: 1,
+                configs: Default::default(),
+                replicas: vec![vec![a(4, 0), a(5, 0)]],
+                incarnation_id: "0123456789abcdef".into(),
+                topic_id: [3; 16],
+            }),
+        },
+        Command::FenceBroker {
+            node_id: 4,
+            incarnation: 4,
+        },
+    ];
+    for c in &cmds {
+        let change = replay.apply(c).unwrap();
+        assert!(copy.apply_change(&change));
+    }
+    assert_eq!(copy, replay);
+    assert_eq!(replay.replica_set("u", 0).unwrap().leader, Some(5));
+}
+
+/// A node that registers again with a new incarnation (a restart) loses what it led and
+/// leaves the ISR, as at a fence; the same incarnation again changes nothing.
+#[test]
+fn a_restarted_leader_hands_its_partitions_over() {
+    let mut s = MetaState::default();
+    for n in 1..=3 {
+        register(&mut s, n);
+    }
+    create(&mut s, "t", vec![vec![a(1, 0), a(2, 0), a(3, 0)]], false);
+    register(&mut s, 1);
+    assert_eq!(
+        s.replica_set("t", 0).unwrap().leader_epoch,
+        0,
+        "same incarnation"
+    );
+    let mut again = s.brokers[&1].clone();
+    again.incarnation = 99;
+    s.apply(&Command::RegisterBroker {
+        broker: Box::new(again),
+    })
+    .unwrap();
+    let r = s.replica_set("t", 0).unwrap().clone();
+    assert_eq!(
+        (r.leader, r.isr.clone(), r.leader_epoch),
+        (Some(2), vec![2, 3], 1)
+    );
+    assert!(!s.brokers[&1].fenced);
+    s.check_invariants().unwrap();
+}
+
+/// With `unclean.leader.election.enable=true` a partition whose in-sync replicas are all
+/// gone elects a live replica outside the ISR.
+#[test]
+fn unclean_election_is_a_topic_config() {
+    let mut s = MetaState::default();
+    for n in 1..=5 {
+        register(&mut s, n);
+    }
+    create(&mut s, "t", vec![vec![a(1, 0), a(2, 0), a(3, 0)]], true);
+    let r = s.replica_set("t", 0).unwrap().clone();
+    s.apply(&Command::AlterIsr {
+        name: "t".into(),
+        partition: 0,
+        leader_epoch: 0,
+        partition_epoch: r.partition_epoch,
+        isr: vec![1],
+    })
+    .unwrap();
+    fence(&mut s, 1).unwrap();
+    let r = s.replica_set("t", 0).unwrap().clone();
+    assert_eq!((r.leader, r.isr.clone()), (Some(2), vec![2]));
+    s.check_invariants().unwrap();
+}
