@@ -11,9 +11,7 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::process::Stdio;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use support::cluster::*;
@@ -128,9 +126,7 @@ fn acks_all_records_survive_sigkills_of_the_leaders_node() {
 
     let mut all_acked: Vec<String> = Vec::new();
     for trial in 0..trials {
-        let stderr_path = dir.join(format!("producer-{trial}.stderr"));
-        let mut cmd = python_cmd(
-            "crash_producer.py",
+        let mut producer = CrashProducer::start(
             &[
                 &bootstrap(&nodes),
                 "r",
@@ -138,30 +134,9 @@ fn acks_all_records_survive_sigkills_of_the_leaders_node() {
                 "4",
                 "idempotent",
             ],
+            dir.join(format!("producer-{trial}.stderr")),
         );
-        cmd.stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&stderr_path).unwrap())
-            .stdin(Stdio::null());
-        let mut producer = ChildGuard(cmd.spawn().expect("spawn crash_producer.py"));
-        let stdout = producer.0.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel::<String>();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let first = rx
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| {
-                panic!(
-                    "trial {trial}: no acknowledgement within 30 s\n{}",
-                    std::fs::read_to_string(&stderr_path).unwrap_or_default()
-                )
-            });
-        let mut lines = vec![first];
+        producer.wait_first_ack(Duration::from_secs(30));
         std::thread::sleep(Duration::from_millis(rng.range(0, 1500)));
         let live = nodes.iter().position(|n| n.is_running()).unwrap();
         let (leader, epoch, _) = partition_state(&nodes[live], "r", 0);
@@ -175,26 +150,7 @@ fn acks_all_records_survive_sigkills_of_the_leaders_node() {
         });
         std::thread::sleep(Duration::from_millis(rng.range(0, 500)));
         nodes[victim].restart();
-        let deadline = Instant::now() + Duration::from_secs(120);
-        while producer.0.try_wait().unwrap().is_none() {
-            assert!(
-                Instant::now() < deadline,
-                "trial {trial}: the producer did not finish\n{}",
-                std::fs::read_to_string(&stderr_path).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        reader.join().unwrap();
-        lines.extend(rx.try_iter());
-        let done = lines
-            .iter()
-            .find(|l| l.starts_with("DONE "))
-            .cloned()
-            .unwrap_or_else(|| panic!("trial {trial}: the producer did not finish cleanly"));
-        let acked: Vec<String> = lines
-            .iter()
-            .filter_map(|l| l.strip_prefix("ACK ").map(str::to_string))
-            .collect();
+        let (done, acked) = producer.finish(Duration::from_secs(120));
         eprintln!("trial {trial}: killed node {leader} (epoch {epoch}); {done}");
         all_acked.extend(acked);
         wait_fully_in_sync(&nodes[other], "r", 0, Duration::from_secs(60));

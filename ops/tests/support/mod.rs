@@ -711,3 +711,117 @@ impl Drop for ChildGuard {
         let _ = self.0.wait();
     }
 }
+
+/// `clients/crash_producer.py` running (acks=all, see its doc): its stdout lines (`ACK`,
+/// `FAILED`, `DONE`) as they arrive, read on a thread of their own.
+pub struct CrashProducer {
+    child: ChildGuard,
+    rx: std::sync::mpsc::Receiver<String>,
+    reader: Option<std::thread::JoinHandle<()>>,
+    stderr: PathBuf,
+    /// The lines read so far.
+    pub lines: Vec<String>,
+}
+
+impl CrashProducer {
+    /// Starts `crash_producer.py ARGS`, its stderr into `stderr`.
+    pub fn start(args: &[&str], stderr: PathBuf) -> CrashProducer {
+        use std::io::BufRead;
+        let mut cmd = python_cmd("crash_producer.py", args);
+        cmd.stdout(std::process::Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .stdin(std::process::Stdio::null());
+        let mut child = ChildGuard(cmd.spawn().expect("spawn crash_producer.py"));
+        let stdout = child.0.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        let reader = std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        CrashProducer {
+            child,
+            rx,
+            reader: Some(reader),
+            stderr,
+            lines: Vec::new(),
+        }
+    }
+
+    /// What the producer wrote to stderr so far.
+    pub fn stderr_text(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// Waits for the first acknowledgement (panics after `timeout`, or if the producer ends
+    /// without one).
+    pub fn wait_first_ack(&mut self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(l) => {
+                    let ack = l.starts_with("ACK ");
+                    self.lines.push(l);
+                    if ack {
+                        return;
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => panic!(
+                    "the producer ended without an acknowledgement:\n{}\n{}",
+                    self.lines.join("\n"),
+                    self.stderr_text()
+                ),
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no acknowledgement within {timeout:?}\n{}",
+                self.stderr_text()
+            );
+        }
+    }
+
+    /// Takes the lines that arrived, without waiting.
+    pub fn drain(&mut self) {
+        self.lines.extend(self.rx.try_iter());
+    }
+
+    /// Waits (at most `timeout`) for the producer to flush and exit; returns its `DONE` line
+    /// and the acknowledgements (`"<partition> <offset> <value>"`).
+    pub fn finish(mut self, timeout: Duration) -> (String, Vec<String>) {
+        let deadline = Instant::now() + timeout;
+        while self.child.0.try_wait().unwrap().is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "the producer did not finish within {timeout:?}\n{}",
+                self.stderr_text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if let Some(r) = self.reader.take() {
+            r.join().unwrap();
+        }
+        self.drain();
+        let done = self
+            .lines
+            .iter()
+            .find(|l| l.starts_with("DONE "))
+            .cloned()
+            .unwrap_or_else(|| {
+                panic!(
+                    "the producer did not finish cleanly:\n{}\n{}",
+                    tail(&self.lines.join("\n"), 4000),
+                    self.stderr_text()
+                )
+            });
+        let acked = self
+            .lines
+            .iter()
+            .filter_map(|l| l.strip_prefix("ACK ").map(str::to_string))
+            .collect();
+        (done, acked)
+    }
+}
