@@ -14,6 +14,7 @@
 //! the only way a control batch enters the log.
 
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -108,6 +109,10 @@ pub struct Partition {
     leader_epochs: RefCell<LeaderEpochs>,
     /// One writer of `leader-epochs` at a time.
     epochs_writer: glommio::sync::Semaphore,
+    /// The fan-out cursor files this process stored (child → bytes): a leader's cursors
+    /// write them, a follower copies its leader's (issue #18). At most one per link of the
+    /// parent topic.
+    stored_cursor_files: RefCell<BTreeMap<String, Vec<u8>>>,
 }
 
 /// The producer and transaction state of `log`, rebuilt from its tail (every batch it holds,
@@ -206,6 +211,7 @@ impl Partition {
             incarnation: incarnation.to_string(),
             leader_epochs: RefCell::new(epochs),
             epochs_writer: glommio::sync::Semaphore::new(1),
+            stored_cursor_files: RefCell::new(BTreeMap::new()),
         });
         Ok((p, summary))
     }
@@ -684,17 +690,47 @@ impl Partition {
 
     /// The bytes of fan-out cursor `child`'s file; `None` if there is none.
     pub async fn load_cursor_file(&self, child: &str) -> std::io::Result<Option<Vec<u8>>> {
-        io::read_small(&self.cursor_file(child)).await
+        let loaded = io::read_small(&self.cursor_file(child)).await?;
+        if let Some(bytes) = &loaded {
+            self.stored_cursor_files
+                .borrow_mut()
+                .insert(child.to_string(), bytes.clone());
+        }
+        Ok(loaded)
     }
 
     /// Durably replaces fan-out cursor `child`'s file (temp + fsync + rename + dir fsync).
     pub async fn store_cursor_file(&self, child: &str, bytes: Vec<u8>) -> std::io::Result<()> {
-        io::write_atomic(&self.cursor_file(child), bytes).await
+        io::write_atomic(&self.cursor_file(child), bytes.clone()).await?;
+        self.stored_cursor_files
+            .borrow_mut()
+            .insert(child.to_string(), bytes);
+        Ok(())
     }
 
     /// Removes fan-out cursor `child`'s file; absent is fine.
     pub async fn remove_cursor_file(&self, child: &str) -> std::io::Result<()> {
+        self.stored_cursor_files.borrow_mut().remove(child);
         io::remove(&self.cursor_file(child)).await
+    }
+
+    /// The cursor files this process loaded or stored since the partition opened (child,
+    /// bytes).
+    pub fn stored_cursor_files(&self) -> Vec<(String, Vec<u8>)> {
+        self.stored_cursor_files
+            .borrow()
+            .iter()
+            .map(|(c, b)| (c.clone(), b.clone()))
+            .collect()
+    }
+
+    /// Whether this process last stored exactly `bytes` as cursor `child`'s file.
+    pub fn holds_cursor_file(&self, child: &str, bytes: &[u8]) -> bool {
+        self.stored_cursor_files
+            .borrow()
+            .get(child)
+            .map(Vec::as_slice)
+            == Some(bytes)
     }
 
     /// The children that have a cursor file in this partition's directory, sorted.

@@ -222,6 +222,10 @@ pub enum NodeResponse {
         bytes: Vec<u8>,
         high_watermark: u64,
         log_start: u64,
+        /// The fan-out cursor files the leader's cursors of this partition stored (child,
+        /// bytes): a follower keeps copies, so a cursor resumes near where it stood when its
+        /// leader fails over (issue #18).
+        cursor_files: Vec<(String, Vec<u8>)>,
     },
     /// A `LeaderEpochEnd` answer: the largest epoch at most the one asked for that the leader
     /// knows, and where it ends (`None`: it knows none that old).

@@ -15,7 +15,9 @@
 //!   `truncate-to` request, reopen), so it never keeps records the leader does not have.
 //!   Then it fetches in a loop from its log end, appends what comes through the same durable
 //!   path as a produce (fdatasync before the next fetch reports it), and takes the leader's
-//!   high watermark as its own.
+//!   high watermark as its own. Every `CURSOR_COPY_INTERVAL_MS` it also stores the fan-out
+//!   cursor files the leader's answer carries (those of a current link's epoch, at or below
+//!   its durable end), so a cursor resumes near where it stood when this replica leads.
 //! - **Offline** (no leader): nothing is served or fetched until the metastore elects one.
 //!
 //! A role lasts until the metastore changes it; each role's task stops when the generation
@@ -49,6 +51,12 @@ pub const REPLICA_RETRY_BACKOFF_MS: u64 = 100;
 pub const ISR_CHECK_INTERVAL_MS: u64 = 250;
 /// A leader's pause after the metastore refused its ISR change, before it proposes another.
 pub const ISR_REFUSED_BACKOFF_MS: u64 = 1_000;
+/// A follower copies its leader's fan-out cursor files at most this often per partition (a
+/// cursor that resumes on a new leader repeats at most about this much of its copying).
+pub const CURSOR_COPY_INTERVAL_MS: u64 = 500;
+/// The most cursor files one fetch answer's copies are taken from (a parent has one per
+/// link).
+pub const MAX_COPIED_CURSOR_FILES: usize = 256;
 
 /// How a follower's log is cut.
 #[derive(Clone, Copy, Debug)]
@@ -506,6 +514,7 @@ impl CoreState {
             bytes,
             high_watermark: log.high_watermark(),
             log_start: log.log_start_offset(),
+            cursor_files: p.stored_cursor_files(),
         }
     }
 
@@ -598,6 +607,7 @@ impl CoreState {
     ) {
         let backoff = || glommio::timer::sleep(Duration::from_millis(REPLICA_RETRY_BACKOFF_MS));
         let lock = self.role_lock(&key);
+        let mut last_cursor_copy: Option<Instant> = None;
         'truncate: loop {
             if !self.current(&key, generation) {
                 return;
@@ -645,6 +655,7 @@ impl CoreState {
                         bytes,
                         high_watermark,
                         log_start,
+                        cursor_files,
                     }) => {
                         let Ok(_held) = lock.acquire_permit(1).await else {
                             return;
@@ -670,6 +681,13 @@ impl CoreState {
                             {
                                 tracing::debug!(topic = %key.0, partition = key.1, error = %e, "following the leader's log start");
                             }
+                        }
+                        let copy_due = last_cursor_copy.is_none_or(|t| {
+                            t.elapsed() >= Duration::from_millis(CURSOR_COPY_INTERVAL_MS)
+                        });
+                        if copy_due {
+                            last_cursor_copy = Some(Instant::now());
+                            self.copy_cursor_files(&key, &p, cursor_files).await;
                         }
                     }
                     Ok(NodeResponse::Diverging { leader_end }) => {
@@ -704,6 +722,38 @@ impl CoreState {
                         backoff().await;
                     }
                 }
+            }
+        }
+    }
+
+    /// Keeps this follower's copies of its leader's fan-out cursor files: each one for a
+    /// current link of this parent, of that link's epoch and at or below this replica's
+    /// durable end (a new leader never resumes a cursor past what it holds), that differs
+    /// from the copy already stored. Called with the role lock held: a cursor of this
+    /// replica's own never runs meanwhile.
+    async fn copy_cursor_files(
+        &self,
+        key: &PartitionKey,
+        p: &crate::core::OwnedPartition,
+        files: Vec<(String, Vec<u8>)>,
+    ) {
+        let durable_end = p.log().durable_end();
+        for (child, bytes) in files.into_iter().take(MAX_COPIED_CURSOR_FILES) {
+            let link_epoch = self
+                .meta
+                .borrow()
+                .fanout_links
+                .of_child(&child)
+                .filter(|l| l.parent == key.0)
+                .map(|l| l.epoch.clone());
+            let usable = fanout::offset_file::CursorFile::decode(&bytes).is_some_and(|f| {
+                Some(&f.epoch) == link_epoch.as_ref() && f.next_offset <= durable_end
+            });
+            if !usable || p.holds_cursor_file(&child, &bytes) {
+                continue;
+            }
+            if let Err(e) = p.store_cursor_file(&child, bytes).await {
+                tracing::warn!(topic = %key.0, partition = key.1, %child, error = %e, "copying the leader's fan-out cursor file");
             }
         }
     }

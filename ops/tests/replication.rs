@@ -4,7 +4,8 @@
 //! acknowledged record is readable exactly once at its acknowledged offset, and a consumer
 //! that read all along never saw a record the log no longer holds (it reads below the high
 //! watermark only). A follower that was down while thousands of records (several segments)
-//! went in catches up, rejoins the ISR, and holds every record when it leads.
+//! went in catches up, rejoins the ISR, and holds every record when it leads. A fan-out
+//! cursor of a replicated parent resumes on the new leader where it stood.
 //!
 //! `RINGLOG_REPLICATION_TRIALS` sets the number of kills (20; `scripts/replication-soak.sh`
 //! runs 100); `RINGLOG_TEST_SEED` reproduces the kill moments.
@@ -311,4 +312,114 @@ fn the_minority_side_of_a_network_partition_cannot_acknowledge_acks_all() {
     assert!(ok, "{out}");
     let got = kcat_read(&nodes[li], "p", 0);
     assert_eq!(got, vec!["before".to_string(), "after".to_string()]);
+}
+
+/// The `next_offset` in the cursor file `fanout-<child>.offset` of `parent`'s partition 0
+/// under `node`'s data directory (`None`: no such file yet).
+fn cursor_next_offset(node: &Broker, parent: &str, child: &str) -> Option<u64> {
+    let dir = find_partition_dir(node.data_dir(), parent)?;
+    let bytes = std::fs::read(dir.join(format!("fanout-{child}.offset"))).ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    v["next_offset"].as_u64()
+}
+
+/// The directory `topics/<topic>/p00000` somewhere under `root`.
+fn find_partition_dir(root: &std::path::Path, topic: &str) -> Option<std::path::PathBuf> {
+    let candidate = root.join("topics").join(topic).join("p00000");
+    if candidate.is_dir() {
+        return Some(candidate);
+    }
+    std::fs::read_dir(root)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter(|e| e.path().is_dir())
+        .find_map(|e| find_partition_dir(&e.path(), topic))
+}
+
+/// A fan-out cursor follows its parent's leader: the followers keep copies of the leader's
+/// cursor file, so when the leader's node is SIGKILLed the cursor resumes on the new leader
+/// where it stood: the child (on a node that stays up) gets every parent record once.
+#[test]
+fn a_fanout_cursor_resumes_on_the_new_leader_where_it_stood() {
+    let mut nodes = cluster(3, 1);
+    create_topic(&nodes[0], "fk", 1, &[]);
+    let child_node = leaders(&nodes[0], "fk")[&0];
+    // A replicated parent whose leader is not on the child's node (placement goes round the
+    // nodes, so the next topic's leader is on another node).
+    let mut parent = String::new();
+    for i in 0..3 {
+        let name = format!("fp{i}");
+        create_replicated(&nodes[0], &name, &[]);
+        wait_fully_in_sync(&nodes[0], &name, 0, Duration::from_secs(30));
+        if partition_state(&nodes[0], &name, 0).0 != child_node {
+            parent = name;
+            break;
+        }
+    }
+    assert!(!parent.is_empty(), "a parent led off the child's node");
+    let mut attach = std::process::Command::new(ringlog_bin());
+    attach.args([
+        "fanout",
+        "attach",
+        &parent,
+        "fk",
+        "--brokers",
+        &nodes[0].bootstrap(),
+    ]);
+    run_ok(attach, None, Duration::from_secs(60));
+
+    let (leader, epoch, _) = partition_state(&nodes[0], &parent, 0);
+    let li = (leader - 1) as usize;
+    let first: Vec<String> = (0..200).map(|i| format!("a-{i:04}")).collect();
+    let refs: Vec<&str> = first.iter().map(String::as_str).collect();
+    kcat_write(&nodes[li], &parent, 0, &refs);
+    let child_at = (child_node - 1) as usize;
+    wait_until(
+        "the child to get the first records",
+        Duration::from_secs(60),
+        || {
+            let n = kcat_read(&nodes[child_at], "fk", 0).len();
+            (n != first.len()).then(|| format!("{n} of {}", first.len()))
+        },
+    );
+    // Both followers hold the leader's position (the copy lags by at most the copy interval).
+    for (i, node) in nodes.iter().enumerate() {
+        if i == li {
+            continue;
+        }
+        wait_until(
+            "a follower's copy of the cursor file",
+            Duration::from_secs(30),
+            || {
+                let at = cursor_next_offset(node, &parent, "fk");
+                (at != Some(first.len() as u64)).then(|| format!("node {}: {at:?}", i + 1))
+            },
+        );
+    }
+
+    nodes[li].kill();
+    let other = (li + 1) % 3;
+    wait_until("a new leader", Duration::from_secs(60), || {
+        let s = partition_state(&nodes[other], &parent, 0);
+        (s.0 < 0 || s.0 == leader || s.1 <= epoch).then(|| format!("{s:?}"))
+    });
+    let (new_leader, _, _) = partition_state(&nodes[other], &parent, 0);
+    let second: Vec<String> = (0..100).map(|i| format!("b-{i:04}")).collect();
+    let refs: Vec<&str> = second.iter().map(String::as_str).collect();
+    kcat_write(&nodes[(new_leader - 1) as usize], &parent, 0, &refs);
+    let want: Vec<String> = first.iter().chain(&second).cloned().collect();
+    wait_until(
+        "the child to get the later records",
+        Duration::from_secs(60),
+        || {
+            let got = kcat_read(&nodes[child_at], "fk", 0);
+            (got.len() < want.len()).then(|| format!("{} of {}", got.len(), want.len()))
+        },
+    );
+    // Nothing repeated: the new leader's cursor started at the copied position, not at the
+    // attach offset.
+    let got = kcat_read(&nodes[child_at], "fk", 0);
+    assert_eq!(got, want, "every parent record once, in order");
+    nodes[li].restart();
+    wait_fully_in_sync(&nodes[other], &parent, 0, Duration::from_secs(60));
 }
