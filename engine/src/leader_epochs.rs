@@ -138,6 +138,16 @@ impl LeaderEpochs {
         Some((self.entries[i].epoch, end))
     }
 
+    /// The epoch the record at `offset` was written in: the newest one starting at or before
+    /// it. `None`: it is older than every known epoch.
+    pub fn epoch_at(&self, offset: u64) -> Option<i32> {
+        self.entries
+            .iter()
+            .rev()
+            .find(|e| e.start_offset <= offset)
+            .map(|e| e.epoch)
+    }
+
     /// Drops the epochs that start at or after `log_end` (the log was cut there); `true` if
     /// any went.
     pub fn cut_at(&mut self, log_end: u64) -> bool {
@@ -166,6 +176,10 @@ mod tests {
         assert_eq!(e.end_of(4, 100), Some((4, 90)));
         assert_eq!(e.end_of(9, 100), Some((7, 100)));
         assert_eq!(e.end_of(0, 100), None);
+        assert_eq!(e.epoch_at(0), Some(1));
+        assert_eq!(e.epoch_at(39), Some(1));
+        assert_eq!(e.epoch_at(40), Some(4));
+        assert_eq!(e.epoch_at(1_000), Some(7));
         let back = LeaderEpochs::decode(&e.encode()).unwrap();
         assert_eq!(back, e);
         assert!(e.cut_at(90));

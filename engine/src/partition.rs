@@ -260,11 +260,26 @@ impl Partition {
     }
 
     /// OffsetForLeaderEpoch on this replica: the largest epoch at most `epoch` it knows and
-    /// the offset where that epoch ends here (the log end for its newest).
+    /// the offset where that epoch ends here (the log end for its newest). A log that never
+    /// recorded an epoch (a partition not replicated) is all epoch 0, the epoch its batches
+    /// carry.
     pub fn leader_epoch_end(&self, epoch: i32) -> Option<(i32, u64)> {
-        self.leader_epochs
-            .borrow()
-            .end_of(epoch, self.log.log_end_offset())
+        let epochs = self.leader_epochs.borrow();
+        let log_end = self.log.log_end_offset();
+        if epochs.latest().is_none() {
+            return (epoch >= 0).then_some((0, log_end));
+        }
+        epochs.end_of(epoch, log_end)
+    }
+
+    /// The leader epoch the record at `offset` was written in (0 throughout a log that never
+    /// recorded one); `None` when it is older than every epoch still known.
+    pub fn leader_epoch_at(&self, offset: u64) -> Option<i32> {
+        let epochs = self.leader_epochs.borrow();
+        if epochs.latest().is_none() {
+            return Some(0);
+        }
+        epochs.epoch_at(offset)
     }
 
     /// A follower's copy of the leader's batches (issue #18): `bytes` (whole stored batches

@@ -131,6 +131,19 @@ pub fn sample_request(key: ApiKey) -> Option<RequestKind> {
                         delete_records_request::DeleteRecordsPartition::default().with_offset(1),
                     ])]),
         ),
+        ApiKey::OffsetForLeaderEpoch => RequestKind::OffsetForLeaderEpoch(
+            OffsetForLeaderEpochRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_topics(vec![
+                    offset_for_leader_epoch_request::OffsetForLeaderTopic::default()
+                        .with_topic(name("fuzz"))
+                        .with_partitions(vec![
+                            offset_for_leader_epoch_request::OffsetForLeaderPartition::default()
+                                .with_current_leader_epoch(0)
+                                .with_leader_epoch(0),
+                        ]),
+                ]),
+        ),
         ApiKey::AddPartitionsToTxn => RequestKind::AddPartitionsToTxn(
             AddPartitionsToTxnRequest::default()
                 .with_v3_and_below_transactional_id(TransactionalId(StrBytes::from_static_str(

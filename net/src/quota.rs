@@ -293,6 +293,7 @@ pub fn set_throttle(resp: &mut ResponseKind, ms: i32) {
         CreateTopics,
         DeleteTopics,
         DeleteRecords,
+        OffsetForLeaderEpoch,
         InitProducerId,
         AddPartitionsToTxn,
         AddOffsetsToTxn,

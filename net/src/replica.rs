@@ -71,14 +71,48 @@ impl CoreState {
     /// Whether this core serves clients for `topic`/`partition` as far as replication goes: a
     /// partition not replicated, or one this core leads with its epoch started.
     pub fn leads(&self, topic: &str, partition: u32) -> bool {
+        self.serving_epoch(topic, partition).is_some()
+    }
+
+    /// The leader epoch this core serves clients of `topic`/`partition` at: 0 for a
+    /// partition not replicated (its epoch never changes), the started epoch of one this
+    /// core leads; `None` when it does not lead it.
+    pub fn serving_epoch(&self, topic: &str, partition: u32) -> Option<i32> {
         if self.meta.borrow().replica_set(topic, partition).is_none() {
-            return true;
+            return Some(0);
         }
-        self.replicas
+        match self
+            .replicas
             .borrow()
             .map
             .get(&(topic.to_string(), partition))
-            .is_some_and(|r| r.ready && matches!(r.role, Role::Leader { .. }))
+        {
+            Some(r) if r.ready => match r.role {
+                Role::Leader { epoch } => Some(epoch),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// A client's `current_leader_epoch` (KIP-320; -1: not given) checked against the epoch
+    /// this core serves `topic`/`partition` at; that epoch, or the refusal: not the leader,
+    /// FENCED_LEADER_EPOCH (the client's is older: its metadata is stale) or
+    /// UNKNOWN_LEADER_EPOCH (newer: this broker has not heard of it yet).
+    pub fn check_leader_epoch(
+        &self,
+        topic: &str,
+        partition: u32,
+        current_leader_epoch: i32,
+    ) -> Result<i32, i16> {
+        let epoch = self
+            .serving_epoch(topic, partition)
+            .ok_or(crate::codes::NOT_LEADER_OR_FOLLOWER)?;
+        match current_leader_epoch {
+            c if c < 0 || c == epoch => Ok(epoch),
+            c if c < epoch => Err(crate::codes::FENCED_LEADER_EPOCH),
+            _ => Err(crate::codes::UNKNOWN_LEADER_EPOCH),
+        }
     }
 
     /// Why an acks=all produce to `key` is refused before its append: fewer in-sync

@@ -5,7 +5,10 @@
 //! that read all along never saw a record the log no longer holds (it reads below the high
 //! watermark only). A follower that was down while thousands of records (several segments)
 //! went in catches up, rejoins the ISR, and holds every record when it leads. A fan-out
-//! cursor of a replicated parent resumes on the new leader where it stood.
+//! cursor of a replicated parent resumes on the new leader where it stood. Clients' leader
+//! epochs (KIP-320): OffsetForLeaderEpoch, fencing of a stale or unknown
+//! `current_leader_epoch`, diverging epochs, and the Java consumer validating its position
+//! through a failover.
 //!
 //! `RINGLOG_REPLICATION_TRIALS` sets the number of kills (20; `scripts/replication-soak.sh`
 //! runs 100); `RINGLOG_TEST_SEED` reproduces the kill moments.
@@ -422,4 +425,264 @@ fn a_fanout_cursor_resumes_on_the_new_leader_where_it_stood() {
     assert_eq!(got, want, "every parent record once, in order");
     nodes[li].restart();
     wait_fully_in_sync(&nodes[other], &parent, 0, Duration::from_secs(60));
+}
+
+/// OffsetForLeaderEpoch (API 23) of `leader_epoch` on `topic`/0 at `node`, with the client's
+/// `current_leader_epoch`: (error code, epoch, end offset).
+fn epoch_end(node: &Broker, topic: &str, current: i32, leader_epoch: i32) -> (i16, i32, i64) {
+    use kafka_protocol::messages::offset_for_leader_epoch_request::{
+        OffsetForLeaderPartition, OffsetForLeaderTopic,
+    };
+    use kafka_protocol::messages::{
+        OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, TopicName,
+    };
+    let mut s = std::net::TcpStream::connect(node.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let req = OffsetForLeaderEpochRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_topics(vec![OffsetForLeaderTopic::default()
+            .with_topic(TopicName(topic.to_string().into()))
+            .with_partitions(vec![OffsetForLeaderPartition::default()
+                .with_partition(0)
+                .with_current_leader_epoch(current)
+                .with_leader_epoch(leader_epoch)])]);
+    let r: OffsetForLeaderEpochResponse = support::wire::call(&mut s, 23, 4, 1, &req);
+    let p = &r.topics[0].partitions[0];
+    (p.error_code, p.leader_epoch, p.end_offset)
+}
+
+/// A Fetch v12 of `topic`/0 at `offset` with the client's epochs: (error code, diverging
+/// epoch and its end offset, bytes of records).
+fn fetch_with_epochs(
+    node: &Broker,
+    topic: &str,
+    offset: i64,
+    current: i32,
+    last_fetched: i32,
+) -> (i16, (i32, i64), usize) {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+    let mut s = std::net::TcpStream::connect(node.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let req = FetchRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(topic.to_string().into()))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(offset)
+                .with_current_leader_epoch(current)
+                .with_last_fetched_epoch(last_fetched)
+                .with_partition_max_bytes(1 << 20)])]);
+    let r: FetchResponse = support::wire::call(&mut s, 1, 12, 1, &req);
+    let p = &r.responses[0].partitions[0];
+    (
+        p.error_code,
+        (p.diverging_epoch.epoch, p.diverging_epoch.end_offset),
+        p.records.as_ref().map_or(0, |b| b.len()),
+    )
+}
+
+/// ListOffsets v7 of `topic`/0 at `timestamp` (-1 latest, -2 earliest) with the client's
+/// `current_leader_epoch`: (error code, offset, leader epoch).
+fn list_offset(node: &Broker, topic: &str, timestamp: i64, current: i32) -> (i16, i64, i32) {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, TopicName};
+    let mut s = std::net::TcpStream::connect(node.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let req = ListOffsetsRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(TopicName(topic.to_string().into()))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_current_leader_epoch(current)
+                .with_timestamp(timestamp)])]);
+    let r: ListOffsetsResponse = support::wire::call(&mut s, 2, 7, 1, &req);
+    let p = &r.topics[0].partitions[0];
+    (p.error_code, p.offset, p.leader_epoch)
+}
+
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+const FENCED_LEADER_EPOCH: i16 = 74;
+const UNKNOWN_LEADER_EPOCH: i16 = 75;
+
+/// KIP-320 for clients: OffsetForLeaderEpoch answers where each epoch ends on the leader (a
+/// consumer checks its position after a failover with it), and Fetch, ListOffsets and
+/// OffsetForLeaderEpoch fence a stale `current_leader_epoch` (FENCED_LEADER_EPOCH) and a
+/// newer one (UNKNOWN_LEADER_EPOCH); a fetch whose last epoch ended earlier on the new leader
+/// answers a diverging epoch. A partition not replicated is epoch 0 throughout.
+#[test]
+fn leader_epochs_answer_where_each_ends_and_fence_stale_clients() {
+    let mut nodes = cluster(3, 1);
+    create_replicated(&nodes[0], "e", &[]);
+    wait_fully_in_sync(&nodes[0], "e", 0, Duration::from_secs(30));
+    let (leader, e0, _) = partition_state(&nodes[0], "e", 0);
+    let li = (leader - 1) as usize;
+    let first: Vec<String> = (0..10).map(|i| format!("a{i}")).collect();
+    kcat_write(
+        &nodes[li],
+        "e",
+        0,
+        &first.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    assert_eq!(epoch_end(&nodes[li], "e", e0, e0), (0, e0, 10));
+    let follower = (li + 1) % 3;
+    assert_eq!(
+        epoch_end(&nodes[follower], "e", e0, e0).0,
+        NOT_LEADER_OR_FOLLOWER,
+        "a follower does not answer for the leader"
+    );
+    assert_eq!(
+        list_offset(&nodes[follower], "e", -1, -1).0,
+        NOT_LEADER_OR_FOLLOWER
+    );
+    wait_fully_in_sync(&nodes[li], "e", 0, Duration::from_secs(30));
+
+    nodes[li].kill();
+    wait_until("a new leader", Duration::from_secs(60), || {
+        let s = partition_state(&nodes[follower], "e", 0);
+        (s.0 < 0 || s.0 == leader || s.1 <= e0).then(|| format!("{s:?}"))
+    });
+    let (new_leader, e1, _) = partition_state(&nodes[follower], "e", 0);
+    let ni = (new_leader - 1) as usize;
+    let second: Vec<String> = (0..5).map(|i| format!("b{i}")).collect();
+    kcat_write(
+        &nodes[ni],
+        "e",
+        0,
+        &second.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    // Where each epoch ends on the new leader.
+    assert_eq!(epoch_end(&nodes[ni], "e", e1, e0), (0, e0, 10));
+    assert_eq!(epoch_end(&nodes[ni], "e", e1, e1), (0, e1, 15));
+    assert_eq!(epoch_end(&nodes[ni], "e", -1, e1 + 7), (0, e1, 15));
+    assert_eq!(epoch_end(&nodes[ni], "e", e1, -1), (0, -1, -1));
+    // Stale and unknown current epochs are fenced, on every API that takes one.
+    assert_eq!(epoch_end(&nodes[ni], "e", e0, e0).0, FENCED_LEADER_EPOCH);
+    assert_eq!(
+        epoch_end(&nodes[ni], "e", e1 + 1, e0).0,
+        UNKNOWN_LEADER_EPOCH
+    );
+    assert_eq!(
+        fetch_with_epochs(&nodes[ni], "e", 0, e0, -1).0,
+        FENCED_LEADER_EPOCH
+    );
+    assert_eq!(
+        fetch_with_epochs(&nodes[ni], "e", 0, e1 + 1, -1).0,
+        UNKNOWN_LEADER_EPOCH
+    );
+    assert_eq!(list_offset(&nodes[ni], "e", -1, e0).0, FENCED_LEADER_EPOCH);
+    // The current epoch reads; ListOffsets names the epoch of the offset it answers.
+    let (code, _, bytes) = fetch_with_epochs(&nodes[ni], "e", 0, e1, -1);
+    assert_eq!(code, 0);
+    assert!(bytes > 0, "records come back at the current epoch");
+    assert_eq!(list_offset(&nodes[ni], "e", -1, e1), (0, 15, e1));
+    assert_eq!(list_offset(&nodes[ni], "e", -2, e1), (0, 0, e0));
+    // A client that read epoch e0 up to offset 12 (records the new leader never had) is
+    // told where e0 ends here, and gets no records.
+    assert_eq!(
+        fetch_with_epochs(&nodes[ni], "e", 12, e1, e0),
+        (0, (e0, 10), 0),
+        "a diverging epoch"
+    );
+    let (code, diverging, bytes) = fetch_with_epochs(&nodes[ni], "e", 10, e1, e0);
+    assert_eq!(
+        (code, diverging.0),
+        (0, -1),
+        "no divergence at the epoch's end"
+    );
+    assert!(bytes > 0);
+
+    // A partition not replicated: epoch 0 from its first record to its end.
+    create_topic(&nodes[ni], "plain", 1, &[]);
+    let plain_leader = leaders(&nodes[ni], "plain")[&0];
+    let pn = &nodes[(plain_leader - 1) as usize];
+    assert!(pn.is_running(), "placement skips the fenced node");
+    kcat_write(pn, "plain", 0, &["x", "y", "z"]);
+    assert_eq!(epoch_end(pn, "plain", 0, 0), (0, 0, 3));
+    assert_eq!(epoch_end(pn, "plain", -1, 4), (0, 0, 3));
+    assert_eq!(list_offset(pn, "plain", -2, 0), (0, 0, 0));
+    assert_eq!(
+        fetch_with_epochs(pn, "plain", 0, 1, -1).0,
+        UNKNOWN_LEADER_EPOCH
+    );
+    nodes[li].restart();
+    wait_fully_in_sync(&nodes[ni], "e", 0, Duration::from_secs(60));
+}
+
+/// The Java consumer (kafka-clients 4.3) reads on through a failover of its partition's
+/// leader: it validates its position against the new leader (OffsetForLeaderEpoch, KIP-320)
+/// and goes on where it stood, never resetting (`auto.offset.reset=none`), every record once
+/// and in order.
+#[test]
+fn a_java_consumer_reads_on_through_a_leader_failover() {
+    let mut nodes = cluster(3, 1);
+    create_replicated(&nodes[0], "j", &[]);
+    wait_fully_in_sync(&nodes[0], "j", 0, Duration::from_secs(30));
+    let (leader, e0, _) = partition_state(&nodes[0], "j", 0);
+    let li = (leader - 1) as usize;
+    let first: Vec<String> = (0..20).map(|i| format!("a{i:02}")).collect();
+    let second: Vec<String> = (0..10).map(|i| format!("b{i:02}")).collect();
+    kcat_write(
+        &nodes[li],
+        "j",
+        0,
+        &first.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let dir = nodes[0].temp_dir().to_path_buf();
+    let out_path = dir.join("java-consumer.out");
+    let err_path = dir.join("java-consumer.err");
+    let check = support::java::JavaCheck::compile("FailoverConsumeCheck");
+    let want = (first.len() + second.len()).to_string();
+    let mut cmd = check.command(&[&bootstrap(&nodes), "j", &want]);
+    cmd.stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .stdin(Stdio::null());
+    let mut consumer = ChildGuard(cmd.spawn().expect("spawn the Java consumer"));
+    let read_line = format!("READ {}", first.len());
+    wait_until(
+        "the Java consumer to read the first records",
+        Duration::from_secs(120),
+        || {
+            let out = std::fs::read_to_string(&out_path).unwrap_or_default();
+            (!out.lines().any(|l| l == read_line)).then(|| {
+                let err = std::fs::read_to_string(&err_path).unwrap_or_default();
+                format!("{}\n{}", tail(&out, 500), tail(&err, 2000))
+            })
+        },
+    );
+    nodes[li].kill();
+    let other = (li + 1) % 3;
+    wait_until("a new leader", Duration::from_secs(60), || {
+        let s = partition_state(&nodes[other], "j", 0);
+        (s.0 < 0 || s.0 == leader || s.1 <= e0).then(|| format!("{s:?}"))
+    });
+    let (new_leader, _, _) = partition_state(&nodes[other], "j", 0);
+    kcat_write(
+        &nodes[(new_leader - 1) as usize],
+        "j",
+        0,
+        &second.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let status = wait_child(&mut consumer.0, Duration::from_secs(150));
+    let out = std::fs::read_to_string(&out_path).unwrap_or_default();
+    let err = std::fs::read_to_string(&err_path).unwrap_or_default();
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the Java consumer: {status:?}\n{}\n{}",
+        tail(&out, 2000),
+        tail(&err, 4000)
+    );
+    assert!(out.contains(&format!("OK records={want}")), "{out}");
+    let values: Vec<String> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("V "))
+        .map(|l| l.split_once(' ').map_or("", |(_, v)| v).to_string())
+        .collect();
+    let expected: Vec<String> = first.iter().chain(&second).cloned().collect();
+    assert_eq!(values, expected, "every record once, in order");
+    nodes[li].restart();
 }

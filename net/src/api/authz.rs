@@ -450,6 +450,7 @@ pub enum Refused {
     Fetch(Vec<(TopicName, uuid::Uuid, Vec<i32>)>),
     CreateTopics(Vec<TopicName>),
     ListOffsets(Vec<(TopicName, Vec<i32>)>),
+    OffsetForLeaderEpoch(Vec<(TopicName, Vec<i32>)>),
     /// Topics by name or id (DeleteTopics v6 names them either way).
     DeleteTopics(Vec<(Option<TopicName>, uuid::Uuid)>),
     CreatePartitions(Vec<TopicName>),
@@ -656,6 +657,24 @@ pub fn take_refused(state: &CoreState, who: &Rc<Subject>, req: &mut RequestKind)
             take_config_refusals(state, who, OP_ALTER_CONFIGS, &mut r.resources, |c| {
                 (c.resource_type, &c.resource_name)
             })
+        }
+        RequestKind::OffsetForLeaderEpoch(r) => {
+            let (ok, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
+                .into_iter()
+                .partition(|t| topic_ok(OP_DESCRIBE, &t.topic));
+            r.topics = ok;
+            if refused.is_empty() {
+                return Refused::None;
+            }
+            Refused::OffsetForLeaderEpoch(
+                refused
+                    .into_iter()
+                    .map(|t| {
+                        let parts = t.partitions.iter().map(|p| p.partition).collect();
+                        (t.topic, parts)
+                    })
+                    .collect(),
+            )
         }
         RequestKind::DeleteRecords(r) => {
             let (ok, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
@@ -915,6 +934,26 @@ pub fn restore_refused(state: &CoreState, refused: Refused, resp: &mut ResponseK
                                         .with_error_code(DENIED)
                                         .with_timestamp(-1)
                                         .with_offset(-1)
+                                })
+                                .collect(),
+                        ),
+                );
+            }
+        }
+        (Refused::OffsetForLeaderEpoch(topics), ResponseKind::OffsetForLeaderEpoch(r)) => {
+            for (name, parts) in topics {
+                r.topics.push(
+                    offset_for_leader_epoch_response::OffsetForLeaderTopicResult::default()
+                        .with_topic(name)
+                        .with_partitions(
+                            parts
+                                .into_iter()
+                                .map(|p| {
+                                    offset_for_leader_epoch_response::EpochEndOffset::default()
+                                        .with_partition(p)
+                                        .with_error_code(DENIED)
+                                        .with_leader_epoch(-1)
+                                        .with_end_offset(-1)
                                 })
                                 .collect(),
                         ),

@@ -1,6 +1,9 @@
 //! Fetch: read stored batches from each partition's owner core; long-poll until `min_bytes`
 //! are there or `max_wait_ms` passes, woken by appends (no polling). Topics by name (v≤12) or
 //! by topic ID (v13+). A partition with no records carries an empty records field, never null.
+//! A partition is read on its leader only, at the client's `current_leader_epoch` (fenced
+//! otherwise, `CoreState::check_leader_epoch`); a `last_fetched_epoch` that ended before the
+//! fetch offset on this leader answers its diverging epoch instead of records (KIP-320).
 
 use std::collections::HashSet;
 use std::rc::Rc;
@@ -10,7 +13,7 @@ use bytes::Bytes;
 use engine::join::{first_of, join_all};
 use engine::LogError;
 use kafka_protocol::messages::fetch_response::{
-    AbortedTransaction, FetchableTopicResponse, PartitionData,
+    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, PartitionData,
 };
 use kafka_protocol::messages::{FetchRequest, FetchResponse, ProducerId, TopicName};
 
@@ -28,6 +31,11 @@ struct ReadItem {
     max_bytes: usize,
     /// `isolation_level` 1: only below the last stable offset, with the aborted transactions.
     read_committed: bool,
+    /// The client's idea of the leader epoch (v9+, KIP-320; -1: none): fenced when stale.
+    current_leader_epoch: i32,
+    /// The epoch of the last batch the client read (v12+; -1: none): a fetch offset past
+    /// where that epoch ends on this leader answers a diverging epoch instead of records.
+    last_fetched_epoch: i32,
 }
 
 /// How often a read_committed long-poll looks again while the data past its offset is not
@@ -87,6 +95,8 @@ pub async fn handle(state: &Rc<CoreState>, version: i16, req: FetchRequest) -> F
                             offset: fp.fetch_offset,
                             max_bytes: (fp.partition_max_bytes.max(0) as usize).min(max_bytes),
                             read_committed,
+                            current_leader_epoch: fp.current_leader_epoch,
+                            last_fetched_epoch: fp.last_fetched_epoch,
                         },
                     );
                 }
@@ -192,8 +202,10 @@ async fn read_local(
 )]
 async fn read_one(state: &Rc<CoreState>, item: &ReadItem, limit: usize) -> (PartitionData, usize) {
     let index = item.partition as i32;
-    if !state.leads(&item.topic, item.partition) {
-        return (partition_error(index, codes::NOT_LEADER_OR_FOLLOWER), 0);
+    if let Err(code) =
+        state.check_leader_epoch(&item.topic, item.partition, item.current_leader_epoch)
+    {
+        return (partition_error(index, code), 0);
     }
     let Some(part) = state.partition(&item.topic, item.partition).await else {
         return (partition_error(index, codes::NOT_LEADER_OR_FOLLOWER), 0);
@@ -208,6 +220,20 @@ async fn read_one(state: &Rc<CoreState>, item: &ReadItem, limit: usize) -> (Part
         .with_log_start_offset(start);
     if item.offset < 0 {
         return (base.with_error_code(codes::OFFSET_OUT_OF_RANGE), 0);
+    }
+    if item.last_fetched_epoch >= 0 {
+        match part.leader_epoch_end(item.last_fetched_epoch) {
+            // The client read records of an epoch this log does not hold that far (or at
+            // all): it truncates to the end given and fetches again (KIP-320, KIP-595).
+            Some((epoch, end)) if epoch < item.last_fetched_epoch || (end as i64) < item.offset => {
+                let diverging = EpochEndOffset::default()
+                    .with_epoch(epoch)
+                    .with_end_offset(end as i64);
+                return (base.with_diverging_epoch(diverging), 0);
+            }
+            Some(_) => {}
+            None => return (base.with_error_code(codes::OFFSET_OUT_OF_RANGE), 0),
+        }
     }
     if limit == 0 {
         return (base, 0);

@@ -6,6 +6,7 @@ mod authz;
 pub mod barrier;
 mod client_quotas;
 mod consumer_group;
+mod epochs;
 pub mod fetch;
 pub mod group;
 mod log_dirs;
@@ -63,6 +64,7 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ConsumerGroupDescribe, 0, 1),
     (ApiKey::DescribeCluster, 0, 2),
     (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
     // Transactions (KIP-98), as transaction version 1: the newer versions belong to
     // transaction version 2 (KIP-890: AddPartitionsToTxn v4+ is the brokers' verification
     // form, EndTxn v5 and TxnOffsetCommit v5 need the `transaction.version` feature), and
@@ -256,6 +258,12 @@ pub fn first_error(resp: &ResponseKind) -> i16 {
                 .iter()
                 .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
         ),
+        ResponseKind::OffsetForLeaderEpoch(r) => first(
+            &mut r
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+        ),
         _ => 0,
     }
 }
@@ -435,6 +443,9 @@ async fn handle_kind(state: &Rc<CoreState>, version: i16, req: Request) -> Optio
         RequestKind::DeleteRecords(r) => {
             ResponseKind::DeleteRecords(records::delete_records(state, r).await)
         }
+        RequestKind::OffsetForLeaderEpoch(r) => {
+            ResponseKind::OffsetForLeaderEpoch(epochs::offset_for_leader_epoch(state, r).await)
+        }
         other => {
             // decode_request admits only keys in SUPPORTED_APIS.
             tracing::error!(request = ?other, "no handler for a supported API");
@@ -489,6 +500,9 @@ mod tests {
             }
             ApiKey::DescribeCluster => both::<DescribeClusterRequest, DescribeClusterResponse>(),
             ApiKey::DeleteRecords => both::<DeleteRecordsRequest, DeleteRecordsResponse>(),
+            ApiKey::OffsetForLeaderEpoch => {
+                both::<OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse>()
+            }
             ApiKey::AddPartitionsToTxn => {
                 both::<AddPartitionsToTxnRequest, AddPartitionsToTxnResponse>()
             }

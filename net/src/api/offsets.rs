@@ -1,4 +1,6 @@
-//! ListOffsets (earliest, latest, by timestamp) and InitProducerId.
+//! ListOffsets (earliest, latest, by timestamp) and InitProducerId. ListOffsets is answered by
+//! the leader at the client's `current_leader_epoch` (fenced otherwise), with the leader epoch
+//! of the offset it names.
 
 use std::rc::Rc;
 
@@ -31,6 +33,8 @@ struct Lookup {
     partition: u32,
     timestamp: i64,
     read_committed: bool,
+    /// The client's idea of the leader epoch (v4+, KIP-320; -1: none): fenced when stale.
+    current_leader_epoch: i32,
 }
 
 fn answer(partition: i32, code: i16) -> ListOffsetsPartitionResponse {
@@ -71,6 +75,7 @@ pub async fn list_offsets(
                             partition: lp.partition_index as u32,
                             timestamp: lp.timestamp,
                             read_committed,
+                            current_leader_epoch: lp.current_leader_epoch,
                         },
                     );
                 }
@@ -101,6 +106,14 @@ async fn lookup_local(
         let state = state.clone();
         async move {
             let index = item.partition as i32;
+            let serving = match state.check_leader_epoch(
+                &item.topic,
+                item.partition,
+                item.current_leader_epoch,
+            ) {
+                Ok(epoch) => epoch,
+                Err(code) => return answer(index, code),
+            };
             let Some(part) = state.partition(&item.topic, item.partition).await else {
                 return answer(index, codes::NOT_LEADER_OR_FOLLOWER);
             };
@@ -136,7 +149,14 @@ async fn lookup_local(
                 },
                 _ => answer(index, codes::INVALID_REQUEST),
             };
-            r.with_leader_epoch(0)
+            // The epoch the answered offset belongs to: the leader's own for the latest
+            // offset, else the epoch its record was written in (as Kafka answers).
+            let epoch = match (item.timestamp, r.offset) {
+                (_, o) if o < 0 => -1,
+                (LATEST_TIMESTAMP, _) => serving,
+                (_, o) => part.leader_epoch_at(o as u64).unwrap_or(-1),
+            };
+            r.with_leader_epoch(epoch)
         }
     });
     join_all(futs).await
