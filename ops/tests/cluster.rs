@@ -321,13 +321,10 @@ fn killing_the_metastore_leader_during_topic_churn_loses_no_acknowledged_change(
 }
 
 fn metadata_all(node: &Broker) -> MetadataResponse {
-    let mut s = TcpStream::connect(node.addr()).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    call(
-        &mut s,
+    call_node(
+        node,
         METADATA_KEY,
         12,
-        1,
         &MetadataRequest::default().with_topics(None),
     )
 }

@@ -436,8 +436,6 @@ fn epoch_end(node: &Broker, topic: &str, current: i32, leader_epoch: i32) -> (i1
     use kafka_protocol::messages::{
         OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, TopicName,
     };
-    let mut s = std::net::TcpStream::connect(node.addr()).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let req = OffsetForLeaderEpochRequest::default()
         .with_replica_id(kafka_protocol::messages::BrokerId(-1))
         .with_topics(vec![OffsetForLeaderTopic::default()
@@ -446,7 +444,7 @@ fn epoch_end(node: &Broker, topic: &str, current: i32, leader_epoch: i32) -> (i1
                 .with_partition(0)
                 .with_current_leader_epoch(current)
                 .with_leader_epoch(leader_epoch)])]);
-    let r: OffsetForLeaderEpochResponse = support::wire::call(&mut s, 23, 4, 1, &req);
+    let r: OffsetForLeaderEpochResponse = call_node(node, 23, 4, &req);
     let p = &r.topics[0].partitions[0];
     (p.error_code, p.leader_epoch, p.end_offset)
 }
@@ -462,8 +460,6 @@ fn fetch_with_epochs(
 ) -> (i16, (i32, i64), usize) {
     use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
     use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
-    let mut s = std::net::TcpStream::connect(node.addr()).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let req = FetchRequest::default()
         .with_replica_id(kafka_protocol::messages::BrokerId(-1))
         .with_max_wait_ms(0)
@@ -476,7 +472,7 @@ fn fetch_with_epochs(
                 .with_current_leader_epoch(current)
                 .with_last_fetched_epoch(last_fetched)
                 .with_partition_max_bytes(1 << 20)])]);
-    let r: FetchResponse = support::wire::call(&mut s, 1, 12, 1, &req);
+    let r: FetchResponse = call_node(node, 1, 12, &req);
     let p = &r.responses[0].partitions[0];
     (
         p.error_code,
@@ -490,8 +486,6 @@ fn fetch_with_epochs(
 fn list_offset(node: &Broker, topic: &str, timestamp: i64, current: i32) -> (i16, i64, i32) {
     use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
     use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, TopicName};
-    let mut s = std::net::TcpStream::connect(node.addr()).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let req = ListOffsetsRequest::default()
         .with_replica_id(kafka_protocol::messages::BrokerId(-1))
         .with_topics(vec![ListOffsetsTopic::default()
@@ -500,7 +494,7 @@ fn list_offset(node: &Broker, topic: &str, timestamp: i64, current: i32) -> (i16
                 .with_partition_index(0)
                 .with_current_leader_epoch(current)
                 .with_timestamp(timestamp)])]);
-    let r: ListOffsetsResponse = support::wire::call(&mut s, 2, 7, 1, &req);
+    let r: ListOffsetsResponse = call_node(node, 2, 7, &req);
     let p = &r.topics[0].partitions[0];
     (p.error_code, p.offset, p.leader_epoch)
 }

@@ -468,6 +468,13 @@ pub enum Refused {
     ConsumerGroupDescribe(Vec<GroupId>),
 }
 
+/// Takes the items `allowed` refuses out of `items`; `None` when it refuses none.
+fn split_refused<T>(items: &mut Vec<T>, allowed: impl Fn(&T) -> bool) -> Option<Vec<T>> {
+    let (ok, refused): (Vec<T>, Vec<T>) = std::mem::take(items).into_iter().partition(allowed);
+    *items = ok;
+    (!refused.is_empty()).then_some(refused)
+}
+
 /// Kafka's config resource types a DescribeConfigs or IncrementalAlterConfigs names.
 const CONFIG_RESOURCE_TOPIC: i8 = 2;
 
@@ -526,13 +533,11 @@ pub fn take_refused(state: &CoreState, who: &Rc<Subject>, req: &mut RequestKind)
     };
     match req {
         RequestKind::Produce(r) => {
-            let (ok, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topic_data)
-                .into_iter()
-                .partition(|t| topic_ok(OP_WRITE, &name_of(&t.name, &t.topic_id)));
-            r.topic_data = ok;
-            if refused.is_empty() {
+            let Some(refused) = split_refused(&mut r.topic_data, |t| {
+                topic_ok(OP_WRITE, &name_of(&t.name, &t.topic_id))
+            }) else {
                 return Refused::None;
-            }
+            };
             Refused::Produce(
                 refused
                     .into_iter()
@@ -547,13 +552,11 @@ pub fn take_refused(state: &CoreState, who: &Rc<Subject>, req: &mut RequestKind)
             )
         }
         RequestKind::Fetch(r) => {
-            let (ok, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
-                .into_iter()
-                .partition(|t| topic_ok(OP_READ, &name_of(&t.topic, &t.topic_id)));
-            r.topics = ok;
-            if refused.is_empty() {
+            let Some(refused) = split_refused(&mut r.topics, |t| {
+                topic_ok(OP_READ, &name_of(&t.topic, &t.topic_id))
+            }) else {
                 return Refused::None;
-            }
+            };
             Refused::Fetch(
                 refused
                     .into_iter()
@@ -569,23 +572,18 @@ pub fn take_refused(state: &CoreState, who: &Rc<Subject>, req: &mut RequestKind)
         }
         RequestKind::CreateTopics(r) => {
             let cluster = on_cluster(state, who, OP_CREATE);
-            let (ok, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
-                .into_iter()
-                .partition(|t| cluster || topic_ok(OP_CREATE, &t.name));
-            r.topics = ok;
-            if refused.is_empty() {
+            let Some(refused) =
+                split_refused(&mut r.topics, |t| cluster || topic_ok(OP_CREATE, &t.name))
+            else {
                 return Refused::None;
-            }
+            };
             Refused::CreateTopics(refused.into_iter().map(|t| t.name).collect())
         }
         RequestKind::ListOffsets(r) => {
-            let (ok, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
-                .into_iter()
-                .partition(|t| topic_ok(OP_DESCRIBE, &t.name));
-            r.topics = ok;
-            if refused.is_empty() {
+            let Some(refused) = split_refused(&mut r.topics, |t| topic_ok(OP_DESCRIBE, &t.name))
+            else {
                 return Refused::None;
-            }
+            };
             Refused::ListOffsets(
                 refused
                     .into_iter()
@@ -622,28 +620,14 @@ pub fn take_refused(state: &CoreState, who: &Rc<Subject>, req: &mut RequestKind)
                 Refused::DeleteTopics(refused)
             }
         }
-        RequestKind::DescribeGroups(r) => {
-            let (ok, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.groups)
-                .into_iter()
-                .partition(|g| may(state, who, OP_DESCRIBE, RESOURCE_GROUP, g));
-            r.groups = ok;
-            if refused.is_empty() {
-                Refused::None
-            } else {
-                Refused::DescribeGroups(refused)
-            }
-        }
-        RequestKind::DeleteGroups(r) => {
-            let (ok, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.groups_names)
-                .into_iter()
-                .partition(|g| may(state, who, OP_DELETE, RESOURCE_GROUP, g));
-            r.groups_names = ok;
-            if refused.is_empty() {
-                Refused::None
-            } else {
-                Refused::DeleteGroups(refused)
-            }
-        }
+        RequestKind::DescribeGroups(r) => split_refused(&mut r.groups, |g| {
+            may(state, who, OP_DESCRIBE, RESOURCE_GROUP, g)
+        })
+        .map_or(Refused::None, Refused::DescribeGroups),
+        RequestKind::DeleteGroups(r) => split_refused(&mut r.groups_names, |g| {
+            may(state, who, OP_DELETE, RESOURCE_GROUP, g)
+        })
+        .map_or(Refused::None, Refused::DeleteGroups),
         RequestKind::ListGroups(_) if !on_cluster(state, who, OP_DESCRIBE) => {
             Refused::ListGroups(who.clone())
         }
@@ -659,13 +643,10 @@ pub fn take_refused(state: &CoreState, who: &Rc<Subject>, req: &mut RequestKind)
             })
         }
         RequestKind::OffsetForLeaderEpoch(r) => {
-            let (ok, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
-                .into_iter()
-                .partition(|t| topic_ok(OP_DESCRIBE, &t.topic));
-            r.topics = ok;
-            if refused.is_empty() {
+            let Some(refused) = split_refused(&mut r.topics, |t| topic_ok(OP_DESCRIBE, &t.topic))
+            else {
                 return Refused::None;
-            }
+            };
             Refused::OffsetForLeaderEpoch(
                 refused
                     .into_iter()
@@ -677,13 +658,10 @@ pub fn take_refused(state: &CoreState, who: &Rc<Subject>, req: &mut RequestKind)
             )
         }
         RequestKind::DeleteRecords(r) => {
-            let (ok, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
-                .into_iter()
-                .partition(|t| topic_ok(OP_DELETE, &t.name));
-            r.topics = ok;
-            if refused.is_empty() {
+            let Some(refused) = split_refused(&mut r.topics, |t| topic_ok(OP_DELETE, &t.name))
+            else {
                 return Refused::None;
-            }
+            };
             Refused::DeleteRecords(
                 refused
                     .into_iter()
@@ -695,13 +673,9 @@ pub fn take_refused(state: &CoreState, who: &Rc<Subject>, req: &mut RequestKind)
             )
         }
         RequestKind::DescribeProducers(r) => {
-            let (ok, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
-                .into_iter()
-                .partition(|t| topic_ok(OP_READ, &t.name));
-            r.topics = ok;
-            if refused.is_empty() {
+            let Some(refused) = split_refused(&mut r.topics, |t| topic_ok(OP_READ, &t.name)) else {
                 return Refused::None;
-            }
+            };
             Refused::DescribeProducers(
                 refused
                     .into_iter()
@@ -709,36 +683,19 @@ pub fn take_refused(state: &CoreState, who: &Rc<Subject>, req: &mut RequestKind)
                     .collect(),
             )
         }
-        RequestKind::DescribeTransactions(r) => {
-            let (ok, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.transactional_ids)
-                .into_iter()
-                .partition(|id| may(state, who, OP_DESCRIBE, RESOURCE_TRANSACTIONAL_ID, id));
-            r.transactional_ids = ok;
-            if refused.is_empty() {
-                Refused::None
-            } else {
-                Refused::DescribeTransactions(refused)
-            }
-        }
-        RequestKind::ConsumerGroupDescribe(r) => {
-            let (ok, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.group_ids)
-                .into_iter()
-                .partition(|g| may(state, who, OP_DESCRIBE, RESOURCE_GROUP, g));
-            r.group_ids = ok;
-            if refused.is_empty() {
-                Refused::None
-            } else {
-                Refused::ConsumerGroupDescribe(refused)
-            }
-        }
+        RequestKind::DescribeTransactions(r) => split_refused(&mut r.transactional_ids, |id| {
+            may(state, who, OP_DESCRIBE, RESOURCE_TRANSACTIONAL_ID, id)
+        })
+        .map_or(Refused::None, Refused::DescribeTransactions),
+        RequestKind::ConsumerGroupDescribe(r) => split_refused(&mut r.group_ids, |g| {
+            may(state, who, OP_DESCRIBE, RESOURCE_GROUP, g)
+        })
+        .map_or(Refused::None, Refused::ConsumerGroupDescribe),
         RequestKind::CreatePartitions(r) => {
-            let (ok, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
-                .into_iter()
-                .partition(|t| topic_ok(OP_ALTER, &t.name));
-            r.topics = ok;
-            if refused.is_empty() {
+            let Some(refused) = split_refused(&mut r.topics, |t| topic_ok(OP_ALTER, &t.name))
+            else {
                 return Refused::None;
-            }
+            };
             Refused::CreatePartitions(refused.into_iter().map(|t| t.name).collect())
         }
         _ => Refused::None,

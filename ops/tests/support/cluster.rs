@@ -102,13 +102,23 @@ pub fn bootstrap(nodes: &[Broker]) -> String {
 pub fn metadata(node: &Broker, topic: &str) -> MetadataResponse {
     use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
     use kafka_protocol::messages::TopicName;
-    let mut s = TcpStream::connect(node.addr()).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let req = MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default()
         .with_name(Some(TopicName(
             kafka_protocol::protocol::StrBytes::from_string(topic.into()),
         )))]));
-    call(&mut s, METADATA_KEY, 12, 1, &req)
+    call_node(node, METADATA_KEY, 12, &req)
+}
+
+/// One request `req` (API `api_key`, `version`) to `node` on a connection of its own, and its
+/// decoded response (30 s at most).
+pub fn call_node<Req, Resp>(node: &Broker, api_key: i16, version: i16, req: &Req) -> Resp
+where
+    Req: kafka_protocol::protocol::Encodable + kafka_protocol::protocol::HeaderVersion,
+    Resp: kafka_protocol::protocol::Decodable + kafka_protocol::protocol::HeaderVersion,
+{
+    let mut s = TcpStream::connect(node.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    call(&mut s, api_key, version, 1, req)
 }
 
 /// Partition -> leader broker id of `topic`, as `node` answers.
