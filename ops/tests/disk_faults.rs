@@ -273,14 +273,7 @@ fn post(admin: &str, path: &str) -> String {
 /// acknowledged record of both stays readable.
 #[test]
 fn eio_on_fdatasync_poisons_only_that_partition() {
-    let admin = format!(
-        "127.0.0.1:{}",
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    );
+    let admin = format!("127.0.0.1:{}", free_port());
     let mut broker =
         Broker::start_with(2, &["--metrics-listen", &admin, "--enable-fault-injection"]);
     // Placement: __consumer_offsets holds one partition per core, so p0 lands on core 0 and

@@ -7,21 +7,14 @@
 mod support;
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::time::Duration;
 
 use support::*;
 
 #[test]
 fn children_receive_every_record_delay_is_never_early_and_refusals_hold() {
-    let admin = format!(
-        "127.0.0.1:{}",
-        TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    );
+    let admin = format!("127.0.0.1:{}", free_port());
     let broker = Broker::start_with(2, &["--metrics-listen", &admin]);
     let out = run_python(
         "fanout_suite.py",
@@ -183,14 +176,7 @@ fn ringlog(args: &[&str]) -> Output {
 
 #[test]
 fn fanout_cli_attaches_lists_and_detaches() {
-    let admin = format!(
-        "127.0.0.1:{}",
-        TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    );
+    let admin = format!("127.0.0.1:{}", free_port());
     let broker = Broker::start_with(2, &["--metrics-listen", &admin]);
     let bs = broker.bootstrap();
     create_topic(&broker, "src", 2, &[]);

@@ -4,7 +4,6 @@
 
 mod support;
 
-use std::net::TcpListener;
 use std::process::Command;
 use std::time::Duration;
 
@@ -57,16 +56,8 @@ fn config_file_unknown_key_is_named() {
 #[test]
 fn config_file_settings_apply_and_second_broker_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let metrics = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
+    let metrics = free_port();
     let cfg = dir.path().join("ringlog.toml");
     std::fs::write(
         &cfg,

@@ -361,10 +361,36 @@ pub struct Broker {
     ready_timeout: Duration,
 }
 
-/// A port on 127.0.0.1 that was free a moment ago (tests bind their own ports).
+/// The ports [`free_port`] draws from: below the kernel's ephemeral range (32768..61000 by
+/// default), so that no outgoing connection's local port takes one between its pick and
+/// its bind, and wide enough that tests running side by side rarely draw the same one.
+const TEST_PORT_RANGE: std::ops::Range<u16> = 12_000..32_000;
+/// How many draws [`free_port`] tries before it gives up.
+const FREE_PORT_MAX_DRAWS: usize = 1_000;
+
+/// A port on 127.0.0.1 that was free a moment ago and that this test process has not
+/// handed out before (a cluster's nodes each take two, which must all differ; a port the
+/// kernel hands to `bind(0)` can come round again once its probe is closed).
 pub fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    l.local_addr().unwrap().port()
+    use std::collections::HashSet;
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::Mutex;
+    static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+    let mut handed = HANDED_OUT.lock().unwrap();
+    let handed = handed.get_or_insert_with(HashSet::new);
+    let span = u64::from(TEST_PORT_RANGE.end - TEST_PORT_RANGE.start);
+    for _ in 0..FREE_PORT_MAX_DRAWS {
+        // A fresh random draw each time (std's per-process random hash keys).
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        let port = TEST_PORT_RANGE.start + (h.finish() % span) as u16;
+        if handed.contains(&port) || TcpListener::bind(("127.0.0.1", port)).is_err() {
+            continue;
+        }
+        handed.insert(port);
+        return port;
+    }
+    panic!("no free port on 127.0.0.1 in {TEST_PORT_RANGE:?} after {FREE_PORT_MAX_DRAWS} draws");
 }
 
 impl Broker {
