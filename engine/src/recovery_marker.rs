@@ -2,9 +2,10 @@
 //! clean and from which segment a crash recovery must scan. Replaced atomically (temp + rename),
 //! so a crash leaves either the old or the new marker.
 //!
-//! Layout (`checked_file`'s frame): `b"RLRM" | version u16 BE = 2 | clean u8 | recovery_base u64
-//! BE | crc32c u32 BE`. Version 1 (`b"RLRM" | 1 u8 | clean u8 | recovery_base u64 BE | crc32 u32
-//! BE`, CRC-32), written by older builds, is still read; every store writes version 2.
+//! Layout (`checked_file`'s frame): `b"RLRM" | version u16 BE = 3 | clean u8 | recovery_base u64
+//! BE | offset_jumps u8 | crc32c u32 BE`. Version 2 (the same without `offset_jumps`) and
+//! version 1 (`b"RLRM" | 1 u8 | clean u8 | recovery_base u64 BE | crc32 u32 BE`, CRC-32),
+//! written by older builds, are still read (no offset jumps); every store writes version 3.
 
 use std::path::{Path, PathBuf};
 
@@ -12,9 +13,11 @@ use crate::{checked_file, io};
 
 pub const MARKER_FILE_NAME: &str = "recovery.marker";
 const MAGIC: &[u8; 4] = b"RLRM";
-const VERSION: u16 = 2;
-/// clean | recovery_base.
-const BODY_BYTES: usize = 1 + 8;
+const VERSION: u16 = 3;
+/// clean | recovery_base | offset_jumps.
+const BODY_BYTES: usize = 1 + 8 + 1;
+/// Version 2 (older builds): clean | recovery_base.
+const V2_BODY_BYTES: usize = 1 + 8;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecoveryMarker {
@@ -23,6 +26,10 @@ pub struct RecoveryMarker {
     /// Segments with a lower base offset were closed (synced, indexed) before this marker was
     /// written; recovery after a crash scans this segment and every later one.
     pub recovery_base: u64,
+    /// The segment at `recovery_base` may hold forward offset jumps: a follower copied a
+    /// cleaned leader's batches into it (issue #18), so recovery accepts a batch that starts
+    /// past the previous one's end there, though it is the last segment.
+    pub offset_jumps: bool,
 }
 
 pub fn path(dir: &Path) -> PathBuf {
@@ -33,7 +40,8 @@ impl RecoveryMarker {
     fn encode(&self) -> Vec<u8> {
         let mut body = [0u8; BODY_BYTES];
         body[0] = self.clean as u8;
-        body[1..].copy_from_slice(&self.recovery_base.to_be_bytes());
+        body[1..9].copy_from_slice(&self.recovery_base.to_be_bytes());
+        body[9] = self.offset_jumps as u8;
         checked_file::frame(MAGIC, VERSION, &body)
     }
 
@@ -41,17 +49,22 @@ impl RecoveryMarker {
         if let Some(m) = Self::decode_v1(b) {
             return Ok(m);
         }
-        let body = checked_file::unframe(MAGIC, VERSION, b)?;
-        if body.len() != BODY_BYTES || body[0] > 1 {
+        let (body, want) = match checked_file::unframe(MAGIC, VERSION, b) {
+            Ok(body) => (body, BODY_BYTES),
+            Err(_) => (checked_file::unframe(MAGIC, 2, b)?, V2_BODY_BYTES),
+        };
+        if body.len() != want || body[0] > 1 || body.get(9).is_some_and(|&f| f > 1) {
             return Err(format!(
-                "a body of {} bytes, clean flag {:?}",
+                "a body of {} bytes, flags {:?} {:?}",
                 body.len(),
-                body.first()
+                body.first(),
+                body.get(9)
             ));
         }
         Ok(Self {
             clean: body[0] == 1,
-            recovery_base: u64::from_be_bytes(body[1..].try_into().expect("8 bytes")),
+            recovery_base: u64::from_be_bytes(body[1..9].try_into().expect("8 bytes")),
+            offset_jumps: body.get(9) == Some(&1),
         })
     }
 
@@ -65,6 +78,7 @@ impl RecoveryMarker {
         (crc32fast::hash(&b[..14]) == crc).then(|| Self {
             clean: b[5] == 1,
             recovery_base: u64::from_be_bytes(b[6..14].try_into().expect("8 bytes")),
+            offset_jumps: false,
         })
     }
 
@@ -92,15 +106,29 @@ mod tests {
         let m = RecoveryMarker {
             clean: true,
             recovery_base: 1234,
+            offset_jumps: false,
         };
-        let b = m.encode();
-        assert_eq!(RecoveryMarker::decode(&b), Ok(m));
-        for i in 0..b.len() {
-            let mut d = b.clone();
-            d[i] ^= 0x40;
-            assert!(RecoveryMarker::decode(&d).is_err(), "flip at {i}");
+        for m in [
+            m,
+            RecoveryMarker {
+                offset_jumps: true,
+                ..m
+            },
+        ] {
+            let b = m.encode();
+            assert_eq!(RecoveryMarker::decode(&b), Ok(m));
+            for i in 0..b.len() {
+                let mut d = b.clone();
+                d[i] ^= 0x40;
+                assert!(RecoveryMarker::decode(&d).is_err(), "flip at {i}");
+            }
+            assert!(RecoveryMarker::decode(&b[..10]).is_err());
         }
-        assert!(RecoveryMarker::decode(&b[..10]).is_err());
+        // A version 2 marker (older builds) still reads, with no offset jumps.
+        let mut body = vec![1u8];
+        body.extend_from_slice(&1234u64.to_be_bytes());
+        let v2 = checked_file::frame(MAGIC, 2, &body);
+        assert_eq!(RecoveryMarker::decode(&v2), Ok(m));
         // A version 1 marker (older builds: u8 version, CRC-32) still reads; damaged, it does not.
         let mut v1 = b"RLRM\x01\x01".to_vec();
         v1.extend_from_slice(&1234u64.to_be_bytes());

@@ -187,3 +187,101 @@ fn a_follower_indexes_the_aborted_transactions_it_copies() {
         leader.close().await.unwrap();
     });
 }
+
+/// The segment bases in a partition directory, sorted.
+fn segment_bases(dir: &std::path::Path) -> Vec<u64> {
+    let mut v: Vec<u64> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| engine::segment::parse_log_name(e.unwrap().file_name().to_str()?))
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// A follower copies a cleaned leader's log (a compacted replicated topic): a batch that
+/// starts past its end goes in at its own offsets (the leader's cleaner took those between),
+/// a crash keeps it (the recovery marker lets the active segment's offsets jump, where a jump
+/// is otherwise taken for damage), a read in a gap skips to the next batch, and a jump too far
+/// for a segment's 32-bit offsets starts the next segment at the batch.
+#[test]
+fn a_follower_keeps_a_cleaned_leaders_offset_gaps_through_crashes() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let core = core(dir.path(), 4).await;
+        let (ldir, fdir) = (dir.path().join("leader"), dir.path().join("follower"));
+        let leader = open(&core, &ldir).await;
+        leader.become_leader(1).await.unwrap();
+        for i in 0..6u64 {
+            produce(&leader, &batch(i, 3, 7, 3 * i as i32)).await;
+        }
+        let all = leader.log().read_durable(0, 1 << 20).await.unwrap();
+        let batches: Vec<&[u8]> = engine::batch::stored_batches(&all)
+            .map(|(_, one)| one)
+            .collect();
+        assert_eq!(batches.len(), 6);
+        // What a cleaned leader would serve: batches 1 and 4 are gone (offsets 3..6, 12..15).
+        let first = [batches[0], batches[2], batches[3]].concat();
+        let follower = open(&core, &fdir).await;
+        assert_eq!(follower.append_replica(&first).await.unwrap(), 12);
+        assert_eq!(
+            follower.log().read_durable(0, 1 << 20).await.unwrap(),
+            first
+        );
+        let in_gap = follower.log().read_durable(4, 1 << 20).await.unwrap();
+        assert_eq!(
+            engine::batch::stored_batches(&in_gap)
+                .next()
+                .unwrap()
+                .0
+                .base_offset,
+            6,
+            "a read in the gap starts at the next batch"
+        );
+        // A batch before the end is still refused.
+        assert!(follower.append_replica(batches[3]).await.is_err());
+
+        // Crash (no close): recovery keeps the batches after the jump.
+        drop(follower);
+        let follower = open(&core, &fdir).await;
+        assert_eq!(follower.log().log_end_offset(), 12, "kept over a crash");
+        assert_eq!(
+            follower.log().read_durable(0, 1 << 20).await.unwrap(),
+            first
+        );
+        // Another jump after the reopen, then a clean close, a first append and a crash.
+        assert_eq!(follower.append_replica(batches[5]).await.unwrap(), 18);
+        follower.close().await.unwrap();
+        drop(follower);
+        let follower = open(&core, &fdir).await;
+        assert_eq!(
+            follower.log().log_end_offset(),
+            18,
+            "kept over a clean close"
+        );
+        let mut far = batches[5].to_vec();
+        let far_base: u64 = 5_000_000_000;
+        engine::batch::set_base_offset(&mut far, far_base as i64);
+        assert_eq!(
+            follower.append_replica(&far).await.unwrap(),
+            far_base + 3,
+            "a jump past 32-bit relative offsets"
+        );
+        drop(follower);
+        let follower = open(&core, &fdir).await;
+        assert_eq!(
+            follower.log().log_end_offset(),
+            far_base + 3,
+            "kept over a crash"
+        );
+        assert_eq!(
+            segment_bases(&fdir),
+            vec![0, far_base],
+            "the far batch starts a segment of its own"
+        );
+        let copied = read_all(follower.log(), 0).await.concat();
+        let want = [first.as_slice(), batches[5], &far].concat();
+        assert_eq!(copied, want, "every batch, in order, byte for byte");
+        follower.close().await.unwrap();
+        leader.close().await.unwrap();
+    });
+}

@@ -15,94 +15,13 @@ mod support;
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
+use support::compaction::*;
 use support::*;
 
 const RECORDS: u64 = 100_000;
 const KEYS: u64 = 1_000;
 /// The cleaner's pause when nothing is due, for the broker under test.
 const CLEANER_CONFIG: &str = "log-cleaner-backoff-ms = 100\n";
-
-/// What `compaction.py produce` writes as record `i` of a run ending at `end` (keep in step
-/// with `is_tombstone` there): `None` is a tombstone.
-fn value_of(i: u64, end: u64) -> Option<String> {
-    let tomb = i.is_multiple_of(997) || (i >= end - KEYS && (i % KEYS) % 10 == 3);
-    (!tomb).then(|| format!("v{i}"))
-}
-
-type Records = BTreeMap<u64, (String, Option<String>)>;
-
-/// The log as a consumer from the beginning sees it: `(low watermark, offset → record)`;
-/// asserts offsets strictly increase.
-fn consume(broker: &Broker, topic: &str) -> (u64, u64, Records) {
-    let out = run_python(
-        "compaction.py",
-        &["consume", &broker.bootstrap(), topic],
-        &[],
-        Duration::from_secs(90),
-    );
-    let v: serde_json::Value = serde_json::from_str(out.trim()).expect("consumer JSON");
-    let mut records = Records::new();
-    let mut last: Option<u64> = None;
-    for r in v["records"].as_array().unwrap() {
-        let off = r[0].as_u64().unwrap();
-        assert!(
-            last.is_none_or(|l| off > l),
-            "offsets increase: {off} after {last:?}"
-        );
-        last = Some(off);
-        records.insert(
-            off,
-            (
-                r[1].as_str().unwrap().to_string(),
-                r[2].as_str().map(str::to_string),
-            ),
-        );
-    }
-    (
-        v["low"].as_u64().unwrap(),
-        v["high"].as_u64().unwrap(),
-        records,
-    )
-}
-
-fn produce(broker: &Broker, topic: &str, start: u64, count: u64, codec: &str) {
-    run_python(
-        "compaction.py",
-        &[
-            "produce",
-            &broker.bootstrap(),
-            topic,
-            &start.to_string(),
-            &count.to_string(),
-            &KEYS.to_string(),
-            codec,
-        ],
-        &[],
-        Duration::from_secs(120),
-    );
-}
-
-fn produce_one(broker: &Broker, topic: &str, key: &str, value: &str) {
-    run_python(
-        "compaction.py",
-        &["produce-one", &broker.bootstrap(), topic, key, value],
-        &[],
-        Duration::from_secs(30),
-    );
-}
-
-/// The latest record of every key among records `start..end` of one producer run, at its
-/// offset (`offset = i`: one partition, one idempotent producer), tombstones included.
-fn latest(start: u64, end: u64) -> Records {
-    let mut by_key: BTreeMap<String, u64> = BTreeMap::new();
-    for i in start..end {
-        by_key.insert(format!("k{}", i % KEYS), i);
-    }
-    by_key
-        .into_iter()
-        .map(|(k, i)| (i, (k, value_of(i, end))))
-        .collect()
-}
 
 fn config_file(broker_dir: &std::path::Path, text: &str) -> String {
     let path = broker_dir.join("ringlog.toml");
@@ -160,13 +79,13 @@ fn a_consumer_sees_the_latest_value_per_key() {
         out.stderr
     );
 
-    produce(&broker, topic, 0, RECORDS, "lz4");
+    produce(&broker, topic, 0, RECORDS, KEYS, "lz4");
     // Past segment.ms, one more record rolls the segment holding the last of the 100,000, so
     // all of them are in closed segments the cleaner may take.
     std::thread::sleep(Duration::from_millis(1_200));
     produce_one(&broker, topic, "marker", "one");
 
-    let mut want = latest(0, RECORDS);
+    let mut want = latest(0, RECORDS, KEYS);
     want.insert(RECORDS, ("marker".into(), Some("one".into())));
     let mut live = want.clone();
     live.retain(|_, (_, v)| v.is_some());
@@ -239,7 +158,7 @@ fn a_consumer_sees_the_latest_value_per_key() {
         String::from_utf8_lossy(&lag.stderr)
     );
     let start = RECORDS + 1;
-    produce(&broker, topic, start, 5_000, "none");
+    produce(&broker, topic, start, 5_000, KEYS, "none");
     std::thread::sleep(Duration::from_millis(1_200));
     produce_one(&broker, topic, "marker", "two");
     // Give the cleaner several rounds to (wrongly) touch them.
@@ -251,7 +170,7 @@ fn a_consumer_sees_the_latest_value_per_key() {
     }
     let end = start + 5_000;
     for i in start..end {
-        let want = (format!("k{}", i % KEYS), value_of(i, end));
+        let want = (format!("k{}", i % KEYS), value_of(i, end, KEYS));
         assert_eq!(
             seen.get(&i),
             Some(&want),
@@ -290,10 +209,14 @@ fn sigkill_during_cleaning_loses_no_latest_value() {
             topic,
             next,
             per_trial,
+            KEYS,
             if trial % 2 == 0 { "none" } else { "gzip" },
         );
         for i in next..next + per_trial {
-            expected.insert(format!("k{}", i % KEYS), value_of(i, next + per_trial));
+            expected.insert(
+                format!("k{}", i % KEYS),
+                value_of(i, next + per_trial, KEYS),
+            );
         }
         next += per_trial;
         // The cleaner starts within a backoff; kill somewhere in its pass.

@@ -5,7 +5,9 @@
 //! that read all along never saw a record the log no longer holds (it reads below the high
 //! watermark only). A follower that was down while thousands of records (several segments)
 //! went in catches up, rejoins the ISR, and holds every record when it leads. A fan-out
-//! cursor of a replicated parent resumes on the new leader where it stood. Clients' leader
+//! cursor of a replicated parent resumes on the new leader where it stood. A follower of a
+//! compacted topic copies the leader's cleaned log, offset gaps and all, keeps it through a
+//! SIGKILL, and leads with the latest value of every key. Clients' leader
 //! epochs (KIP-320): OffsetForLeaderEpoch, fencing of a stale or unknown
 //! `current_leader_epoch`, diverging epochs, and the Java consumer validating its position
 //! through a failover.
@@ -19,6 +21,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use support::cluster::*;
+use support::compaction;
 use support::*;
 
 /// `ringlog ARGS...`: whether it succeeded, and what it printed.
@@ -228,6 +231,103 @@ fn a_follower_back_from_a_long_outage_catches_up_and_leads_with_every_record() {
     let got = kcat_read(&nodes[fi], "c", 0);
     assert_eq!(got.len(), values.len());
     assert!(got == values, "the new leader holds every record in order");
+}
+
+/// A compacted replicated topic: a follower back from an outage copies the leader's cleaned
+/// log (most batches gone, only the latest record of each key left: offset gaps), keeps it
+/// through a SIGKILL (recovery does not take a gap for damage), and once it leads serves the
+/// latest record of every key at its original offset.
+#[test]
+fn a_follower_copies_a_compacted_leader_and_leads_with_the_latest_values() {
+    const RECORDS: u64 = 20_000;
+    const KEYS: u64 = 200;
+    let cfg_dir = tempfile::tempdir().unwrap();
+    let cfg = cfg_dir.path().join("ringlog.toml");
+    std::fs::write(&cfg, "log-cleaner-backoff-ms = 100\n").unwrap();
+    let cfg = cfg.to_str().unwrap().to_string();
+    let (mut nodes, _) = cluster_with_args(3, 1, |_| vec!["--config".to_string(), cfg.clone()]);
+    create_replicated(
+        &nodes[0],
+        "kv",
+        &[
+            "cleanup.policy=compact",
+            "segment.bytes=16384",
+            "segment.ms=1000",
+            "min.cleanable.dirty.ratio=0.01",
+            "min.insync.replicas=2",
+        ],
+    );
+    wait_fully_in_sync(&nodes[0], "kv", 0, Duration::from_secs(30));
+    let (leader, _, _) = partition_state(&nodes[0], "kv", 0);
+    // The replica placed after the leader's: it leads once the leader's node goes.
+    let follower = (leader as usize % 3) + 1;
+    let (li, fi) = ((leader - 1) as usize, follower - 1);
+    nodes[fi].kill();
+    wait_until(
+        "the ISR to drop the follower",
+        Duration::from_secs(60),
+        || {
+            let s = partition_state(&nodes[li], "kv", 0);
+            s.2.contains(&(follower as i32)).then(|| format!("{s:?}"))
+        },
+    );
+    compaction::produce(&nodes[li], "kv", 0, RECORDS, KEYS, "none");
+    // Past segment.ms, one more record rolls the segment holding the last of them, so all
+    // are in closed segments the cleaner may take.
+    std::thread::sleep(Duration::from_millis(1_200));
+    compaction::produce_one(&nodes[li], "kv", "marker", "one");
+    let mut want = compaction::latest(0, RECORDS, KEYS);
+    want.insert(RECORDS, ("marker".into(), Some("one".into())));
+    let seen_on = |node: &Broker, what: &str| {
+        wait_until(what, Duration::from_secs(90), || {
+            let seen = compaction::consume(node, "kv").2;
+            (seen != want).then(|| format!("{} records, {} wanted", seen.len(), want.len()))
+        });
+    };
+    // Tombstones stay (delete.retention.ms is a day): one record per key is left.
+    seen_on(
+        &nodes[li],
+        "the leader's cleaner to leave the latest record per key",
+    );
+
+    nodes[fi].restart();
+    wait_fully_in_sync(&nodes[li], "kv", 0, Duration::from_secs(60));
+    // SIGKILL and restart: recovery keeps the whole copy, gaps and all.
+    let opened = |n: &Broker| {
+        n.stderr_text()
+            .lines()
+            .filter(|l| l.contains("partition kv/0 opened"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let before = opened(&nodes[fi]).len();
+    nodes[fi].kill();
+    nodes[fi].restart();
+    wait_until(
+        "the follower to reopen kv/0",
+        Duration::from_secs(60),
+        || (opened(&nodes[fi]).len() <= before).then(|| "not yet".to_string()),
+    );
+    let line = opened(&nodes[fi]).pop().unwrap();
+    assert!(
+        line.contains(&format!("next_offset={}", RECORDS + 1)),
+        "recovery kept every copied batch: {line}"
+    );
+    wait_fully_in_sync(&nodes[li], "kv", 0, Duration::from_secs(60));
+
+    nodes[li].kill();
+    wait_until(
+        "the caught-up follower to lead",
+        Duration::from_secs(60),
+        || {
+            let s = partition_state(&nodes[fi], "kv", 0);
+            (s.0 != follower as i32).then(|| format!("{s:?}"))
+        },
+    );
+    seen_on(
+        &nodes[fi],
+        "the new leader to serve the latest record of every key at its offset",
+    );
 }
 
 /// A network partition of the leader's node (the fault hook in the node RPC layer: its calls

@@ -63,6 +63,12 @@ pub(super) enum AppendStep {
     Reserve(Vec<(Rc<SegmentFile>, u64)>),
     /// Write the "not clean" recovery marker before the first append after a clean open.
     MarkDirty,
+    /// A stored batch starts past the log end (a follower's copy of a cleaned leader's log)
+    /// and a roll is due: the log end moves up to it first, so the next segment starts there.
+    SkipAndRoll(u64),
+    /// A stored batch starts past the log end in the active segment: write the recovery
+    /// marker that lets its offsets jump first.
+    MarkOffsetJumps,
     Ready,
 }
 
@@ -134,7 +140,7 @@ impl PartitionLog {
                 used: false,
             }
         };
-        self.wait_turn(&h, ticket.n).await?;
+        self.wait_turn(&h, ticket.n, false).await?;
         // No await from here to `append_now`: what `admit` saw is what the batch follows.
         admit(self.log_end_offset()).map_err(AdmitError::Refused)?;
         let info = self.append_now(batch, &h, ticket.n, Stamp::Leader);
@@ -174,10 +180,11 @@ impl PartitionLog {
             let (one, tail) = rest.split_at(len);
             rest = tail;
             let h = batch::validate_stored(one).map_err(bad)?;
+            // A batch may start past the log end: the leader's cleaner took the ones between.
             let end = self.log_end_offset();
-            if h.base_offset < 0 || h.base_offset as u64 != end {
+            if h.base_offset < 0 || (h.base_offset as u64) < end {
                 return Err(bad(BatchError::InvalidRecords(format!(
-                    "a replicated batch starts at offset {}, not at the log end {end}",
+                    "a replicated batch starts at offset {}, before the log end {end}",
                     h.base_offset
                 )))
                 .into());
@@ -202,8 +209,8 @@ impl PartitionLog {
                 used: false,
             }
         };
-        self.wait_turn(h, ticket.n).await?;
-        if self.log_end_offset() != h.base_offset as u64 {
+        self.wait_turn(h, ticket.n, true).await?;
+        if self.log_end_offset() > h.base_offset as u64 {
             // Another append went in while this one waited: not this replica's log any more.
             return Err(LogError::InvalidBatch {
                 dir: self.dir_name(),
@@ -222,12 +229,28 @@ impl PartitionLog {
 
     /// Waits until batch `h` with admission ticket `ticket` may go into the log: its turn
     /// in the arrival order, and everything it needs first (a roll, a drain under
-    /// backpressure, preallocated space, the "not clean" marker).
-    async fn wait_turn(self: &Rc<Self>, h: &BatchHeader, ticket: u64) -> Result<(), LogError> {
+    /// backpressure, preallocated space, the "not clean" marker). A `stored` batch keeps its
+    /// offsets (`append_stored`), which may start past the log end.
+    async fn wait_turn(
+        self: &Rc<Self>,
+        h: &BatchHeader,
+        ticket: u64,
+        stored: bool,
+    ) -> Result<(), LogError> {
         loop {
-            match self.append_step(h, ticket)? {
+            match self.append_step(h, ticket, stored)? {
                 AppendStep::Wait(gen) => self.wait_change(gen).await,
                 AppendStep::Roll => self.roll().await?,
+                AppendStep::SkipAndRoll(to) => {
+                    {
+                        let mut st = self.st.borrow_mut();
+                        assert!(to >= st.next_offset, "the log end never moves back");
+                        // Nothing lies between: the leader's cleaner took those offsets.
+                        st.next_offset = to;
+                    }
+                    self.roll().await?
+                }
+                AppendStep::MarkOffsetJumps => self.mark_offset_jumps().await?,
                 AppendStep::Drain(target) => self.sync_to(target).await?,
                 AppendStep::Reserve(files) => self.reserve(files).await?,
                 AppendStep::MarkDirty => self.mark_dirty().await?,
@@ -236,7 +259,12 @@ impl PartitionLog {
         }
     }
 
-    pub(super) fn append_step(&self, h: &BatchHeader, ticket: u64) -> Result<AppendStep, LogError> {
+    pub(super) fn append_step(
+        &self,
+        h: &BatchHeader,
+        ticket: u64,
+        stored: bool,
+    ) -> Result<AppendStep, LogError> {
         let st = self.st.borrow();
         self.check_usable(&st)?;
         if st.rolling || st.admit_ticket != ticket {
@@ -256,9 +284,21 @@ impl PartitionLog {
         let too_old = a
             .first_commit_time_ms
             .is_some_and(|first| commit - first >= self.config.borrow().roll_after_ms());
-        let offsets_full = st.next_offset + h.offset_count() - a.base_offset > u32::MAX as u64;
+        // Where the batch goes: a stored one keeps its base offset, past the end if the
+        // leader's cleaner took the batches between.
+        let base = if stored {
+            (h.base_offset.max(0) as u64).max(st.next_offset)
+        } else {
+            st.next_offset
+        };
+        let jumps = base > st.next_offset;
+        let offsets_full = base + h.offset_count() - a.base_offset > u32::MAX as u64;
         if too_big || too_old || offsets_full {
-            return Ok(AppendStep::Roll);
+            return Ok(if jumps {
+                AppendStep::SkipAndRoll(base)
+            } else {
+                AppendStep::Roll
+            });
         }
         if a.log.unflushed_bytes() + len > self.config.borrow().max_unflushed_bytes {
             return Ok(AppendStep::Drain(st.next_offset));
@@ -277,7 +317,39 @@ impl PartitionLog {
         if !reserve.is_empty() {
             return Ok(AppendStep::Reserve(reserve));
         }
+        if jumps && !st.active_offset_jumps {
+            return Ok(AppendStep::MarkOffsetJumps);
+        }
         Ok(AppendStep::Ready)
+    }
+
+    /// Writes the recovery marker that lets the active segment's offsets jump, before the
+    /// first batch that starts past the log end goes in (a follower's copy of a cleaned
+    /// leader's log): recovery takes a jump in the last segment for damage otherwise, and
+    /// would cut the log there. A failure refuses the batch; nothing was written.
+    pub(super) async fn mark_offset_jumps(&self) -> Result<(), LogError> {
+        let base = {
+            let st = self.st.borrow();
+            match st.active.as_ref() {
+                Some(a) if !st.active_offset_jumps => a.base_offset,
+                _ => return Ok(()),
+            }
+        };
+        RecoveryMarker {
+            clean: false,
+            recovery_base: base,
+            offset_jumps: true,
+        }
+        .store(&self.dir)
+        .await
+        .map_err(|e| self.io_err(e))?;
+        let mut st = self.st.borrow_mut();
+        // A roll meanwhile wrote its own marker (no jumps) for a new segment: ask again.
+        if st.active.as_ref().is_some_and(|a| a.base_offset == base) {
+            st.marked_dirty = true;
+            st.active_offset_jumps = true;
+        }
+        Ok(())
     }
 
     /// Writes the "not clean" recovery marker (recovery scans from the active segment) before
@@ -293,9 +365,11 @@ impl PartitionLog {
                 None => return Ok(()),
             }
         };
+        let offset_jumps = self.st.borrow().active_offset_jumps;
         RecoveryMarker {
             clean: false,
             recovery_base: base,
+            offset_jumps,
         }
         .store(&self.dir)
         .await
@@ -341,7 +415,19 @@ impl PartitionLog {
             "batches enter the log in arrival order"
         );
         assert!(!st.rolling, "no append while the segment set changes");
-        let base = st.next_offset;
+        // A stored batch keeps its offsets: past the log end only where the recovery marker
+        // lets the active segment's offsets jump.
+        let base = if stamp == Stamp::AsStored {
+            let base = h.base_offset as u64;
+            assert!(
+                base == st.next_offset || (base > st.next_offset && st.active_offset_jumps),
+                "a stored batch at {base} follows the log end {}",
+                st.next_offset
+            );
+            base
+        } else {
+            st.next_offset
+        };
         let commit = self.core.now_ms().max(st.last_commit_time_ms);
         assert!(
             commit >= st.last_commit_time_ms,
@@ -362,10 +448,6 @@ impl PartitionLog {
         let log_append_time = stamp == Stamp::Leader
             && self.config.borrow().timestamp_type == TimestampType::LogAppendTime;
         let max_ts = if stamp == Stamp::AsStored {
-            assert_eq!(
-                h.base_offset as u64, base,
-                "a stored batch keeps its offsets"
-            );
             a.log.append(batch);
             if let Some(t) = &a.tail {
                 t.push(position, &[batch]);

@@ -145,6 +145,9 @@ pub struct RecoverySummary {
     /// Segments deleted because they lay after a truncation point or a gap.
     pub segments_deleted: Vec<u64>,
     pub next_offset: u64,
+    /// The active segment may hold forward offset jumps (the recovery marker said so: a
+    /// follower copied a cleaned leader's batches into it).
+    pub active_offset_jumps: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -184,6 +187,9 @@ struct State {
     /// so a crash needs no scan and a close has nothing to seal (issue #13: idle partitions
     /// open and close with no fsync).
     marked_dirty: bool,
+    /// The active segment may hold forward offset jumps, and the recovery marker says so
+    /// (`mark_offset_jumps`): set before the first such batch goes in, cleared by a roll.
+    active_offset_jumps: bool,
     io_busy: bool,
     rolling: bool,
     flush_scheduled: bool,

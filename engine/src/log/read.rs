@@ -134,7 +134,8 @@ impl PartitionLog {
     }
 
     /// One try of `read_due`: the read, or where to try again. A cleaned segment has gaps
-    /// (whole batches gone): a read that lands in one skips to the next batch or segment.
+    /// (whole batches gone), and so may a follower's active segment that copied a cleaned
+    /// leader's: a read that lands in one skips to the next batch or segment.
     async fn read_due_once(
         &self,
         from: u64,
@@ -148,6 +149,7 @@ impl PartitionLog {
                 u64,
                 u64,
                 Option<i64>,
+                Option<u64>,
                 Option<Rc<TailWindow>>,
             ),
             Closed(ClosedSegment),
@@ -193,6 +195,7 @@ impl PartitionLog {
                             pos,
                             len,
                             r.first_undue_commit_ms,
+                            r.next_base,
                             a.tail.clone(),
                         ),
                         None => {
@@ -216,7 +219,7 @@ impl PartitionLog {
             (plan, end, st.cleaner.generation())
         };
         let (file, pos, len, first_undue_commit_ms, next_base, tail) = match plan {
-            Plan::Read(f, p, l, u, t) => (f, p, l, u, None, t),
+            Plan::Read(f, p, l, u, n, t) => (f, p, l, u, n, t),
             Plan::Closed(seg) => {
                 let Some(reader) = self.segment_reader(&seg, planned_generation).await? else {
                     return Ok(ReadStep::Replan);
@@ -269,8 +272,7 @@ impl PartitionLog {
             if (h.last_offset() as u64) < from {
                 bytes.drain(..h.size_bytes);
                 if bytes.is_empty() {
-                    // Only a cleaned (closed) segment has gaps; in the active one there is
-                    // nothing to skip to, and the read is empty.
+                    // The batch after it (in this segment, or the next one), if any.
                     return Ok(match next_base {
                         Some(next) => ReadStep::SkipTo(next.max(from + 1)),
                         None => ReadStep::Done(DueRead::default()),

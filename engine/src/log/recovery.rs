@@ -48,6 +48,7 @@ impl PartitionLog {
             RecoveryMarker {
                 clean: fresh,
                 recovery_base: active.base_offset,
+                offset_jumps: summary.active_offset_jumps,
             }
             .store(&dir)
             .await
@@ -75,6 +76,7 @@ impl PartitionLog {
                 poisoned: None,
                 closed_for_good: false,
                 marked_dirty,
+                active_offset_jumps: summary.active_offset_jumps,
                 io_busy: false,
                 rolling: false,
                 flush_scheduled: false,
@@ -172,6 +174,8 @@ pub(super) async fn recover(
     let marker = RecoveryMarker::load(dir).await?;
     let mut clean = marker.is_some_and(|m| m.clean);
     let mut recovery_base = marker.map_or(0, |m| m.recovery_base);
+    // The segment a follower copied a cleaned leader's batches into: its offsets may jump.
+    let jumps_base = marker.filter(|m| m.offset_jumps).map(|m| m.recovery_base);
     // A truncation asked for (a replica following a new leader, issue #18): the segments
     // from the cut on go, and the one holding it is scanned and cut there.
     let truncation = load_truncation(dir).await?;
@@ -246,7 +250,7 @@ pub(super) async fn recover(
         }
         tracing::info!(dir = %dir.display(), segment = base, progress = format!("{}/{}", i + 1, total), "recovery scanning segment");
         let truncated_before = summary.truncations.len();
-        let gaps = segment::OffsetGaps::for_segment(is_last);
+        let gaps = segment::OffsetGaps::for_segment(is_last && jumps_base != Some(base));
         let (content, next, commit) =
             scan_segment(core, config, dir, base, gaps, truncate_to, &mut summary).await?;
         last_commit = last_commit.max(commit);
@@ -309,6 +313,7 @@ pub(super) async fn recover(
             (base, SegmentContent::default())
         }
     };
+    summary.active_offset_jumps = jumps_base == Some(base);
     let seg = open_segment(core, dir, base, config, content).await?;
     io::sync_dir(dir).await?;
     if truncate_to.is_some() {

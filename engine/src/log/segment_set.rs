@@ -204,6 +204,7 @@ impl PartitionLog {
             RecoveryMarker {
                 clean: false,
                 recovery_base: new_base,
+                offset_jumps: false,
             }
             .store(&self.dir)
             .await?;
@@ -215,6 +216,8 @@ impl PartitionLog {
             Ok(seg) => {
                 let mut st = self.st.borrow_mut();
                 st.active = Some(seg);
+                // The recovery marker just written names the new segment: no jumps in it.
+                st.active_offset_jumps = false;
                 st.stats.rolls += 1;
                 Ok(())
             }
@@ -268,9 +271,11 @@ impl PartitionLog {
                 return close_unsealed(active).await.map_err(|e| self.io_err(e));
             }
             seal_segment(active).await.map_err(|e| self.io_err(e))?;
+            let offset_jumps = self.st.borrow().active_offset_jumps;
             RecoveryMarker {
                 clean: true,
                 recovery_base: base,
+                offset_jumps,
             }
             .store(&self.dir)
             .await

@@ -329,9 +329,7 @@ async fn create_topic_placed(
             "a fan-out child is not replicated yet: create it with replication factor 1".into(),
         ));
     }
-    let log_config = topic_config::to_log_config(&configs, &state.ctx.config.log_defaults)
-        .map_err(|e| (codes::INVALID_CONFIG, e.to_string()))?;
-    check_replicated_configs(replicas[0].len(), &log_config, &configs)?;
+    check_replicated_configs(replicas[0].len(), &configs)?;
     let cmd = create_command(name, partitions, configs, replicas);
     write(state, cmd).await?;
     if let Some((parent, delay_ms)) = link {
@@ -354,25 +352,14 @@ async fn create_topic_placed(
     Ok(id)
 }
 
-/// What a replicated topic (replication factor `rf` > 1) cannot have yet: compaction (a
-/// follower copies whole offset ranges, and a cleaned leader's gaps would stall it), and a
+/// What a replicated topic (replication factor `rf` > 1) cannot have: a
 /// `min.insync.replicas` above its replication factor (acks=all could never be answered).
-fn check_replicated_configs(
-    rf: usize,
-    log: &engine::LogConfig,
-    configs: &BTreeMap<String, String>,
-) -> Result<(), Refusal> {
+fn check_replicated_configs(rf: usize, configs: &BTreeMap<String, String>) -> Result<(), Refusal> {
     let min = topic_config::min_insync_replicas(configs);
     if min > rf.max(1) && configs.contains_key("min.insync.replicas") {
         return Err((
             codes::INVALID_CONFIG,
             format!("min.insync.replicas={min} is above the replication factor {rf}"),
-        ));
-    }
-    if rf > 1 && log.cleanup_policy.compact {
-        return Err((
-            codes::INVALID_CONFIG,
-            "cleanup.policy=compact on a replicated topic is not supported yet: use replication factor 1, or cleanup.policy=delete".into(),
         ));
     }
     Ok(())
@@ -876,8 +863,8 @@ pub async fn incremental_alter_configs(
                     }
                 }
             }
-            let log_config = topic_config::to_log_config(&next, &state.ctx.config.log_defaults).map_err(|e| (codes::INVALID_CONFIG, e.to_string()))?;
-            check_replicated_configs(state.meta.borrow().replication_factor(&name), &log_config, &next)?;
+            topic_config::to_log_config(&next, &state.ctx.config.log_defaults).map_err(|e| (codes::INVALID_CONFIG, e.to_string()))?;
+            check_replicated_configs(state.meta.borrow().replication_factor(&name), &next)?;
             // A parent keeps records at least as long as its longest-delayed child needs
             // (delay + 1 h), whether its retention.ms is lowered or removed (the broker
             // default then applies).

@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod compaction;
 pub mod java;
 pub mod kcat_suite;
 pub mod wire;
