@@ -198,16 +198,18 @@ fn cluster_id(data_dir: &DataDir) -> Result<String, StartError> {
 }
 
 /// Creates a compacted internal topic (`__consumer_offsets`, `__transaction_state`) placed
-/// as `crate::cluster::internal_topic_assignments` says, kept forever (`retention.ms` -1), in
-/// segments of `segment_bytes`. Another node creating it at the same moment is fine.
+/// as `crate::cluster::internal_topic_assignments` says, with `rf` replicas of each partition
+/// (`internal_topic_replicas`), kept forever (`retention.ms` -1), in segments of
+/// `segment_bytes`. Another node creating it at the same moment is fine.
 fn create_internal_topic(
     meta: &MetaHandle,
     config: &BrokerConfig,
     topic: &str,
+    rf: usize,
 ) -> Result<(), StartError> {
-    let assignments = crate::cluster::internal_topic_assignments(config);
+    let replicas = crate::cluster::internal_topic_replicas(config, rf);
     let configs = crate::cluster::internal_topic_configs(config);
-    let cmd = Command::create_topic(topic, assignments.len() as u32, configs, assignments);
+    let cmd = crate::api::admin::create_command(topic, replicas.len() as u32, configs, replicas);
     match crate::cluster::write_at_start(meta, topic, cmd) {
         Ok(_) | Err(meta::MetaError::Refused(meta::Refusal::TopicAlreadyExists { .. })) => Ok(()),
         Err(source) => Err(StartError::Metastore {
@@ -260,9 +262,17 @@ fn prepare_placement(meta: &MetaHandle, config: &BrokerConfig) -> Result<(), Sta
             )))?;
         }
     }
-    for topic in [crate::group::OFFSETS_TOPIC, crate::txn::TXN_STATE_TOPIC] {
+    // The groups' offsets are replicated (their coordinator fails over); the transaction
+    // state is not yet.
+    for (topic, rf) in [
+        (
+            crate::group::OFFSETS_TOPIC,
+            config.offsets_topic_replication_factor,
+        ),
+        (crate::txn::TXN_STATE_TOPIC, 1),
+    ] {
         if state.topic(topic).is_none() {
-            create_internal_topic(meta, config, topic)?;
+            create_internal_topic(meta, config, topic, rf)?;
         }
     }
     Ok(())

@@ -401,6 +401,33 @@ pub fn internal_topic_assignments(config: &BrokerConfig) -> Vec<Assignment> {
         .collect()
 }
 
+/// The replicas of each partition of an internal topic of replication factor `rf` (at most
+/// the peers): the leader where `internal_topic_assignments` puts the partition, the
+/// followers on the peers after its node in order, on the same core index.
+pub fn internal_topic_replicas(config: &BrokerConfig, rf: usize) -> Vec<Vec<Assignment>> {
+    let peers: Vec<u64> = if config.peers.is_empty() {
+        vec![config.node_id]
+    } else {
+        config.peers.keys().copied().collect()
+    };
+    let rf = rf.clamp(1, peers.len());
+    internal_topic_assignments(config)
+        .into_iter()
+        .map(|leader| {
+            let at = peers
+                .iter()
+                .position(|&n| n == leader.node_id)
+                .expect("the leader is a peer");
+            (0..rf)
+                .map(|k| Assignment {
+                    node_id: peers[(at + k) % peers.len()],
+                    core_index: leader.core_index,
+                })
+                .collect()
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -481,5 +508,18 @@ mod tests {
             .map(|a| (a.node_id, a.core_index))
             .collect();
         assert_eq!(spread, vec![(1, 0), (2, 0), (3, 0), (1, 1), (2, 1), (3, 1)]);
+        // Replicated: the leader where the partition is placed, the followers on the next
+        // peers, same core; at most one replica per peer.
+        let nodes = |rf| -> Vec<Vec<(u64, u32)>> {
+            internal_topic_replicas(&c, rf)
+                .iter()
+                .map(|r| r.iter().map(|a| (a.node_id, a.core_index)).collect())
+                .collect()
+        };
+        let three = nodes(5);
+        assert_eq!(three.len(), 6);
+        assert_eq!(three[1], vec![(2, 0), (3, 0), (1, 0)]);
+        assert_eq!(three[5], vec![(3, 1), (1, 1), (2, 1)]);
+        assert_eq!(nodes(1)[4], vec![(2, 1)]);
     }
 }

@@ -100,6 +100,17 @@ impl Drop for RunningGuard {
     }
 }
 
+/// Why an internal topic's partition is not moved (checked first: it may be replicated too).
+fn internal_refusal(topic: &str) -> Result<(), MoveRefusal> {
+    if is_internal_topic(topic) {
+        return Err((
+            400,
+            format!("{topic} is internal: its groups and transactions live on the node that owns each partition, so its partitions do not move"),
+        ));
+    }
+    Ok(())
+}
+
 /// Why a replicated partition is not moved (before anything is released).
 fn replicated_refusal(topic: &str, partition: u32) -> String {
     format!(
@@ -121,6 +132,7 @@ pub async fn move_partition(
         if m.topic(topic).is_none() {
             return Err((404, format!("unknown topic {topic:?}")));
         }
+        internal_refusal(topic)?;
         if m.replica_set(topic, partition).is_some() {
             return Err((409, replicated_refusal(topic, partition)));
         }
@@ -179,12 +191,7 @@ async fn run_move(
     to_node: u64,
     to_core: Option<u32>,
 ) -> Result<Moved, MoveRefusal> {
-    if is_internal_topic(topic) {
-        return Err((
-            400,
-            format!("{topic} is internal: its groups and transactions live on the node that owns each partition, so its partitions do not move"),
-        ));
-    }
+    internal_refusal(topic)?;
     let (incarnation, to_core) = {
         let m = state.meta.borrow();
         let incarnation = m

@@ -215,7 +215,10 @@ impl CoreState {
             log.set_replicated_limit(log.log_start_offset());
         }
         if topic == OFFSETS_TOPIC {
-            self.replay_offsets(&partition, index).await?;
+            // A replicated one is loaded by its leader's task once it leads (`replica::lead`).
+            if self.meta.borrow().replica_set(topic, index).is_none() {
+                self.replay_offsets(&partition, index).await?;
+            }
         } else if topic == crate::txn::TXN_STATE_TOPIC {
             self.replay_txns(&partition, index).await?;
         } else if topic == crate::barrier::format::BARRIER_STATE_TOPIC {
@@ -245,12 +248,18 @@ impl CoreState {
         })
     }
 
-    /// Loads the committed offsets of the groups in one `__consumer_offsets` partition.
-    async fn replay_offsets(&self, partition: &Partition, index: u32) -> Result<(), LogError> {
+    /// Loads the committed offsets of the groups in one `__consumer_offsets` partition, all
+    /// its log holds (a new leader's records above its high watermark too: they are its
+    /// epoch's to commit).
+    pub(crate) async fn replay_offsets(
+        &self,
+        partition: &Partition,
+        index: u32,
+    ) -> Result<(), LogError> {
         let log = partition.log();
         let delay = self.initial_rebalance_delay();
         let mut records = 0;
-        log.for_each_batch(0, u64::MAX, OFFSETS_REPLAY_READ_BYTES, |_, batch| {
+        log.for_each_durable_batch(0, u64::MAX, OFFSETS_REPLAY_READ_BYTES, |_, batch| {
             records += group::replay(&mut self.groups.borrow_mut(), batch, index, delay);
         })
         .await?;

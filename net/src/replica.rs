@@ -212,6 +212,44 @@ impl CoreState {
             .await
     }
 
+    /// Whether this core coordinates the keys of internal partition `topic`/`partition`
+    /// now (a replicated `__consumer_offsets` partition's leader, its state loaded); else the
+    /// coordinator error: COORDINATOR_LOAD_IN_PROGRESS while this core is the partition's
+    /// leader but has not loaded it yet, NOT_COORDINATOR when another replica leads.
+    pub fn check_coordinates(&self, topic: &str, partition: u32) -> Result<(), i16> {
+        if self.leads(topic, partition) {
+            Ok(())
+        } else if self.owner_core(topic, partition) == Some(self.core) {
+            Err(crate::codes::COORDINATOR_LOAD_IN_PROGRESS)
+        } else {
+            Err(crate::codes::NOT_COORDINATOR)
+        }
+    }
+
+    /// After a coordinator's write (a group's offsets) at `last_offset` of its internal
+    /// partition: `replicate_own_write`, its refusal as the coordinator error Kafka answers
+    /// (NOT_COORDINATOR once leadership moved or the log failed, COORDINATOR_NOT_AVAILABLE
+    /// while the in-sync replicas lag), so a commit is acknowledged only once a failover
+    /// cannot lose it.
+    pub async fn replicate_coordinator_write(
+        &self,
+        key: &PartitionKey,
+        part: &crate::core::OwnedPartition,
+        last_offset: u64,
+    ) -> Result<(), i16> {
+        self.replicate_own_write(key, part, last_offset)
+            .await
+            .map_err(|(code, why)| {
+                tracing::warn!(topic = %key.0, partition = key.1, code, %why, "coordinator write not replicated");
+                match code {
+                    crate::codes::NOT_LEADER_OR_FOLLOWER | crate::codes::KAFKA_STORAGE_ERROR => {
+                        crate::codes::NOT_COORDINATOR
+                    }
+                    _ => crate::codes::COORDINATOR_NOT_AVAILABLE,
+                }
+            })
+    }
+
     fn current(&self, key: &PartitionKey, generation: u64) -> bool {
         self.replicas
             .borrow()
@@ -246,6 +284,11 @@ impl CoreState {
                 reps.next_generation += 1;
                 let generation = reps.next_generation;
                 tracing::info!(topic = %key.0, partition = key.1, core = self.core, ?role, "replica role");
+                if key.0 == crate::group::OFFSETS_TOPIC {
+                    // Its groups are loaded again by the leader's task (`lead`); a follower
+                    // coordinates none of them.
+                    self.groups.borrow_mut().retain(|_, g| g.partition != key.1);
+                }
                 reps.map.insert(
                     key.clone(),
                     Replica {
@@ -316,7 +359,19 @@ impl CoreState {
             if !self.current(&key, generation) {
                 return;
             }
-            match p.become_leader(epoch).await {
+            let started = match p.become_leader(epoch).await {
+                Ok(()) if key.0 == crate::group::OFFSETS_TOPIC => {
+                    // The new coordinator of this partition's groups: their offsets as its
+                    // log holds them, loaded before it serves (COORDINATOR_LOAD_IN_PROGRESS
+                    // meanwhile).
+                    self.groups.borrow_mut().retain(|_, g| g.partition != key.1);
+                    self.replay_offsets(&p, key.1)
+                        .await
+                        .map_err(engine::PartitionError::from)
+                }
+                other => other,
+            };
+            match started {
                 Ok(()) => break,
                 Err(e) => {
                     tracing::error!(topic = %key.0, partition = key.1, epoch, error = %e, "cannot start the leader epoch");

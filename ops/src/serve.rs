@@ -175,6 +175,10 @@ pub struct ServeArgs {
     /// (`default.replication.factor`; default 1).
     #[arg(long, value_name = "N")]
     default_replication_factor: Option<usize>,
+    /// Replicas of each `__consumer_offsets` partition when the cluster first creates it, at
+    /// most the peers (`offsets.topic.replication.factor`; default 3).
+    #[arg(long, value_name = "N")]
+    offsets_topic_replication_factor: Option<usize>,
     /// A follower that has not caught up with its leader for this long leaves the ISR
     /// (`replica.lag.time.max.ms`; default 10000).
     #[arg(long, value_name = "MS")]
@@ -318,6 +322,7 @@ struct FileConfig {
     broker_heartbeat_interval_ms: Option<u64>,
     broker_session_timeout_ms: Option<u64>,
     default_replication_factor: Option<usize>,
+    offsets_topic_replication_factor: Option<usize>,
     replica_lag_time_max_ms: Option<u64>,
 }
 
@@ -563,6 +568,18 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
             ));
         }
         c.default_replication_factor = n;
+    }
+    if let Some(n) = args
+        .offsets_topic_replication_factor
+        .or(file.offsets_topic_replication_factor)
+    {
+        if n == 0 || n > meta::replication::MAX_REPLICATION_FACTOR {
+            return Err(format!(
+                "offsets-topic-replication-factor must be 1 to {}",
+                meta::replication::MAX_REPLICATION_FACTOR
+            ));
+        }
+        c.offsets_topic_replication_factor = n;
     }
     if let Some(n) = args
         .replica_lag_time_max_ms

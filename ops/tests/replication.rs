@@ -330,6 +330,98 @@ fn a_follower_copies_a_compacted_leader_and_leads_with_the_latest_values() {
     );
 }
 
+/// `group`'s coordinator as `node` answers FindCoordinator: (error code, broker id).
+fn coordinator_of(node: &Broker, group: &str) -> (i16, i32) {
+    use kafka_protocol::messages::{FindCoordinatorRequest, FindCoordinatorResponse};
+    let req = FindCoordinatorRequest::default()
+        .with_key(kafka_protocol::protocol::StrBytes::from_string(
+            group.to_string(),
+        ))
+        .with_key_type(0);
+    let r: FindCoordinatorResponse = call_node(node, 10, 3, &req);
+    (r.error_code, r.node_id.0)
+}
+
+/// The groups' coordinator fails over: `__consumer_offsets` has three replicas per partition
+/// on three nodes (`offsets.topic.replication.factor` 3), and a commit is acknowledged once
+/// every in-sync replica has it. After the SIGKILL of the coordinator's node every
+/// acknowledged commit is there on the new coordinator, which takes commits of its own; the
+/// restarted node follows it and brings nothing older back.
+#[test]
+fn a_groups_offsets_survive_the_sigkill_of_its_coordinators_node() {
+    let mut nodes = cluster(3, 1);
+    create_replicated(&nodes[0], "t", &["min.insync.replicas=2"]);
+    wait_fully_in_sync(&nodes[0], "t", 0, Duration::from_secs(30));
+    let m = metadata(&nodes[0], "__consumer_offsets");
+    assert!(
+        !m.topics[0].partitions.is_empty()
+            && m.topics[0]
+                .partitions
+                .iter()
+                .all(|p| p.replica_nodes.len() == 3),
+        "three replicas of every offsets partition: {:?}",
+        m.topics[0].partitions
+    );
+    let py = |bootstrap: &str, args: &[&str]| {
+        let mut a = vec![args[0], bootstrap];
+        a.extend_from_slice(&args[1..]);
+        run_python("compaction.py", &a, &[], Duration::from_secs(120))
+    };
+    let mut first = (0, 0);
+    wait_until(
+        "a coordinator for the group",
+        Duration::from_secs(30),
+        || {
+            first = coordinator_of(&nodes[0], "g");
+            (first.0 != 0).then(|| format!("{first:?}"))
+        },
+    );
+    let old = first.1;
+    py(&bootstrap(&nodes), &["commit-many", "t", "g", "50"]);
+    assert_eq!(
+        py(&bootstrap(&nodes), &["committed", "t", "g"]).trim(),
+        "50"
+    );
+
+    let vi = (old - 1) as usize;
+    nodes[vi].kill();
+    let live = (vi + 1) % 3;
+    wait_until("a new coordinator", Duration::from_secs(60), || {
+        let c = coordinator_of(&nodes[live], "g");
+        (c.0 != 0 || c.1 == old).then(|| format!("{c:?}"))
+    });
+    let live_bootstrap = nodes
+        .iter()
+        .filter(|n| n.is_running())
+        .map(Broker::bootstrap)
+        .collect::<Vec<_>>()
+        .join(",");
+    assert_eq!(
+        py(&live_bootstrap, &["committed", "t", "g"]).trim(),
+        "50",
+        "every acknowledged commit is on the new coordinator"
+    );
+    py(&live_bootstrap, &["commit-many", "t", "g", "60"]);
+
+    nodes[vi].restart();
+    let partitions = metadata(&nodes[live], "__consumer_offsets").topics[0]
+        .partitions
+        .len();
+    for p in 0..partitions as i32 {
+        wait_fully_in_sync(
+            &nodes[live],
+            "__consumer_offsets",
+            p,
+            Duration::from_secs(60),
+        );
+    }
+    assert_eq!(
+        py(&bootstrap(&nodes), &["committed", "t", "g"]).trim(),
+        "60",
+        "the newest commit, with the old coordinator back"
+    );
+}
+
 /// A network partition of the leader's node (the fault hook in the node RPC layer: its calls
 /// to the others and theirs to it fail): its followers cannot fetch, so it cannot
 /// acknowledge an acks=all record (NOT_ENOUGH_REPLICAS once its ISR shrinks below

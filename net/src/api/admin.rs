@@ -367,7 +367,7 @@ fn check_replicated_configs(rf: usize, configs: &BTreeMap<String, String>) -> Re
 
 /// The command that creates topic `name` on `replicas` (one list per partition, all of one
 /// length): a plain `CreateTopic` for replication factor 1.
-fn create_command(
+pub(crate) fn create_command(
     name: &str,
     partitions: u32,
     configs: BTreeMap<String, String>,

@@ -54,7 +54,9 @@ fn now_ms() -> i64 {
     engine::clock::system_now_ms()
 }
 
-/// Runs `f` on the core coordinating `group`; `Err(code)` when no coordinator is available.
+/// Runs `f` on the core coordinating `group`; `Err(code)` when no coordinator is available
+/// (a replicated `__consumer_offsets` partition's new leader still loading its groups
+/// answers COORDINATOR_LOAD_IN_PROGRESS, a former one NOT_COORDINATOR).
 pub(crate) async fn on_coordinator<R, F, Fut>(
     state: &Rc<CoreState>,
     group: &str,
@@ -71,9 +73,12 @@ where
     let Some((partition, core)) = state.group_coordinator(group) else {
         return Err(state.not_coordinator_code(OFFSETS_TOPIC, state.group_partition(group)));
     };
-    crate::route::on_core(state, core, move |s| f(s, partition))
-        .await
-        .map_err(|_| COORDINATOR_NOT_AVAILABLE)
+    crate::route::on_core(state, core, move |s| async move {
+        s.check_coordinates(OFFSETS_TOPIC, partition)?;
+        Ok(f(s, partition).await)
+    })
+    .await
+    .map_err(|_| COORDINATOR_NOT_AVAILABLE)?
 }
 
 /// Whether `topic` has partition `index`, by this core's metadata copy (OffsetCommit and
@@ -501,6 +506,7 @@ async fn persist_offsets(
     if items.is_empty() {
         return Ok(());
     }
+    s.check_coordinates(OFFSETS_TOPIC, partition)?;
     let Some(part) = s.partition(OFFSETS_TOPIC, partition).await else {
         return Err(COORDINATOR_NOT_AVAILABLE);
     };
@@ -513,13 +519,17 @@ async fn persist_offsets(
             timestamp_ms: now,
         }
     }));
-    part.log()
+    let appended = part
+        .log()
         .append(&batch, Durability::Sync)
         .await
         .map_err(|e| {
             tracing::warn!(group = %group_id, error = %e, "persisting offsets failed");
             codes::for_log_error(&e)
         })?;
+    let key = (OFFSETS_TOPIC.to_string(), partition);
+    s.replicate_coordinator_write(&key, &part, appended.last_offset)
+        .await?;
     let mut groups = s.groups.borrow_mut();
     // The group may have been dropped meanwhile (a memberless group with no offsets yet, e.g.
     // the first commit of a simple consumer, is vacant to the tick while the append waits):

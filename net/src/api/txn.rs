@@ -913,6 +913,9 @@ async fn persist_txn_offsets(
     epoch: i16,
     items: Vec<(String, i32, Committed)>,
 ) -> i16 {
+    if let Err(code) = s.check_coordinates(OFFSETS_TOPIC, partition) {
+        return code;
+    }
     let Some(part) = s.partition(OFFSETS_TOPIC, partition).await else {
         return COORDINATOR_NOT_AVAILABLE;
     };
@@ -944,13 +947,20 @@ async fn persist_txn_offsets(
         Ok(v) => v,
         Err(e) => return codes::for_batch_error(&e),
     };
-    match part.produce(valid, Durability::Sync).await {
-        Ok(_) => {}
+    let last_offset = match part.produce(valid, Durability::Sync).await {
+        Ok(p) => p.last_offset,
         Err(engine::PartitionError::FencedEpoch { .. }) => return PRODUCER_FENCED,
         Err(e) => {
             tracing::debug!(group = %group_id, error = %e, "transactional offset commit refused");
             return codes::for_partition_error(&e);
         }
+    };
+    let key = (OFFSETS_TOPIC.to_string(), partition);
+    if let Err(code) = s
+        .replicate_coordinator_write(&key, &part, last_offset)
+        .await
+    {
+        return code;
     }
     let mut groups = s.groups.borrow_mut();
     let g = groups.entry(group_id.to_string()).or_insert_with(|| {
