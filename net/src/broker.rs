@@ -262,14 +262,16 @@ fn prepare_placement(meta: &MetaHandle, config: &BrokerConfig) -> Result<(), Sta
             )))?;
         }
     }
-    // The groups' offsets are replicated (their coordinator fails over); the transaction
-    // state is not yet.
+    // Replicated (at most the peers): their coordinators fail over with the leaders.
     for (topic, rf) in [
         (
             crate::group::OFFSETS_TOPIC,
             config.offsets_topic_replication_factor,
         ),
-        (crate::txn::TXN_STATE_TOPIC, 1),
+        (
+            crate::txn::TXN_STATE_TOPIC,
+            config.transaction_state_replication_factor,
+        ),
     ] {
         if state.topic(topic).is_none() {
             create_internal_topic(meta, config, topic, rf)?;

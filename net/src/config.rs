@@ -10,6 +10,9 @@ pub const DEFAULT_REPLICA_LAG_TIME_MAX_MS: u64 = 10_000;
 /// `offsets.topic.replication.factor` when not configured (Kafka's default): replicas of each
 /// `__consumer_offsets` partition, at most the cluster's peers.
 pub const DEFAULT_OFFSETS_TOPIC_REPLICATION_FACTOR: usize = 3;
+/// `transaction.state.log.replication.factor` when not configured (Kafka's default):
+/// replicas of each `__transaction_state` partition, at most the cluster's peers.
+pub const DEFAULT_TRANSACTION_STATE_REPLICATION_FACTOR: usize = 3;
 /// Kafka's `socket.request.max.bytes` default (100 MiB).
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 100 * 1024 * 1024;
 /// Requests of one connection in flight at once (pipelining); the reader waits beyond this.
@@ -144,6 +147,10 @@ pub struct BrokerConfig {
     /// (`offsets.topic.replication.factor`), at most the peers: its groups' coordinator fails
     /// over with the partition's leader.
     pub offsets_topic_replication_factor: usize,
+    /// Replicas of each `__transaction_state` partition when the cluster first creates it
+    /// (`transaction.state.log.replication.factor`), at most the peers: the transaction
+    /// coordinator fails over with the partition's leader.
+    pub transaction_state_replication_factor: usize,
     /// A follower that has not caught up with its leader's log end for this long leaves the
     /// ISR (`replica.lag.time.max.ms`).
     pub replica_lag_time_max_ms: u64,
@@ -254,6 +261,7 @@ impl BrokerConfig {
             barrier_injection_timeout_ms: crate::barrier::DEFAULT_BARRIER_INJECTION_TIMEOUT_MS,
             default_replication_factor: 1,
             offsets_topic_replication_factor: DEFAULT_OFFSETS_TOPIC_REPLICATION_FACTOR,
+            transaction_state_replication_factor: DEFAULT_TRANSACTION_STATE_REPLICATION_FACTOR,
             replica_lag_time_max_ms: DEFAULT_REPLICA_LAG_TIME_MAX_MS,
             transactional_id_expiration_ms: crate::txn::DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
             quota_burst_ms: DEFAULT_QUOTA_BURST_MS,

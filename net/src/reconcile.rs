@@ -214,13 +214,17 @@ impl CoreState {
             let log = partition.log();
             log.set_replicated_limit(log.log_start_offset());
         }
+        // A replicated coordinator partition is loaded by its leader's task once it leads
+        // (`replica::lead`).
+        let replicated = self.meta.borrow().replica_set(topic, index).is_some();
         if topic == OFFSETS_TOPIC {
-            // A replicated one is loaded by its leader's task once it leads (`replica::lead`).
-            if self.meta.borrow().replica_set(topic, index).is_none() {
+            if !replicated {
                 self.replay_offsets(&partition, index).await?;
             }
         } else if topic == crate::txn::TXN_STATE_TOPIC {
-            self.replay_txns(&partition, index).await?;
+            if !replicated {
+                self.replay_txns(&partition, index).await?;
+            }
         } else if topic == crate::barrier::format::BARRIER_STATE_TOPIC {
             self.replay_barriers(&partition, index).await?;
         }
@@ -275,11 +279,15 @@ impl CoreState {
     /// Loads the state of the transactional ids in one `__transaction_state` partition. Open
     /// transactions keep their start time (the timeout still applies); prepared ones are
     /// finished by the coordinator tick.
-    async fn replay_txns(&self, partition: &Partition, index: u32) -> Result<(), LogError> {
+    pub(crate) async fn replay_txns(
+        &self,
+        partition: &Partition,
+        index: u32,
+    ) -> Result<(), LogError> {
         let mut records = 0;
         partition
             .log()
-            .for_each_batch(0, u64::MAX, OFFSETS_REPLAY_READ_BYTES, |_, batch| {
+            .for_each_durable_batch(0, u64::MAX, OFFSETS_REPLAY_READ_BYTES, |_, batch| {
                 records += crate::txn::replay(&mut self.txns.borrow_mut(), batch, index);
             })
             .await?;

@@ -284,11 +284,9 @@ impl CoreState {
                 reps.next_generation += 1;
                 let generation = reps.next_generation;
                 tracing::info!(topic = %key.0, partition = key.1, core = self.core, ?role, "replica role");
-                if key.0 == crate::group::OFFSETS_TOPIC {
-                    // Its groups are loaded again by the leader's task (`lead`); a follower
-                    // coordinates none of them.
-                    self.groups.borrow_mut().retain(|_, g| g.partition != key.1);
-                }
+                // A coordinator's state is loaded again by the leader's task (`lead`); a
+                // follower coordinates nothing of the partition.
+                self.drop_coordinator_state(&key);
                 reps.map.insert(
                     key.clone(),
                     Replica {
@@ -360,15 +358,10 @@ impl CoreState {
                 return;
             }
             let started = match p.become_leader(epoch).await {
-                Ok(()) if key.0 == crate::group::OFFSETS_TOPIC => {
-                    // The new coordinator of this partition's groups: their offsets as its
-                    // log holds them, loaded before it serves (COORDINATOR_LOAD_IN_PROGRESS
-                    // meanwhile).
-                    self.groups.borrow_mut().retain(|_, g| g.partition != key.1);
-                    self.replay_offsets(&p, key.1)
-                        .await
-                        .map_err(engine::PartitionError::from)
-                }
+                Ok(()) => self
+                    .load_coordinator_state(&key, &p)
+                    .await
+                    .map_err(engine::PartitionError::from),
                 other => other,
             };
             match started {
@@ -387,6 +380,34 @@ impl CoreState {
         }
         tracing::info!(topic = %key.0, partition = key.1, epoch, "leading");
         self.advance_high_watermark(&key);
+    }
+
+    /// Forgets what this core coordinates of internal partition `key` (groups of
+    /// `__consumer_offsets`, transactional ids of `__transaction_state`).
+    fn drop_coordinator_state(&self, key: &PartitionKey) {
+        if key.0 == crate::group::OFFSETS_TOPIC {
+            self.groups.borrow_mut().retain(|_, g| g.partition != key.1);
+        } else if key.0 == crate::txn::TXN_STATE_TOPIC {
+            self.txns.borrow_mut().retain(|_, t| t.partition != key.1);
+        }
+    }
+
+    /// The new leader of internal partition `key` becomes its coordinator: what its log
+    /// holds (the groups' offsets, the transactional ids' state) is loaded before it serves
+    /// (COORDINATOR_LOAD_IN_PROGRESS meanwhile). Other partitions load nothing.
+    async fn load_coordinator_state(
+        &self,
+        key: &PartitionKey,
+        p: &engine::Partition,
+    ) -> Result<(), engine::LogError> {
+        self.drop_coordinator_state(key);
+        if key.0 == crate::group::OFFSETS_TOPIC {
+            self.replay_offsets(p, key.1).await
+        } else if key.0 == crate::txn::TXN_STATE_TOPIC {
+            self.replay_txns(p, key.1).await
+        } else {
+            Ok(())
+        }
     }
 
     /// A leader's high watermark: the lowest durable end among the ISR (the leader's own

@@ -41,6 +41,35 @@ where
     Ok(r)
 }
 
+/// Runs `f(s, partition)` on the core of this node coordinating the keys of internal
+/// partition `internal`/`partition` (`at`: that partition and core as the metadata places
+/// it; `None` when no core here does, `key_partition` naming the partition for the error).
+/// `Err`: NOT_COORDINATOR (another node coordinates it, or the replica here no longer
+/// leads), COORDINATOR_LOAD_IN_PROGRESS (this core leads it but has not loaded it yet) or
+/// COORDINATOR_NOT_AVAILABLE.
+pub async fn on_coordinator_core<R, F, Fut>(
+    state: &Rc<CoreState>,
+    internal: &'static str,
+    at: Option<(u32, usize)>,
+    key_partition: Option<u32>,
+    f: F,
+) -> Result<R, i16>
+where
+    R: Send + 'static,
+    F: FnOnce(Rc<CoreState>, u32) -> Fut + Send + 'static,
+    Fut: Future<Output = R> + 'static,
+{
+    let Some((partition, core)) = at else {
+        return Err(state.not_coordinator_code(internal, key_partition));
+    };
+    on_core(state, core, move |s| async move {
+        s.check_coordinates(internal, partition)?;
+        Ok(f(s, partition).await)
+    })
+    .await
+    .map_err(|_| crate::codes::COORDINATOR_NOT_AVAILABLE)?
+}
+
 /// Where an item's answer goes in the response: (topic index, partition index).
 pub type Slot = (usize, usize);
 

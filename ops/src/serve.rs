@@ -179,6 +179,10 @@ pub struct ServeArgs {
     /// most the peers (`offsets.topic.replication.factor`; default 3).
     #[arg(long, value_name = "N")]
     offsets_topic_replication_factor: Option<usize>,
+    /// Replicas of each `__transaction_state` partition when the cluster first creates it,
+    /// at most the peers (`transaction.state.log.replication.factor`; default 3).
+    #[arg(long, value_name = "N")]
+    transaction_state_replication_factor: Option<usize>,
     /// A follower that has not caught up with its leader for this long leaves the ISR
     /// (`replica.lag.time.max.ms`; default 10000).
     #[arg(long, value_name = "MS")]
@@ -323,6 +327,7 @@ struct FileConfig {
     broker_session_timeout_ms: Option<u64>,
     default_replication_factor: Option<usize>,
     offsets_topic_replication_factor: Option<usize>,
+    transaction_state_replication_factor: Option<usize>,
     replica_lag_time_max_ms: Option<u64>,
 }
 
@@ -569,17 +574,29 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
         }
         c.default_replication_factor = n;
     }
-    if let Some(n) = args
-        .offsets_topic_replication_factor
-        .or(file.offsets_topic_replication_factor)
-    {
-        if n == 0 || n > meta::replication::MAX_REPLICATION_FACTOR {
-            return Err(format!(
-                "offsets-topic-replication-factor must be 1 to {}",
-                meta::replication::MAX_REPLICATION_FACTOR
-            ));
+    for (name, arg, file, to) in [
+        (
+            "offsets-topic-replication-factor",
+            args.offsets_topic_replication_factor,
+            file.offsets_topic_replication_factor,
+            &mut c.offsets_topic_replication_factor,
+        ),
+        (
+            "transaction-state-replication-factor",
+            args.transaction_state_replication_factor,
+            file.transaction_state_replication_factor,
+            &mut c.transaction_state_replication_factor,
+        ),
+    ] {
+        if let Some(n) = arg.or(file) {
+            if n == 0 || n > meta::replication::MAX_REPLICATION_FACTOR {
+                return Err(format!(
+                    "{name} must be 1 to {}",
+                    meta::replication::MAX_REPLICATION_FACTOR
+                ));
+            }
+            *to = n;
         }
-        c.offsets_topic_replication_factor = n;
     }
     if let Some(n) = args
         .replica_lag_time_max_ms

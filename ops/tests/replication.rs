@@ -330,14 +330,19 @@ fn a_follower_copies_a_compacted_leader_and_leads_with_the_latest_values() {
     );
 }
 
-/// `group`'s coordinator as `node` answers FindCoordinator: (error code, broker id).
-fn coordinator_of(node: &Broker, group: &str) -> (i16, i32) {
+/// FindCoordinator's key types.
+const GROUP_KEY: i8 = 0;
+const TRANSACTION_KEY: i8 = 1;
+
+/// The coordinator of `key` (a group or a transactional id, `key_type`) as `node` answers
+/// FindCoordinator: (error code, broker id).
+fn coordinator_of(node: &Broker, key: &str, key_type: i8) -> (i16, i32) {
     use kafka_protocol::messages::{FindCoordinatorRequest, FindCoordinatorResponse};
     let req = FindCoordinatorRequest::default()
         .with_key(kafka_protocol::protocol::StrBytes::from_string(
-            group.to_string(),
+            key.to_string(),
         ))
-        .with_key_type(0);
+        .with_key_type(key_type);
     let r: FindCoordinatorResponse = call_node(node, 10, 3, &req);
     (r.error_code, r.node_id.0)
 }
@@ -372,7 +377,7 @@ fn a_groups_offsets_survive_the_sigkill_of_its_coordinators_node() {
         "a coordinator for the group",
         Duration::from_secs(30),
         || {
-            first = coordinator_of(&nodes[0], "g");
+            first = coordinator_of(&nodes[0], "g", GROUP_KEY);
             (first.0 != 0).then(|| format!("{first:?}"))
         },
     );
@@ -387,7 +392,7 @@ fn a_groups_offsets_survive_the_sigkill_of_its_coordinators_node() {
     nodes[vi].kill();
     let live = (vi + 1) % 3;
     wait_until("a new coordinator", Duration::from_secs(60), || {
-        let c = coordinator_of(&nodes[live], "g");
+        let c = coordinator_of(&nodes[live], "g", GROUP_KEY);
         (c.0 != 0 || c.1 == old).then(|| format!("{c:?}"))
     });
     let live_bootstrap = nodes
@@ -420,6 +425,85 @@ fn a_groups_offsets_survive_the_sigkill_of_its_coordinators_node() {
         "60",
         "the newest commit, with the old coordinator back"
     );
+}
+
+/// InitProducerId for transactional id `id` at `node`: (error code, producer id, epoch).
+fn init_producer_id(node: &Broker, id: &str) -> (i16, i64, i16) {
+    use kafka_protocol::messages::{
+        InitProducerIdRequest, InitProducerIdResponse, ProducerId, TransactionalId,
+    };
+    let req = InitProducerIdRequest::default()
+        .with_transactional_id(Some(TransactionalId(
+            kafka_protocol::protocol::StrBytes::from_string(id.to_string()),
+        )))
+        .with_transaction_timeout_ms(60_000)
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    let r: InitProducerIdResponse = call_node(node, 22, 4, &req);
+    (r.error_code, r.producer_id.0, r.producer_epoch)
+}
+
+/// The coordinator of transactional id `id` once the live `nodes` name one other than
+/// `not`, and its InitProducerId answer once it has loaded the id's state: (coordinator,
+/// producer id, epoch).
+fn init_at_coordinator(nodes: &[Broker], id: &str, not: i32) -> (i32, i64, i16) {
+    let live = nodes.iter().position(Broker::is_running).unwrap();
+    let mut at = (0, 0);
+    wait_until("a transaction coordinator", Duration::from_secs(60), || {
+        at = coordinator_of(&nodes[live], id, TRANSACTION_KEY);
+        (at.0 != 0 || at.1 == not).then(|| format!("{at:?}"))
+    });
+    let mut answer = (0, 0, 0);
+    wait_until("InitProducerId", Duration::from_secs(60), || {
+        answer = init_producer_id(&nodes[(at.1 - 1) as usize], id);
+        (answer.0 != 0).then(|| format!("{answer:?}"))
+    });
+    (at.1, answer.1, answer.2)
+}
+
+/// The transaction coordinator fails over: `__transaction_state` has three replicas per
+/// partition on three nodes (`transaction.state.log.replication.factor` 3). A transactional
+/// id's state written on one coordinator is on the next after the SIGKILL of its node:
+/// InitProducerId answers the same producer id at the next epoch (a lost state would be a
+/// new producer id at epoch 0), and again once the old node is back.
+#[test]
+fn a_transactional_ids_state_survives_the_sigkill_of_its_coordinators_node() {
+    let mut nodes = cluster(3, 1);
+    let m = metadata(&nodes[0], "__transaction_state");
+    assert!(
+        !m.topics[0].partitions.is_empty()
+            && m.topics[0]
+                .partitions
+                .iter()
+                .all(|p| p.replica_nodes.len() == 3),
+        "three replicas of every transaction state partition: {:?}",
+        m.topics[0].partitions
+    );
+    let (old, pid, epoch) = init_at_coordinator(&nodes, "tx", -1);
+    let oi = (old - 1) as usize;
+    nodes[oi].kill();
+    let (new, pid2, epoch2) = init_at_coordinator(&nodes, "tx", old);
+    assert_ne!(new, old);
+    assert_eq!(
+        (pid2, epoch2),
+        (pid, epoch + 1),
+        "the same producer id, fenced at the next epoch"
+    );
+    nodes[oi].restart();
+    let ni = (new - 1) as usize;
+    let partitions = metadata(&nodes[ni], "__transaction_state").topics[0]
+        .partitions
+        .len();
+    for p in 0..partitions as i32 {
+        wait_fully_in_sync(
+            &nodes[ni],
+            "__transaction_state",
+            p,
+            Duration::from_secs(60),
+        );
+    }
+    let (_, pid3, epoch3) = init_at_coordinator(&nodes, "tx", -1);
+    assert_eq!((pid3, epoch3), (pid, epoch + 2), "with the old node back");
 }
 
 /// A network partition of the leader's node (the fault hook in the node RPC layer: its calls

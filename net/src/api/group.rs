@@ -70,15 +70,14 @@ where
     if group.is_empty() || group.len() > crate::group::MAX_GROUP_ID_BYTES {
         return Err(INVALID_GROUP_ID);
     }
-    let Some((partition, core)) = state.group_coordinator(group) else {
-        return Err(state.not_coordinator_code(OFFSETS_TOPIC, state.group_partition(group)));
-    };
-    crate::route::on_core(state, core, move |s| async move {
-        s.check_coordinates(OFFSETS_TOPIC, partition)?;
-        Ok(f(s, partition).await)
-    })
+    crate::route::on_coordinator_core(
+        state,
+        OFFSETS_TOPIC,
+        state.group_coordinator(group),
+        state.group_partition(group),
+        f,
+    )
     .await
-    .map_err(|_| COORDINATOR_NOT_AVAILABLE)?
 }
 
 /// Whether `topic` has partition `index`, by this core's metadata copy (OffsetCommit and

@@ -76,12 +76,14 @@ where
     if id.is_empty() || id.len() > MAX_TRANSACTIONAL_ID_BYTES {
         return Err(INVALID_REQUEST);
     }
-    let Some((partition, core)) = state.txn_coordinator(id) else {
-        return Err(state.not_coordinator_code(TXN_STATE_TOPIC, state.txn_partition(id)));
-    };
-    crate::route::on_core(state, core, move |s| f(s, partition))
-        .await
-        .map_err(|_| COORDINATOR_NOT_AVAILABLE)
+    crate::route::on_coordinator_core(
+        state,
+        TXN_STATE_TOPIC,
+        state.txn_coordinator(id),
+        state.txn_partition(id),
+        f,
+    )
+    .await
 }
 
 /// Appends `meta` as `id`'s newest record to its `__transaction_state` partition on this
@@ -116,6 +118,7 @@ async fn append_record(
     meta: Option<&TxnMeta>,
     durability: Durability,
 ) -> Result<(), i16> {
+    s.check_coordinates(TXN_STATE_TOPIC, partition)?;
     let Some(part) = s.partition(TXN_STATE_TOPIC, partition).await else {
         return Err(COORDINATOR_NOT_AVAILABLE);
     };
@@ -125,10 +128,17 @@ async fn append_record(
         headers: Default::default(),
         timestamp_ms: now_ms(),
     }]);
-    part.log().append(&batch, durability).await.map_err(|e| {
+    let appended = part.log().append(&batch, durability).await.map_err(|e| {
         tracing::warn!(transactional_id = %id, error = %e, "persisting transaction state failed");
         codes::for_log_error(&e)
     })?;
+    // A durable record counts once every in-sync replica has it; a buffered one (a completed
+    // transaction) is copied with the next durable one.
+    if durability == Durability::Sync {
+        let key = (TXN_STATE_TOPIC.to_string(), partition);
+        s.replicate_coordinator_write(&key, &part, appended.last_offset)
+            .await?;
+    }
     Ok(())
 }
 
