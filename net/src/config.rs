@@ -13,6 +13,8 @@ pub const DEFAULT_OFFSETS_TOPIC_REPLICATION_FACTOR: usize = 3;
 /// `transaction.state.log.replication.factor` when not configured (Kafka's default):
 /// replicas of each `__transaction_state` partition, at most the cluster's peers.
 pub const DEFAULT_TRANSACTION_STATE_REPLICATION_FACTOR: usize = 3;
+/// Replicas of each `__barrier_state` partition when not configured, at most the peers.
+pub const DEFAULT_BARRIER_STATE_REPLICATION_FACTOR: usize = 3;
 /// Kafka's `socket.request.max.bytes` default (100 MiB).
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 100 * 1024 * 1024;
 /// Requests of one connection in flight at once (pipelining); the reader waits beyond this.
@@ -151,6 +153,9 @@ pub struct BrokerConfig {
     /// (`transaction.state.log.replication.factor`), at most the peers: the transaction
     /// coordinator fails over with the partition's leader.
     pub transaction_state_replication_factor: usize,
+    /// Replicas of each `__barrier_state` partition when the first barrier group creates it,
+    /// at most the peers: a barrier group's coordinator fails over with the leader.
+    pub barrier_state_replication_factor: usize,
     /// A follower that has not caught up with its leader's log end for this long leaves the
     /// ISR (`replica.lag.time.max.ms`).
     pub replica_lag_time_max_ms: u64,
@@ -262,6 +267,7 @@ impl BrokerConfig {
             default_replication_factor: 1,
             offsets_topic_replication_factor: DEFAULT_OFFSETS_TOPIC_REPLICATION_FACTOR,
             transaction_state_replication_factor: DEFAULT_TRANSACTION_STATE_REPLICATION_FACTOR,
+            barrier_state_replication_factor: DEFAULT_BARRIER_STATE_REPLICATION_FACTOR,
             replica_lag_time_max_ms: DEFAULT_REPLICA_LAG_TIME_MAX_MS,
             transactional_id_expiration_ms: crate::txn::DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
             quota_burst_ms: DEFAULT_QUOTA_BURST_MS,

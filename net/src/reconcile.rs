@@ -214,19 +214,11 @@ impl CoreState {
             let log = partition.log();
             log.set_replicated_limit(log.log_start_offset());
         }
-        // A replicated coordinator partition is loaded by its leader's task once it leads
-        // (`replica::lead`).
-        let replicated = self.meta.borrow().replica_set(topic, index).is_some();
-        if topic == OFFSETS_TOPIC {
-            if !replicated {
-                self.replay_offsets(&partition, index).await?;
-            }
-        } else if topic == crate::txn::TXN_STATE_TOPIC {
-            if !replicated {
-                self.replay_txns(&partition, index).await?;
-            }
-        } else if topic == crate::barrier::format::BARRIER_STATE_TOPIC {
-            self.replay_barriers(&partition, index).await?;
+        // A coordinator's partition is loaded as it opens; a replicated one by its leader's
+        // task once it leads (`replica::lead`).
+        if self.meta.borrow().replica_set(topic, index).is_none() {
+            self.load_coordinator_state(&(topic.to_string(), index), &partition)
+                .await?;
         }
         let m = &self.metrics;
         crate::metrics::CoreMetrics::add(&m.recovered_partitions, 1);
@@ -302,11 +294,15 @@ impl CoreState {
 
     /// Loads the barrier groups of one `__barrier_state` partition (their cuts, unfinished
     /// injections and group records).
-    async fn replay_barriers(&self, partition: &Partition, index: u32) -> Result<(), LogError> {
+    pub(crate) async fn replay_barriers(
+        &self,
+        partition: &Partition,
+        index: u32,
+    ) -> Result<(), LogError> {
         let mut records = 0;
         partition
             .log()
-            .for_each_batch(0, u64::MAX, OFFSETS_REPLAY_READ_BYTES, |_, batch| {
+            .for_each_durable_batch(0, u64::MAX, OFFSETS_REPLAY_READ_BYTES, |_, batch| {
                 records += crate::barrier::replay(&mut self.barriers.borrow_mut(), batch, index);
             })
             .await?;

@@ -383,19 +383,25 @@ impl CoreState {
     }
 
     /// Forgets what this core coordinates of internal partition `key` (groups of
-    /// `__consumer_offsets`, transactional ids of `__transaction_state`).
+    /// `__consumer_offsets`, transactional ids of `__transaction_state`, barrier groups of
+    /// `__barrier_state`).
     fn drop_coordinator_state(&self, key: &PartitionKey) {
         if key.0 == crate::group::OFFSETS_TOPIC {
             self.groups.borrow_mut().retain(|_, g| g.partition != key.1);
         } else if key.0 == crate::txn::TXN_STATE_TOPIC {
             self.txns.borrow_mut().retain(|_, t| t.partition != key.1);
+        } else if key.0 == crate::barrier::format::BARRIER_STATE_TOPIC {
+            self.barriers
+                .borrow_mut()
+                .retain(|_, g| g.partition != key.1);
         }
     }
 
-    /// The new leader of internal partition `key` becomes its coordinator: what its log
-    /// holds (the groups' offsets, the transactional ids' state) is loaded before it serves
-    /// (COORDINATOR_LOAD_IN_PROGRESS meanwhile). Other partitions load nothing.
-    async fn load_coordinator_state(
+    /// This core becomes the coordinator of internal partition `key` (the new leader of a
+    /// replicated one, or one not replicated as it opens): what its log holds (the groups'
+    /// offsets, the transactional ids' and barrier groups' state) is loaded before it
+    /// serves (COORDINATOR_LOAD_IN_PROGRESS meanwhile). Other partitions load nothing.
+    pub(crate) async fn load_coordinator_state(
         &self,
         key: &PartitionKey,
         p: &engine::Partition,
@@ -405,6 +411,8 @@ impl CoreState {
             self.replay_offsets(p, key.1).await
         } else if key.0 == crate::txn::TXN_STATE_TOPIC {
             self.replay_txns(p, key.1).await
+        } else if key.0 == crate::barrier::format::BARRIER_STATE_TOPIC {
+            self.replay_barriers(p, key.1).await
         } else {
             Ok(())
         }

@@ -183,6 +183,10 @@ pub struct ServeArgs {
     /// at most the peers (`transaction.state.log.replication.factor`; default 3).
     #[arg(long, value_name = "N")]
     transaction_state_replication_factor: Option<usize>,
+    /// Replicas of each `__barrier_state` partition when the first barrier group creates
+    /// it, at most the peers (default 3).
+    #[arg(long, value_name = "N")]
+    barrier_state_replication_factor: Option<usize>,
     /// A follower that has not caught up with its leader for this long leaves the ISR
     /// (`replica.lag.time.max.ms`; default 10000).
     #[arg(long, value_name = "MS")]
@@ -328,6 +332,7 @@ struct FileConfig {
     default_replication_factor: Option<usize>,
     offsets_topic_replication_factor: Option<usize>,
     transaction_state_replication_factor: Option<usize>,
+    barrier_state_replication_factor: Option<usize>,
     replica_lag_time_max_ms: Option<u64>,
 }
 
@@ -586,6 +591,12 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
             args.transaction_state_replication_factor,
             file.transaction_state_replication_factor,
             &mut c.transaction_state_replication_factor,
+        ),
+        (
+            "barrier-state-replication-factor",
+            args.barrier_state_replication_factor,
+            file.barrier_state_replication_factor,
+            &mut c.barrier_state_replication_factor,
         ),
     ] {
         if let Some(n) = arg.or(file) {

@@ -506,6 +506,70 @@ fn a_transactional_ids_state_survives_the_sigkill_of_its_coordinators_node() {
     assert_eq!((pid3, epoch3), (pid, epoch + 2), "with the old node back");
 }
 
+/// `ringlog barrier ARGS --brokers` at `node`, retried while it fails (a coordinator still
+/// loading, or just gone), for at most 60 s: its output.
+fn barrier_cli(node: &Broker, args: &[&str]) -> String {
+    let mut out = String::new();
+    wait_until("the barrier command", Duration::from_secs(60), || {
+        let brokers = node.bootstrap();
+        let mut a = vec!["barrier"];
+        a.extend_from_slice(args);
+        a.extend(["--brokers", &brokers]);
+        let (ok, text) = ringlog(&a);
+        out = text;
+        (!ok).then(|| out.clone())
+    });
+    out
+}
+
+/// A barrier group's coordinator fails over: `__barrier_state` has three replicas per
+/// partition on three nodes. After the SIGKILL of the coordinator's node the new one lists
+/// every published cut and numbers the next one after them (a lost state would start again
+/// at epoch 1).
+#[test]
+fn a_barrier_groups_cuts_survive_the_sigkill_of_its_coordinators_node() {
+    let mut nodes = cluster(3, 1);
+    create_replicated(&nodes[0], "cut", &["min.insync.replicas=2"]);
+    wait_fully_in_sync(&nodes[0], "cut", 0, Duration::from_secs(30));
+    kcat_write(&nodes[0], "cut", 0, &["a", "b"]);
+    barrier_cli(
+        &nodes[0],
+        &["define", "bg", "--topics", "cut", "--interval", "1h"],
+    );
+    for epoch in 1..=2 {
+        let out = barrier_cli(&nodes[0], &["trigger", "bg"]);
+        assert!(out.contains(&format!("epoch {epoch}: complete")), "{out}");
+    }
+    let described: serde_json::Value =
+        serde_json::from_str(&barrier_cli(&nodes[0], &["describe", "bg", "--json"])).unwrap();
+    let p = described[0]["coordinator_partition"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{described}")) as i32;
+    let (old, _, isr) = partition_state(&nodes[0], "__barrier_state", p);
+    assert_eq!(isr, vec![1, 2, 3], "three replicas in sync");
+    let oi = (old - 1) as usize;
+    nodes[oi].kill();
+    let live = (oi + 1) % 3;
+    wait_until("a new coordinator", Duration::from_secs(60), || {
+        let s = partition_state(&nodes[live], "__barrier_state", p);
+        (s.0 < 0 || s.0 == old).then(|| format!("{s:?}"))
+    });
+    let listed: serde_json::Value =
+        serde_json::from_str(&barrier_cli(&nodes[live], &["list", "bg", "--json"])).unwrap();
+    let epochs: Vec<i64> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "complete")
+        .map(|c| c["epoch"].as_i64().unwrap())
+        .collect();
+    assert_eq!(epochs, vec![1, 2], "every published cut: {listed}");
+    let out = barrier_cli(&nodes[live], &["trigger", "bg"]);
+    assert!(out.contains("epoch 3: complete"), "{out}");
+    nodes[oi].restart();
+    wait_fully_in_sync(&nodes[live], "__barrier_state", p, Duration::from_secs(60));
+}
+
 /// A network partition of the leader's node (the fault hook in the node RPC layer: its calls
 /// to the others and theirs to it fail): its followers cannot fetch, so it cannot
 /// acknowledge an acks=all record (NOT_ENOUGH_REPLICAS once its ISR shrinks below

@@ -197,9 +197,18 @@ where
     Fut: std::future::Future<Output = R> + 'static,
 {
     let (partition, core) = coordinator(state, group)?;
-    crate::route::on_core(state, core, move |s| f(s, partition))
-        .await
-        .map_err(|gone| (COORDINATOR_NOT_AVAILABLE, gone.to_string()))
+    crate::route::on_core(state, core, move |s| async move {
+        s.check_coordinates(BARRIER_STATE_TOPIC, partition)
+            .map_err(|code| (code, not_loaded(partition)))?;
+        Ok(f(s, partition).await)
+    })
+    .await
+    .map_err(|gone| (COORDINATOR_NOT_AVAILABLE, gone.to_string()))?
+}
+
+/// Why a replica of `__barrier_state` partition `p` does not coordinate its groups now.
+fn not_loaded(p: u32) -> String {
+    format!("{BARRIER_STATE_TOPIC}/{p}: this replica does not lead it (or is still loading it); try again")
 }
 
 fn definition(state: &CoreState, group: &str) -> Result<meta::BarrierGroupDef, Refusal> {
@@ -314,16 +323,19 @@ async fn alter_one(
 /// Creates the compacted `__barrier_state` (50 partitions, spread like the other internal
 /// topics over the nodes and cores).
 async fn create_state_topic(state: &Rc<CoreState>) -> Result<(), Refusal> {
-    let slots = crate::cluster::internal_topic_assignments(&state.ctx.config);
-    let assignments = (0..BARRIER_STATE_PARTITIONS as usize)
-        .map(|i| slots[i % slots.len()])
+    let slots = crate::cluster::internal_topic_replicas(
+        &state.ctx.config,
+        state.ctx.config.barrier_state_replication_factor,
+    );
+    let replicas = (0..BARRIER_STATE_PARTITIONS as usize)
+        .map(|i| slots[i % slots.len()].clone())
         .collect();
     let configs = crate::cluster::internal_topic_configs(&state.ctx.config);
-    let cmd = meta::Command::create_topic(
+    let cmd = crate::api::admin::create_command(
         BARRIER_STATE_TOPIC,
         BARRIER_STATE_PARTITIONS,
         configs,
-        assignments,
+        replicas,
     );
     match crate::api::admin::write(state, cmd).await {
         Ok(()) => Ok(()),
@@ -704,6 +716,8 @@ async fn append_state(
     p: u32,
     records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
 ) -> Result<(), Refusal> {
+    s.check_coordinates(BARRIER_STATE_TOPIC, p)
+        .map_err(|code| (code, not_loaded(p)))?;
     let part = ensure_loaded(s, p).await?;
     let at = now_ms();
     let batch = engine::batch_encode::encode_uncompressed(records.into_iter().map(|(k, v)| {
@@ -714,14 +728,23 @@ async fn append_state(
             timestamp_ms: at,
         }
     }));
-    part.log()
+    let appended = part
+        .log()
         .append(&batch, engine::Durability::Sync)
         .await
-        .map(|_| ())
         .map_err(|e| {
             (
                 codes::for_log_error(&e),
                 format!("appending to {BARRIER_STATE_TOPIC}/{p}: {e}"),
+            )
+        })?;
+    let key = (BARRIER_STATE_TOPIC.to_string(), p);
+    s.replicate_coordinator_write(&key, &part, appended.last_offset)
+        .await
+        .map_err(|code| {
+            (
+                code,
+                format!("{BARRIER_STATE_TOPIC}/{p}: the in-sync replicas do not have it"),
             )
         })
 }
@@ -1195,7 +1218,11 @@ pub async fn barrier_tick(s: &Rc<CoreState>) {
                 let p = format::coordinator_partition(&g);
                 (g, p)
             })
-            .filter(|(_, p)| s.owner_core(BARRIER_STATE_TOPIC, *p) == Some(s.core))
+            // A replicated partition's leader coordinates once it has loaded it.
+            .filter(|(_, p)| {
+                s.owner_core(BARRIER_STATE_TOPIC, *p) == Some(s.core)
+                    && s.leads(BARRIER_STATE_TOPIC, *p)
+            })
             .collect()
     };
     let mut coordinated = 0;
