@@ -91,6 +91,24 @@ fn wait_fully_in_sync(node: &Broker, topic: &str, partition: i32, timeout: Durat
     });
 }
 
+/// `wait_fully_in_sync` for every partition of `topic`.
+fn wait_topic_fully_in_sync(node: &Broker, topic: &str, timeout: Duration) {
+    let partitions = metadata(node, topic).topics[0].partitions.len();
+    for p in 0..partitions as i32 {
+        wait_fully_in_sync(node, topic, p, timeout);
+    }
+}
+
+/// Asserts that `topic` has partitions, each of three replicas, as `node` answers.
+fn assert_three_replicas(node: &Broker, topic: &str) {
+    let m = metadata(node, topic);
+    let partitions = &m.topics[0].partitions;
+    assert!(
+        !partitions.is_empty() && partitions.iter().all(|p| p.replica_nodes.len() == 3),
+        "three replicas of every partition of {topic}: {partitions:?}"
+    );
+}
+
 #[test]
 fn acks_all_records_survive_sigkills_of_the_leaders_node() {
     let trials: usize = std::env::var("RINGLOG_REPLICATION_TRIALS")
@@ -357,16 +375,7 @@ fn a_groups_offsets_survive_the_sigkill_of_its_coordinators_node() {
     let mut nodes = cluster(3, 1);
     create_replicated(&nodes[0], "t", &["min.insync.replicas=2"]);
     wait_fully_in_sync(&nodes[0], "t", 0, Duration::from_secs(30));
-    let m = metadata(&nodes[0], "__consumer_offsets");
-    assert!(
-        !m.topics[0].partitions.is_empty()
-            && m.topics[0]
-                .partitions
-                .iter()
-                .all(|p| p.replica_nodes.len() == 3),
-        "three replicas of every offsets partition: {:?}",
-        m.topics[0].partitions
-    );
+    assert_three_replicas(&nodes[0], "__consumer_offsets");
     let py = |bootstrap: &str, args: &[&str]| {
         let mut a = vec![args[0], bootstrap];
         a.extend_from_slice(&args[1..]);
@@ -409,17 +418,7 @@ fn a_groups_offsets_survive_the_sigkill_of_its_coordinators_node() {
     py(&live_bootstrap, &["commit-many", "t", "g", "60"]);
 
     nodes[vi].restart();
-    let partitions = metadata(&nodes[live], "__consumer_offsets").topics[0]
-        .partitions
-        .len();
-    for p in 0..partitions as i32 {
-        wait_fully_in_sync(
-            &nodes[live],
-            "__consumer_offsets",
-            p,
-            Duration::from_secs(60),
-        );
-    }
+    wait_topic_fully_in_sync(&nodes[live], "__consumer_offsets", Duration::from_secs(60));
     assert_eq!(
         py(&bootstrap(&nodes), &["committed", "t", "g"]).trim(),
         "60",
@@ -469,16 +468,7 @@ fn init_at_coordinator(nodes: &[Broker], id: &str, not: i32) -> (i32, i64, i16) 
 #[test]
 fn a_transactional_ids_state_survives_the_sigkill_of_its_coordinators_node() {
     let mut nodes = cluster(3, 1);
-    let m = metadata(&nodes[0], "__transaction_state");
-    assert!(
-        !m.topics[0].partitions.is_empty()
-            && m.topics[0]
-                .partitions
-                .iter()
-                .all(|p| p.replica_nodes.len() == 3),
-        "three replicas of every transaction state partition: {:?}",
-        m.topics[0].partitions
-    );
+    assert_three_replicas(&nodes[0], "__transaction_state");
     let (old, pid, epoch) = init_at_coordinator(&nodes, "tx", -1);
     let oi = (old - 1) as usize;
     nodes[oi].kill();
@@ -491,17 +481,7 @@ fn a_transactional_ids_state_survives_the_sigkill_of_its_coordinators_node() {
     );
     nodes[oi].restart();
     let ni = (new - 1) as usize;
-    let partitions = metadata(&nodes[ni], "__transaction_state").topics[0]
-        .partitions
-        .len();
-    for p in 0..partitions as i32 {
-        wait_fully_in_sync(
-            &nodes[ni],
-            "__transaction_state",
-            p,
-            Duration::from_secs(60),
-        );
-    }
+    wait_topic_fully_in_sync(&nodes[ni], "__transaction_state", Duration::from_secs(60));
     let (_, pid3, epoch3) = init_at_coordinator(&nodes, "tx", -1);
     assert_eq!((pid3, epoch3), (pid, epoch + 2), "with the old node back");
 }
