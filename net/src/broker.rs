@@ -230,6 +230,15 @@ fn prepare_placement(meta: &MetaHandle, config: &BrokerConfig) -> Result<(), Sta
         .map_err(meta_err("reading metadata".into()))?;
     for (name, assignments) in &state.assignments {
         for (p, a) in assignments.iter().enumerate() {
+            if a.node_id == node_id
+                && a.core_index as usize >= cores
+                && state.replica_set(name, p as u32).is_some()
+            {
+                // A replica does not move (the metastore refuses it): this one is not served
+                // in this run; the ISR drops it and another replica leads.
+                tracing::warn!(topic = %name, partition = p, core = a.core_index, cores, "a replica on a core not present in this run is not served; start with --cores {} to serve it", a.core_index + 1);
+                continue;
+            }
             if a.node_id == node_id && a.core_index as usize >= cores {
                 let to = (a.core_index as usize % cores) as u32;
                 tracing::info!(topic = %name, partition = p, from = a.core_index, to, "core not present in this run; partition moved");

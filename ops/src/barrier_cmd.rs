@@ -7,6 +7,7 @@
 //! found a cut offset without its marker.
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
@@ -97,6 +98,13 @@ pub fn run(args: BarrierArgs) -> i32 {
 
 /// Kafka's NOT_COORDINATOR: the group's coordinator is on another node.
 const NOT_COORDINATOR: i16 = 16;
+/// Kafka's COORDINATOR_LOAD_IN_PROGRESS: the coordinator is loading the group's partition
+/// (it just became its leader).
+const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
+/// How long a command waits out a coordinator that is loading before it reports it.
+const COORDINATOR_LOAD_WAIT_MS: u64 = 10_000;
+/// The pause between two tries at a loading coordinator.
+const COORDINATOR_LOAD_RETRY_MS: u64 = 100;
 
 /// The connections of one command: the bootstrap one, and one per other broker it needed
 /// (a group's coordinator, a partition's leader), by address.
@@ -166,14 +174,21 @@ impl Brokers {
     }
 
     /// `req` for `group`, sent again to the group's coordinator (the leader of its
-    /// `__barrier_state` partition) when the bootstrap broker is not it.
+    /// `__barrier_state` partition) when the bootstrap broker is not it, and again while
+    /// the coordinator is loading (for at most `COORDINATOR_LOAD_WAIT_MS`).
     fn call_group(&mut self, group: &str, req: BarrierRequest) -> Result<BarrierResponse, String> {
-        let resp = call(&mut self.bootstrap, req.clone())?;
-        if error_of(&resp) != NOT_COORDINATOR {
-            return Ok(resp);
+        let deadline = Instant::now() + Duration::from_millis(COORDINATOR_LOAD_WAIT_MS);
+        loop {
+            let mut resp = call(&mut self.bootstrap, req.clone())?;
+            if error_of(&resp) == NOT_COORDINATOR {
+                let p = format::coordinator_partition(group) as i32;
+                resp = call(self.leader_of(format::BARRIER_STATE_TOPIC, p)?, req.clone())?;
+            }
+            if error_of(&resp) != COORDINATOR_LOAD_IN_PROGRESS || Instant::now() >= deadline {
+                return Ok(resp);
+            }
+            std::thread::sleep(Duration::from_millis(COORDINATOR_LOAD_RETRY_MS));
         }
-        let p = format::coordinator_partition(group) as i32;
-        call(self.leader_of(format::BARRIER_STATE_TOPIC, p)?, req)
     }
 }
 

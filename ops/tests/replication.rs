@@ -550,6 +550,30 @@ fn a_barrier_groups_cuts_survive_the_sigkill_of_its_coordinators_node() {
     wait_fully_in_sync(&nodes[live], "__barrier_state", p, Duration::from_secs(60));
 }
 
+/// A node restarted with fewer cores than it had still starts in a cluster whose internal
+/// topics are replicated: it hands over what it led as it registers, a replica on a core it
+/// lacks is not served in this run (the metastore does not move replicas), and another
+/// replica leads that partition.
+#[test]
+fn a_node_restarted_with_fewer_cores_starts_and_another_replica_leads_what_it_cannot_serve() {
+    let mut nodes = cluster(3, 2);
+    wait_topic_fully_in_sync(&nodes[0], "__consumer_offsets", Duration::from_secs(60));
+    // Partition i is placed on node i mod 3 + 1, core i / 3: node 3 leads 5 on core 1.
+    assert_eq!(partition_state(&nodes[0], "__consumer_offsets", 5).0, 3);
+    nodes[2].kill();
+    nodes[2].set_cores(1);
+    nodes[2].restart();
+    wait_until(
+        "another replica to lead partition 5",
+        Duration::from_secs(60),
+        || {
+            let s = partition_state(&nodes[0], "__consumer_offsets", 5);
+            (s.0 < 0 || s.0 == 3).then(|| format!("{s:?}"))
+        },
+    );
+    nodes[2].assert_alive();
+}
+
 /// A network partition of the leader's node (the fault hook in the node RPC layer: its calls
 /// to the others and theirs to it fail): its followers cannot fetch, so it cannot
 /// acknowledge an acks=all record (NOT_ENOUGH_REPLICAS once its ISR shrinks below

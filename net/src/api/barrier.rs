@@ -311,7 +311,9 @@ async fn alter_one(
         let synced = on_coordinator(state, group, move |s, p| async move {
             sync_group_record(&s, &name, p).await
         })
-        .await?;
+        .await
+        .and_then(|r| r);
+        // A coordinator still loading (a new `__barrier_state`) writes it in its tick too.
         if let Err((code, why)) = synced {
             // Written by the coordinator's tick later; the definition itself is made.
             tracing::warn!(group, code, error = %why, "writing the barrier group record");

@@ -608,6 +608,11 @@ impl Broker {
     }
 
     /// Starts again on the same data dir and port (after [`kill`] or [`terminate`]).
+    /// `--cores` for the next (re)start.
+    pub fn set_cores(&mut self, cores: usize) {
+        self.cores = cores;
+    }
+
     pub fn restart(&mut self) {
         if self.child.is_some() {
             self.kill();
