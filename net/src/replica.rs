@@ -213,7 +213,8 @@ impl CoreState {
     }
 
     /// Whether this core coordinates the keys of internal partition `topic`/`partition`
-    /// now (a replicated `__consumer_offsets` partition's leader, its state loaded); else the
+    /// now (`__consumer_offsets`, `__transaction_state`, `__barrier_state`: one not
+    /// replicated, or a replicated one's leader with its state loaded); else the
     /// coordinator error: COORDINATOR_LOAD_IN_PROGRESS while this core is the partition's
     /// leader but has not loaded it yet, NOT_COORDINATOR when another replica leads.
     pub fn check_coordinates(&self, topic: &str, partition: u32) -> Result<(), i16> {
@@ -226,7 +227,7 @@ impl CoreState {
         }
     }
 
-    /// After a coordinator's write (a group's offsets) at `last_offset` of its internal
+    /// After a coordinator's write (offsets, transaction or barrier state) at `last_offset` of its internal
     /// partition: `replicate_own_write`, its refusal as the coordinator error Kafka answers
     /// (NOT_COORDINATOR once leadership moved or the log failed, COORDINATOR_NOT_AVAILABLE
     /// while the in-sync replicas lag), so a commit is acknowledged only once a failover

@@ -197,13 +197,15 @@ where
     Fut: std::future::Future<Output = R> + 'static,
 {
     let (partition, core) = coordinator(state, group)?;
-    crate::route::on_core(state, core, move |s| async move {
-        s.check_coordinates(BARRIER_STATE_TOPIC, partition)
-            .map_err(|code| (code, not_loaded(partition)))?;
-        Ok(f(s, partition).await)
-    })
+    crate::route::on_coordinator_core(
+        state,
+        BARRIER_STATE_TOPIC,
+        Some((partition, core)),
+        Some(partition),
+        f,
+    )
     .await
-    .map_err(|gone| (COORDINATOR_NOT_AVAILABLE, gone.to_string()))?
+    .map_err(|code| (code, not_loaded(partition)))
 }
 
 /// Why a replica of `__barrier_state` partition `p` does not coordinate its groups now.
