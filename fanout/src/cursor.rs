@@ -66,6 +66,12 @@ pub enum CursorError {
         #[source]
         source: CoreGone,
     },
+    /// The child partition is replicated and its in-sync replicas did not take the batch
+    /// (fewer of them than its `min.insync.replicas`, leadership moved, or they lagged past
+    /// the request timeout): as an acks=all produce, the commit does not count; the cursor
+    /// retries the same batch.
+    #[error("child partition {partition} not replicated: {reason}")]
+    ChildNotReplicated { partition: u32, reason: String },
     /// The child partition's owner is another node and the node RPC to it failed (down,
     /// unreachable, or its append failed); the cursor retries the same batch.
     #[error("child partition {partition} on node {node_id}: {reason}")]

@@ -107,8 +107,18 @@ impl ChildSink for CoreChild {
                 partition,
                 batch,
             };
-            return match crate::node_rpc::call(&self.state, owner.node_id, owner.core_index, &req)
-                .await
+            // A replicated child answers once its in-sync replicas have the batch: within
+            // the request timeout, which the call outlasts.
+            let timeout_ms =
+                self.state.ctx.config.request_timeout_ms + crate::node_rpc::NODE_RPC_TIMEOUT_MS;
+            return match crate::node_rpc::call_within(
+                &self.state,
+                owner.node_id,
+                owner.core_index,
+                &req,
+                timeout_ms,
+            )
+            .await
             {
                 Ok(crate::node_rpc::NodeResponse::Appended) => Ok(()),
                 Ok(crate::node_rpc::NodeResponse::NotServed) => Err(not_served()),
@@ -150,6 +160,9 @@ impl ChildSink for CoreChild {
             }
             Err(AppendHereError::CoreGone(source)) => {
                 Err(CursorError::ChildCoreGone { partition, source })
+            }
+            Err(AppendHereError::NotReplicated(reason)) => {
+                Err(CursorError::ChildNotReplicated { partition, reason })
             }
         }
     }
@@ -211,11 +224,17 @@ pub enum AppendHereError {
     Log(#[from] engine::PartitionError),
     #[error(transparent)]
     CoreGone(#[from] route::CoreGone),
+    /// A replicated child's in-sync replicas did not take the batch (acks=all semantics).
+    #[error("{0}")]
+    NotReplicated(String),
 }
 
 /// Appends a fan-out batch durably to `child`/`partition` on the core of this node that owns
 /// it (a local cursor, or a node RPC from the parent's node); `Ok(false)` when no core here
-/// serves it.
+/// serves it. A replicated child is written as an acks=all produce: only on its leader, only
+/// while its ISR holds `min.insync.replicas` (checked before the append, so a refused commit
+/// writes nothing), and the commit counts once every in-sync replica has the batch durably,
+/// so the cursor never advances past records a failover of the child could lose.
 pub async fn append_child_here(
     state: &Rc<CoreState>,
     child: &str,
@@ -227,18 +246,29 @@ pub async fn append_child_here(
     };
     let child = child.to_string();
     let append = move |s: Rc<CoreState>| async move {
-        let Some(part) = s.partition(&child, partition).await else {
+        if !s.leads(&child, partition) {
+            return Ok(false);
+        }
+        let key = (child, partition);
+        if let Some(why) = s.check_min_insync(&key) {
+            return Err(AppendHereError::NotReplicated(why));
+        }
+        let Some(part) = s.partition(&key.0, partition).await else {
             return Ok(false);
         };
         let valid = ValidBatch::new(&batch, part.log().batch_rules()).map_err(|source| {
-            LogError::InvalidBatch {
+            engine::PartitionError::from(LogError::InvalidBatch {
                 dir: part.dir().display().to_string(),
                 source,
-            }
+            })
         })?;
-        part.produce(valid, Durability::Sync).await.map(|_| true)
+        let stored = part.produce(valid, Durability::Sync).await?;
+        s.replicate_own_write(&key, &part, stored.last_offset)
+            .await
+            .map_err(|(_, why)| AppendHereError::NotReplicated(why))?;
+        Ok(true)
     };
-    Ok(route::on_core(state, core, append).await??)
+    route::on_core(state, core, append).await?
 }
 
 /// The core's clock (the one commit times come from, so the delay gate compares like with

@@ -5,7 +5,8 @@
 //! that read all along never saw a record the log no longer holds (it reads below the high
 //! watermark only). A follower that was down while thousands of records (several segments)
 //! went in catches up, rejoins the ISR, and holds every record when it leads. A fan-out
-//! cursor of a replicated parent resumes on the new leader where it stood. A follower of a
+//! cursor of a replicated parent resumes on the new leader where it stood; replicated fan-out
+//! and delay children take the cursors' commits as acks=all produces. A follower of a
 //! compacted topic copies the leader's cleaned log, offset gaps and all, keeps it through a
 //! SIGKILL, and leads with the latest value of every key. Clients' leader
 //! epochs (KIP-320): OffsetForLeaderEpoch, fencing of a stale or unknown
@@ -769,6 +770,145 @@ fn a_fanout_cursor_resumes_on_the_new_leader_where_it_stood() {
     assert_eq!(got, want, "every parent record once, in order");
     nodes[li].restart();
     wait_fully_in_sync(&nodes[other], &parent, 0, Duration::from_secs(60));
+}
+
+/// `values` with every repeat after the first left out (a cursor's retries may repeat
+/// records in a child; their first occurrences keep the parent's order).
+fn first_occurrences(values: &[String]) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    values
+        .iter()
+        .filter(|v| seen.insert(v.as_str()))
+        .cloned()
+        .collect()
+}
+
+/// Replicated fan-out and delay children are written as acks=all produces. With
+/// `min.insync.replicas=3` and a follower's node down the cursors' commits are refused
+/// before anything is appended, so the children stay as they were and the cursors do not
+/// advance; once the follower is back they catch up with every record once. When a child's
+/// leader's node is SIGKILLed right after a burst, the cursors commit to the new leader and
+/// the children end with every parent record, in order, none lost.
+#[test]
+fn replicated_fanout_and_delay_children_take_commits_as_acks_all_produces() {
+    let mut nodes = cluster_with_args(3, 1, |_| {
+        vec!["--replica-lag-time-max-ms".into(), "2000".into()]
+    })
+    .0;
+    create_replicated(&nodes[0], "rp", &[]);
+    create_replicated(
+        &nodes[0],
+        "rc",
+        &["fanout.parent=rp", "min.insync.replicas=3"],
+    );
+    create_replicated(
+        &nodes[0],
+        "rd",
+        &[
+            "fanout.parent=rp",
+            "fanout.delay.ms=300",
+            "min.insync.replicas=3",
+        ],
+    );
+    for t in ["rp", "rc", "rd"] {
+        wait_fully_in_sync(&nodes[0], t, 0, Duration::from_secs(30));
+    }
+    let children = ["rc", "rd"];
+    // Every child holds `want`, read from a live node (below the high watermark).
+    let wait_children = |nodes: &[Broker], at: usize, want: &[String], exact: bool| {
+        for child in children {
+            wait_until(
+                &format!("{child} to hold every parent record"),
+                Duration::from_secs(60),
+                || {
+                    let got = kcat_read(&nodes[at], child, 0);
+                    let ok = if exact {
+                        got == want
+                    } else {
+                        first_occurrences(&got) == want
+                    };
+                    (!ok).then(|| format!("{} records: {:?}", got.len(), got.last()))
+                },
+            );
+        }
+    };
+    let write = |nodes: &[Broker], at: usize, prefix: &str, n: usize| -> Vec<String> {
+        let values: Vec<String> = (0..n).map(|i| format!("{prefix}-{i:04}")).collect();
+        let refs: Vec<&str> = values.iter().map(String::as_str).collect();
+        kcat_write(&nodes[at], "rp", 0, &refs);
+        values
+    };
+    let mut want = write(&nodes, 0, "a", 200);
+    wait_children(&nodes, 0, &want, true);
+
+    // A follower of the plain child down (on a node leading neither it nor the parent):
+    // commits are refused before their append while the ISR is short.
+    let child_leader = partition_state(&nodes[0], "rc", 0).0;
+    let parent_leader = partition_state(&nodes[0], "rp", 0).0;
+    let down = (1..=3)
+        .find(|n| *n != child_leader && *n != parent_leader)
+        .expect("three nodes");
+    let di = (down - 1) as usize;
+    let up = (di + 1) % 3;
+    nodes[di].kill();
+    for child in children {
+        wait_until(
+            &format!("{child}'s ISR to shrink"),
+            Duration::from_secs(30),
+            || {
+                let s = partition_state(&nodes[up], child, 0);
+                (s.2.len() != 2).then(|| format!("{s:?}"))
+            },
+        );
+    }
+    let pli = (parent_leader - 1) as usize;
+    let stalled_at = Some(want.len() as u64);
+    wait_until(
+        "the cursor file to cover the first records",
+        Duration::from_secs(30),
+        || {
+            let at = cursor_next_offset(&nodes[pli], "rp", "rc");
+            (at != stalled_at).then(|| format!("{at:?}"))
+        },
+    );
+    let second = write(&nodes, up, "b", 50);
+    std::thread::sleep(Duration::from_secs(3));
+    for child in children {
+        assert_eq!(
+            kcat_read(&nodes[up], child, 0),
+            want,
+            "{child} takes no commit while its ISR is below min.insync.replicas"
+        );
+    }
+    assert_eq!(
+        cursor_next_offset(&nodes[pli], "rp", "rc"),
+        stalled_at,
+        "the cursor does not advance past a refused commit"
+    );
+    nodes[di].restart();
+    for child in children {
+        wait_fully_in_sync(&nodes[up], child, 0, Duration::from_secs(60));
+    }
+    want.extend(second);
+    // Refused commits wrote nothing: every record once.
+    wait_children(&nodes, up, &want, true);
+
+    // The plain child's leader's node SIGKILLed right after a burst: its in-flight commits
+    // either reached every in-sync replica or are retried at the new leader.
+    let (child_leader, epoch, _) = partition_state(&nodes[up], "rc", 0);
+    let ki = (child_leader - 1) as usize;
+    let alive = (ki + 1) % 3;
+    want.extend(write(&nodes, alive, "c", 300));
+    nodes[ki].kill();
+    wait_until("a new leader of the child", Duration::from_secs(60), || {
+        let s = partition_state(&nodes[alive], "rc", 0);
+        (s.0 < 0 || s.0 == child_leader || s.1 <= epoch).then(|| format!("{s:?}"))
+    });
+    nodes[ki].restart();
+    for t in ["rp", "rc", "rd"] {
+        wait_fully_in_sync(&nodes[alive], t, 0, Duration::from_secs(60));
+    }
+    wait_children(&nodes, alive, &want, false);
 }
 
 /// OffsetForLeaderEpoch (API 23) of `leader_epoch` on `topic`/0 at `node`, with the client's

@@ -323,12 +323,6 @@ async fn create_topic_placed(
         }
         Placement::Ours { rf } => place(state, partitions, rf)?,
     };
-    if replicas[0].len() > 1 && link.is_some() {
-        return Err((
-            codes::INVALID_REPLICATION_FACTOR,
-            "a fan-out child is not replicated yet: create it with replication factor 1".into(),
-        ));
-    }
     check_replicated_configs(replicas[0].len(), &configs)?;
     let cmd = create_command(name, partitions, configs, replicas);
     write(state, cmd).await?;
