@@ -15,6 +15,15 @@
 //!   then the first live replica leads, and the ISR is just it.
 //! - When a node comes back (heartbeat after a fence, or a new registration), every partition
 //!   with no leader whose ISR holds it elects it.
+//! - A reassignment (KIP-455, `Command::ReassignReplicas`) names a partition's target
+//!   replicas, as many as it has. Until every target replica is in sync the replicas are the
+//!   target followed by the original ones it leaves out (`adding`: target nodes new to the
+//!   partition, `removing`: original nodes the target leaves out); the new ones copy the
+//!   leader's log as any follower and join the ISR once caught up. The `AlterIsr` that makes
+//!   the last target replica in sync completes it: the replicas become the target, the ISR
+//!   keeps only target nodes, and a leader being removed hands over to the first live
+//!   in-sync target replica (leader epoch + 1). A cancel (no target) goes back to the
+//!   original replicas at once.
 //!
 //! The leader's place is also `MetaState::assignments` (what every handler routes by): it is
 //! set from the replica entry of the leader's node whenever the leader changes.
@@ -50,6 +59,11 @@ pub struct PartitionReplicas {
     pub leader_epoch: i32,
     /// Bumped at every change (leader or ISR): an `AlterIsr` names the one it was based on.
     pub partition_epoch: i32,
+    /// A reassignment under way: the target's nodes that are new to the partition, in
+    /// replica order (empty: none under way).
+    pub adding: Vec<u64>,
+    /// A reassignment under way: the original nodes the target leaves out.
+    pub removing: Vec<u64>,
 }
 
 impl PartitionReplicas {
@@ -63,7 +77,32 @@ impl PartitionReplicas {
             leader,
             leader_epoch: 0,
             partition_epoch: 0,
+            adding: Vec::new(),
+            removing: Vec::new(),
         }
+    }
+
+    /// Whether a reassignment is under way.
+    pub fn reassigning(&self) -> bool {
+        !self.adding.is_empty() || !self.removing.is_empty()
+    }
+
+    /// The replicas a reassignment under way moves to (all of them when none is).
+    pub fn target(&self) -> Vec<Assignment> {
+        self.replicas
+            .iter()
+            .copied()
+            .filter(|a| !self.removing.contains(&a.node_id))
+            .collect()
+    }
+
+    /// The replicas before a reassignment under way (all of them when none is).
+    pub fn original(&self) -> Vec<Assignment> {
+        self.replicas
+            .iter()
+            .copied()
+            .filter(|a| !self.adding.contains(&a.node_id))
+            .collect()
     }
 
     /// Where the replica of `node` lives.
@@ -81,7 +120,9 @@ impl PartitionReplicas {
     }
 
     pub(crate) fn check(&self) -> Result<(), String> {
-        if self.replicas.is_empty() || self.replicas.len() > MAX_REPLICATION_FACTOR {
+        // A reassignment under way holds the replicas it removes as well.
+        let rf = self.replicas.len().saturating_sub(self.removing.len());
+        if rf == 0 || rf > MAX_REPLICATION_FACTOR {
             return Err(format!(
                 "{} replicas (1 to {MAX_REPLICATION_FACTOR})",
                 self.replicas.len()
@@ -101,6 +142,16 @@ impl PartitionReplicas {
         }
         if self.leader.is_some_and(|l| !self.in_sync(l)) {
             return Err(format!("leader {:?} is not in the ISR", self.leader));
+        }
+        let moving = self.adding.iter().chain(&self.removing);
+        if moving.clone().any(|n| self.replica_on(*n).is_none())
+            || self.adding.iter().any(|n| self.removing.contains(n))
+            || self.adding.len() != self.removing.len()
+        {
+            return Err(format!(
+                "reassignment adding {:?}, removing {:?}: disjoint replicas, as many of each",
+                self.adding, self.removing
+            ));
         }
         Ok(())
     }

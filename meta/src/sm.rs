@@ -28,8 +28,9 @@ pub const SNAPSHOT_MAGIC: &[u8; 8] = b"RLMSNAP1";
 /// 2: the state's fan-out section holds links (`STATE_VERSION` 2); 3: the broker registry
 /// (`STATE_VERSION` 3); 4: SCRAM credentials (`STATE_VERSION` 4); 5: client quotas
 /// (`STATE_VERSION` 5); 6: barrier group definitions (`STATE_VERSION` 6); 7: replicated
-/// partitions (`STATE_VERSION` 7). Versions 1 to 6 are still read.
-pub const SNAPSHOT_VERSION: u32 = 7;
+/// partitions (`STATE_VERSION` 7); 8: reassignments of replicated partitions
+/// (`STATE_VERSION` 8). Versions 1 to 7 are still read.
+pub const SNAPSHOT_VERSION: u32 = 8;
 
 #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
 struct SnapshotBody {
@@ -229,6 +230,99 @@ mod v6 {
     }
 }
 
+/// The layout of snapshot version 7 (state version 7: replicated partitions without
+/// reassignments).
+mod v7 {
+    use std::collections::BTreeMap;
+
+    use rkyv::{Archive, Deserialize, Serialize};
+
+    use crate::state::{
+        AclBinding, Assignment, BarrierGroups, BrokerRegistration, ClientQuota, FanoutLinks,
+        ListenerEndpoint, TopicMeta, UserCredentials,
+    };
+    use crate::wire::WSnapshotMeta;
+
+    #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
+    pub(super) struct PartitionReplicas {
+        pub(super) replicas: Vec<Assignment>,
+        pub(super) isr: Vec<u64>,
+        pub(super) leader: Option<u64>,
+        pub(super) leader_epoch: i32,
+        pub(super) partition_epoch: i32,
+    }
+
+    #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
+    pub(super) struct MetaState {
+        pub(super) version: u32,
+        pub(super) topics: BTreeMap<String, TopicMeta>,
+        pub(super) assignments: BTreeMap<String, Vec<Assignment>>,
+        pub(super) fanout_links: FanoutLinks,
+        pub(super) barrier_groups: BarrierGroups,
+        pub(super) brokers: BTreeMap<u64, BrokerRegistration>,
+        pub(super) cluster_id: Option<String>,
+        pub(super) producer_id_blocks: u64,
+        pub(super) scram_users: BTreeMap<String, UserCredentials>,
+        pub(super) broker_listeners: BTreeMap<u64, Vec<ListenerEndpoint>>,
+        pub(super) acls: Vec<AclBinding>,
+        pub(super) client_quotas: Vec<ClientQuota>,
+        pub(super) replicas: BTreeMap<String, Vec<PartitionReplicas>>,
+    }
+
+    #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
+    pub(super) struct SnapshotBody {
+        pub(super) meta: WSnapshotMeta,
+        pub(super) state: MetaState,
+    }
+}
+
+/// Reads a version-7 snapshot body and migrates it (no reassignment under way).
+fn decode_snapshot_v7(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> {
+    decode_old_snapshot(
+        bytes,
+        7,
+        what,
+        |b: &v7::SnapshotBody| b.state.version,
+        |old| SnapshotBody {
+            meta: old.meta,
+            state: MetaState {
+                topics: old.state.topics,
+                assignments: old.state.assignments,
+                fanout_links: old.state.fanout_links,
+                barrier_groups: old.state.barrier_groups,
+                brokers: old.state.brokers,
+                cluster_id: old.state.cluster_id,
+                producer_id_blocks: old.state.producer_id_blocks,
+                scram_users: old.state.scram_users,
+                broker_listeners: old.state.broker_listeners,
+                acls: old.state.acls,
+                client_quotas: old.state.client_quotas,
+                replicas: old
+                    .state
+                    .replicas
+                    .into_iter()
+                    .map(|(name, parts)| {
+                        let parts = parts
+                            .into_iter()
+                            .map(|r| crate::state::PartitionReplicas {
+                                replicas: r.replicas,
+                                isr: r.isr,
+                                leader: r.leader,
+                                leader_epoch: r.leader_epoch,
+                                partition_epoch: r.partition_epoch,
+                                adding: Vec::new(),
+                                removing: Vec::new(),
+                            })
+                            .collect();
+                        (name, parts)
+                    })
+                    .collect(),
+                ..MetaState::default()
+            },
+        },
+    )
+}
+
 /// Reads a version-6 snapshot body and migrates it (no replicated partitions yet).
 fn decode_snapshot_v6(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> {
     decode_old_snapshot(
@@ -416,7 +510,7 @@ pub fn check_snapshot_bytes(bytes: &[u8]) -> Result<(), MetaError> {
 }
 
 fn decode_snapshot(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> {
-    let old_version = [1u32, 2, 3, 4, 5, 6]
+    let old_version = [1u32, 2, 3, 4, 5, 6, 7]
         .into_iter()
         .find(|v| bytes.len() >= 12 && bytes[8..12] == v.to_le_bytes());
     if let Some(v) = old_version {
@@ -426,7 +520,8 @@ fn decode_snapshot(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> 
             3 => decode_snapshot_v3(bytes, what)?,
             4 => decode_snapshot_v4(bytes, what)?,
             5 => decode_snapshot_v5(bytes, what)?,
-            _ => decode_snapshot_v6(bytes, what)?,
+            6 => decode_snapshot_v6(bytes, what)?,
+            _ => decode_snapshot_v7(bytes, what)?,
         };
         body.state
             .check_invariants()
@@ -872,6 +967,62 @@ mod tests {
         let migrated = decode_snapshot(&img, "test").unwrap().state;
         assert_eq!(migrated, grouped);
         assert!(migrated.replicas.is_empty());
+        // Version 7 (replicated partitions, no reassignments) migrates with none under way.
+        let mut replicated = grouped.clone();
+        let node = |n| Assignment {
+            node_id: n,
+            core_index: 0,
+        };
+        replicated
+            .apply(&Command::CreateReplicatedTopic {
+                topic: Box::new(crate::state::NewReplicatedTopic {
+                    name: "r".into(),
+                    partitions: 1,
+                    configs: BTreeMap::new(),
+                    replicas: vec![vec![node(1), node(2)]],
+                    incarnation_id: "0123456789abcdef".into(),
+                    topic_id: [3; 16],
+                }),
+            })
+            .unwrap();
+        let old7 = v7::SnapshotBody {
+            meta: meta.clone(),
+            state: v7::MetaState {
+                version: 7,
+                topics: replicated.topics.clone(),
+                assignments: replicated.assignments.clone(),
+                fanout_links: replicated.fanout_links.clone(),
+                barrier_groups: replicated.barrier_groups.clone(),
+                brokers: replicated.brokers.clone(),
+                cluster_id: replicated.cluster_id.clone(),
+                producer_id_blocks: replicated.producer_id_blocks,
+                scram_users: replicated.scram_users.clone(),
+                broker_listeners: replicated.broker_listeners.clone(),
+                acls: replicated.acls.clone(),
+                client_quotas: replicated.client_quotas.clone(),
+                replicas: replicated
+                    .replicas
+                    .iter()
+                    .map(|(name, parts)| {
+                        let parts = parts
+                            .iter()
+                            .map(|r| v7::PartitionReplicas {
+                                replicas: r.replicas.clone(),
+                                isr: r.isr.clone(),
+                                leader: r.leader,
+                                leader_epoch: r.leader_epoch,
+                                partition_epoch: r.partition_epoch,
+                            })
+                            .collect();
+                        (name.clone(), parts)
+                    })
+                    .collect(),
+            },
+        };
+        let img = wire::checked_file_bytes(SNAPSHOT_MAGIC, 7, &wire::encode(&old7).unwrap());
+        let migrated = decode_snapshot(&img, "test").unwrap().state;
+        assert_eq!(migrated, replicated);
+        assert!(!migrated.replicas["r"][0].reassigning());
         // The current version round-trips.
         let cur = SnapshotBody {
             meta,

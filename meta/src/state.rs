@@ -13,9 +13,9 @@ use rkyv::{Archive, Deserialize, Serialize};
 /// 3: the broker registry ([`MetaState::brokers`]); 4: SCRAM users, listeners, ACLs; 5: client
 /// quotas ([`MetaState::client_quotas`]); 6: barrier group definitions
 /// ([`BarrierGroups::groups`], barrier section version 2); 7: replicated partitions
-/// ([`MetaState::replicas`]). Older snapshots are still read (see
-/// `sm::decode_snapshot`) and migrated.
-pub const STATE_VERSION: u32 = 7;
+/// ([`MetaState::replicas`]); 8: reassignments ([`PartitionReplicas::adding`] and
+/// `removing`). Older snapshots are still read (see `sm::decode_snapshot`) and migrated.
+pub const STATE_VERSION: u32 = 8;
 /// Version of the fan-out links section. 1: empty; 2: [`FanoutLinks::links`].
 pub const FANOUT_SECTION_VERSION: u32 = 2;
 /// Version of the barrier groups section. 1: empty ([`BarrierSectionV1`]); 2:
@@ -611,6 +611,14 @@ pub enum Command {
         partition_epoch: i32,
         isr: Vec<u64>,
     },
+    /// A reassignment of a replicated partition (KIP-455; `crate::replication`): `target`
+    /// its new replicas, as many as it has, the preferred leader first; `None` cancels the
+    /// one under way.
+    ReassignReplicas {
+        name: String,
+        partition: u32,
+        target: Option<Vec<Assignment>>,
+    },
 }
 
 /// A topic of replication factor 2 or more to create (`Command::CreateReplicatedTopic`).
@@ -758,6 +766,9 @@ impl Command {
                             .sum::<usize>()
                 }
                 Command::AlterIsr { name, isr, .. } => name.len() + 12 + isr.len() * 8,
+                Command::ReassignReplicas { name, target, .. } => {
+                    name.len() + 8 + target.as_ref().map_or(0, |t| t.len() * PER_ASSIGNMENT)
+                }
             }
     }
 
@@ -996,6 +1007,8 @@ pub enum Refusal {
     InvalidBarrierGroup { name: String, reason: String },
     #[error("unknown barrier group '{name}': no group of that name is defined (check the name; define it first)")]
     UnknownBarrierGroup { name: String },
+    #[error("'{name}' partition {partition}: no reassignment is under way to cancel")]
+    NoReassignmentInProgress { name: String, partition: u32 },
 }
 
 fn validate_topic_name(name: &str) -> Result<(), Refusal> {
@@ -1572,6 +1585,11 @@ impl MetaState {
                 partition_epoch,
                 isr,
             } => self.alter_isr(name, *partition, *leader_epoch, *partition_epoch, isr),
+            Command::ReassignReplicas {
+                name,
+                partition,
+                target,
+            } => self.reassign(name, *partition, target.as_deref()),
             Command::AlterConfigs { name, set, remove } => {
                 let t =
                     self.topics
@@ -2300,6 +2318,9 @@ impl MetaState {
             return Err(refuse(format!("ISR {isr:?} is not a set of the replicas")));
         }
         next.partition_epoch += 1;
+        if next.reassigning() && self.reassignment_can_complete(&next) {
+            self.complete_reassignment(&mut next);
+        }
         next.check().map_err(refuse)?;
         self.set_replicas(name, partition, std::slice::from_ref(&next));
         Ok(Change::ReplicasSet {
@@ -2307,6 +2328,145 @@ impl MetaState {
             first_partition: partition,
             replicas: vec![next],
         })
+    }
+
+    /// `ReassignReplicas`: starts (or replaces) a reassignment to `target`, or cancels the
+    /// one under way (`None`); completes at once when every target replica is in sync.
+    pub(crate) fn reassign(
+        &mut self,
+        name: &str,
+        partition: u32,
+        target: Option<&[Assignment]>,
+    ) -> Result<Change, Refusal> {
+        let refuse = |reason: String| Refusal::InvalidAssignment {
+            name: name.to_string(),
+            reason: format!("partition {partition}: {reason}"),
+        };
+        let Some(cur) = self.replica_set(name, partition).cloned() else {
+            return Err(match self.topics.get(name) {
+                Some(t) if partition < t.partitions => refuse(
+                    "it is not replicated (replication factor 1): move it with `ringlog partition move`".into(),
+                ),
+                _ => Refusal::UnknownTopicOrPartition {
+                    name: name.to_string(),
+                    partition: Some(partition),
+                },
+            });
+        };
+        let original = cur.original();
+        let target: Vec<Assignment> = match target {
+            None if !cur.reassigning() => {
+                return Err(Refusal::NoReassignmentInProgress {
+                    name: name.to_string(),
+                    partition,
+                })
+            }
+            None => original.clone(),
+            Some(t) => {
+                if t.len() != original.len() {
+                    return Err(refuse(format!(
+                        "{} target replicas for a replication factor of {}: a reassignment keeps the replication factor",
+                        t.len(),
+                        original.len()
+                    )));
+                }
+                PartitionReplicas::new(t.to_vec()).check().map_err(refuse)?;
+                for a in t {
+                    if !self.brokers.contains_key(&a.node_id) {
+                        return Err(refuse(format!("node {} is not registered", a.node_id)));
+                    }
+                    if let Some(here) = cur.replica_on(a.node_id) {
+                        if here.core_index != a.core_index {
+                            return Err(refuse(format!(
+                                "the replica on node {} is on core {}: a reassignment moves replicas between nodes, not cores",
+                                a.node_id, here.core_index
+                            )));
+                        }
+                    }
+                }
+                t.to_vec()
+            }
+        };
+        let on = |list: &[Assignment], n: u64| list.iter().any(|a| a.node_id == n);
+        let mut next = cur.clone();
+        next.adding = target
+            .iter()
+            .map(|a| a.node_id)
+            .filter(|n| !on(&original, *n))
+            .collect();
+        next.removing = original
+            .iter()
+            .map(|a| a.node_id)
+            .filter(|n| !on(&target, *n))
+            .collect();
+        next.replicas = target.clone();
+        next.replicas
+            .extend(original.iter().copied().filter(|a| !on(&target, a.node_id)));
+        next.isr = next
+            .replicas
+            .iter()
+            .map(|a| a.node_id)
+            .filter(|n| cur.in_sync(*n))
+            .collect();
+        if next.isr.is_empty() {
+            return Err(refuse(format!(
+                "no in-sync replica ({:?}) would be left",
+                cur.isr
+            )));
+        }
+        next.partition_epoch += 1;
+        if next.reassigning() && self.reassignment_can_complete(&next) {
+            self.complete_reassignment(&mut next);
+        }
+        self.elect_if_removed(&mut next);
+        if next.leader.is_none()
+            && next
+                .replica_on(self.assignments[name][partition as usize].node_id)
+                .is_none()
+        {
+            return Err(refuse(format!(
+                "the leader would be removed with no live in-sync replica ({:?}) to take over",
+                next.isr
+            )));
+        }
+        next.check().map_err(refuse)?;
+        self.set_replicas(name, partition, std::slice::from_ref(&next));
+        Ok(Change::ReplicasSet {
+            name: name.to_string(),
+            first_partition: partition,
+            replicas: vec![next],
+        })
+    }
+
+    /// Whether a reassignment under way can complete: every target replica is in sync, and
+    /// a leader it removes has a live in-sync target replica to hand over to.
+    fn reassignment_can_complete(&self, r: &PartitionReplicas) -> bool {
+        let target = r.target();
+        let all_in_sync = target.iter().all(|a| r.in_sync(a.node_id));
+        let leader_stays = r
+            .leader
+            .is_none_or(|l| target.iter().any(|a| a.node_id == l));
+        all_in_sync && (leader_stays || target.iter().any(|a| self.broker_live(a.node_id)))
+    }
+
+    /// Ends a reassignment: the replicas become its target, the ISR keeps target nodes only,
+    /// and a removed leader hands over.
+    fn complete_reassignment(&self, r: &mut PartitionReplicas) {
+        r.replicas = r.target();
+        r.adding.clear();
+        r.removing.clear();
+        let replicas = r.replicas.clone();
+        r.isr.retain(|n| replicas.iter().any(|a| a.node_id == *n));
+        self.elect_if_removed(r);
+    }
+
+    /// A leader no longer among `r`'s replicas hands over to the first live in-sync replica
+    /// (none: the partition is offline until one comes back), at the next leader epoch.
+    fn elect_if_removed(&self, r: &mut PartitionReplicas) {
+        if r.leader.is_some_and(|l| r.replica_on(l).is_none()) {
+            r.leader_epoch += 1;
+            r.leader = r.isr.iter().copied().find(|n| self.broker_live(*n));
+        }
     }
 
     /// The elections and ISR changes after node `node` was fenced (`fenced`) or came back:

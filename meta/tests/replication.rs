@@ -247,3 +247,138 @@ fn unclean_election_is_a_topic_config() {
     assert_eq!((r.leader, r.isr.clone()), (Some(2), vec![2]));
     s.check_invariants().unwrap();
 }
+
+fn reassign(
+    s: &mut MetaState,
+    name: &str,
+    target: Option<Vec<Assignment>>,
+) -> Result<Change, Refusal> {
+    s.apply(&Command::ReassignReplicas {
+        name: name.into(),
+        partition: 0,
+        target,
+    })
+}
+
+/// The leader's `AlterIsr` of `name`/0 to `isr`, at the epochs it reads now.
+fn alter_isr(s: &mut MetaState, name: &str, isr: Vec<u64>) -> Result<Change, Refusal> {
+    let r = s.replica_set(name, 0).unwrap().clone();
+    s.apply(&Command::AlterIsr {
+        name: name.into(),
+        partition: 0,
+        leader_epoch: r.leader_epoch,
+        partition_epoch: r.partition_epoch,
+        isr,
+    })
+}
+
+/// A reassignment (KIP-455) adds the target's new replicas beside the original ones; the
+/// `AlterIsr` that makes the last of them in sync completes it, and a removed leader hands
+/// over at a new epoch. A cancel goes back to the original replicas; bad targets are
+/// refused; a subscriber's copy follows; the state survives a snapshot's checks.
+#[test]
+fn a_reassignment_adds_replicas_then_drops_the_old_ones_once_the_new_are_in_sync() {
+    let mut s = MetaState::default();
+    for n in 1..=5 {
+        register(&mut s, n);
+    }
+    create(&mut s, "t", vec![vec![a(1, 0), a(2, 0), a(3, 0)]], false);
+    let mut copy = s.clone();
+    let mut changes = Vec::new();
+
+    // Move the leader's replica (node 1) and node 2's to nodes 4 and 5.
+    let ch = reassign(&mut s, "t", Some(vec![a(4, 1), a(5, 0), a(3, 0)])).unwrap();
+    changes.push(ch);
+    let r = s.replica_set("t", 0).unwrap().clone();
+    assert_eq!(
+        r.replicas,
+        vec![a(4, 1), a(5, 0), a(3, 0), a(1, 0), a(2, 0)]
+    );
+    assert_eq!(
+        (r.adding.clone(), r.removing.clone()),
+        (vec![4, 5], vec![1, 2])
+    );
+    assert_eq!(
+        (r.leader, r.isr.clone(), r.leader_epoch),
+        (Some(1), vec![3, 1, 2], 0)
+    );
+    assert_eq!(r.target(), vec![a(4, 1), a(5, 0), a(3, 0)]);
+    assert_eq!(r.original(), vec![a(3, 0), a(1, 0), a(2, 0)]);
+    // Node 4 catches up: still under way.
+    changes.push(alter_isr(&mut s, "t", vec![4, 3, 1, 2]).unwrap());
+    assert!(s.replica_set("t", 0).unwrap().reassigning());
+    // Node 5 too: done. Node 1 led: the first live in-sync target replica (4) leads.
+    changes.push(alter_isr(&mut s, "t", vec![4, 5, 3, 1, 2]).unwrap());
+    let r = s.replica_set("t", 0).unwrap().clone();
+    assert!(!r.reassigning());
+    assert_eq!(r.replicas, vec![a(4, 1), a(5, 0), a(3, 0)]);
+    assert_eq!(
+        (r.leader, r.isr.clone(), r.leader_epoch),
+        (Some(4), vec![4, 5, 3], 1)
+    );
+    assert_eq!(s.assignment("t", 0), Some(a(4, 1)));
+    assert_eq!(s.check_invariants(), Ok(()));
+
+    // Refused: another replication factor, two replicas on a node, an unregistered node, a
+    // core move of a replica, a partition not replicated, and a cancel with none under way.
+    for bad in [
+        vec![a(4, 1), a(5, 0)],
+        vec![a(4, 1), a(4, 0), a(3, 0)],
+        vec![a(4, 1), a(9, 0), a(3, 0)],
+        vec![a(4, 0), a(5, 0), a(3, 0)],
+    ] {
+        let e = reassign(&mut s, "t", Some(bad.clone())).unwrap_err();
+        assert!(
+            matches!(e, Refusal::InvalidAssignment { .. }),
+            "{bad:?}: {e}"
+        );
+    }
+    s.apply(&Command::create_topic(
+        "one",
+        1,
+        Default::default(),
+        vec![a(1, 0)],
+    ))
+    .unwrap();
+    let e = reassign(&mut s, "one", Some(vec![a(2, 0)])).unwrap_err();
+    assert!(e.to_string().contains("partition move"), "{e}");
+    let e = reassign(&mut s, "t", None).unwrap_err();
+    assert!(matches!(e, Refusal::NoReassignmentInProgress { .. }), "{e}");
+
+    // Start one (node 1 instead of 5), then cancel it: the original replicas at once (in
+    // the order they stand, as Kafka's), node 1 out of the ISR it had joined.
+    changes.push(reassign(&mut s, "t", Some(vec![a(4, 1), a(1, 0), a(3, 0)])).unwrap());
+    changes.push(alter_isr(&mut s, "t", vec![4, 5, 3]).unwrap());
+    changes.push(reassign(&mut s, "t", None).unwrap());
+    let r = s.replica_set("t", 0).unwrap().clone();
+    assert!(!r.reassigning());
+    assert_eq!(r.replicas, vec![a(4, 1), a(3, 0), a(5, 0)]);
+    assert_eq!(
+        (r.leader, r.isr.clone(), r.leader_epoch),
+        (Some(4), vec![4, 3, 5], 1)
+    );
+
+    // A target whose replicas are all in sync already (a new preferred order) completes at
+    // once, and a fenced leader of a reassignment under way is replaced from the ISR.
+    changes.push(reassign(&mut s, "t", Some(vec![a(3, 0), a(4, 1), a(5, 0)])).unwrap());
+    let r = s.replica_set("t", 0).unwrap().clone();
+    assert!(!r.reassigning());
+    assert_eq!(r.replicas, vec![a(3, 0), a(4, 1), a(5, 0)]);
+    changes.push(reassign(&mut s, "t", Some(vec![a(3, 0), a(2, 1), a(5, 0)])).unwrap());
+    changes.push(fence(&mut s, 4).unwrap());
+    let r = s.replica_set("t", 0).unwrap().clone();
+    assert!(r.reassigning());
+    assert_eq!((r.leader, r.leader_epoch), (Some(3), 2));
+    changes.push(alter_isr(&mut s, "t", vec![3, 2, 5]).unwrap());
+    let r = s.replica_set("t", 0).unwrap().clone();
+    assert_eq!(r.replicas, vec![a(3, 0), a(2, 1), a(5, 0)]);
+    assert_eq!((r.leader, r.isr.clone()), (Some(3), vec![3, 2, 5]));
+    assert_eq!(s.check_invariants(), Ok(()));
+
+    // The copy that applies every change agrees.
+    for ch in &changes {
+        assert!(copy.apply_change(ch), "{ch:?}");
+    }
+    assert_eq!(copy.replicas, s.replicas);
+    assert_eq!(copy.assignments["t"], s.assignments["t"]);
+}

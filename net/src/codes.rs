@@ -130,6 +130,9 @@ pub fn for_refusal(r: &Refusal) -> i16 {
         Refusal::NoScramCredential { .. } => kafka_protocol::ResponseError::ResourceNotFound.code(),
         Refusal::InvalidBarrierGroup { .. } => INVALID_REQUEST,
         Refusal::UnknownBarrierGroup { .. } => GROUP_ID_NOT_FOUND,
+        Refusal::NoReassignmentInProgress { .. } => {
+            kafka_protocol::ResponseError::NoReassignmentInProgress.code()
+        }
     }
 }
 
