@@ -232,6 +232,24 @@ pub fn sample_request(key: ApiKey) -> Option<RequestKind> {
                     .with_partitions(vec![0]),
             ])),
         ),
+        ApiKey::AlterPartitionReassignments => RequestKind::AlterPartitionReassignments(
+            AlterPartitionReassignmentsRequest::default().with_topics(vec![
+                alter_partition_reassignments_request::ReassignableTopic::default()
+                    .with_name(name("fuzz"))
+                    .with_partitions(vec![
+                        alter_partition_reassignments_request::ReassignablePartition::default()
+                            .with_partition_index(0)
+                            .with_replicas(Some(vec![BrokerId(1), BrokerId(2)])),
+                    ]),
+            ]),
+        ),
+        ApiKey::ListPartitionReassignments => RequestKind::ListPartitionReassignments(
+            ListPartitionReassignmentsRequest::default().with_topics(Some(vec![
+                list_partition_reassignments_request::ListPartitionReassignmentsTopics::default()
+                    .with_name(name("fuzz"))
+                    .with_partition_indexes(vec![0]),
+            ])),
+        ),
         ApiKey::SaslHandshake => RequestKind::SaslHandshake(
             SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
         ),

@@ -619,6 +619,15 @@ pub enum Command {
         partition: u32,
         target: Option<Vec<Assignment>>,
     },
+    /// A leader election a client asks for (KIP-460, ElectLeaders; `crate::replication`):
+    /// `unclean` false elects the preferred replica (the first of the replicas a
+    /// reassignment under way moves to) when it is live, in sync and not leading already;
+    /// true elects a live replica, in sync or not, of a partition with no leader.
+    ElectLeader {
+        name: String,
+        partition: u32,
+        unclean: bool,
+    },
 }
 
 /// A topic of replication factor 2 or more to create (`Command::CreateReplicatedTopic`).
@@ -769,6 +778,7 @@ impl Command {
                 Command::ReassignReplicas { name, target, .. } => {
                     name.len() + 8 + target.as_ref().map_or(0, |t| t.len() * PER_ASSIGNMENT)
                 }
+                Command::ElectLeader { name, .. } => name.len() + 5,
             }
     }
 
@@ -1009,6 +1019,24 @@ pub enum Refusal {
     UnknownBarrierGroup { name: String },
     #[error("'{name}' partition {partition}: no reassignment is under way to cancel")]
     NoReassignmentInProgress { name: String, partition: u32 },
+    #[error("'{name}' partition {partition}: no election needed: {reason}")]
+    ElectionNotNeeded {
+        name: String,
+        partition: u32,
+        reason: String,
+    },
+    #[error("'{name}' partition {partition}: the preferred leader cannot lead: {reason}")]
+    PreferredLeaderNotAvailable {
+        name: String,
+        partition: u32,
+        reason: String,
+    },
+    #[error("'{name}' partition {partition}: no replica can lead: {reason}")]
+    EligibleLeadersNotAvailable {
+        name: String,
+        partition: u32,
+        reason: String,
+    },
 }
 
 fn validate_topic_name(name: &str) -> Result<(), Refusal> {
@@ -1590,6 +1618,11 @@ impl MetaState {
                 partition,
                 target,
             } => self.reassign(name, *partition, target.as_deref()),
+            Command::ElectLeader {
+                name,
+                partition,
+                unclean,
+            } => self.elect_leader(name, *partition, *unclean),
             Command::AlterConfigs { name, set, remove } => {
                 let t =
                     self.topics
@@ -2230,7 +2263,7 @@ impl MetaState {
         self.replicas
             .get(topic)
             .and_then(|r| r.first())
-            .map_or(1, |r| r.replicas.len())
+            .map_or(1, |r| r.target().len())
     }
 
     fn broker_live(&self, node: u64) -> bool {
@@ -2430,6 +2463,101 @@ impl MetaState {
             )));
         }
         next.check().map_err(refuse)?;
+        self.set_replicas(name, partition, std::slice::from_ref(&next));
+        Ok(Change::ReplicasSet {
+            name: name.to_string(),
+            first_partition: partition,
+            replicas: vec![next],
+        })
+    }
+
+    /// `ElectLeader`: a preferred (`unclean` false) or unclean election of one partition's
+    /// leader, at the next leader epoch.
+    pub(crate) fn elect_leader(
+        &mut self,
+        name: &str,
+        partition: u32,
+        unclean: bool,
+    ) -> Result<Change, Refusal> {
+        let Some(cur) = self.replica_set(name, partition).cloned() else {
+            return match self.topics.get(name) {
+                Some(t) if partition < t.partitions => Err(Refusal::ElectionNotNeeded {
+                    name: name.to_string(),
+                    partition,
+                    reason: "it is not replicated: its one replica leads it".into(),
+                }),
+                _ => Err(Refusal::UnknownTopicOrPartition {
+                    name: name.to_string(),
+                    partition: Some(partition),
+                }),
+            };
+        };
+        let mut next = cur.clone();
+        if unclean {
+            if let Some(l) = cur.leader {
+                return Err(Refusal::ElectionNotNeeded {
+                    name: name.to_string(),
+                    partition,
+                    reason: format!("node {l} leads it"),
+                });
+            }
+            let in_sync = cur.isr.iter().copied().find(|n| self.broker_live(*n));
+            let any = cur
+                .target()
+                .iter()
+                .map(|a| a.node_id)
+                .find(|n| self.broker_live(*n));
+            let Some(l) = in_sync.or(any) else {
+                return Err(Refusal::EligibleLeadersNotAvailable {
+                    name: name.to_string(),
+                    partition,
+                    reason: format!(
+                        "no replica of {:?} is on a live node",
+                        cur.replicas.iter().map(|a| a.node_id).collect::<Vec<_>>()
+                    ),
+                });
+            };
+            if in_sync.is_none() {
+                tracing::warn!(
+                    topic = name,
+                    partition,
+                    leader = l,
+                    "unclean leader election: records may be lost"
+                );
+                next.isr = vec![l];
+            }
+            next.leader = Some(l);
+        } else {
+            let preferred = cur.target()[0].node_id;
+            let refuse = |reason: String| Refusal::PreferredLeaderNotAvailable {
+                name: name.to_string(),
+                partition,
+                reason,
+            };
+            if cur.leader == Some(preferred) {
+                return Err(Refusal::ElectionNotNeeded {
+                    name: name.to_string(),
+                    partition,
+                    reason: format!("its preferred replica (node {preferred}) leads it"),
+                });
+            }
+            if !self.broker_live(preferred) {
+                return Err(refuse(format!("node {preferred} is not live")));
+            }
+            if !cur.in_sync(preferred) {
+                return Err(refuse(format!(
+                    "node {preferred} is not in the ISR {:?}",
+                    cur.isr
+                )));
+            }
+            next.leader = Some(preferred);
+        }
+        next.leader_epoch += 1;
+        next.partition_epoch += 1;
+        next.check().map_err(|reason| Refusal::InvalidAssignment {
+            name: name.to_string(),
+            reason: format!("partition {partition}: {reason}"),
+        })?;
         self.set_replicas(name, partition, std::slice::from_ref(&next));
         Ok(Change::ReplicasSet {
             name: name.to_string(),

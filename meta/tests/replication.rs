@@ -382,3 +382,74 @@ fn a_reassignment_adds_replicas_then_drops_the_old_ones_once_the_new_are_in_sync
     assert_eq!(copy.replicas, s.replicas);
     assert_eq!(copy.assignments["t"], s.assignments["t"]);
 }
+
+fn elect(s: &mut MetaState, name: &str, unclean: bool) -> Result<Change, Refusal> {
+    s.apply(&Command::ElectLeader {
+        name: name.into(),
+        partition: 0,
+        unclean,
+    })
+}
+
+/// ElectLeaders (KIP-460): a preferred election moves leadership back to the first replica
+/// once it is live and in sync, at a new epoch, and is refused when it cannot (not live,
+/// not in sync) or is not needed; an unclean one gives a leaderless partition a live
+/// replica outside the ISR, and is not needed while one leads.
+#[test]
+fn preferred_and_unclean_elections_move_leadership_as_asked() {
+    let mut s = MetaState::default();
+    for n in 1..=3 {
+        register(&mut s, n);
+    }
+    create(&mut s, "t", vec![vec![a(1, 0), a(2, 0), a(3, 0)]], false);
+    assert!(matches!(
+        elect(&mut s, "t", false),
+        Err(Refusal::ElectionNotNeeded { .. })
+    ));
+    fence(&mut s, 1).unwrap();
+    let r = s.replica_set("t", 0).unwrap().clone();
+    assert_eq!((r.leader, r.leader_epoch), (Some(2), 1));
+    assert!(matches!(
+        elect(&mut s, "t", false),
+        Err(Refusal::PreferredLeaderNotAvailable { .. })
+    ));
+    // Back, but outside the ISR (a fenced follower leaves it) until it catches up.
+    register(&mut s, 1);
+    let r = s.replica_set("t", 0).unwrap().clone();
+    if !r.in_sync(1) {
+        let refused = elect(&mut s, "t", false).unwrap_err();
+        assert!(refused.to_string().contains("not in the ISR"), "{refused}");
+        alter_isr(&mut s, "t", vec![2, 3, 1]).unwrap();
+    }
+    let epoch = s.replica_set("t", 0).unwrap().leader_epoch;
+    elect(&mut s, "t", false).unwrap();
+    let r = s.replica_set("t", 0).unwrap().clone();
+    assert_eq!((r.leader, r.leader_epoch), (Some(1), epoch + 1));
+    assert_eq!(
+        s.assignments["t"][0].node_id, 1,
+        "clients route to the new leader"
+    );
+    s.check_invariants().unwrap();
+
+    // Unclean: not needed while a replica leads; elects outside the ISR when none can.
+    assert!(matches!(
+        elect(&mut s, "t", true),
+        Err(Refusal::ElectionNotNeeded { .. })
+    ));
+    alter_isr(&mut s, "t", vec![1]).unwrap();
+    fence(&mut s, 1).unwrap();
+    let r = s.replica_set("t", 0).unwrap().clone();
+    assert_eq!(
+        r.leader, None,
+        "no in-sync replica left, unclean election off"
+    );
+    elect(&mut s, "t", true).unwrap();
+    let r = s.replica_set("t", 0).unwrap().clone();
+    assert_eq!((r.leader, r.isr.clone()), (Some(2), vec![2]));
+    s.check_invariants().unwrap();
+    // A partition not replicated needs no election; an unknown one is unknown.
+    assert!(matches!(
+        elect(&mut s, "nope", false),
+        Err(Refusal::UnknownTopicOrPartition { .. })
+    ));
+}

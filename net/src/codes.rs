@@ -133,6 +133,13 @@ pub fn for_refusal(r: &Refusal) -> i16 {
         Refusal::NoReassignmentInProgress { .. } => {
             kafka_protocol::ResponseError::NoReassignmentInProgress.code()
         }
+        Refusal::ElectionNotNeeded { .. } => ELECTION_NOT_NEEDED,
+        Refusal::PreferredLeaderNotAvailable { .. } => {
+            kafka_protocol::ResponseError::PreferredLeaderNotAvailable.code()
+        }
+        Refusal::EligibleLeadersNotAvailable { .. } => {
+            kafka_protocol::ResponseError::EligibleLeadersNotAvailable.code()
+        }
     }
 }
 

@@ -847,6 +847,8 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::DescribeQuorum => "DescribeQuorum",
         ApiKey::AlterReplicaLogDirs => "AlterReplicaLogDirs",
         ApiKey::ElectLeaders => "ElectLeaders",
+        ApiKey::AlterPartitionReassignments => "AlterPartitionReassignments",
+        ApiKey::ListPartitionReassignments => "ListPartitionReassignments",
         ApiKey::ListTransactions => "ListTransactions",
         ApiKey::SaslHandshake => "SaslHandshake",
         ApiKey::CreateAcls => "CreateAcls",

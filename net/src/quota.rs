@@ -308,6 +308,8 @@ pub fn set_throttle(resp: &mut ResponseKind, ms: i32) {
         CreatePartitions,
         DeleteGroups,
         ElectLeaders,
+        AlterPartitionReassignments,
+        ListPartitionReassignments,
         IncrementalAlterConfigs,
         OffsetDelete,
         DescribeClientQuotas,

@@ -130,12 +130,28 @@ impl CoreState {
             }
         }
         for_each_bounded(stale, MAX_CONCURRENT_PARTITION_OPENS, |(key, p)| async move {
-            let topic_alive = self
-                .meta
-                .borrow()
-                .topic(&key.0)
-                .is_some_and(|t| t.incarnation_id == p.incarnation());
-            if topic_alive {
+            let (topic_alive, replica_removed) = {
+                let m = self.meta.borrow();
+                let alive = m
+                    .topic(&key.0)
+                    .is_some_and(|t| t.incarnation_id == p.incarnation());
+                // A reassignment took this node's replica away (`meta::replication`): the
+                // target replicas are in sync without it, so its copy goes.
+                let removed = m
+                    .replica_set(&key.0, key.1)
+                    .is_some_and(|r| r.replica_on(self.node_id()).is_none());
+                (alive, removed)
+            };
+            if topic_alive && replica_removed {
+                match p.close_and_delete().await {
+                    Ok(()) => {
+                        tracing::info!(topic = %key.0, partition = key.1, core = self.core, "replica removed by a reassignment: its copy is deleted")
+                    }
+                    Err(e) => {
+                        tracing::warn!(topic = %key.0, partition = key.1, error = %e, "deleting a reassigned replica's copy")
+                    }
+                }
+            } else if topic_alive {
                 if let Err(e) = p.close().await {
                     tracing::warn!(topic = %key.0, partition = key.1, error = %e, "closing partition");
                 }

@@ -94,7 +94,7 @@ fn s(v: impl Into<String>) -> StrBytes {
 }
 
 /// "NAME (code): message" for a refusal.
-fn refusal(code: i16, msg: Option<&StrBytes>) -> String {
+pub(crate) fn refusal(code: i16, msg: Option<&StrBytes>) -> String {
     match msg {
         Some(m) if !m.is_empty() => format!("{}: {}", kafka_error(code), m),
         _ => kafka_error(code),

@@ -38,7 +38,13 @@ fn ringlog(args: &[&str]) -> (bool, String) {
 
 /// Creates `topic` (one partition, replication factor 3) with `configs` (KEY=VALUE each).
 fn create_replicated(node: &Broker, topic: &str, configs: &[&str]) {
+    create_with_replication_factor(node, topic, 3, configs);
+}
+
+/// Creates `topic` (one partition, replication factor `rf`) with `configs`.
+fn create_with_replication_factor(node: &Broker, topic: &str, rf: u32, configs: &[&str]) {
     let brokers = node.bootstrap();
+    let rf = rf.to_string();
     let mut args = vec![
         "topic",
         "--brokers",
@@ -48,13 +54,24 @@ fn create_replicated(node: &Broker, topic: &str, configs: &[&str]) {
         "--partitions",
         "1",
         "--replication-factor",
-        "3",
+        &rf,
     ];
     for c in configs {
         args.extend(["--config", c]);
     }
     let (ok, out) = ringlog(&args);
     assert!(ok, "{out}");
+}
+
+/// (replica broker ids in replica order) of `topic`/`partition` as `node` answers.
+fn replicas_of(node: &Broker, topic: &str, partition: i32) -> Vec<i32> {
+    let m = metadata(node, topic);
+    let p = m.topics[0]
+        .partitions
+        .iter()
+        .find(|p| p.partition_index == partition)
+        .expect("the partition is listed");
+    p.replica_nodes.iter().map(|b| b.0).collect()
 }
 
 /// (leader broker id, leader epoch, ISR broker ids) of `topic`/`partition` as `node` answers.
@@ -1163,4 +1180,244 @@ fn a_java_consumer_reads_on_through_a_leader_failover() {
     let expected: Vec<String> = first.iter().chain(&second).cloned().collect();
     assert_eq!(values, expected, "every record once, in order");
     nodes[li].restart();
+}
+
+/// Produces `values` to `topic`/0 through `bootstrap` with an idempotent acks=all kcat (a
+/// retry across a leader change is not stored twice).
+fn kcat_write_idempotent(bootstrap: &str, topic: &str, values: &[String]) {
+    let mut c = std::process::Command::new(kcat());
+    c.args(["-b", bootstrap, "-P", "-t", topic, "-p", "0"])
+        .args([
+            "-X",
+            "enable.idempotence=true",
+            "-X",
+            "message.timeout.ms=60000",
+        ]);
+    let input: String = values.iter().map(|v| format!("{v}\n")).collect();
+    run_ok(c, Some(input.as_bytes()), Duration::from_secs(90));
+}
+
+/// A reassignment (KIP-455) through the CLI while a producer writes: the partition's RF-2
+/// replicas move off the leader's node to the third node, which copies the log (several
+/// segments) and joins the ISR; the leader being removed hands over; the removed node deletes
+/// its copy; every record is on the new replicas once, in order. A preferred election then
+/// moves leadership to the target's first replica. A reassignment to a node that is down
+/// stays under way (listed, adding that node) until it is cancelled, and the cancel goes back
+/// to the replicas before it. Refusals: a replication factor change, an unknown broker.
+#[test]
+fn a_reassignment_moves_replicas_while_a_producer_writes_and_the_removed_copy_goes() {
+    let mut nodes = cluster(3, 1);
+    let boot = bootstrap(&nodes);
+    create_with_replication_factor(&nodes[0], "ra", 2, &["segment.bytes=65536"]);
+    wait_until("both replicas in sync", Duration::from_secs(30), || {
+        let s = partition_state(&nodes[0], "ra", 0);
+        (s.0 < 0 || s.2.len() != 2).then(|| format!("{s:?}"))
+    });
+    let (leader, epoch_before, _) = partition_state(&nodes[0], "ra", 0);
+    let original = replicas_of(&nodes[0], "ra", 0);
+    let follower = *original.iter().find(|b| **b != leader).unwrap();
+    let spare = (1..=3).find(|b| !original.contains(b)).unwrap();
+    let admin = nodes[(spare - 1) as usize].bootstrap();
+
+    let before: Vec<String> = (0..2000)
+        .map(|i| format!("before-{i:05}-{}", "x".repeat(60)))
+        .collect();
+    kcat_write_idempotent(&boot, "ra", &before);
+
+    // Refusals first: they change nothing.
+    let (ok, out) = ringlog(&[
+        "partition",
+        "reassign",
+        "ra/0",
+        "--replicas",
+        "1,2,3",
+        "--brokers",
+        &admin,
+    ]);
+    assert!(
+        !ok && out.contains("INVALID_REPLICATION_FACTOR")
+            && out.contains("replication factor is 2"),
+        "{out}"
+    );
+    let (ok, out) = ringlog(&[
+        "partition",
+        "reassign",
+        "ra/0",
+        "--replicas",
+        "9,2",
+        "--brokers",
+        &admin,
+    ]);
+    assert!(
+        !ok && out.contains("broker 9 is not a broker of this cluster"),
+        "{out}"
+    );
+    let (ok, out) = ringlog(&[
+        "partition",
+        "reassign",
+        "ra/0",
+        "--cancel",
+        "--brokers",
+        &admin,
+    ]);
+    assert!(!ok && out.contains("NO_REASSIGNMENT_IN_PROGRESS"), "{out}");
+    assert_eq!(replicas_of(&nodes[0], "ra", 0), original);
+
+    // The move, while a producer writes.
+    let during: Vec<String> = (0..2000)
+        .map(|i| format!("during-{i:05}-{}", "y".repeat(60)))
+        .collect();
+    let writer = {
+        let (boot, during) = (boot.clone(), during.clone());
+        std::thread::spawn(move || {
+            for chunk in during.chunks(100) {
+                kcat_write_idempotent(&boot, "ra", chunk);
+            }
+        })
+    };
+    let target = format!("{spare},{follower}");
+    let (ok, out) = ringlog(&[
+        "partition",
+        "reassign",
+        "ra/0",
+        "--replicas",
+        &target,
+        "--wait",
+        "--wait-ms",
+        "120000",
+        "--brokers",
+        &admin,
+    ]);
+    assert!(ok, "{out}");
+    assert!(out.contains("reassigned ra/0"), "{out}");
+    writer.join().expect("the producer thread");
+
+    let target_nodes = sorted_pair(spare, follower);
+    let mut now = replicas_of(&nodes[0], "ra", 0);
+    now.sort();
+    assert_eq!(now, target_nodes, "the replicas are the target");
+    let (new_leader, epoch_after, isr) = partition_state(&nodes[0], "ra", 0);
+    assert!(
+        new_leader == spare || new_leader == follower,
+        "a target replica leads: {new_leader}"
+    );
+    assert!(
+        epoch_after > epoch_before,
+        "the removed leader handed over at a new epoch"
+    );
+    assert_eq!(isr, target_nodes);
+    let (ok, out) = ringlog(&["partition", "reassignments", "--json", "--brokers", &admin]);
+    assert!(ok && out.trim() == "[]", "none under way: {out}");
+    // The removed node deletes its copy.
+    let removed = &nodes[(leader - 1) as usize];
+    wait_until(
+        "the removed replica's copy to go",
+        Duration::from_secs(30),
+        || {
+            find_partition_dir(removed.data_dir(), "ra")
+                .map(|d| format!("{} is still there", d.display()))
+        },
+    );
+    assert!(find_partition_dir(nodes[(spare - 1) as usize].data_dir(), "ra").is_some());
+
+    // A preferred election moves leadership to the target's first replica.
+    let (ok, out) = ringlog(&["partition", "elect", "ra/0", "--brokers", &admin]);
+    assert!(ok, "{out}");
+    wait_until(
+        "the preferred replica to lead",
+        Duration::from_secs(30),
+        || {
+            let s = partition_state(&nodes[0], "ra", 0);
+            (s.0 != spare).then(|| format!("{s:?}"))
+        },
+    );
+    let (ok, out) = ringlog(&["partition", "elect", "ra/0", "--brokers", &admin]);
+    assert!(ok && out.contains("ELECTION_NOT_NEEDED"), "{out}");
+
+    // Every record, once, in order, from the new preferred leader.
+    let got = kcat_read(&nodes[(spare - 1) as usize], "ra", 0);
+    let want: Vec<String> = before.iter().chain(&during).cloned().collect();
+    assert_eq!(got.len(), want.len(), "every record once");
+    assert!(got == want, "every record in order");
+
+    // A reassignment to a node that is down stays under way until cancelled.
+    let down = leader;
+    nodes[(down - 1) as usize].kill();
+    wait_until("the node to be fenced", Duration::from_secs(60), || {
+        let m = metadata(&nodes[(spare - 1) as usize], "ra");
+        m.brokers
+            .iter()
+            .any(|b| b.node_id.0 == down)
+            .then(|| "still listed".to_string())
+    });
+    let target = format!("{spare},{down}");
+    let (ok, out) = ringlog(&[
+        "partition",
+        "reassign",
+        "ra/0",
+        "--replicas",
+        &target,
+        "--brokers",
+        &admin,
+    ]);
+    assert!(ok, "{out}");
+    let (ok, out) = ringlog(&["partition", "reassignments", "--json", "--brokers", &admin]);
+    assert!(ok, "{out}");
+    let listed: serde_json::Value = serde_json::from_str(out.trim()).expect("json");
+    assert_eq!(listed[0]["topic"], "ra", "{out}");
+    assert_eq!(listed[0]["adding"], serde_json::json!([down]), "{out}");
+    assert_eq!(
+        listed[0]["removing"],
+        serde_json::json!([follower]),
+        "{out}"
+    );
+    let (ok, out) = ringlog(&[
+        "partition",
+        "reassign",
+        "ra/0",
+        "--cancel",
+        "--brokers",
+        &admin,
+    ]);
+    assert!(ok, "{out}");
+    let (ok, out) = ringlog(&["partition", "reassignments", "--json", "--brokers", &admin]);
+    assert!(ok && out.trim() == "[]", "the cancel ended it: {out}");
+    let mut now = replicas_of(&nodes[(spare - 1) as usize], "ra", 0);
+    now.sort();
+    assert_eq!(now, target_nodes, "back to the replicas before");
+}
+
+fn sorted_pair(a: i32, b: i32) -> Vec<i32> {
+    let mut v = vec![a, b];
+    v.sort();
+    v
+}
+
+/// The Java Admin client (kafka-clients 4.3) reassigns a replicated partition
+/// (alterPartitionReassignments, listPartitionReassignments until done, describeTopics) and
+/// elects its preferred leader (electLeaders); a replication factor change is refused with
+/// InvalidReplicationFactorException; records written before the move are all on the new
+/// replicas.
+#[test]
+fn the_java_admin_reassigns_a_partition_and_elects_its_preferred_leader() {
+    let nodes = cluster(3, 1);
+    create_with_replication_factor(&nodes[0], "jr", 2, &[]);
+    wait_until("both replicas in sync", Duration::from_secs(30), || {
+        let s = partition_state(&nodes[0], "jr", 0);
+        (s.0 < 0 || s.2.len() != 2).then(|| format!("{s:?}"))
+    });
+    let (leader, _, _) = partition_state(&nodes[0], "jr", 0);
+    let original = replicas_of(&nodes[0], "jr", 0);
+    let spare = (1..=3).find(|b| !original.contains(b)).unwrap();
+    let kept = *original.iter().find(|b| **b != leader).unwrap();
+    let values: Vec<String> = (0..500).map(|i| format!("j{i:04}")).collect();
+    kcat_write_idempotent(&bootstrap(&nodes), "jr", &values);
+    let target = format!("{spare},{kept}");
+    let ok = support::java::JavaCheck::compile("ReassignCheck").run(&[
+        &bootstrap(&nodes),
+        "jr",
+        &target,
+    ]);
+    assert_eq!(ok, format!("OK leader={spare} replicas={target}"));
+    assert_eq!(kcat_read(&nodes[(spare - 1) as usize], "jr", 0), values);
 }

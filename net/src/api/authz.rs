@@ -367,6 +367,24 @@ pub fn refuse_whole(
                     ),
             )
         }
+        RequestKind::AlterPartitionReassignments(_) if !on_cluster(state, who, OP_ALTER) => {
+            ResponseKind::AlterPartitionReassignments(
+                AlterPartitionReassignmentsResponse::default()
+                    .with_error_code(CLUSTER_AUTHORIZATION_FAILED)
+                    .with_error_message(Some(StrBytes::from_static_str(
+                        "reassigning partitions needs ALTER on the cluster",
+                    ))),
+            )
+        }
+        RequestKind::ListPartitionReassignments(_) if !on_cluster(state, who, OP_DESCRIBE) => {
+            ResponseKind::ListPartitionReassignments(
+                ListPartitionReassignmentsResponse::default()
+                    .with_error_code(CLUSTER_AUTHORIZATION_FAILED)
+                    .with_error_message(Some(StrBytes::from_static_str(
+                        "listing reassignments needs DESCRIBE on the cluster",
+                    ))),
+            )
+        }
         RequestKind::AlterReplicaLogDirs(r) if !on_cluster(state, who, OP_ALTER) => {
             ResponseKind::AlterReplicaLogDirs(
                 AlterReplicaLogDirsResponse::default().with_results(

@@ -3,20 +3,16 @@
 //! its owner node (none while that node is fenced), topics with their stable topic UUIDs.
 //! DescribeCluster: the cluster id, the same brokers, and as controller core 0 of the
 //! metastore leader's node.
-//! ElectLeaders: never needed (one replica).
 
 use std::rc::Rc;
 
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
-use kafka_protocol::messages::elect_leaders_response::{
-    PartitionResult as ElectLeadersPartitionResult, ReplicaElectionResult,
-};
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{
-    BrokerId, DescribeClusterRequest, DescribeClusterResponse, ElectLeadersRequest,
-    ElectLeadersResponse, MetadataRequest, MetadataResponse, TopicName,
+    BrokerId, DescribeClusterRequest, DescribeClusterResponse, MetadataRequest, MetadataResponse,
+    TopicName,
 };
 use uuid::Uuid;
 
@@ -177,11 +173,7 @@ fn replicated_partition(
     part: MetadataResponsePartition,
     version: i16,
 ) -> MetadataResponsePartition {
-    let id_of = |a: meta::Assignment| {
-        m.brokers.get(&a.node_id).map_or(-1, |b| {
-            crate::brokers::broker_id_of(b, a.core_index as usize)
-        })
-    };
+    let id_of = |a: meta::Assignment| super::replica_admin::broker_id_of_replica(m, a);
     let replicas: Vec<BrokerId> = r.replicas.iter().map(|a| BrokerId(id_of(*a))).collect();
     let isr: Vec<BrokerId> = r
         .isr
@@ -214,11 +206,7 @@ fn replicated_partition(
 /// -1 for a node never registered): the offline replica a Metadata answer names.
 fn offline_broker_id(m: &meta::MetaState, topic: &str, partition: u32) -> i32 {
     m.assignment(topic, partition)
-        .and_then(|a| {
-            let r = m.brokers.get(&a.node_id)?;
-            Some(crate::brokers::broker_id_of(r, a.core_index as usize))
-        })
-        .unwrap_or(-1)
+        .map_or(-1, |a| super::replica_admin::broker_id_of_replica(m, a))
 }
 
 /// KIP-919 endpoint types (Kafka's `EndpointType`): what a DescribeCluster asks to list.
@@ -293,52 +281,4 @@ pub fn describe_cluster(
         } else {
             i32::MIN
         })
-}
-
-/// ElectLeaders (KIP-460): every partition has one replica, which leads it, so no election is
-/// ever needed: each named partition answers ELECTION_NOT_NEEDED (UNKNOWN_TOPIC_OR_PARTITION
-/// if it does not exist); with no partitions named, none needed one (an empty answer).
-pub fn elect_leaders(
-    state: &CoreState,
-    version: i16,
-    req: ElectLeadersRequest,
-) -> ElectLeadersResponse {
-    let results = req
-        .topic_partitions
-        .unwrap_or_default()
-        .into_iter()
-        .map(|t| {
-            let name = t.topic.0.to_string();
-            let partition_result = t
-                .partitions
-                .iter()
-                .map(|&p| {
-                    let known = p >= 0 && state.owner_core(&name, p as u32).is_some();
-                    let (code, msg) = if known {
-                        (
-                            codes::ELECTION_NOT_NEEDED,
-                            "the partition's only replica leads it",
-                        )
-                    } else {
-                        (
-                            codes::UNKNOWN_TOPIC_OR_PARTITION,
-                            "unknown topic or partition",
-                        )
-                    };
-                    ElectLeadersPartitionResult::default()
-                        .with_partition_id(p)
-                        .with_error_code(code)
-                        .with_error_message(Some(str_bytes(msg)))
-                })
-                .collect();
-            ReplicaElectionResult::default()
-                .with_topic(t.topic)
-                .with_partition_result(partition_result)
-        })
-        .collect();
-    let mut r = ElectLeadersResponse::default().with_replica_election_results(results);
-    if version >= 1 {
-        r.error_code = codes::NONE;
-    }
-    r
 }

@@ -15,6 +15,7 @@ mod offsets;
 mod produce;
 mod quorum;
 mod records;
+mod replica_admin;
 mod scram_users;
 pub mod txn;
 
@@ -80,6 +81,8 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeQuorum, 0, 2),
     (ApiKey::AlterReplicaLogDirs, 1, 2),
     (ApiKey::ElectLeaders, 0, 2),
+    (ApiKey::AlterPartitionReassignments, 0, 1),
+    (ApiKey::ListPartitionReassignments, 0, 0),
     (ApiKey::ListTransactions, 0, 1),
     // v0 would carry raw SASL tokens after the handshake; clients of this decade use v1 with
     // SaslAuthenticate.
@@ -370,8 +373,14 @@ async fn handle_kind(state: &Rc<CoreState>, version: i16, req: Request) -> Optio
             ResponseKind::AlterReplicaLogDirs(log_dirs::alter_replica_log_dirs(state, r))
         }
         RequestKind::ElectLeaders(r) => {
-            ResponseKind::ElectLeaders(metadata::elect_leaders(state, version, r))
+            ResponseKind::ElectLeaders(replica_admin::elect_leaders(state, version, r).await)
         }
+        RequestKind::AlterPartitionReassignments(r) => ResponseKind::AlterPartitionReassignments(
+            replica_admin::alter_partition_reassignments(state, version, r).await,
+        ),
+        RequestKind::ListPartitionReassignments(r) => ResponseKind::ListPartitionReassignments(
+            replica_admin::list_partition_reassignments(state, r),
+        ),
         RequestKind::DescribeLogDirs(r) => {
             ResponseKind::DescribeLogDirs(log_dirs::describe_log_dirs(state, r).await)
         }
@@ -523,6 +532,12 @@ mod tests {
                 both::<AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse>()
             }
             ApiKey::ElectLeaders => both::<ElectLeadersRequest, ElectLeadersResponse>(),
+            ApiKey::AlterPartitionReassignments => {
+                both::<AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse>()
+            }
+            ApiKey::ListPartitionReassignments => {
+                both::<ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse>()
+            }
             ApiKey::SaslHandshake => both::<SaslHandshakeRequest, SaslHandshakeResponse>(),
             ApiKey::CreateAcls => both::<CreateAclsRequest, CreateAclsResponse>(),
             ApiKey::DescribeAcls => both::<DescribeAclsRequest, DescribeAclsResponse>(),
