@@ -2566,6 +2566,49 @@ impl MetaState {
         })
     }
 
+    /// The preferred elections an auto leader rebalance makes (Kafka's
+    /// `auto.leader.rebalance.enable`): for every live node whose share of the partitions it
+    /// is the preferred replica of (the first of their target replicas) but does not lead is
+    /// over `imbalance_percentage`, those of them it can lead now (in sync, no reassignment
+    /// under way), at most `max`, in topic and partition order.
+    pub fn preferred_elections_due(
+        &self,
+        imbalance_percentage: u32,
+        max: usize,
+    ) -> Vec<(String, u32)> {
+        /// A node's partitions as their preferred replica.
+        #[derive(Default)]
+        struct Preferred {
+            all: u64,
+            not_led: u64,
+            takeable: Vec<(String, u32)>,
+        }
+        let mut per_node: BTreeMap<u64, Preferred> = BTreeMap::new();
+        for (name, parts) in &self.replicas {
+            for (p, r) in parts.iter().enumerate() {
+                let preferred = r.target()[0].node_id;
+                let entry = per_node.entry(preferred).or_default();
+                entry.all += 1;
+                if r.leader != Some(preferred) {
+                    entry.not_led += 1;
+                    if !r.reassigning() && r.in_sync(preferred) {
+                        entry.takeable.push((name.clone(), p as u32));
+                    }
+                }
+            }
+        }
+        let mut due = Vec::new();
+        for (node, n) in per_node {
+            // Over the threshold: not led / preferred > percentage / 100.
+            if self.broker_live(node) && n.not_led * 100 > u64::from(imbalance_percentage) * n.all {
+                due.extend(n.takeable);
+            }
+        }
+        due.sort();
+        due.truncate(max);
+        due
+    }
+
     /// Whether a reassignment under way can complete: every target replica is in sync, and
     /// a leader it removes has a live in-sync target replica to hand over to.
     fn reassignment_can_complete(&self, r: &PartitionReplicas) -> bool {

@@ -453,3 +453,76 @@ fn preferred_and_unclean_elections_move_leadership_as_asked() {
         Err(Refusal::UnknownTopicOrPartition { .. })
     ));
 }
+
+/// An auto leader rebalance elects the preferred replicas of a node whose share of
+/// partitions it prefers but does not lead is over the percentage, once it is live and in
+/// sync; a partition under reassignment waits.
+#[test]
+fn an_auto_leader_rebalance_returns_leadership_to_preferred_replicas() {
+    let mut s = MetaState::default();
+    for n in 1..=3 {
+        register(&mut s, n);
+    }
+    let parts: Vec<Vec<Assignment>> = (0..10)
+        .map(|i| {
+            let first = 1 + (i % 3) as u64;
+            (0..3).map(|k| a(1 + (first - 1 + k) % 3, 0)).collect()
+        })
+        .collect();
+    create(&mut s, "t", parts, false);
+    assert!(s.preferred_elections_due(10, 100).is_empty(), "balanced");
+    // Node 1 (preferred for partitions 0, 3, 6, 9) fails over and comes back.
+    fence(&mut s, 1).unwrap();
+    register(&mut s, 1);
+    assert!(
+        s.preferred_elections_due(10, 100).is_empty(),
+        "node 1 is not in sync yet"
+    );
+    for p in [0u32, 3, 6, 9] {
+        let r = s.replica_set("t", p).unwrap().clone();
+        let mut isr = r.isr.clone();
+        isr.push(1);
+        s.apply(&Command::AlterIsr {
+            name: "t".into(),
+            partition: p,
+            leader_epoch: r.leader_epoch,
+            partition_epoch: r.partition_epoch,
+            isr,
+        })
+        .unwrap();
+    }
+    let due = s.preferred_elections_due(10, 100);
+    assert_eq!(
+        due,
+        [0u32, 3, 6, 9].map(|p| ("t".to_string(), p)).to_vec(),
+        "4 of 4 not led: over 10%"
+    );
+    assert_eq!(s.preferred_elections_due(10, 2).len(), 2, "at most max");
+    assert!(
+        s.preferred_elections_due(100, 100).is_empty(),
+        "100%: never over"
+    );
+    // One under reassignment waits.
+    register(&mut s, 4);
+    s.apply(&Command::ReassignReplicas {
+        name: "t".into(),
+        partition: 0,
+        target: Some(vec![a(1, 0), a(2, 0), a(4, 0)]),
+    })
+    .unwrap();
+    assert!(s.replica_set("t", 0).unwrap().reassigning());
+    let due = s.preferred_elections_due(10, 100);
+    assert!(!due.contains(&("t".to_string(), 0)), "{due:?}");
+    for (name, partition) in s.preferred_elections_due(10, 100) {
+        s.apply(&Command::ElectLeader {
+            name,
+            partition,
+            unclean: false,
+        })
+        .unwrap();
+    }
+    for p in [3u32, 6, 9] {
+        assert_eq!(s.replica_set("t", p).unwrap().leader, Some(1));
+    }
+    s.check_invariants().unwrap();
+}

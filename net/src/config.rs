@@ -7,6 +7,10 @@ use engine::LogConfig;
 
 /// `replica.lag.time.max.ms` when not configured (issue #18).
 pub const DEFAULT_REPLICA_LAG_TIME_MAX_MS: u64 = 10_000;
+/// `leader.imbalance.check.interval.seconds` when not configured (Kafka's 300 s), in ms.
+pub const DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_MS: u64 = 300_000;
+/// `leader.imbalance.per.broker.percentage` when not configured (Kafka's 10).
+pub const DEFAULT_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE: u32 = 10;
 /// `offsets.topic.replication.factor` when not configured (Kafka's default): replicas of each
 /// `__consumer_offsets` partition, at most the cluster's peers.
 pub const DEFAULT_OFFSETS_TOPIC_REPLICATION_FACTOR: usize = 3;
@@ -159,6 +163,14 @@ pub struct BrokerConfig {
     /// A follower that has not caught up with its leader's log end for this long leaves the
     /// ISR (`replica.lag.time.max.ms`).
     pub replica_lag_time_max_ms: u64,
+    /// Cluster mode: the metastore leader's node hands leadership back to preferred replicas
+    /// (`auto.leader.rebalance.enable`; `crate::leader_balance`).
+    pub auto_leader_rebalance: bool,
+    /// How often it looks (`leader.imbalance.check.interval.seconds`, here in ms).
+    pub leader_imbalance_check_interval_ms: u64,
+    /// A node's share of the partitions it prefers but does not lead past which they go back
+    /// to it (`leader.imbalance.per.broker.percentage`).
+    pub leader_imbalance_per_broker_percentage: u32,
     /// A transactional id with no transaction open and no request for this long is forgotten
     /// (`transactional.id.expiration.ms`); its next InitProducerId starts it afresh.
     pub transactional_id_expiration_ms: u64,
@@ -269,6 +281,9 @@ impl BrokerConfig {
             transaction_state_replication_factor: DEFAULT_TRANSACTION_STATE_REPLICATION_FACTOR,
             barrier_state_replication_factor: DEFAULT_BARRIER_STATE_REPLICATION_FACTOR,
             replica_lag_time_max_ms: DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+            auto_leader_rebalance: true,
+            leader_imbalance_check_interval_ms: DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_MS,
+            leader_imbalance_per_broker_percentage: DEFAULT_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE,
             transactional_id_expiration_ms: crate::txn::DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
             quota_burst_ms: DEFAULT_QUOTA_BURST_MS,
             io_memory_bytes: DEFAULT_IO_MEMORY_BYTES,

@@ -20,6 +20,7 @@ pub mod fanout_runtime;
 pub mod fd_budget;
 pub mod group;
 pub mod lazy_reserve;
+pub mod leader_balance;
 pub mod log_cleaner;
 pub mod metrics;
 pub mod node_rpc;

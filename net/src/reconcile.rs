@@ -55,6 +55,10 @@ impl CoreState {
         self.set_applied(index);
         let me = self.clone();
         glommio::spawn_local(async move { me.background_open_pass().await }).detach();
+        let config = &self.ctx.config;
+        if self.core == 0 && !config.peers.is_empty() && config.auto_leader_rebalance {
+            glommio::spawn_local(self.clone().leader_balance_loop()).detach();
+        }
         let me = self.clone();
         glommio::spawn_local(async move {
             while let Ok(AppliedChange { log_index, change }) =

@@ -191,6 +191,18 @@ pub struct ServeArgs {
     /// (`replica.lag.time.max.ms`; default 10000).
     #[arg(long, value_name = "MS")]
     replica_lag_time_max_ms: Option<u64>,
+    /// Cluster mode: hand leadership back to each partition's preferred replica once it is
+    /// live and in sync again (`auto.leader.rebalance.enable`; default on).
+    #[arg(long, value_name = "on|off")]
+    auto_leader_rebalance: Option<Switch>,
+    /// How often the auto leader rebalance looks (`leader.imbalance.check.interval.seconds`,
+    /// here in ms; default 300000).
+    #[arg(long, value_name = "MS")]
+    leader_imbalance_check_interval_ms: Option<u64>,
+    /// A node's share of the partitions it prefers but does not lead, in percent, past which
+    /// they go back to it (`leader.imbalance.per.broker.percentage`; default 10).
+    #[arg(long, value_name = "PERCENT")]
+    leader_imbalance_per_broker_percentage: Option<u32>,
 }
 
 /// An on/off flag value (`--core-direct on`).
@@ -334,6 +346,9 @@ struct FileConfig {
     transaction_state_replication_factor: Option<usize>,
     barrier_state_replication_factor: Option<usize>,
     replica_lag_time_max_ms: Option<u64>,
+    auto_leader_rebalance: Option<FileSwitch>,
+    leader_imbalance_check_interval_ms: Option<u64>,
+    leader_imbalance_per_broker_percentage: Option<u32>,
 }
 
 pub const DEFAULT_DATA_DIR: &str = "./ringlog-data";
@@ -617,6 +632,31 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
             return Err("replica-lag-time-max-ms must be at least 1".into());
         }
         c.replica_lag_time_max_ms = n;
+    }
+    c.auto_leader_rebalance = match (args.auto_leader_rebalance, &file.auto_leader_rebalance) {
+        (Some(s), _) => s == Switch::On,
+        (None, Some(f)) => f.on("auto-leader-rebalance")?,
+        (None, None) => true,
+    };
+    if let Some(n) = args
+        .leader_imbalance_check_interval_ms
+        .or(file.leader_imbalance_check_interval_ms)
+    {
+        if n == 0 {
+            return Err("leader-imbalance-check-interval-ms must be at least 1".into());
+        }
+        c.leader_imbalance_check_interval_ms = n;
+    }
+    if let Some(n) = args
+        .leader_imbalance_per_broker_percentage
+        .or(file.leader_imbalance_per_broker_percentage)
+    {
+        if n > 100 {
+            return Err(format!(
+                "leader-imbalance-per-broker-percentage {n}: 0 to 100"
+            ));
+        }
+        c.leader_imbalance_per_broker_percentage = n;
     }
     c.log_requests = args.log_requests || file.log_requests.unwrap_or(false);
     c.auto_create_topics = args.auto_create_topics || file.auto_create_topics.unwrap_or(false);

@@ -1421,3 +1421,43 @@ fn the_java_admin_reassigns_a_partition_and_elects_its_preferred_leader() {
     assert_eq!(ok, format!("OK leader={spare} replicas={target}"));
     assert_eq!(kcat_read(&nodes[(spare - 1) as usize], "jr", 0), values);
 }
+
+/// Auto leader rebalance (`auto.leader.rebalance.enable`, on by default): after its node's
+/// SIGKILL and restart the preferred replica catches up, rejoins the ISR, and is handed
+/// leadership back at a new epoch, with no election asked for; records written meanwhile are
+/// all there.
+#[test]
+fn leadership_returns_to_the_preferred_replica_once_it_is_back_in_sync() {
+    let (mut nodes, _) = cluster_with_args(3, 1, |_| {
+        vec!["--leader-imbalance-check-interval-ms".into(), "1000".into()]
+    });
+    create_replicated(&nodes[0], "lb", &[]);
+    wait_fully_in_sync(&nodes[0], "lb", 0, Duration::from_secs(30));
+    let (preferred, e0, _) = partition_state(&nodes[0], "lb", 0);
+    assert_eq!(replicas_of(&nodes[0], "lb", 0)[0], preferred);
+    let pi = (preferred - 1) as usize;
+    let other = (pi + 1) % 3;
+    nodes[pi].kill();
+    wait_until("another replica to lead", Duration::from_secs(60), || {
+        let s = partition_state(&nodes[other], "lb", 0);
+        (s.0 < 0 || s.0 == preferred).then(|| format!("{s:?}"))
+    });
+    let values: Vec<String> = (0..200).map(|i| format!("lb{i:03}")).collect();
+    kcat_write_idempotent(&nodes[other].bootstrap(), "lb", &values);
+    nodes[pi].restart();
+    wait_until(
+        "the preferred replica to lead again",
+        Duration::from_secs(60),
+        || {
+            let s = partition_state(&nodes[other], "lb", 0);
+            (s.0 != preferred).then(|| format!("{s:?}"))
+        },
+    );
+    let (_, e2, isr) = partition_state(&nodes[other], "lb", 0);
+    assert!(
+        e2 >= e0 + 2,
+        "a failover then a preferred election: epochs {e0} -> {e2}"
+    );
+    assert!(isr.contains(&preferred));
+    assert_eq!(kcat_read(&nodes[pi], "lb", 0), values);
+}
