@@ -1674,7 +1674,7 @@ impl MetaState {
                     return Err(Refusal::InvalidAssignment {
                         name: name.clone(),
                         reason: format!(
-                            "partition {partition} is replicated: moving a replica is not supported yet"
+                            "partition {partition} is replicated: its replicas move by a reassignment (ReassignReplicas)"
                         ),
                     });
                 }

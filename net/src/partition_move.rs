@@ -114,7 +114,7 @@ fn internal_refusal(topic: &str) -> Result<(), MoveRefusal> {
 /// Why a replicated partition is not moved (before anything is released).
 fn replicated_refusal(topic: &str, partition: u32) -> String {
     format!(
-        "{topic}/{partition} is replicated: moving a replica is not supported yet (its leader moves by election)"
+        "{topic}/{partition} is replicated: move its replicas with `ringlog partition reassign {topic}/{partition} --replicas ID,...` (AlterPartitionReassignments), and its leadership with `ringlog partition elect`"
     )
 }
 

@@ -251,6 +251,37 @@ impl CoreState {
             })
     }
 
+    /// A coordinator's write of `batch` to its internal partition `key` (`__consumer_offsets`,
+    /// `__transaction_state`, `__barrier_state`), open on this core as `part`: appended with
+    /// `durability`, and when that is `Sync` counted once every in-sync replica has it
+    /// (`replicate_coordinator_write`); a buffered one is copied with the next durable one.
+    /// The last offset, or the Kafka code and what failed.
+    pub async fn coordinator_append(
+        &self,
+        key: &PartitionKey,
+        part: &crate::core::OwnedPartition,
+        batch: &[u8],
+        durability: engine::Durability,
+    ) -> Result<u64, (i16, String)> {
+        let appended = part.log().append(batch, durability).await.map_err(|e| {
+            (
+                crate::codes::for_log_error(&e),
+                format!("appending to {}/{}: {e}", key.0, key.1),
+            )
+        })?;
+        if durability == engine::Durability::Sync {
+            self.replicate_coordinator_write(key, part, appended.last_offset)
+                .await
+                .map_err(|code| {
+                    (
+                        code,
+                        format!("{}/{}: the in-sync replicas do not have it", key.0, key.1),
+                    )
+                })?;
+        }
+        Ok(appended.last_offset)
+    }
+
     fn current(&self, key: &PartitionKey, generation: u64) -> bool {
         self.replicas
             .borrow()

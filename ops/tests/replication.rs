@@ -982,6 +982,60 @@ fn fetch_with_epochs(
     )
 }
 
+/// What a leader hint (KIP-951) names: (error code, (current leader id, its epoch),
+/// [(node endpoint id, port)]).
+type LeaderHint = (i16, (i32, i32), Vec<(i32, i32)>);
+
+/// Produce v12 of one record to `topic`/0 at `node`: its leader hint.
+fn produce_hint(node: &Broker, topic: &str) -> LeaderHint {
+    let batch = bytes::Bytes::from(engine::batch_encode::encode_uncompressed(std::iter::once(
+        engine::batch_encode::NewRecord {
+            value: Some(bytes::Bytes::from_static(b"hint")),
+            timestamp_ms: 1,
+            ..Default::default()
+        },
+    )));
+    let req = support::wire::produce_req(topic, 0, batch);
+    let r: kafka_protocol::messages::ProduceResponse = call_node(node, 0, 12, &req);
+    let p = &r.responses[0].partition_responses[0];
+    (
+        p.error_code,
+        (p.current_leader.leader_id.0, p.current_leader.leader_epoch),
+        r.node_endpoints
+            .iter()
+            .map(|e| (e.node_id.0, e.port))
+            .collect(),
+    )
+}
+
+/// Fetch v16 (topic by id) of `topic`/0 at `node`: its leader hint.
+fn fetch_hint(node: &Broker, topic: &str) -> LeaderHint {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{FetchRequest, FetchResponse};
+    let topic_id = metadata(node, topic).topics[0].topic_id;
+    let req = FetchRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic_id(topic_id)
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_current_leader_epoch(-1)
+                .with_last_fetched_epoch(-1)
+                .with_partition_max_bytes(1 << 20)])]);
+    let r: FetchResponse = call_node(node, 1, 16, &req);
+    let p = &r.responses[0].partitions[0];
+    (
+        p.error_code,
+        (p.current_leader.leader_id.0, p.current_leader.leader_epoch),
+        r.node_endpoints
+            .iter()
+            .map(|e| (e.node_id.0, e.port))
+            .collect(),
+    )
+}
+
 /// ListOffsets v7 of `topic`/0 at `timestamp` (-1 latest, -2 earliest) with the client's
 /// `current_leader_epoch`: (error code, offset, leader epoch).
 fn list_offset(node: &Broker, topic: &str, timestamp: i64, current: i32) -> (i16, i64, i32) {
@@ -1034,6 +1088,21 @@ fn leader_epochs_answer_where_each_ends_and_fence_stale_clients() {
         list_offset(&nodes[follower], "e", -1, -1).0,
         NOT_LEADER_OR_FOLLOWER
     );
+    // KIP-951: the follower's refusal names the leader and where to reach it.
+    let leader_port: i32 = nodes[li]
+        .bootstrap()
+        .rsplit_once(':')
+        .unwrap()
+        .1
+        .parse()
+        .unwrap();
+    let want = (
+        NOT_LEADER_OR_FOLLOWER,
+        (leader, e0),
+        vec![(leader, leader_port)],
+    );
+    assert_eq!(produce_hint(&nodes[follower], "e"), want, "Produce v12");
+    assert_eq!(fetch_hint(&nodes[follower], "e"), want, "Fetch v16");
     wait_fully_in_sync(&nodes[li], "e", 0, Duration::from_secs(30));
 
     nodes[li].kill();

@@ -732,25 +732,10 @@ async fn append_state(
             timestamp_ms: at,
         }
     }));
-    let appended = part
-        .log()
-        .append(&batch, engine::Durability::Sync)
-        .await
-        .map_err(|e| {
-            (
-                codes::for_log_error(&e),
-                format!("appending to {BARRIER_STATE_TOPIC}/{p}: {e}"),
-            )
-        })?;
     let key = (BARRIER_STATE_TOPIC.to_string(), p);
-    s.replicate_coordinator_write(&key, &part, appended.last_offset)
+    s.coordinator_append(&key, &part, &batch, engine::Durability::Sync)
         .await
-        .map_err(|code| {
-            (
-                code,
-                format!("{BARRIER_STATE_TOPIC}/{p}: the in-sync replicas do not have it"),
-            )
-        })
+        .map(|_| ())
 }
 
 fn key(kind: RecordKind, group: &str, epoch: i64) -> Vec<u8> {

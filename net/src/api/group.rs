@@ -518,17 +518,13 @@ async fn persist_offsets(
             timestamp_ms: now,
         }
     }));
-    let appended = part
-        .log()
-        .append(&batch, Durability::Sync)
-        .await
-        .map_err(|e| {
-            tracing::warn!(group = %group_id, error = %e, "persisting offsets failed");
-            codes::for_log_error(&e)
-        })?;
     let key = (OFFSETS_TOPIC.to_string(), partition);
-    s.replicate_coordinator_write(&key, &part, appended.last_offset)
-        .await?;
+    s.coordinator_append(&key, &part, &batch, Durability::Sync)
+        .await
+        .map_err(|(code, why)| {
+            tracing::warn!(group = %group_id, error = %why, "persisting offsets failed");
+            code
+        })?;
     let mut groups = s.groups.borrow_mut();
     // The group may have been dropped meanwhile (a memberless group with no offsets yet, e.g.
     // the first commit of a simple consumer, is vacant to the tick while the append waits):

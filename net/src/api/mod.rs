@@ -9,6 +9,7 @@ mod consumer_group;
 mod epochs;
 pub mod fetch;
 pub mod group;
+mod leader_hint;
 mod log_dirs;
 mod metadata;
 mod offsets;
@@ -321,8 +322,16 @@ async fn handle_kind(state: &Rc<CoreState>, version: i16, req: Request) -> Optio
             authz::filter_metadata(state, subject, asked_for_all, &mut resp);
             ResponseKind::Metadata(resp)
         }
-        RequestKind::Produce(r) => ResponseKind::Produce(produce::handle(state, version, r).await?),
-        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(state, version, r).await),
+        RequestKind::Produce(r) => {
+            let mut resp = produce::handle(state, version, r).await?;
+            leader_hint::fill_produce(state, listener, version, &mut resp);
+            ResponseKind::Produce(resp)
+        }
+        RequestKind::Fetch(r) => {
+            let mut resp = fetch::handle(state, version, r).await;
+            leader_hint::fill_fetch(state, listener, version, &mut resp);
+            ResponseKind::Fetch(resp)
+        }
         RequestKind::ListOffsets(r) => {
             ResponseKind::ListOffsets(offsets::list_offsets(state, version, r).await)
         }

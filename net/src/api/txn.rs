@@ -128,17 +128,14 @@ async fn append_record(
         headers: Default::default(),
         timestamp_ms: now_ms(),
     }]);
-    let appended = part.log().append(&batch, durability).await.map_err(|e| {
-        tracing::warn!(transactional_id = %id, error = %e, "persisting transaction state failed");
-        codes::for_log_error(&e)
-    })?;
-    // A durable record counts once every in-sync replica has it; a buffered one (a completed
-    // transaction) is copied with the next durable one.
-    if durability == Durability::Sync {
-        let key = (TXN_STATE_TOPIC.to_string(), partition);
-        s.replicate_coordinator_write(&key, &part, appended.last_offset)
-            .await?;
-    }
+    // A buffered record (a completed transaction) is copied with the next durable one.
+    let key = (TXN_STATE_TOPIC.to_string(), partition);
+    s.coordinator_append(&key, &part, &batch, durability)
+        .await
+        .map_err(|(code, why)| {
+            tracing::warn!(transactional_id = %id, error = %why, "persisting transaction state failed");
+            code
+        })?;
     Ok(())
 }
 
