@@ -628,6 +628,15 @@ pub enum Command {
         partition: u32,
         unclean: bool,
     },
+    /// The replica of a replicated partition on node `node_id` moves to another of its
+    /// cores (`ringlog shard move`; `crate::replication`): a leader's move starts a new
+    /// leader epoch.
+    MoveReplicaCore {
+        name: String,
+        partition: u32,
+        node_id: u64,
+        core_index: u32,
+    },
 }
 
 /// A topic of replication factor 2 or more to create (`Command::CreateReplicatedTopic`).
@@ -779,6 +788,7 @@ impl Command {
                     name.len() + 8 + target.as_ref().map_or(0, |t| t.len() * PER_ASSIGNMENT)
                 }
                 Command::ElectLeader { name, .. } => name.len() + 5,
+                Command::MoveReplicaCore { name, .. } => name.len() + 16,
             }
     }
 
@@ -1623,6 +1633,12 @@ impl MetaState {
                 partition,
                 unclean,
             } => self.elect_leader(name, *partition, *unclean),
+            Command::MoveReplicaCore {
+                name,
+                partition,
+                node_id,
+                core_index,
+            } => self.move_replica_core(name, *partition, *node_id, *core_index),
             Command::AlterConfigs { name, set, remove } => {
                 let t =
                     self.topics
@@ -2558,6 +2574,66 @@ impl MetaState {
             name: name.to_string(),
             reason: format!("partition {partition}: {reason}"),
         })?;
+        self.set_replicas(name, partition, std::slice::from_ref(&next));
+        Ok(Change::ReplicasSet {
+            name: name.to_string(),
+            first_partition: partition,
+            replicas: vec![next],
+        })
+    }
+
+    /// `MoveReplicaCore`: node `node`'s replica of `name`/`partition` moves to its core
+    /// `core`; the leader's move is a new leader epoch (its followers truncate against it
+    /// as after any leader change).
+    pub(crate) fn move_replica_core(
+        &mut self,
+        name: &str,
+        partition: u32,
+        node: u64,
+        core: u32,
+    ) -> Result<Change, Refusal> {
+        let refuse = |reason: String| Refusal::InvalidAssignment {
+            name: name.to_string(),
+            reason: format!("partition {partition}: {reason}"),
+        };
+        let Some(cur) = self.replica_set(name, partition).cloned() else {
+            return Err(match self.topics.get(name) {
+                Some(t) if partition < t.partitions => {
+                    refuse("it is not replicated: it moves with SetAssignment".into())
+                }
+                _ => Refusal::UnknownTopicOrPartition {
+                    name: name.to_string(),
+                    partition: Some(partition),
+                },
+            });
+        };
+        if cur.reassigning() {
+            return Err(refuse(
+                "a reassignment is under way: move the replica once it completes (or cancel it)"
+                    .into(),
+            ));
+        }
+        let cores = self.brokers.get(&node).map_or(0, |b| b.cores);
+        if core >= cores {
+            return Err(refuse(format!(
+                "node {node} has {cores} cores: there is no core {core}"
+            )));
+        }
+        let Some(i) = cur.replicas.iter().position(|a| a.node_id == node) else {
+            return Err(refuse(format!("node {node} holds no replica")));
+        };
+        if cur.replicas[i].core_index == core {
+            return Err(refuse(format!(
+                "the replica on node {node} is on core {core} already"
+            )));
+        }
+        let mut next = cur.clone();
+        next.replicas[i].core_index = core;
+        if cur.leader == Some(node) {
+            next.leader_epoch += 1;
+        }
+        next.partition_epoch += 1;
+        next.check().map_err(refuse)?;
         self.set_replicas(name, partition, std::slice::from_ref(&next));
         Ok(Change::ReplicasSet {
             name: name.to_string(),

@@ -526,3 +526,52 @@ fn an_auto_leader_rebalance_returns_leadership_to_preferred_replicas() {
     }
     s.check_invariants().unwrap();
 }
+
+/// A replica moves between cores of its node (`MoveReplicaCore`): a leader's move is a new
+/// leader epoch and clients route to its new core; a follower's is not; bad moves are
+/// refused.
+#[test]
+fn a_replica_moves_between_the_cores_of_its_node() {
+    let mut s = MetaState::default();
+    for n in 1..=3 {
+        register(&mut s, n);
+    }
+    create(&mut s, "t", vec![vec![a(1, 0), a(2, 0), a(3, 0)]], false);
+    let mv = |s: &mut MetaState, node: u64, core: u32| {
+        s.apply(&Command::MoveReplicaCore {
+            name: "t".into(),
+            partition: 0,
+            node_id: node,
+            core_index: core,
+        })
+    };
+    mv(&mut s, 1, 1).unwrap();
+    let r = s.replica_set("t", 0).unwrap().clone();
+    assert_eq!(
+        (r.replicas[0], r.leader, r.leader_epoch),
+        (a(1, 1), Some(1), 1)
+    );
+    assert_eq!(
+        s.assignments["t"][0],
+        a(1, 1),
+        "clients route to the new core"
+    );
+    mv(&mut s, 2, 1).unwrap();
+    let r = s.replica_set("t", 0).unwrap().clone();
+    assert_eq!(
+        (r.replicas[1], r.leader_epoch),
+        (a(2, 1), 1),
+        "a follower's move keeps the epoch"
+    );
+    assert!(mv(&mut s, 2, 1).is_err(), "already there");
+    assert!(mv(&mut s, 2, 2)
+        .unwrap_err()
+        .to_string()
+        .contains("no core 2"));
+    register(&mut s, 4);
+    assert!(mv(&mut s, 4, 0)
+        .unwrap_err()
+        .to_string()
+        .contains("holds no replica"));
+    s.check_invariants().unwrap();
+}

@@ -359,8 +359,9 @@ pub async fn move_to_core(
             ),
         ));
     }
-    if state.meta.borrow().replica_set(topic, partition).is_some() {
-        return Err((409, replicated_refusal(topic, partition)));
+    let replicated = state.meta.borrow().replica_set(topic, partition).cloned();
+    if let Some(r) = replicated {
+        return move_replica_to_core(state, topic, partition, &r, to).await;
     }
     let from = state.owner_core(topic, partition).ok_or((
         400,
@@ -393,6 +394,67 @@ pub async fn move_to_core(
         Ok(applied) => {
             crate::api::admin::wait_all_cores(state, applied.log_index).await;
             tracing::info!(%topic, partition, from, to, "partition moved");
+            Ok(from)
+        }
+        Err(e) => {
+            let (t, p) = (topic.to_string(), partition);
+            let resume = move |s: Rc<CoreState>| async move { s.resume_partition(&t, p).await };
+            let _ = crate::route::on_core(state, from, resume).await;
+            Err((409, format!("recording the move: {e}")))
+        }
+    }
+}
+
+/// `move_to_core` of this node's replica of a replicated partition: released on its core
+/// (under the replica's role lock: no copy or epoch start in flight), then
+/// `Command::MoveReplicaCore`; the new core opens it and takes its role (a leader at a new
+/// epoch, a follower truncating against its leader as after any leader change). Internal
+/// topics' replicas stay where their coordinator state is.
+async fn move_replica_to_core(
+    state: &Rc<CoreState>,
+    topic: &str,
+    partition: u32,
+    r: &meta::PartitionReplicas,
+    to: usize,
+) -> Result<usize, (u16, String)> {
+    internal_refusal(topic)?;
+    let node = state.node_id();
+    let here = r.replica_on(node).ok_or((
+        400,
+        format!("this node (node {node}) holds no replica of {topic}/{partition}"),
+    ))?;
+    if r.reassigning() {
+        return Err((
+            409,
+            format!("{topic}/{partition}: a reassignment is under way; move the replica once it completes"),
+        ));
+    }
+    let from = here.core_index as usize;
+    if from == to {
+        return Ok(from);
+    }
+    let (t, p) = (topic.to_string(), partition);
+    let release = move |s: Rc<CoreState>| async move { s.release_replica(&t, p).await };
+    let released = match crate::route::on_core(state, from, release).await {
+        Ok(r) => r,
+        Err(gone) => Err(gone.to_string()),
+    };
+    released.map_err(|e| {
+        (
+            409,
+            format!("closing {topic}/{partition} on core {from}: {e}"),
+        )
+    })?;
+    let cmd = Command::MoveReplicaCore {
+        name: topic.to_string(),
+        partition,
+        node_id: node,
+        core_index: to as u32,
+    };
+    match state.ctx.meta.write(cmd).await {
+        Ok(applied) => {
+            crate::api::admin::wait_all_cores(state, applied.log_index).await;
+            tracing::info!(%topic, partition, from, to, leader = r.leader == Some(node), "replica moved");
             Ok(from)
         }
         Err(e) => {

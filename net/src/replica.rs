@@ -282,6 +282,20 @@ impl CoreState {
         Ok(appended.last_offset)
     }
 
+    /// Releases this core's replica of `topic`/`index` for a move to another core
+    /// (`partition_move::move_to_core`): under its role lock, so no follower copy or epoch
+    /// start is in flight as it closes.
+    pub(crate) async fn release_replica(&self, topic: &str, index: u32) -> Result<(), String> {
+        let lock = self.role_lock(&(topic.to_string(), index));
+        let _held = lock
+            .acquire_permit(1)
+            .await
+            .map_err(|_| "the replica's lock is closed".to_string())?;
+        self.release_partition(topic, index)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
     fn current(&self, key: &PartitionKey, generation: u64) -> bool {
         self.replicas
             .borrow()
@@ -812,6 +826,14 @@ impl CoreState {
                         };
                         if !self.current(&key, generation) {
                             return;
+                        }
+                        // Released meanwhile (a move to another core): nothing goes into
+                        // the closed log.
+                        if !self
+                            .partition_if_open(&key.0, key.1)
+                            .is_some_and(|q| Rc::ptr_eq(&q, &p))
+                        {
+                            continue 'truncate;
                         }
                         if !bytes.is_empty() {
                             if let Err(e) = p.append_replica(&bytes).await {

@@ -1530,3 +1530,82 @@ fn leadership_returns_to_the_preferred_replica_once_it_is_back_in_sync() {
     assert!(isr.contains(&preferred));
     assert_eq!(kcat_read(&nodes[pi], "lb", 0), values);
 }
+
+/// `ringlog shard move` of a replicated partition's replicas between the cores of their
+/// node: the leader's replica moves (a new leader epoch, the same node leads, clients follow
+/// to the new core), then a follower's, which catches up from its new core and rejoins the
+/// ISR; every record is there, on the leader and, after the leader's SIGKILL, on the new
+/// leader. A replica of an internal topic stays where its coordinator state is.
+#[test]
+fn shard_move_carries_replicas_between_the_cores_of_their_node() {
+    let admins: Vec<String> = (0..3)
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
+    let (mut nodes, _) = cluster_with_args(3, 2, |i| {
+        vec!["--metrics-listen".into(), admins[i as usize - 1].clone()]
+    });
+    create_replicated(&nodes[0], "sm", &[]);
+    wait_fully_in_sync(&nodes[0], "sm", 0, Duration::from_secs(30));
+    let (leader, e0, _) = partition_state(&nodes[0], "sm", 0);
+    let li = (leader - 1) as usize;
+    let first: Vec<String> = (0..300).map(|i| format!("a{i:03}")).collect();
+    kcat_write_idempotent(&bootstrap(&nodes), "sm", &first);
+    let moved = |node: usize, core: &str| -> (bool, String) {
+        ringlog(&[
+            "shard",
+            "move",
+            "sm/0",
+            "--core",
+            core,
+            "--admin",
+            &admins[node],
+            "--json",
+        ])
+    };
+    // The leader's replica, to core 1 and back to 0 (a move to its own core is a no-op, so
+    // at least one of the two moves it).
+    for core in ["1", "0"] {
+        let (ok, out) = moved(li, core);
+        assert!(ok, "{out}");
+    }
+    wait_until(
+        "the leader to serve from its new core",
+        Duration::from_secs(30),
+        || {
+            let s = partition_state(&nodes[0], "sm", 0);
+            (s.0 != leader || s.1 < e0 + 1 || s.2.len() != 3).then(|| format!("{s:?}"))
+        },
+    );
+    let (_, e1, _) = partition_state(&nodes[0], "sm", 0);
+    assert!(e1 > e0, "a leader's move is a new epoch: {e0} -> {e1}");
+    // A follower's replica.
+    let fi = (li + 1) % 3;
+    for core in ["1", "0"] {
+        let (ok, out) = moved(fi, core);
+        assert!(ok, "{out}");
+    }
+    let second: Vec<String> = (0..300).map(|i| format!("b{i:03}")).collect();
+    kcat_write_idempotent(&bootstrap(&nodes), "sm", &second);
+    wait_fully_in_sync(&nodes[0], "sm", 0, Duration::from_secs(30));
+    let want: Vec<String> = first.iter().chain(&second).cloned().collect();
+    assert_eq!(kcat_read(&nodes[li], "sm", 0), want);
+    // An internal topic's replica does not move.
+    let (ok, out) = ringlog(&[
+        "shard",
+        "move",
+        "__consumer_offsets/0",
+        "--core",
+        "1",
+        "--admin",
+        &admins[0],
+    ]);
+    assert!(!ok && out.contains("internal"), "{out}");
+    // The moved follower holds every record: it leads once the leader's node is gone.
+    nodes[li].kill();
+    wait_until("another replica to lead", Duration::from_secs(60), || {
+        let s = partition_state(&nodes[fi], "sm", 0);
+        (s.0 < 0 || s.0 == leader).then(|| format!("{s:?}"))
+    });
+    let (new_leader, _, _) = partition_state(&nodes[fi], "sm", 0);
+    assert_eq!(kcat_read(&nodes[(new_leader - 1) as usize], "sm", 0), want);
+}
