@@ -626,9 +626,11 @@ async fn serve_node_rpc(state: &Rc<CoreState>, body: &[u8]) -> Vec<u8> {
         Ok(req @ NodeRequest::BarrierMarker { .. }) => {
             crate::api::barrier::serve_node_request(state, req).await
         }
-        Ok(req @ (NodeRequest::ReplicaFetch { .. } | NodeRequest::LeaderEpochEnd { .. })) => {
-            crate::replica::serve_node_request(state, req).await
-        }
+        Ok(
+            req @ (NodeRequest::ReplicaFetch { .. }
+            | NodeRequest::ReplicaFetchMany { .. }
+            | NodeRequest::LeaderEpochEnd { .. }),
+        ) => crate::replica::serve_node_request(state, req).await,
         Ok(req) => crate::partition_move::serve(state, req).await,
     };
     encode_response(&resp)

@@ -132,7 +132,8 @@ impl ChildSink for CoreChild {
                     | crate::node_rpc::NodeResponse::EpochEnd { .. }
                     | crate::node_rpc::NodeResponse::NotLeader { .. }
                     | crate::node_rpc::NodeResponse::Diverging { .. }
-                    | crate::node_rpc::NodeResponse::BelowLogStart { .. }),
+                    | crate::node_rpc::NodeResponse::BelowLogStart { .. }
+                    | crate::node_rpc::NodeResponse::ReplicaBatch { .. }),
                 ) => Err(CursorError::ChildRemote {
                     partition,
                     node_id: owner.node_id,

@@ -30,6 +30,7 @@ pub mod partition_move;
 pub mod quota;
 pub mod reconcile;
 pub mod replica;
+pub mod replica_fetcher;
 pub mod replica_state;
 pub mod route;
 pub mod sasl;

@@ -165,6 +165,8 @@ pub enum NodeRequest {
         epoch: i64,
         triggered_at_ms: i64,
     },
+    /// An earlier build's fetch of one partition, refused (`ReplicaFetchMany` replaced it;
+    /// kept so that the variants after it keep their place).
     /// A follower's fetch from the leader of `topic`/`partition` (issue #18, `crate::replica`):
     /// `replica_node` holds everything below `fetch_offset` durably and follows leader epoch
     /// `leader_epoch`; answered `ReplicaRecords` (at most `max_bytes`, or one larger batch),
@@ -186,6 +188,62 @@ pub enum NodeRequest {
         partition: u32,
         leader_epoch: i32,
         epoch: i32,
+    },
+    /// One follower core's fetch of every partition it follows from core `leader_core` of
+    /// the receiving node (`crate::replica_fetcher`; Kafka's replica fetcher): answered
+    /// `ReplicaBatch`, one answer per partition in order, at most `max_bytes` in all (or one
+    /// larger batch), after waiting up to `max_wait_ms` for records past any fetch offset.
+    ReplicaFetchMany {
+        replica_node: u64,
+        leader_core: u32,
+        max_bytes: u32,
+        max_wait_ms: u32,
+        partitions: Vec<ReplicaFetchPartition>,
+    },
+}
+
+/// One partition of a `ReplicaFetchMany`: as a lone `ReplicaFetch` names it.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaFetchPartition {
+    pub topic: String,
+    pub partition: u32,
+    pub incarnation: String,
+    pub leader_epoch: i32,
+    pub fetch_offset: u64,
+    pub max_bytes: u32,
+}
+
+/// A leader's answer for one partition of a follower's fetch.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub enum ReplicaFetchAnswer {
+    /// Stored batches from the fetch offset, and the leader's high watermark and log start.
+    Records {
+        bytes: Vec<u8>,
+        high_watermark: u64,
+        log_start: u64,
+        /// The fan-out cursor files the leader's cursors of this partition stored (child,
+        /// bytes): a follower keeps copies, so a cursor resumes near where it stood when its
+        /// leader fails over.
+        cursor_files: Vec<(String, Vec<u8>)>,
+    },
+    /// Not read this time: the answer's byte budget was spent on the partitions before it.
+    Skipped,
+    /// The fetch offset is past the leader's log end: the follower truncates again.
+    Diverging {
+        leader_end: u64,
+    },
+    /// The fetch offset is below the leader's log start: the follower starts over there.
+    BelowLogStart {
+        log_start: u64,
+    },
+    /// This replica is not the leader at that epoch (`current`: the epoch it has).
+    NotLeader {
+        current: Option<i32>,
+    },
+    /// The receiving core does not serve the partition (moved, deleted, not open).
+    NotServed,
+    Failed {
+        reason: String,
     },
 }
 
@@ -216,8 +274,9 @@ pub enum NodeResponse {
     MarkerWritten {
         offset: u64,
     },
-    /// A `ReplicaFetch` answer: stored batches from the fetch offset, and the leader's high
-    /// watermark and log start.
+    /// An earlier build's `ReplicaFetch` answer (no longer sent; kept so that the variants
+    /// after it keep their place): stored batches from the fetch offset, and the leader's
+    /// high watermark and log start.
     ReplicaRecords {
         bytes: Vec<u8>,
         high_watermark: u64,
@@ -244,6 +303,10 @@ pub enum NodeResponse {
     /// The fetch offset is below the leader's log start: the follower starts over there.
     BelowLogStart {
         log_start: u64,
+    },
+    /// A `ReplicaFetchMany` answer: one per partition, in the request's order.
+    ReplicaBatch {
+        answers: Vec<ReplicaFetchAnswer>,
     },
 }
 

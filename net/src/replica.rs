@@ -3,7 +3,9 @@
 //!
 //! - **Leader.** Starts its epoch (`Partition::become_leader`: recorded in `leader-epochs`,
 //!   stamped into every batch after, producer state rebuilt), then serves clients. It answers
-//!   its followers' `ReplicaFetch` calls with batches up to its durable end and keeps each
+//!   its followers' fetches (`ReplicaFetchMany`: all the partitions one follower core
+//!   follows from this core, within `REPLICA_FETCH_RESPONSE_MAX_BYTES`; `serve_fetch_many`)
+//!   with batches up to its durable end and keeps each
 //!   follower's progress: the follower's fetch offset is its durable end. The high watermark
 //!   is the lowest durable end among the ISR (the leader's own included), never moved back;
 //!   readers and acks=all wait for it. Every `ISR_CHECK_INTERVAL_MS` it drops from the ISR a
@@ -13,7 +15,8 @@
 //! - **Follower.** First truncates: it asks the leader where its own newest epoch ends there
 //!   (`LeaderEpochEnd`, Kafka's OffsetForLeaderEpoch) and cuts its log there (close, a
 //!   `truncate-to` request, reopen), so it never keeps records the leader does not have.
-//!   Then it fetches in a loop from its log end, appends what comes through the same durable
+//!   Then this core's fetcher for its leader's core (`crate::replica_fetcher`) copies it
+//!   with the others it follows from there: it appends what comes through the same durable
 //!   path as a produce (fdatasync before the next fetch reports it), and takes the leader's
 //!   high watermark as its own. Every `CURSOR_COPY_INTERVAL_MS` it also stores the fan-out
 //!   cursor files the leader's answer carries (those of a current link's epoch, at or below
@@ -25,7 +28,8 @@
 //! leader's epoch start apart, so an epoch never starts in the middle of a copy.
 //!
 //! Bounds: one `Replica` per replicated partition this core holds (at most `max-partitions`);
-//! one task per role; a fetch answer of at most `MAX_REPLICA_FETCH_RESPONSE_BYTES`.
+//! one task per role; one fetch in flight per (follower core, leader core), its answer at
+//! most `MAX_REPLICA_FETCH_RESPONSE_BYTES`.
 
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -35,14 +39,20 @@ use glommio::sync::Semaphore;
 use meta::{Assignment, Command};
 
 use crate::core::{CoreState, PartitionKey};
-use crate::node_rpc::{NodeRequest, NodeResponse};
-use crate::replica_state::{desired_roles, FollowerProgress, Replica, Role};
+use crate::node_rpc::{NodeRequest, NodeResponse, ReplicaFetchAnswer, ReplicaFetchPartition};
+use crate::replica_state::{desired_roles, FollowerProgress, HandBack, Replica, Role};
 
 /// Bytes a follower asks for per fetch (one larger batch still comes whole).
 pub const REPLICA_FETCH_MAX_BYTES: u32 = 1 << 20;
 /// The largest fetch answer a follower reads: a batch larger than this cannot be replicated
 /// (keep `max.message.bytes` below it).
 pub const MAX_REPLICA_FETCH_RESPONSE_BYTES: usize = 64 << 20;
+/// The most bytes one fetch answer carries over all its partitions (Kafka's
+/// `replica.fetch.response.max.bytes`; one larger batch still comes whole).
+pub const REPLICA_FETCH_RESPONSE_MAX_BYTES: usize = 8 << 20;
+/// The most partitions one fetch names (a follower core following more from one leader
+/// core takes them in turns).
+pub const MAX_PARTITIONS_PER_REPLICA_FETCH: usize = 4_096;
 /// How long a leader holds a follower's fetch that finds nothing new.
 pub const REPLICA_FETCH_MAX_WAIT_MS: u32 = 500;
 /// A follower's pause after a failed call or a refusal (no leader yet, a transport error).
@@ -296,7 +306,7 @@ impl CoreState {
             .map_err(|e| e.to_string())
     }
 
-    fn current(&self, key: &PartitionKey, generation: u64) -> bool {
+    pub(crate) fn current(&self, key: &PartitionKey, generation: u64) -> bool {
         self.replicas
             .borrow()
             .map
@@ -304,7 +314,7 @@ impl CoreState {
             .is_some_and(|r| r.generation == generation)
     }
 
-    fn role_lock(&self, key: &PartitionKey) -> Rc<Semaphore> {
+    pub(crate) fn role_lock(&self, key: &PartitionKey) -> Rc<Semaphore> {
         self.replicas
             .borrow_mut()
             .locks
@@ -582,21 +592,22 @@ impl CoreState {
         .detach();
     }
 
-    /// A follower's fetch reached this core's leader: record its progress, move the high
-    /// watermark, add it back to the ISR once it caught up, and answer its batches.
-    #[allow(clippy::too_many_arguments)]
-    async fn serve_fetch(
+    /// A follower's fetch of one partition reached this core's leader: record its progress,
+    /// move the high watermark, add it back to the ISR once it caught up, and answer its
+    /// batches (at most `max_bytes`, or one larger batch) without waiting.
+    async fn serve_fetch_now(
         self: &Rc<Self>,
-        key: PartitionKey,
-        incarnation: String,
         node: u64,
-        leader_epoch: i32,
-        fetch_offset: u64,
-        max_bytes: u32,
-        max_wait_ms: u32,
-    ) -> NodeResponse {
-        if let Some(refused) = self.refuse_unless_leading(&key, leader_epoch) {
-            return refused;
+        part: &ReplicaFetchPartition,
+        max_bytes: usize,
+    ) -> ReplicaFetchAnswer {
+        let key = (part.topic.clone(), part.partition);
+        let fetch_offset = part.fetch_offset;
+        if let Some(refused) = self.refuse_unless_leading(&key, part.leader_epoch) {
+            return match refused {
+                NodeResponse::NotLeader { current } => ReplicaFetchAnswer::NotLeader { current },
+                _ => ReplicaFetchAnswer::NotLeader { current: None },
+            };
         }
         // Only another replica of the partition counts as a follower.
         let follower = node != self.node_id()
@@ -606,19 +617,19 @@ impl CoreState {
                 .replica_set(&key.0, key.1)
                 .is_some_and(|r| r.replica_on(node).is_some());
         if !follower {
-            return NodeResponse::Failed {
+            return ReplicaFetchAnswer::Failed {
                 reason: format!("node {node} holds no replica of {}/{}", key.0, key.1),
             };
         }
         let Some(p) = self.partition_if_open(&key.0, key.1) else {
-            return NodeResponse::NotServed;
+            return ReplicaFetchAnswer::NotServed;
         };
-        if p.incarnation() != incarnation {
-            return NodeResponse::NotServed;
+        if p.incarnation() != part.incarnation {
+            return ReplicaFetchAnswer::NotServed;
         }
         let log = p.log().clone();
         if fetch_offset > log.durable_end() {
-            return NodeResponse::Diverging {
+            return ReplicaFetchAnswer::Diverging {
                 leader_end: log.durable_end(),
             };
         }
@@ -633,52 +644,96 @@ impl CoreState {
                 Err(_) => start,
             };
             if fetch_offset != batch_base {
-                return NodeResponse::BelowLogStart {
+                return ReplicaFetchAnswer::BelowLogStart {
                     log_start: batch_base,
                 };
             }
         }
         let read_from = fetch_offset.max(start);
+        // Idle at the log end counts as caught up (Kafka's lastCaughtUpTime).
         self.record_progress(&key, node, fetch_offset, log.log_end_offset());
         self.advance_high_watermark(&key);
         self.maybe_expand_isr(&key, node, fetch_offset, &p);
-        let max_bytes = max_bytes.clamp(1, REPLICA_FETCH_MAX_BYTES) as usize;
-        let read = |log: Rc<engine::PartitionLog>| async move {
-            log.read_durable(read_from, max_bytes).await
-        };
-        let mut bytes = match read(log.clone()).await {
-            Ok(b) => b,
-            Err(e) => {
-                return NodeResponse::Failed {
-                    reason: e.to_string(),
+        let max_bytes = max_bytes.clamp(1, REPLICA_FETCH_MAX_BYTES as usize);
+        match log.read_durable(read_from, max_bytes).await {
+            Ok(bytes) => ReplicaFetchAnswer::Records {
+                bytes,
+                high_watermark: log.high_watermark(),
+                log_start: log.log_start_offset(),
+                cursor_files: p.stored_cursor_files(),
+            },
+            Err(e) => ReplicaFetchAnswer::Failed {
+                reason: e.to_string(),
+            },
+        }
+    }
+
+    /// A follower core's fetch of several partitions this core leads (`ReplicaFetchMany`):
+    /// each answered as [`Self::serve_fetch_now`] does, in order, within `max_bytes` in all
+    /// (the partitions past it are `Skipped`); when none has records or anything else to
+    /// say, waits up to `max_wait_ms` for records past any fetch offset, then answers again.
+    pub(crate) async fn serve_fetch_many(
+        self: &Rc<Self>,
+        node: u64,
+        max_bytes: u32,
+        max_wait_ms: u32,
+        parts: &[ReplicaFetchPartition],
+    ) -> Vec<ReplicaFetchAnswer> {
+        let deadline = Instant::now()
+            + Duration::from_millis(max_wait_ms.min(REPLICA_FETCH_MAX_WAIT_MS) as u64);
+        loop {
+            let mut budget = (max_bytes as usize).clamp(1, REPLICA_FETCH_RESPONSE_MAX_BYTES);
+            let mut answers = Vec::with_capacity(parts.len());
+            let mut news = false;
+            for part in parts.iter().take(MAX_PARTITIONS_PER_REPLICA_FETCH) {
+                if budget == 0 {
+                    answers.push(ReplicaFetchAnswer::Skipped);
+                    continue;
                 }
+                let a = self
+                    .serve_fetch_now(node, part, budget.min(part.max_bytes as usize))
+                    .await;
+                match &a {
+                    ReplicaFetchAnswer::Records { bytes, .. } => {
+                        budget = budget.saturating_sub(bytes.len());
+                        news |= !bytes.is_empty();
+                    }
+                    _ => news = true,
+                }
+                answers.push(a);
             }
-        };
-        if bytes.is_empty() {
-            let wait = Duration::from_millis(max_wait_ms.min(REPLICA_FETCH_MAX_WAIT_MS) as u64);
-            log.wait_for_durable_after(fetch_offset, Instant::now() + wait)
-                .await;
-            if let Some(refused) = self.refuse_unless_leading(&key, leader_epoch) {
-                return refused;
+            answers.resize(parts.len(), ReplicaFetchAnswer::Skipped);
+            if news || Instant::now() >= deadline {
+                return answers;
             }
-            bytes = match read(log.clone()).await {
-                Ok(b) => b,
-                Err(e) => {
-                    return NodeResponse::Failed {
-                        reason: e.to_string(),
+            // Nothing yet: wait for the first partition whose durable end passes its fetch
+            // offset (each wait ends at the deadline at the latest).
+            let logs: Vec<(Rc<engine::PartitionLog>, u64)> = parts
+                .iter()
+                .take(MAX_PARTITIONS_PER_REPLICA_FETCH)
+                .filter_map(|part| {
+                    let p = self.partition_if_open(&part.topic, part.partition)?;
+                    Some((p.log().clone(), part.fetch_offset))
+                })
+                .collect();
+            if logs.is_empty() {
+                glommio::timer::sleep(deadline.saturating_duration_since(Instant::now())).await;
+                continue;
+            }
+            let mut waits: Vec<_> = logs
+                .iter()
+                .map(|(log, offset)| Box::pin(log.wait_for_durable_after(*offset, deadline)))
+                .collect();
+            use std::future::Future;
+            futures_lite::future::poll_fn(|cx| {
+                for w in waits.iter_mut() {
+                    if w.as_mut().poll(cx).is_ready() {
+                        return std::task::Poll::Ready(());
                     }
                 }
-            };
-            if bytes.is_empty() {
-                // Idle at the log end: caught up now.
-                self.record_progress(&key, node, fetch_offset, log.log_end_offset());
-            }
-        }
-        NodeResponse::ReplicaRecords {
-            bytes,
-            high_watermark: log.high_watermark(),
-            log_start: log.log_start_offset(),
-            cursor_files: p.stored_cursor_files(),
+                std::task::Poll::Pending
+            })
+            .await;
         }
     }
 
@@ -761,7 +816,9 @@ impl CoreState {
         self.propose_isr(key, isr);
     }
 
-    /// The follower's task: truncate to what the leader has, then copy from it.
+    /// The follower's task: truncate to what the leader has, then hand the partition to
+    /// this core's fetcher for its leader (`crate::replica_fetcher`), which copies it with
+    /// the others this core follows from there until the log must be cut again.
     async fn follow(
         self: Rc<Self>,
         key: PartitionKey,
@@ -771,8 +828,7 @@ impl CoreState {
     ) {
         let backoff = || glommio::timer::sleep(Duration::from_millis(REPLICA_RETRY_BACKOFF_MS));
         let lock = self.role_lock(&key);
-        let mut last_cursor_copy: Option<Instant> = None;
-        'truncate: loop {
+        loop {
             if !self.current(&key, generation) {
                 return;
             }
@@ -788,109 +844,26 @@ impl CoreState {
                 backoff().await;
                 continue;
             }
-            loop {
-                if !self.current(&key, generation) {
-                    return;
-                }
-                let Some(p) = self.partition_if_open(&key.0, key.1) else {
-                    continue 'truncate;
-                };
-                let req = NodeRequest::ReplicaFetch {
-                    topic: key.0.clone(),
-                    partition: key.1,
-                    incarnation: p.incarnation().to_string(),
-                    replica_node: self.node_id(),
-                    leader_epoch: epoch,
-                    fetch_offset: p.log().durable_end(),
-                    max_bytes: REPLICA_FETCH_MAX_BYTES,
-                    max_wait_ms: REPLICA_FETCH_MAX_WAIT_MS,
-                };
-                let resp = crate::node_rpc::call_bounded(
-                    &self,
-                    leader.node_id,
-                    leader.core_index,
-                    &req,
-                    crate::node_rpc::NODE_RPC_TIMEOUT_MS,
-                    MAX_REPLICA_FETCH_RESPONSE_BYTES,
-                )
+            let handed_back = self
+                .join_fetcher(leader, key.clone(), epoch, generation)
+                .recv_async()
                 .await;
-                match resp {
-                    Ok(NodeResponse::ReplicaRecords {
-                        bytes,
-                        high_watermark,
-                        log_start,
-                        cursor_files,
-                    }) => {
-                        let Ok(_held) = lock.acquire_permit(1).await else {
-                            return;
-                        };
-                        if !self.current(&key, generation) {
-                            return;
-                        }
-                        // Released meanwhile (a move to another core): nothing goes into
-                        // the closed log.
-                        if !self
-                            .partition_if_open(&key.0, key.1)
-                            .is_some_and(|q| Rc::ptr_eq(&q, &p))
-                        {
-                            continue 'truncate;
-                        }
-                        if !bytes.is_empty() {
-                            if let Err(e) = p.append_replica(&bytes).await {
-                                tracing::warn!(topic = %key.0, partition = key.1, error = %e, "follower append failed; truncating again");
-                                drop(_held);
-                                backoff().await;
-                                continue 'truncate;
-                            }
-                        }
-                        p.log()
-                            .set_replicated_limit(high_watermark.min(p.log().durable_end()));
-                        // The leader's DeleteRecords reach the follower (a failover must not
-                        // bring deleted records back).
-                        let to = log_start.min(p.log().high_watermark());
-                        if to > p.log().log_start_offset() {
-                            if let Err(e) = p.delete_records(engine::DeleteBefore::Offset(to)).await
-                            {
-                                tracing::debug!(topic = %key.0, partition = key.1, error = %e, "following the leader's log start");
-                            }
-                        }
-                        let copy_due = last_cursor_copy.is_none_or(|t| {
-                            t.elapsed() >= Duration::from_millis(CURSOR_COPY_INTERVAL_MS)
-                        });
-                        if copy_due {
-                            last_cursor_copy = Some(Instant::now());
-                            self.copy_cursor_files(&key, &p, cursor_files).await;
-                        }
+            match handed_back {
+                // The fetcher let it go: its role ended.
+                Err(_) => continue,
+                Ok(HandBack::Truncate) => backoff().await,
+                Ok(HandBack::RestartAt(log_start)) => {
+                    // The leader deleted what this replica lacks (retention during a long
+                    // outage): it starts over, empty, at the leader's log start.
+                    let Ok(_held) = lock.acquire_permit(1).await else {
+                        return;
+                    };
+                    if !self.current(&key, generation) {
+                        return;
                     }
-                    Ok(NodeResponse::Diverging { leader_end }) => {
-                        tracing::info!(topic = %key.0, partition = key.1, leader_end, "follower past the leader's end; truncating again");
-                        backoff().await;
-                        continue 'truncate;
-                    }
-                    Ok(NodeResponse::BelowLogStart { log_start }) => {
-                        // The leader deleted what this replica lacks (retention during a
-                        // long outage): it starts over, empty, at the leader's log start.
-                        tracing::warn!(topic = %key.0, partition = key.1, log_start, follower_end = p.log().durable_end(), "the leader's log starts past this follower's end: starting the replica over there");
-                        drop(p);
-                        let Ok(_held) = lock.acquire_permit(1).await else {
-                            return;
-                        };
-                        if !self.current(&key, generation) {
-                            return;
-                        }
-                        if let Err(why) = self.reopen_cut(&key, Cut::RestartAt(log_start)).await {
-                            tracing::warn!(topic = %key.0, partition = key.1, %why, "starting the replica over");
-                            drop(_held);
-                            backoff().await;
-                        }
-                        continue 'truncate;
-                    }
-                    Ok(other) => {
-                        tracing::debug!(topic = %key.0, partition = key.1, answer = ?other, "follower fetch refused");
-                        backoff().await;
-                    }
-                    Err(e) => {
-                        tracing::debug!(topic = %key.0, partition = key.1, error = %e, "follower fetch failed");
+                    if let Err(why) = self.reopen_cut(&key, Cut::RestartAt(log_start)).await {
+                        tracing::warn!(topic = %key.0, partition = key.1, %why, "starting the replica over");
+                        drop(_held);
                         backoff().await;
                     }
                 }
@@ -903,7 +876,7 @@ impl CoreState {
     /// durable end (a new leader never resumes a cursor past what it holds), that differs
     /// from the copy already stored. Called with the role lock held: a cursor of this
     /// replica's own never runs meanwhile.
-    async fn copy_cursor_files(
+    pub(crate) async fn copy_cursor_files(
         &self,
         key: &PartitionKey,
         p: &crate::core::OwnedPartition,
@@ -1036,13 +1009,44 @@ impl CoreState {
 
 /// The node calls of replication, answered on the core of this node that holds the replica.
 pub async fn serve_node_request(state: &Rc<CoreState>, req: NodeRequest) -> NodeResponse {
-    let (topic, partition) = match &req {
-        NodeRequest::ReplicaFetch {
-            topic, partition, ..
+    if let NodeRequest::ReplicaFetchMany {
+        replica_node,
+        leader_core,
+        max_bytes,
+        max_wait_ms,
+        partitions,
+    } = req
+    {
+        let core = leader_core as usize;
+        if core >= state.shards.cores() || partitions.len() > MAX_PARTITIONS_PER_REPLICA_FETCH {
+            return NodeResponse::Failed {
+                reason: format!(
+                    "a fetch of {} partitions from core {core} (this node runs {} cores; at most {MAX_PARTITIONS_PER_REPLICA_FETCH} partitions a fetch)",
+                    partitions.len(),
+                    state.shards.cores()
+                ),
+            };
         }
-        | NodeRequest::LeaderEpochEnd {
+        let served = crate::route::on_core(state, core, move |s: Rc<CoreState>| async move {
+            let answers = s
+                .serve_fetch_many(replica_node, max_bytes, max_wait_ms, &partitions)
+                .await;
+            NodeResponse::ReplicaBatch { answers }
+        })
+        .await;
+        return served.unwrap_or(NodeResponse::NotServed);
+    }
+    let (topic, partition) = match &req {
+        NodeRequest::LeaderEpochEnd {
             topic, partition, ..
         } => (topic.clone(), *partition),
+        // The fetch of one partition an earlier build's follower sends: every node of a
+        // cluster runs one build.
+        NodeRequest::ReplicaFetch { .. } => {
+            return NodeResponse::Failed {
+                reason: "ReplicaFetch is replaced by ReplicaFetchMany: run one build on every node of the cluster".into(),
+            }
+        }
         other => {
             return NodeResponse::Failed {
                 reason: format!("not a replication call: {other:?}"),
@@ -1061,26 +1065,6 @@ pub async fn serve_node_request(state: &Rc<CoreState>, req: NodeRequest) -> Node
     let served = crate::route::on_core(state, core, move |s: Rc<CoreState>| async move {
         let key = (topic, partition);
         match req {
-            NodeRequest::ReplicaFetch {
-                incarnation,
-                replica_node,
-                leader_epoch,
-                fetch_offset,
-                max_bytes,
-                max_wait_ms,
-                ..
-            } => {
-                s.serve_fetch(
-                    key,
-                    incarnation,
-                    replica_node,
-                    leader_epoch,
-                    fetch_offset,
-                    max_bytes,
-                    max_wait_ms,
-                )
-                .await
-            }
             NodeRequest::LeaderEpochEnd {
                 leader_epoch,
                 epoch,

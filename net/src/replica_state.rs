@@ -2,7 +2,7 @@
 //! generation and, on a leader, its followers' progress and the ISR change in flight. Plain
 //! data that `CoreState` holds; `crate::replica` runs the roles.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -55,7 +55,38 @@ pub struct Replicas {
     pub(crate) locks: HashMap<PartitionKey, Rc<Semaphore>>,
     pub(crate) next_generation: u64,
     pub(crate) isr_loop_started: bool,
+    /// The follower side's fetchers, by leader (`crate::replica_fetcher`).
+    pub(crate) fetchers: Fetchers,
 }
+
+/// Why a fetcher hands a partition back to its follower task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandBack {
+    /// Cut the log to the leader's again (OffsetForLeaderEpoch), then rejoin.
+    Truncate,
+    /// Start the log over, empty, at this offset (the leader's log start), then rejoin.
+    RestartAt(u64),
+}
+
+/// One partition a fetcher copies.
+pub struct FetchMember {
+    pub(crate) generation: u64,
+    pub(crate) epoch: i32,
+    pub(crate) back: flume::Sender<HandBack>,
+    pub(crate) last_cursor_copy: Option<Instant>,
+}
+
+/// The partitions one fetcher copies, and where its next fetch starts among them (a fetch
+/// names at most `MAX_PARTITIONS_PER_REPLICA_FETCH`, and the answer's byte budget may skip
+/// the last ones: they go first next time).
+#[derive(Default)]
+pub struct Fetcher {
+    pub(crate) members: BTreeMap<PartitionKey, FetchMember>,
+    pub(crate) next_start: usize,
+}
+
+/// This core's fetchers, by leader (node, core).
+pub type Fetchers = HashMap<Assignment, Fetcher>;
 
 /// The roles of the replicas that `m` places on core `core` of node `node`.
 pub fn desired_roles(m: &MetaState, node: u64, core: u32) -> HashMap<PartitionKey, Role> {
