@@ -2370,7 +2370,21 @@ impl MetaState {
         if next.reassigning() && self.reassignment_can_complete(&next) {
             self.complete_reassignment(&mut next);
         }
-        next.check().map_err(refuse)?;
+        self.replace_replicas(name, partition, next)
+    }
+
+    /// Makes `next` the replica state of `name`/`partition` once its invariants hold (a
+    /// refusal names the partition): the change every node applies.
+    fn replace_replicas(
+        &mut self,
+        name: &str,
+        partition: u32,
+        next: PartitionReplicas,
+    ) -> Result<Change, Refusal> {
+        next.check().map_err(|reason| Refusal::InvalidAssignment {
+            name: name.to_string(),
+            reason: format!("partition {partition}: {reason}"),
+        })?;
         self.set_replicas(name, partition, std::slice::from_ref(&next));
         Ok(Change::ReplicasSet {
             name: name.to_string(),
@@ -2478,13 +2492,7 @@ impl MetaState {
                 next.isr
             )));
         }
-        next.check().map_err(refuse)?;
-        self.set_replicas(name, partition, std::slice::from_ref(&next));
-        Ok(Change::ReplicasSet {
-            name: name.to_string(),
-            first_partition: partition,
-            replicas: vec![next],
-        })
+        self.replace_replicas(name, partition, next)
     }
 
     /// `ElectLeader`: a preferred (`unclean` false) or unclean election of one partition's
@@ -2570,16 +2578,7 @@ impl MetaState {
         }
         next.leader_epoch += 1;
         next.partition_epoch += 1;
-        next.check().map_err(|reason| Refusal::InvalidAssignment {
-            name: name.to_string(),
-            reason: format!("partition {partition}: {reason}"),
-        })?;
-        self.set_replicas(name, partition, std::slice::from_ref(&next));
-        Ok(Change::ReplicasSet {
-            name: name.to_string(),
-            first_partition: partition,
-            replicas: vec![next],
-        })
+        self.replace_replicas(name, partition, next)
     }
 
     /// `MoveReplicaCore`: node `node`'s replica of `name`/`partition` moves to its core
@@ -2633,13 +2632,7 @@ impl MetaState {
             next.leader_epoch += 1;
         }
         next.partition_epoch += 1;
-        next.check().map_err(refuse)?;
-        self.set_replicas(name, partition, std::slice::from_ref(&next));
-        Ok(Change::ReplicasSet {
-            name: name.to_string(),
-            first_partition: partition,
-            replicas: vec![next],
-        })
+        self.replace_replicas(name, partition, next)
     }
 
     /// The preferred elections an auto leader rebalance makes (Kafka's

@@ -370,18 +370,6 @@ pub async fn move_to_core(
     if from == to {
         return Ok(from);
     }
-    let (t, p) = (topic.to_string(), partition);
-    let release = move |s: Rc<CoreState>| async move { s.release_partition(&t, p).await };
-    let released = match crate::route::on_core(state, from, release).await {
-        Ok(r) => r.map_err(|e| e.to_string()),
-        Err(gone) => Err(gone.to_string()),
-    };
-    released.map_err(|e| {
-        (
-            409,
-            format!("closing {topic}/{partition} on core {from}: {e}"),
-        )
-    })?;
     let cmd = Command::SetAssignment {
         name: topic.to_string(),
         partition,
@@ -390,10 +378,37 @@ pub async fn move_to_core(
             core_index: to as u32,
         },
     };
+    release_and_record(state, topic, partition, from, to, cmd).await
+}
+
+/// The end of a move between the cores of this node: `topic`/`partition` is released on core
+/// `from` (under its replica's role lock: no copy or epoch start in flight), `cmd` is
+/// written to the metastore and applied on every core (core `to` opens it), or, when the
+/// write fails, it is served on `from` again.
+async fn release_and_record(
+    state: &Rc<CoreState>,
+    topic: &str,
+    partition: u32,
+    from: usize,
+    to: usize,
+    cmd: Command,
+) -> Result<usize, (u16, String)> {
+    let (t, p) = (topic.to_string(), partition);
+    let release = move |s: Rc<CoreState>| async move { s.release_for_move(&t, p).await };
+    let released = match crate::route::on_core(state, from, release).await {
+        Ok(r) => r,
+        Err(gone) => Err(gone.to_string()),
+    };
+    released.map_err(|e| {
+        (
+            409,
+            format!("closing {topic}/{partition} on core {from}: {e}"),
+        )
+    })?;
     match state.ctx.meta.write(cmd).await {
         Ok(applied) => {
             crate::api::admin::wait_all_cores(state, applied.log_index).await;
-            tracing::info!(%topic, partition, from, to, "partition moved");
+            tracing::info!(%topic, partition, from, to, "partition moved to another core");
             Ok(from)
         }
         Err(e) => {
@@ -405,9 +420,8 @@ pub async fn move_to_core(
     }
 }
 
-/// `move_to_core` of this node's replica of a replicated partition: released on its core
-/// (under the replica's role lock: no copy or epoch start in flight), then
-/// `Command::MoveReplicaCore`; the new core opens it and takes its role (a leader at a new
+/// `move_to_core` of this node's replica of a replicated partition: released on its core,
+/// then `Command::MoveReplicaCore` (`release_and_record`); the new core opens it and takes its role (a leader at a new
 /// epoch, a follower truncating against its leader as after any leader change). Internal
 /// topics' replicas stay where their coordinator state is.
 async fn move_replica_to_core(
@@ -433,37 +447,13 @@ async fn move_replica_to_core(
     if from == to {
         return Ok(from);
     }
-    let (t, p) = (topic.to_string(), partition);
-    let release = move |s: Rc<CoreState>| async move { s.release_replica(&t, p).await };
-    let released = match crate::route::on_core(state, from, release).await {
-        Ok(r) => r,
-        Err(gone) => Err(gone.to_string()),
-    };
-    released.map_err(|e| {
-        (
-            409,
-            format!("closing {topic}/{partition} on core {from}: {e}"),
-        )
-    })?;
     let cmd = Command::MoveReplicaCore {
         name: topic.to_string(),
         partition,
         node_id: node,
         core_index: to as u32,
     };
-    match state.ctx.meta.write(cmd).await {
-        Ok(applied) => {
-            crate::api::admin::wait_all_cores(state, applied.log_index).await;
-            tracing::info!(%topic, partition, from, to, leader = r.leader == Some(node), "replica moved");
-            Ok(from)
-        }
-        Err(e) => {
-            let (t, p) = (topic.to_string(), partition);
-            let resume = move |s: Rc<CoreState>| async move { s.resume_partition(&t, p).await };
-            let _ = crate::route::on_core(state, from, resume).await;
-            Err((409, format!("recording the move: {e}")))
-        }
-    }
+    release_and_record(state, topic, partition, from, to, cmd).await
 }
 
 /// The receiving end of one move.

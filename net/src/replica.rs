@@ -292,10 +292,11 @@ impl CoreState {
         Ok(appended.last_offset)
     }
 
-    /// Releases this core's replica of `topic`/`index` for a move to another core
-    /// (`partition_move::move_to_core`): under its role lock, so no follower copy or epoch
-    /// start is in flight as it closes.
-    pub(crate) async fn release_replica(&self, topic: &str, index: u32) -> Result<(), String> {
+    /// Releases this core's `topic`/`index` for a move to another core
+    /// (`partition_move::move_to_core`): under its replica's role lock, so no follower copy
+    /// or epoch start is in flight as it closes (a partition not replicated has no one else
+    /// taking the lock).
+    pub(crate) async fn release_for_move(&self, topic: &str, index: u32) -> Result<(), String> {
         let lock = self.role_lock(&(topic.to_string(), index));
         let _held = lock
             .acquire_permit(1)

@@ -62,6 +62,26 @@ fn hint(
     })
 }
 
+/// The hint for one partition answer (`None`: its error sends nowhere, or no leader is
+/// known): (leader id, leader epoch), its endpoint kept in `endpoints` once per broker.
+fn hint_for(
+    state: &CoreState,
+    m: &MetaState,
+    listener: usize,
+    topic: &str,
+    partition: i32,
+    error_code: i16,
+    endpoints: &mut BTreeMap<i32, Hint>,
+) -> Option<(BrokerId, i32)> {
+    if !wants_hint(error_code) {
+        return None;
+    }
+    let h = hint(state, m, listener, topic, partition)?;
+    let named = (BrokerId(h.leader_id), h.leader_epoch);
+    endpoints.insert(h.leader_id, h);
+    Some(named)
+}
+
 /// Fills a Produce response's leader hints (see the module comment).
 pub fn fill_produce(state: &CoreState, listener: usize, version: i16, resp: &mut ProduceResponse) {
     if version < PRODUCE_LEADER_HINT_VERSION {
@@ -76,16 +96,14 @@ pub fn fill_produce(state: &CoreState, listener: usize, version: i16, resp: &mut
             Some(t.name.0.to_string())
         };
         let Some(name) = name else { continue };
-        for p in t
-            .partition_responses
-            .iter_mut()
-            .filter(|p| wants_hint(p.error_code))
-        {
-            if let Some(h) = hint(state, &m, listener, &name, p.index) {
+        for p in &mut t.partition_responses {
+            let at = (p.index, p.error_code);
+            if let Some((id, epoch)) =
+                hint_for(state, &m, listener, &name, at.0, at.1, &mut endpoints)
+            {
                 p.current_leader = produce_response::LeaderIdAndEpoch::default()
-                    .with_leader_id(BrokerId(h.leader_id))
-                    .with_leader_epoch(h.leader_epoch);
-                endpoints.insert(h.leader_id, h);
+                    .with_leader_id(id)
+                    .with_leader_epoch(epoch);
             }
         }
     }
@@ -113,12 +131,14 @@ pub fn fill_fetch(state: &CoreState, listener: usize, version: i16, resp: &mut F
         let Some(name) = state.topic_name_by_id(t.topic_id) else {
             continue;
         };
-        for p in t.partitions.iter_mut().filter(|p| wants_hint(p.error_code)) {
-            if let Some(h) = hint(state, &m, listener, &name, p.partition_index) {
+        for p in &mut t.partitions {
+            let at = (p.partition_index, p.error_code);
+            if let Some((id, epoch)) =
+                hint_for(state, &m, listener, &name, at.0, at.1, &mut endpoints)
+            {
                 p.current_leader = fetch_response::LeaderIdAndEpoch::default()
-                    .with_leader_id(BrokerId(h.leader_id))
-                    .with_leader_epoch(h.leader_epoch);
-                endpoints.insert(h.leader_id, h);
+                    .with_leader_id(id)
+                    .with_leader_epoch(epoch);
             }
         }
     }
