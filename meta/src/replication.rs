@@ -16,7 +16,9 @@
 //! - When a node comes back (heartbeat after a fence, or a new registration), every partition
 //!   with no leader whose ISR holds it elects it.
 //! - A reassignment (KIP-455, `Command::ReassignReplicas`) names a partition's target
-//!   replicas, as many as it has. Until every target replica is in sync the replicas are the
+//!   replicas, as many as it has or more or fewer (a replication factor change; a topic not
+//!   replicated yet first gets replica state for every partition, each owner its only
+//!   replica and leader). Until every target replica is in sync the replicas are the
 //!   target followed by the original ones it leaves out (`adding`: target nodes new to the
 //!   partition, `removing`: original nodes the target leaves out); the new ones copy the
 //!   leader's log as any follower and join the ISR once caught up. The `AlterIsr` that makes
@@ -146,10 +148,9 @@ impl PartitionReplicas {
         let moving = self.adding.iter().chain(&self.removing);
         if moving.clone().any(|n| self.replica_on(*n).is_none())
             || self.adding.iter().any(|n| self.removing.contains(n))
-            || self.adding.len() != self.removing.len()
         {
             return Err(format!(
-                "reassignment adding {:?}, removing {:?}: disjoint replicas, as many of each",
+                "reassignment adding {:?}, removing {:?}: disjoint replicas of the partition",
                 self.adding, self.removing
             ));
         }

@@ -611,9 +611,9 @@ pub enum Command {
         partition_epoch: i32,
         isr: Vec<u64>,
     },
-    /// A reassignment of a replicated partition (KIP-455; `crate::replication`): `target`
-    /// its new replicas, as many as it has, the preferred leader first; `None` cancels the
-    /// one under way.
+    /// A reassignment of a partition's replicas (KIP-455; `crate::replication`): `target`
+    /// its new replicas (their count its new replication factor), the preferred leader
+    /// first; `None` cancels the one under way.
     ReassignReplicas {
         name: String,
         partition: u32,
@@ -2405,11 +2405,23 @@ impl MetaState {
             name: name.to_string(),
             reason: format!("partition {partition}: {reason}"),
         };
-        let Some(cur) = self.replica_set(name, partition).cloned() else {
+        // A topic not replicated yet gets replica state for every partition: each one's
+        // owner its only replica and leader (the partition reassigned grows from there).
+        let mut whole = match self.replicas.get(name) {
+            Some(_) => None,
+            None if target.is_some() => self.unreplicated_as_replicas(name),
+            None => None,
+        };
+        let cur = match (&whole, self.replica_set(name, partition)) {
+            (Some(sets), _) => sets.get(partition as usize).cloned(),
+            (None, set) => set.cloned(),
+        };
+        let Some(cur) = cur else {
             return Err(match self.topics.get(name) {
-                Some(t) if partition < t.partitions => refuse(
-                    "it is not replicated (replication factor 1): move it with `ringlog partition move`".into(),
-                ),
+                Some(t) if partition < t.partitions => Refusal::NoReassignmentInProgress {
+                    name: name.to_string(),
+                    partition,
+                },
                 _ => Refusal::UnknownTopicOrPartition {
                     name: name.to_string(),
                     partition: Some(partition),
@@ -2426,13 +2438,6 @@ impl MetaState {
             }
             None => original.clone(),
             Some(t) => {
-                if t.len() != original.len() {
-                    return Err(refuse(format!(
-                        "{} target replicas for a replication factor of {}: a reassignment keeps the replication factor",
-                        t.len(),
-                        original.len()
-                    )));
-                }
                 PartitionReplicas::new(t.to_vec()).check().map_err(refuse)?;
                 for a in t {
                     if !self.brokers.contains_key(&a.node_id) {
@@ -2492,7 +2497,20 @@ impl MetaState {
                 next.isr
             )));
         }
-        self.replace_replicas(name, partition, next)
+        match whole.take() {
+            // Every partition's replica state at once (the others as they were).
+            Some(mut sets) => {
+                next.check().map_err(refuse)?;
+                sets[partition as usize] = next;
+                self.set_replicas(name, 0, &sets);
+                Ok(Change::ReplicasSet {
+                    name: name.to_string(),
+                    first_partition: 0,
+                    replicas: sets,
+                })
+            }
+            None => self.replace_replicas(name, partition, next),
+        }
     }
 
     /// `ElectLeader`: a preferred (`unclean` false) or unclean election of one partition's
@@ -2676,6 +2694,22 @@ impl MetaState {
         due.sort();
         due.truncate(max);
         due
+    }
+
+    /// Replica state for every partition of `name`, a topic not replicated: its owner the
+    /// only replica, in sync, leading while its node is live (epoch 0, as it has served).
+    fn unreplicated_as_replicas(&self, name: &str) -> Option<Vec<PartitionReplicas>> {
+        let owners = self.assignments.get(name)?;
+        Some(
+            owners
+                .iter()
+                .map(|a| {
+                    let mut r = PartitionReplicas::new(vec![*a]);
+                    r.leader = self.broker_live(a.node_id).then_some(a.node_id);
+                    r
+                })
+                .collect(),
+        )
     }
 
     /// Whether a reassignment under way can complete: every target replica is in sync, and

@@ -63,15 +63,15 @@ enum PartitionCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Move a replicated partition's replicas to other nodes (KIP-455): the new replicas copy
-    /// the leader's log, join the in-sync replicas once caught up, and the ones left out are
-    /// removed (their copies deleted); a removed leader hands over. Clients keep producing
-    /// and consuming throughout.
+    /// Move a partition's replicas to other nodes, or change its replication factor
+    /// (KIP-455): the new replicas copy the leader's log, join the in-sync replicas once
+    /// caught up, and the ones left out are removed (their copies deleted); a removed leader
+    /// hands over. Clients keep producing and consuming throughout.
     Reassign {
         /// TOPIC/PARTITION, e.g. orders/3.
         partition: String,
-        /// The target replicas' broker ids, as many as the replication factor, the
-        /// preferred leader first (e.g. 3,2).
+        /// The target replicas' broker ids, the preferred leader first (e.g. 3,2); their
+        /// count is the partition's new replication factor.
         #[arg(
             long,
             value_delimiter = ',',
@@ -82,6 +82,10 @@ enum PartitionCommand {
         /// Cancel the reassignment under way (back to the original replicas).
         #[arg(long)]
         cancel: bool,
+        /// Refuse a target of another size than the replication factor (KIP-860); by default
+        /// the target's size is the new replication factor.
+        #[arg(long)]
+        disallow_replication_factor_change: bool,
         /// Wait until the reassignment completes (every target replica in sync).
         #[arg(long)]
         wait: bool,
@@ -149,21 +153,20 @@ pub fn run(args: PartitionArgs) -> Result<(), String> {
             partition,
             replicas,
             cancel,
+            disallow_replication_factor_change,
             wait,
             wait_ms,
             brokers,
             json: as_json,
         } => {
             let (topic, p) = parse_partition(&partition)?;
-            let target = (!cancel).then_some(replicas);
-            reassign(
-                &brokers,
-                &topic,
-                p,
-                target,
-                wait.then_some(wait_ms),
-                as_json,
-            )
+            let asked = Reassign {
+                topic: &topic,
+                partition: p,
+                target: (!cancel).then_some(replicas),
+                allow_rf_change: !disallow_replication_factor_change,
+            };
+            reassign(&brokers, asked, wait.then_some(wait_ms), as_json)
         }
         PartitionCommand::Reassignments {
             brokers,
@@ -218,20 +221,36 @@ pub fn run(args: PartitionArgs) -> Result<(), String> {
     }
 }
 
-/// Starts (or cancels, `target` `None`) a reassignment, and with `wait_ms` waits for it to
-/// complete.
-fn reassign(
-    brokers: &str,
-    topic: &str,
+/// One reassignment asked for: its partition, its target's broker ids (`None`: cancel the
+/// one under way), and whether the target may change the replication factor.
+struct Reassign<'a> {
+    topic: &'a str,
     partition: u32,
     target: Option<Vec<i32>>,
+    allow_rf_change: bool,
+}
+
+/// Starts (or cancels) a reassignment, and with `wait_ms` waits for it to complete.
+fn reassign(
+    brokers: &str,
+    asked: Reassign<'_>,
     wait_ms: Option<u64>,
     as_json: bool,
 ) -> Result<(), String> {
+    let Reassign {
+        topic,
+        partition,
+        target,
+        allow_rf_change,
+    } = asked;
     let mut c = KafkaClient::connect(brokers)?;
     let v = c.api_versions()?;
     let ver = v.pick(ApiKey::AlterPartitionReassignments, 0, 1)?;
+    if !allow_rf_change && ver < 1 {
+        return Err("the broker's AlterPartitionReassignments has no --disallow-replication-factor-change (v1, KIP-860)".into());
+    }
     let req = AlterPartitionReassignmentsRequest::default()
+        .with_allow_replication_factor_change(allow_rf_change)
         .with_timeout_ms(REQUEST_TIMEOUT_MS)
         .with_topics(vec![ReassignableTopic::default()
             .with_name(TopicName(StrBytes::from_string(topic.to_string())))

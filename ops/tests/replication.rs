@@ -1300,6 +1300,7 @@ fn a_reassignment_moves_replicas_while_a_producer_writes_and_the_removed_copy_go
         "ra/0",
         "--replicas",
         "1,2,3",
+        "--disallow-replication-factor-change",
         "--brokers",
         &admin,
     ]);
@@ -1608,4 +1609,164 @@ fn shard_move_carries_replicas_between_the_cores_of_their_node() {
     });
     let (new_leader, _, _) = partition_state(&nodes[fi], "sm", 0);
     assert_eq!(kcat_read(&nodes[(new_leader - 1) as usize], "sm", 0), want);
+}
+
+/// A replication factor change by reassignment: a topic created with one replica grows to
+/// three (its owner's log copied to two new replicas, which join the ISR) while records keep
+/// coming, then shrinks to two without its first owner, whose copy goes; after the SIGKILL of
+/// the leader's node the last replica leads with every record, once and in order.
+#[test]
+fn a_partition_grows_from_one_replica_to_three_and_shrinks_to_two() {
+    let mut nodes = cluster(3, 1);
+    let boot = bootstrap(&nodes);
+    create_with_replication_factor(&nodes[0], "grow", 1, &["segment.bytes=65536"]);
+    let owner = leaders(&nodes[0], "grow")[&0];
+    let others: Vec<i32> = (1..=3).filter(|b| *b != owner).collect();
+    let admin = nodes[(others[0] - 1) as usize].bootstrap();
+    let first: Vec<String> = (0..2000)
+        .map(|i| format!("one-{i:05}-{}", "x".repeat(60)))
+        .collect();
+    kcat_write_idempotent(&boot, "grow", &first);
+
+    let three = format!("{owner},{},{}", others[0], others[1]);
+    let (ok, out) = ringlog(&[
+        "partition",
+        "reassign",
+        "grow/0",
+        "--replicas",
+        &three,
+        "--wait",
+        "--wait-ms",
+        "120000",
+        "--brokers",
+        &admin,
+    ]);
+    assert!(ok, "{out}");
+    let (leader, _, isr) = partition_state(&nodes[0], "grow", 0);
+    assert_eq!(leader, owner, "the owner keeps leading");
+    assert_eq!(isr, vec![1, 2, 3]);
+    assert_eq!(replicas_of(&nodes[0], "grow", 0).len(), 3);
+    let second: Vec<String> = (0..500).map(|i| format!("three-{i:05}")).collect();
+    kcat_write_idempotent(&boot, "grow", &second);
+
+    let two = format!("{},{}", others[0], others[1]);
+    let (ok, out) = ringlog(&[
+        "partition",
+        "reassign",
+        "grow/0",
+        "--replicas",
+        &two,
+        "--wait",
+        "--wait-ms",
+        "120000",
+        "--brokers",
+        &admin,
+    ]);
+    assert!(ok, "{out}");
+    let mut now = replicas_of(&nodes[0], "grow", 0);
+    now.sort();
+    assert_eq!(now, others);
+    let removed = &nodes[(owner - 1) as usize];
+    wait_until(
+        "the first owner's copy to go",
+        Duration::from_secs(30),
+        || {
+            find_partition_dir(removed.data_dir(), "grow")
+                .map(|d| format!("{} is still there", d.display()))
+        },
+    );
+    let (leader, _, _) = partition_state(&nodes[0], "grow", 0);
+    assert!(
+        others.contains(&leader),
+        "a remaining replica leads: {leader}"
+    );
+    let third: Vec<String> = (0..500).map(|i| format!("two-{i:05}")).collect();
+    kcat_write_idempotent(&boot, "grow", &third);
+    let want: Vec<String> = first.iter().chain(&second).chain(&third).cloned().collect();
+    assert_eq!(kcat_read(&nodes[(leader - 1) as usize], "grow", 0), want);
+
+    let last = *others.iter().find(|b| **b != leader).unwrap();
+    wait_until("both replicas in sync", Duration::from_secs(30), || {
+        let s = partition_state(&nodes[(last - 1) as usize], "grow", 0);
+        (s.2 != others).then(|| format!("{s:?}"))
+    });
+    nodes[(leader - 1) as usize].kill();
+    wait_until("the last replica to lead", Duration::from_secs(60), || {
+        let s = partition_state(&nodes[(last - 1) as usize], "grow", 0);
+        (s.0 != last).then(|| format!("{s:?}"))
+    });
+    assert_eq!(kcat_read(&nodes[(last - 1) as usize], "grow", 0), want);
+}
+
+/// A cluster whose `__consumer_offsets` has one replica per partition (as one an older build
+/// created has) gives it three by reassignment: each partition's owner stays its leader and
+/// the new replicas copy what it holds; then the group's commits survive the SIGKILL of its
+/// coordinator's node.
+#[test]
+fn offsets_of_a_single_replica_offsets_topic_survive_a_failover_once_reassigned_to_three() {
+    let (mut nodes, _) = cluster_with_args(3, 1, |_| {
+        vec!["--offsets-topic-replication-factor".into(), "1".into()]
+    });
+    create_replicated(&nodes[0], "t", &[]);
+    wait_fully_in_sync(&nodes[0], "t", 0, Duration::from_secs(30));
+    let py = |bootstrap: &str, args: &[&str]| {
+        let mut a = vec![args[0], bootstrap];
+        a.extend_from_slice(&args[1..]);
+        run_python("compaction.py", &a, &[], Duration::from_secs(120))
+    };
+    py(&bootstrap(&nodes), &["commit-many", "t", "g", "50"]);
+    let offsets = metadata(&nodes[0], "__consumer_offsets");
+    let parts = &offsets.topics[0].partitions;
+    assert!(
+        !parts.is_empty() && parts.iter().all(|p| p.replica_nodes.len() == 1),
+        "one replica each: {parts:?}"
+    );
+    for (p, owner) in leaders(&nodes[0], "__consumer_offsets") {
+        let rest: Vec<String> = (1..=3)
+            .filter(|b| *b != owner)
+            .map(|b| b.to_string())
+            .collect();
+        let target = format!("{owner},{}", rest.join(","));
+        let which = format!("__consumer_offsets/{p}");
+        let (ok, out) = ringlog(&[
+            "partition",
+            "reassign",
+            &which,
+            "--replicas",
+            &target,
+            "--wait",
+            "--wait-ms",
+            "120000",
+            "--brokers",
+            &nodes[0].bootstrap(),
+        ]);
+        assert!(ok, "{out}");
+    }
+    assert_three_replicas(&nodes[0], "__consumer_offsets");
+    wait_topic_fully_in_sync(&nodes[0], "__consumer_offsets", Duration::from_secs(60));
+    assert_eq!(
+        py(&bootstrap(&nodes), &["committed", "t", "g"]).trim(),
+        "50"
+    );
+
+    let (code, coordinator) = coordinator_of(&nodes[0], "g", GROUP_KEY);
+    assert_eq!(code, 0);
+    let ci = (coordinator - 1) as usize;
+    nodes[ci].kill();
+    let live = (ci + 1) % 3;
+    wait_until("a new coordinator", Duration::from_secs(60), || {
+        let c = coordinator_of(&nodes[live], "g", GROUP_KEY);
+        (c.0 != 0 || c.1 == coordinator).then(|| format!("{c:?}"))
+    });
+    let live_bootstrap = nodes
+        .iter()
+        .filter(|n| n.is_running())
+        .map(Broker::bootstrap)
+        .collect::<Vec<_>>()
+        .join(",");
+    assert_eq!(
+        py(&live_bootstrap, &["committed", "t", "g"]).trim(),
+        "50",
+        "the commits made with one replica are on the new coordinator"
+    );
 }

@@ -6,9 +6,11 @@
 //!
 //! A reassignment only starts here: the new replicas copy the leader's log as followers
 //! (`crate::replica`), and the ISR change that brings the last one in sync completes it;
-//! a removed replica's node then deletes its copy (`reconcile`). ListPartitionReassignments
-//! shows the ones under way. Partitions not replicated move with `ringlog partition move`
-//! (`crate::partition_move`), not here.
+//! a removed replica's node then deletes its copy (`reconcile`). The target may hold more or
+//! fewer replicas than the partition has (a replication factor change, unless a v1 request
+//! forbids it, KIP-860); a topic not replicated yet becomes one, each partition's owner its
+//! first replica, and its reassigned partition grows from there. ListPartitionReassignments
+//! shows the ones under way.
 
 use std::rc::Rc;
 
@@ -66,7 +68,11 @@ fn target_of(
             "an empty replica list: name the target's brokers, or null to cancel".into(),
         ));
     }
-    let current = m.replica_set(topic, partition);
+    // Where the replicas are now: a partition not replicated has its owner.
+    let current: Vec<Assignment> = match m.replica_set(topic, partition) {
+        Some(r) => r.replicas.clone(),
+        None => m.assignment(topic, partition).into_iter().collect(),
+    };
     let mut target: Vec<Assignment> = Vec::with_capacity(ids.len());
     for id in ids {
         let registration = m
@@ -78,7 +84,8 @@ fn target_of(
         let named_core = crate::brokers::BrokerMap::of_registration(registration)
             .core_of_broker_id(id.0)
             .map(|c| c as u32);
-        let core_index = match (current.and_then(|r| r.replica_on(node)), named_core) {
+        let here = current.iter().find(|a| a.node_id == node);
+        let core_index = match (here, named_core) {
             (_, Some(core)) => core,
             (Some(here), None) => here.core_index,
             (None, None) => crate::cluster::least_loaded_core(m, node, registration.cores, &target),
@@ -111,7 +118,9 @@ pub async fn alter_partition_reassignments(
                 ))
             } else {
                 budget -= 1;
-                reassign_one(state, &name, p.partition_index, p.replicas).await
+                // Before v1 a request may change the replication factor (Kafka's default).
+                let allow_rf_change = version < 1 || req.allow_replication_factor_change;
+                reassign_one(state, &name, p.partition_index, p.replicas, allow_rf_change).await
             };
             let mut r =
                 ReassignablePartitionResponse::default().with_partition_index(p.partition_index);
@@ -140,6 +149,7 @@ async fn reassign_one(
     topic: &str,
     partition: i32,
     replicas: Option<Vec<BrokerId>>,
+    allow_rf_change: bool,
 ) -> Result<(), Refusal> {
     let unknown = || {
         (
@@ -153,13 +163,15 @@ async fn reassign_one(
         Some(ids) => {
             let m = state.meta.borrow();
             let rf = m.replication_factor(topic);
-            if ids.len() != rf {
-                let why = format!(
-                    "{} target replicas for {topic}/{partition}, whose replication factor is {rf}: a reassignment keeps the replication factor (create a topic of the new factor and copy into it)",
-                    ids.len()
-                );
-                // Whether or not the client allows a change (KIP-860), none is made.
-                return Err((codes::INVALID_REPLICATION_FACTOR, why));
+            if ids.len() != rf && !allow_rf_change {
+                // KIP-860: a client may ask that the replication factor stay as it is.
+                return Err((
+                    codes::INVALID_REPLICATION_FACTOR,
+                    format!(
+                        "{} target replicas for {topic}/{partition}, whose replication factor is {rf}, and the request does not allow a replication factor change",
+                        ids.len()
+                    ),
+                ));
             }
             Some(target_of(&m, topic, partition, &ids)?)
         }

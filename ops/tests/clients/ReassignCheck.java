@@ -2,8 +2,8 @@
 // issue #18): alterPartitionReassignments to TARGET (broker ids, the preferred leader
 // first), listPartitionReassignments until it is no longer under way, describeTopics to see
 // the replicas and ISR become the target, then electLeaders(PREFERRED) to hand leadership to
-// the target's first replica. A replication factor change is refused with
-// InvalidReplicationFactorException. Prints "OK leader=<id> replicas=<ids>" at the end.
+// the target's first replica. A replication factor change the options do not allow
+// (KIP-860) is refused with InvalidReplicationFactorException. Prints "OK leader=<id> replicas=<ids>" at the end.
 //
 // usage: ReassignCheck BOOTSTRAP TOPIC TARGET(id,id,...)
 import java.util.ArrayList;
@@ -16,6 +16,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.stream.Collectors;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.AlterPartitionReassignmentsOptions;
 import org.apache.kafka.clients.admin.NewPartitionReassignment;
 import org.apache.kafka.clients.admin.PartitionReassignment;
 import org.apache.kafka.clients.admin.TopicDescription;
@@ -38,12 +39,14 @@ public final class ReassignCheck {
         p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         TopicPartition tp = new TopicPartition(topic, 0);
         try (Admin admin = Admin.create(p)) {
-            Check.step("a replication factor change is refused");
+            Check.step("a replication factor change not allowed is refused");
             List<Integer> longer = new ArrayList<>(target);
             longer.add(target.get(0));
             try {
                 admin.alterPartitionReassignments(
-                        Map.of(tp, Optional.of(new NewPartitionReassignment(longer)))).all().get();
+                        Map.of(tp, Optional.of(new NewPartitionReassignment(longer))),
+                        new AlterPartitionReassignmentsOptions().allowReplicationFactorChange(false))
+                        .all().get();
                 Check.fail("a reassignment to " + longer + " was accepted");
             } catch (ExecutionException e) {
                 Check.check(e.getCause() instanceof InvalidReplicationFactorException,
