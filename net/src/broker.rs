@@ -289,6 +289,58 @@ fn prepare_placement(meta: &MetaHandle, config: &BrokerConfig) -> Result<(), Sta
     Ok(())
 }
 
+/// Deletes the copies of replicas a reassignment took from this node while it was down
+/// (a live node deletes them as the change arrives, `reconcile`): every partition directory
+/// of a replicated topic whose replicas, as the metastore leader confirms them now, leave
+/// this node out. Runs before any core opens a partition; a copy this node is given again
+/// later is copied afresh. Without a confirmed state nothing is deleted (logged). The
+/// confirmed index (0: none), which the cores catch up to before they start.
+fn remove_stray_replicas(meta: &MetaHandle, data_dir: &DataDir, node_id: u64) -> u64 {
+    let (index, state) = match meta.linearizable_read_blocking() {
+        Ok(read) => read,
+        Err(e) => {
+            tracing::warn!(error = %e, "stray replica copies kept: the metastore leader did not confirm the metadata");
+            return 0;
+        }
+    };
+    let topics = data_dir.root().join("topics");
+    let Ok(entries) = std::fs::read_dir(&topics) else {
+        return index;
+    };
+    for topic in entries.filter_map(Result::ok) {
+        let name = topic.file_name().to_string_lossy().into_owned();
+        let Some(parts) = state.replicas.get(&name) else {
+            continue;
+        };
+        let Ok(dirs) = std::fs::read_dir(topic.path()) else {
+            continue;
+        };
+        for dir in dirs.filter_map(Result::ok) {
+            let file_name = dir.file_name().to_string_lossy().into_owned();
+            let Some(p) = file_name
+                .strip_prefix('p')
+                .and_then(|n| n.parse::<usize>().ok())
+            else {
+                continue;
+            };
+            if parts
+                .get(p)
+                .is_some_and(|r| r.replica_on(node_id).is_none())
+            {
+                match std::fs::remove_dir_all(dir.path()) {
+                    Ok(()) => {
+                        tracing::info!(topic = %name, partition = p, "a replica reassigned away while this node was down: its copy is deleted")
+                    }
+                    Err(e) => {
+                        tracing::warn!(topic = %name, partition = p, error = %e, "deleting a reassigned replica's copy")
+                    }
+                }
+            }
+        }
+    }
+    index
+}
+
 /// Runs a broker until a message arrives on `shutdown` (one per core is consumed), then closes
 /// every partition cleanly. `on_ready` is called with the bound address once every core
 /// accepts connections.
@@ -342,6 +394,10 @@ pub fn run(
             return Err(e);
         }
     };
+    let mut joined = joined;
+    if !config.peers.is_empty() {
+        joined.confirmed_index = remove_stray_replicas(&meta, &data_dir, config.node_id);
+    }
     // Dropped when `run` returns: the heartbeat thread stops then.
     let (_heartbeat_stop, heartbeat_stopped) = flume::bounded::<()>(1);
     if !config.peers.is_empty() {

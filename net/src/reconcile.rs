@@ -24,6 +24,9 @@ enum Reconcile {
     Change,
 }
 
+/// The longest a starting core waits to apply what the metastore leader confirmed at the
+/// node's start before it opens partitions anyway (logged).
+const START_CATCH_UP_TIMEOUT_MS: u64 = 30_000;
 /// Bytes read per step while replaying a `__consumer_offsets` partition.
 const OFFSETS_REPLAY_READ_BYTES: usize = 1 << 20;
 
@@ -47,7 +50,31 @@ impl CoreState {
     /// Subscribes to the metastore, opens this core's partitions, then applies every change
     /// as it arrives. Runs for the life of the core.
     pub async fn start_meta_follower(self: &Rc<Self>) -> Result<(), FollowError> {
-        let (index, state, changes) = self.ctx.meta.subscribe().await?;
+        let (mut index, mut state, changes) = self.ctx.meta.subscribe().await?;
+        // A node back from an outage: what it had applied may predate changes made while it
+        // was gone (its replicas moved or led elsewhere); it catches up to what the leader
+        // confirmed at its start before it opens or serves anything.
+        let start_index = self.ctx.start_index;
+        let deadline =
+            std::time::Instant::now() + std::time::Duration::from_millis(START_CATCH_UP_TIMEOUT_MS);
+        while index < start_index {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let next = glommio::timer::timeout(left, async {
+                Ok(crosswake::home_wake(changes.recv_async()).await.ok())
+            })
+            .await;
+            match next {
+                Ok(Some(AppliedChange { log_index, change })) => {
+                    state.apply_change(&change);
+                    index = log_index;
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    tracing::warn!(applied = index, confirmed = start_index, "starting before this core caught up with the metastore (START_CATCH_UP_TIMEOUT_MS)");
+                    break;
+                }
+            }
+        }
         *self.meta.borrow_mut() = state;
         self.index_topic_ids();
         self.reconcile(Reconcile::StartUp).await;

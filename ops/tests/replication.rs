@@ -1613,8 +1613,9 @@ fn shard_move_carries_replicas_between_the_cores_of_their_node() {
 
 /// A replication factor change by reassignment: a topic created with one replica grows to
 /// three (its owner's log copied to two new replicas, which join the ISR) while records keep
-/// coming, then shrinks to two without its first owner, whose copy goes; after the SIGKILL of
-/// the leader's node the last replica leads with every record, once and in order.
+/// coming, then shrinks to two without its first owner while that node is down: back, the
+/// node deletes the copy before it serves. After the SIGKILL of the leader's node the last
+/// replica leads with every record, once and in order.
 #[test]
 fn a_partition_grows_from_one_replica_to_three_and_shrinks_to_two() {
     let mut nodes = cluster(3, 1);
@@ -1649,6 +1650,18 @@ fn a_partition_grows_from_one_replica_to_three_and_shrinks_to_two() {
     let second: Vec<String> = (0..500).map(|i| format!("three-{i:05}")).collect();
     kcat_write_idempotent(&boot, "grow", &second);
 
+    // The first owner goes down, and is reassigned away meanwhile.
+    let oi = (owner - 1) as usize;
+    let ai = (others[0] - 1) as usize;
+    nodes[oi].kill();
+    wait_until(
+        "a remaining replica to lead",
+        Duration::from_secs(60),
+        || {
+            let s = partition_state(&nodes[ai], "grow", 0);
+            (!others.contains(&s.0)).then(|| format!("{s:?}"))
+        },
+    );
     let two = format!("{},{}", others[0], others[1]);
     let (ok, out) = ringlog(&[
         "partition",
@@ -1663,17 +1676,16 @@ fn a_partition_grows_from_one_replica_to_three_and_shrinks_to_two() {
         &admin,
     ]);
     assert!(ok, "{out}");
-    let mut now = replicas_of(&nodes[0], "grow", 0);
+    let mut now = replicas_of(&nodes[ai], "grow", 0);
     now.sort();
     assert_eq!(now, others);
-    let removed = &nodes[(owner - 1) as usize];
-    wait_until(
-        "the first owner's copy to go",
-        Duration::from_secs(30),
-        || {
-            find_partition_dir(removed.data_dir(), "grow")
-                .map(|d| format!("{} is still there", d.display()))
-        },
+    // Back, it deletes the copy it no longer holds before it serves.
+    assert!(find_partition_dir(nodes[oi].data_dir(), "grow").is_some());
+    nodes[oi].restart();
+    assert!(
+        find_partition_dir(nodes[oi].data_dir(), "grow").is_none(),
+        "the copy reassigned away while its node was down is gone: {}",
+        tail(&nodes[oi].stderr_text(), 6000)
     );
     let (leader, _, _) = partition_state(&nodes[0], "grow", 0);
     assert!(
