@@ -1484,6 +1484,9 @@ impl MetaState {
         replicas: &[Vec<Assignment>],
     ) -> Result<Change, Refusal> {
         let rf = self.replication_factor(name);
+        // Replica state, as the topic's other partitions have it (a replicated topic's
+        // partitions may differ in size after reassignments: the first's is the topic's).
+        let replicated = self.replicas.contains_key(name);
         let t = self
             .topics
             .get_mut(name)
@@ -1530,7 +1533,7 @@ impl MetaState {
             new_total,
             assignments,
         };
-        if rf == 1 {
+        if !replicated {
             return Ok(added);
         }
         let sets: Vec<PartitionReplicas> = replicas
@@ -2303,8 +2306,15 @@ impl MetaState {
             if p >= t.partitions as usize {
                 return false;
             }
-            if let Some(l) = r.leader_assignment() {
-                a[p] = l;
+            // The leader's place; with none, the replica of the node it names now (its core
+            // may have moved, `MoveReplicaCore`).
+            match r.leader_assignment() {
+                Some(l) => a[p] = l,
+                None => {
+                    if let Some(here) = r.replica_on(a[p].node_id) {
+                        a[p] = here;
+                    }
+                }
             }
             if p < set.len() {
                 set[p] = r.clone();

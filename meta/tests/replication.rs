@@ -626,4 +626,28 @@ fn a_reassignment_changes_the_replication_factor() {
         (vec![a(3, 0), a(2, 0)], vec![3, 2], Some(3), 1)
     );
     s.check_invariants().unwrap();
+    // Down to one replica: partitions added later to the (replicated) topic get replica
+    // state too.
+    reassign(&mut s, "u", Some(vec![a(2, 0)])).unwrap();
+    assert_eq!(s.replication_factor("u"), 1);
+    s.apply(&Command::AddPartitions {
+        name: "u".into(),
+        new_total: 3,
+        assignments: vec![a(1, 0)],
+    })
+    .unwrap();
+    assert_eq!(s.replica_set("u", 2).unwrap().replicas, vec![a(1, 0)]);
+    s.check_invariants().unwrap();
+    // A core move of a leaderless partition's replica keeps clients' route on a replica.
+    fence(&mut s, 2).unwrap();
+    assert_eq!(s.replica_set("u", 0).unwrap().leader, None);
+    s.apply(&Command::MoveReplicaCore {
+        name: "u".into(),
+        partition: 0,
+        node_id: 2,
+        core_index: 1,
+    })
+    .unwrap();
+    assert_eq!(s.assignment("u", 0), Some(a(2, 1)));
+    s.check_invariants().unwrap();
 }

@@ -289,23 +289,48 @@ fn prepare_placement(meta: &MetaHandle, config: &BrokerConfig) -> Result<(), Sta
     Ok(())
 }
 
-/// Deletes the copies of replicas a reassignment took from this node while it was down
-/// (a live node deletes them as the change arrives, `reconcile`): every partition directory
-/// of a replicated topic whose replicas, as the metastore leader confirms them now, leave
-/// this node out. Runs before any core opens a partition; a copy this node is given again
-/// later is copied afresh. Without a confirmed state nothing is deleted (logged). The
-/// confirmed index (0: none), which the cores catch up to before they start.
-fn remove_stray_replicas(meta: &MetaHandle, data_dir: &DataDir, node_id: u64) -> u64 {
+/// The longest a starting node waits for its metastore to apply what the leader confirmed
+/// (`catch_up_and_remove_stray_replicas`) before it starts anyway (logged).
+const START_CATCH_UP_TIMEOUT_MS: u64 = 30_000;
+/// How often it looks meanwhile.
+const START_CATCH_UP_POLL_MS: u64 = 10;
+
+/// A node back from an outage: its metastore first applies what the leader confirms now
+/// (what it had applied may predate changes made while it was gone: its replicas moved or
+/// led elsewhere), so its cores start from that and never open, lead or serve a partition
+/// by the placement it had before. Then it deletes the copies of replicas a reassignment
+/// took from it meanwhile (a live node deletes them as the change arrives, `reconcile`):
+/// every partition directory of a replicated topic whose replicas leave this node out. Runs
+/// before any core opens a partition; a copy this node is given again later is copied
+/// afresh. Without a confirmed state, or past `START_CATCH_UP_TIMEOUT_MS`, nothing is
+/// deleted (logged).
+fn catch_up_and_remove_stray_replicas(meta: &MetaHandle, data_dir: &DataDir, node_id: u64) {
     let (index, state) = match meta.linearizable_read_blocking() {
         Ok(read) => read,
         Err(e) => {
-            tracing::warn!(error = %e, "stray replica copies kept: the metastore leader did not confirm the metadata");
-            return 0;
+            tracing::warn!(error = %e, "starting on this node's own metadata: the metastore leader did not confirm it (stray replica copies kept)");
+            return;
         }
     };
+    let deadline = std::time::Instant::now() + Duration::from_millis(START_CATCH_UP_TIMEOUT_MS);
+    loop {
+        let applied = meta
+            .status_blocking()
+            .ok()
+            .and_then(|s| s.last_applied_index)
+            .unwrap_or(0);
+        if applied >= index {
+            break;
+        }
+        if std::time::Instant::now() >= deadline {
+            tracing::warn!(applied, confirmed = index, "starting before this node's metastore applied what the leader confirmed (START_CATCH_UP_TIMEOUT_MS; stray replica copies kept)");
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(START_CATCH_UP_POLL_MS));
+    }
     let topics = data_dir.root().join("topics");
     let Ok(entries) = std::fs::read_dir(&topics) else {
-        return index;
+        return;
     };
     for topic in entries.filter_map(Result::ok) {
         let name = topic.file_name().to_string_lossy().into_owned();
@@ -338,7 +363,6 @@ fn remove_stray_replicas(meta: &MetaHandle, data_dir: &DataDir, node_id: u64) ->
             }
         }
     }
-    index
 }
 
 /// Runs a broker until a message arrives on `shutdown` (one per core is consumed), then closes
@@ -394,9 +418,8 @@ pub fn run(
             return Err(e);
         }
     };
-    let mut joined = joined;
     if !config.peers.is_empty() {
-        joined.confirmed_index = remove_stray_replicas(&meta, &data_dir, config.node_id);
+        catch_up_and_remove_stray_replicas(&meta, &data_dir, config.node_id);
     }
     // Dropped when `run` returns: the heartbeat thread stops then.
     let (_heartbeat_stop, heartbeat_stopped) = flume::bounded::<()>(1);

@@ -77,10 +77,6 @@ pub struct Joined {
     pub incarnation: u64,
     /// This start's producer ids, unique in the cluster.
     pub producer_ids: std::ops::Range<i64>,
-    /// A metastore index the leader confirmed after this node registered (0: none): each
-    /// core applies at least this much before it opens or serves anything, so a node back
-    /// from an outage never acts on the placement it had before it (`reconcile`).
-    pub confirmed_index: u64,
 }
 
 /// Joins the cluster (the embedded metastore when single): agrees on the cluster id
@@ -99,7 +95,6 @@ pub fn join(
     let producer_ids = allocate_producer_ids(meta, config.node_id)
         .map_err(|e| ("taking a block of producer ids", e))?;
     Ok(Joined {
-        confirmed_index: 0,
         cluster_id,
         incarnation,
         producer_ids,

@@ -39,9 +39,6 @@ pub struct BrokerContext {
     pub brokers: crate::brokers::BrokerMap,
     /// What each core applied of the metastore, for other nodes' `WaitApplied`.
     pub applied: meta::node::AppliedWatermark,
-    /// The metastore index each core catches up to before its first reconcile
-    /// (`cluster::Joined::confirmed_index`).
-    pub start_index: u64,
 }
 
 impl BrokerContext {
@@ -64,7 +61,6 @@ impl BrokerContext {
         Self {
             meta,
             data_dir,
-            start_index: joined.confirmed_index,
             next_producer_id: AtomicI64::new(joined.producer_ids.start),
             producer_ids_end: joined.producer_ids.end,
             cluster_id: joined.cluster_id,

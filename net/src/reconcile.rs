@@ -24,9 +24,6 @@ enum Reconcile {
     Change,
 }
 
-/// The longest a starting core waits to apply what the metastore leader confirmed at the
-/// node's start before it opens partitions anyway (logged).
-const START_CATCH_UP_TIMEOUT_MS: u64 = 30_000;
 /// Bytes read per step while replaying a `__consumer_offsets` partition.
 const OFFSETS_REPLAY_READ_BYTES: usize = 1 << 20;
 
@@ -50,31 +47,7 @@ impl CoreState {
     /// Subscribes to the metastore, opens this core's partitions, then applies every change
     /// as it arrives. Runs for the life of the core.
     pub async fn start_meta_follower(self: &Rc<Self>) -> Result<(), FollowError> {
-        let (mut index, mut state, changes) = self.ctx.meta.subscribe().await?;
-        // A node back from an outage: what it had applied may predate changes made while it
-        // was gone (its replicas moved or led elsewhere); it catches up to what the leader
-        // confirmed at its start before it opens or serves anything.
-        let start_index = self.ctx.start_index;
-        let deadline =
-            std::time::Instant::now() + std::time::Duration::from_millis(START_CATCH_UP_TIMEOUT_MS);
-        while index < start_index {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            let next = glommio::timer::timeout(left, async {
-                Ok(crosswake::home_wake(changes.recv_async()).await.ok())
-            })
-            .await;
-            match next {
-                Ok(Some(AppliedChange { log_index, change })) => {
-                    state.apply_change(&change);
-                    index = log_index;
-                }
-                Ok(None) => break,
-                Err(_) => {
-                    tracing::warn!(applied = index, confirmed = start_index, "starting before this core caught up with the metastore (START_CATCH_UP_TIMEOUT_MS)");
-                    break;
-                }
-            }
-        }
+        let (index, state, changes) = self.ctx.meta.subscribe().await?;
         *self.meta.borrow_mut() = state;
         self.index_topic_ids();
         self.reconcile(Reconcile::StartUp).await;
@@ -462,9 +435,16 @@ impl CoreState {
     }
 
     /// Undoes `release_partition` when the move could not be recorded.
-    pub async fn resume_partition(&self, topic: &str, index: u32) {
-        self.moving.borrow_mut().remove(&(topic.to_string(), index));
+    pub async fn resume_partition(self: &Rc<Self>, topic: &str, index: u32) {
+        let key = (topic.to_string(), index);
+        self.moving.borrow_mut().remove(&key);
         self.reconcile(Reconcile::Change).await;
+        // A replica's role starts over on the reopened log (a leader starts its epoch on it
+        // again: the log it reopened knows none).
+        if self.meta.borrow().replica_set(topic, index).is_some() {
+            self.replicas.borrow_mut().map.remove(&key);
+            self.reconcile_replicas();
+        }
     }
 
     /// Closes every partition cleanly (flush, sync, clean-shutdown marker); those never opened

@@ -671,8 +671,9 @@ impl CoreState {
 
     /// A follower core's fetch of several partitions this core leads (`ReplicaFetchMany`):
     /// each answered as [`Self::serve_fetch_now`] does, in order, within `max_bytes` in all
-    /// (the partitions past it are `Skipped`); when none has records or anything else to
-    /// say, waits up to `max_wait_ms` for records past any fetch offset, then answers again.
+    /// (the partitions past it are `Skipped`); when none has records or a cut to make (a
+    /// refusal waits too), waits up to `max_wait_ms` for records past any fetch offset, then
+    /// answers again.
     pub(crate) async fn serve_fetch_many(
         self: &Rc<Self>,
         node: u64,
@@ -694,12 +695,26 @@ impl CoreState {
                 let a = self
                     .serve_fetch_now(node, part, budget.min(part.max_bytes as usize))
                     .await;
+                // Records, or a cut the follower must make, end the wait; a refusal (no
+                // leader yet, not served here) does not, so a follower never spins on it.
                 match &a {
-                    ReplicaFetchAnswer::Records { bytes, .. } => {
-                        budget = budget.saturating_sub(bytes.len());
+                    ReplicaFetchAnswer::Records {
+                        bytes,
+                        cursor_files,
+                        ..
+                    } => {
+                        // The cursor files it carries count too.
+                        let carried: usize = cursor_files
+                            .iter()
+                            .map(|(child, file)| child.len() + file.len())
+                            .sum::<usize>()
+                            + bytes.len();
+                        budget = budget.saturating_sub(carried);
                         news |= !bytes.is_empty();
                     }
-                    _ => news = true,
+                    ReplicaFetchAnswer::Diverging { .. }
+                    | ReplicaFetchAnswer::BelowLogStart { .. } => news = true,
+                    _ => {}
                 }
                 answers.push(a);
             }

@@ -73,14 +73,22 @@ impl CoreState {
         handed_back
     }
 
-    /// Hands `key` back to its follower task (and out of `leader`'s fetcher).
-    fn hand_back(&self, leader: Assignment, key: &PartitionKey, why: HandBack) {
-        let member = self
-            .replicas
-            .borrow_mut()
-            .fetchers
-            .get_mut(&leader)
-            .and_then(|f| f.members.remove(key));
+    /// Hands `key` (its member of `generation`) back to its follower task, and out of
+    /// `leader`'s fetcher; a member of a newer role stays.
+    fn hand_back(&self, leader: Assignment, key: &PartitionKey, generation: u64, why: HandBack) {
+        let member = {
+            let mut reps = self.replicas.borrow_mut();
+            let Some(f) = reps.fetchers.get_mut(&leader) else {
+                return;
+            };
+            if f.members
+                .get(key)
+                .is_none_or(|m| m.generation != generation)
+            {
+                return;
+            }
+            f.members.remove(key)
+        };
         if let Some(m) = member {
             let _ = m.back.try_send(why);
         }
@@ -118,14 +126,14 @@ impl CoreState {
             {
                 match self.partition_if_open(&key.0, key.1) {
                     Some(part) => picked.push((key.clone(), m.generation, m.epoch, part)),
-                    None => closed.push(key.clone()),
+                    None => closed.push((key.clone(), m.generation)),
                 }
             }
             (picked, start)
         };
         let (picked, start) = picked;
-        for key in closed {
-            self.hand_back(leader, &key, HandBack::Truncate);
+        for (key, generation) in closed {
+            self.hand_back(leader, &key, generation, HandBack::Truncate);
         }
         let (inflight, parts): (Vec<InFlight>, Vec<ReplicaFetchPartition>) = picked
             .into_iter()
@@ -246,17 +254,23 @@ impl CoreState {
             ReplicaFetchAnswer::Skipped => return,
             ReplicaFetchAnswer::Diverging { leader_end } => {
                 tracing::info!(topic = %key.0, partition = key.1, leader_end, "follower past the leader's end; truncating again");
-                return self.hand_back(leader, &key, HandBack::Truncate);
+                return self.hand_back(leader, &key, generation, HandBack::Truncate);
             }
             ReplicaFetchAnswer::BelowLogStart { log_start } => {
                 tracing::warn!(topic = %key.0, partition = key.1, log_start, follower_end = p.log().durable_end(), "the leader's log starts past this follower's end: starting the replica over there");
-                return self.hand_back(leader, &key, HandBack::RestartAt(log_start));
+                return self.hand_back(leader, &key, generation, HandBack::RestartAt(log_start));
             }
             refused => {
                 tracing::debug!(topic = %key.0, partition = key.1, answer = ?refused, "follower fetch refused");
                 return;
             }
         };
+        // An answer for a role that ended is dropped before the lock: a newer role's task may
+        // hold it for long (its truncation asks the new leader), and the whole fetcher would
+        // wait on it.
+        if !self.current(&key, generation) {
+            return;
+        }
         let lock = self.role_lock(&key);
         let Ok(_held) = lock.acquire_permit(1).await else {
             return;
@@ -269,12 +283,12 @@ impl CoreState {
             .partition_if_open(&key.0, key.1)
             .is_some_and(|q| Rc::ptr_eq(&q, &p))
         {
-            return self.hand_back(leader, &key, HandBack::Truncate);
+            return self.hand_back(leader, &key, generation, HandBack::Truncate);
         }
         if !bytes.is_empty() {
             if let Err(e) = p.append_replica(&bytes).await {
                 tracing::warn!(topic = %key.0, partition = key.1, error = %e, "follower append failed; truncating again");
-                return self.hand_back(leader, &key, HandBack::Truncate);
+                return self.hand_back(leader, &key, generation, HandBack::Truncate);
             }
         }
         p.log()

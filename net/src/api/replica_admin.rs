@@ -162,7 +162,23 @@ async fn reassign_one(
         None => None,
         Some(ids) => {
             let m = state.meta.borrow();
-            let rf = m.replication_factor(topic);
+            if m.topic(topic).is_none_or(|t| partition >= t.partitions) {
+                return Err(unknown());
+            }
+            if ids.len() > meta::replication::MAX_REPLICATION_FACTOR {
+                return Err((
+                    codes::INVALID_REPLICA_ASSIGNMENT,
+                    format!(
+                        "{} target replicas: at most {}",
+                        ids.len(),
+                        meta::replication::MAX_REPLICATION_FACTOR
+                    ),
+                ));
+            }
+            // This partition's replicas (those a reassignment under way moves to).
+            let rf = m
+                .replica_set(topic, partition)
+                .map_or(1, |r| r.target().len());
             if ids.len() != rf && !allow_rf_change {
                 // KIP-860: a client may ask that the replication factor stay as it is.
                 return Err((
