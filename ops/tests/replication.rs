@@ -383,6 +383,37 @@ fn coordinator_of(node: &Broker, key: &str, key_type: i8) -> (i16, i32) {
     (r.error_code, r.node_id.0)
 }
 
+/// `compaction.py ACTION BOOTSTRAP ARGS...` (the group offsets helper): its output.
+fn offsets_py(bootstrap: &str, args: &[&str]) -> String {
+    let mut a = vec![args[0], bootstrap];
+    a.extend_from_slice(&args[1..]);
+    run_python("compaction.py", &a, &[], Duration::from_secs(120))
+}
+
+/// SIGKILLs the node of group `group`'s coordinator (broker `coordinator`) and waits for
+/// another to coordinate it: (the killed node's index, a live node's index, the live nodes'
+/// bootstrap).
+fn kill_group_coordinator(
+    nodes: &mut [Broker],
+    group: &str,
+    coordinator: i32,
+) -> (usize, usize, String) {
+    let ci = (coordinator - 1) as usize;
+    nodes[ci].kill();
+    let live = (ci + 1) % nodes.len();
+    wait_until("a new coordinator", Duration::from_secs(60), || {
+        let c = coordinator_of(&nodes[live], group, GROUP_KEY);
+        (c.0 != 0 || c.1 == coordinator).then(|| format!("{c:?}"))
+    });
+    let live_bootstrap = nodes
+        .iter()
+        .filter(|n| n.is_running())
+        .map(Broker::bootstrap)
+        .collect::<Vec<_>>()
+        .join(",");
+    (ci, live, live_bootstrap)
+}
+
 /// The groups' coordinator fails over: `__consumer_offsets` has three replicas per partition
 /// on three nodes (`offsets.topic.replication.factor` 3), and a commit is acknowledged once
 /// every in-sync replica has it. After the SIGKILL of the coordinator's node every
@@ -394,11 +425,7 @@ fn a_groups_offsets_survive_the_sigkill_of_its_coordinators_node() {
     create_replicated(&nodes[0], "t", &["min.insync.replicas=2"]);
     wait_fully_in_sync(&nodes[0], "t", 0, Duration::from_secs(30));
     assert_three_replicas(&nodes[0], "__consumer_offsets");
-    let py = |bootstrap: &str, args: &[&str]| {
-        let mut a = vec![args[0], bootstrap];
-        a.extend_from_slice(&args[1..]);
-        run_python("compaction.py", &a, &[], Duration::from_secs(120))
-    };
+    let py = offsets_py;
     let mut first = (0, 0);
     wait_until(
         "a coordinator for the group",
@@ -415,19 +442,7 @@ fn a_groups_offsets_survive_the_sigkill_of_its_coordinators_node() {
         "50"
     );
 
-    let vi = (old - 1) as usize;
-    nodes[vi].kill();
-    let live = (vi + 1) % 3;
-    wait_until("a new coordinator", Duration::from_secs(60), || {
-        let c = coordinator_of(&nodes[live], "g", GROUP_KEY);
-        (c.0 != 0 || c.1 == old).then(|| format!("{c:?}"))
-    });
-    let live_bootstrap = nodes
-        .iter()
-        .filter(|n| n.is_running())
-        .map(Broker::bootstrap)
-        .collect::<Vec<_>>()
-        .join(",");
+    let (vi, live, live_bootstrap) = kill_group_coordinator(&mut nodes, "g", old);
     assert_eq!(
         py(&live_bootstrap, &["committed", "t", "g"]).trim(),
         "50",
@@ -1721,11 +1736,7 @@ fn offsets_of_a_single_replica_offsets_topic_survive_a_failover_once_reassigned_
     });
     create_replicated(&nodes[0], "t", &[]);
     wait_fully_in_sync(&nodes[0], "t", 0, Duration::from_secs(30));
-    let py = |bootstrap: &str, args: &[&str]| {
-        let mut a = vec![args[0], bootstrap];
-        a.extend_from_slice(&args[1..]);
-        run_python("compaction.py", &a, &[], Duration::from_secs(120))
-    };
+    let py = offsets_py;
     py(&bootstrap(&nodes), &["commit-many", "t", "g", "50"]);
     let offsets = metadata(&nodes[0], "__consumer_offsets");
     let parts = &offsets.topics[0].partitions;
@@ -1763,19 +1774,7 @@ fn offsets_of_a_single_replica_offsets_topic_survive_a_failover_once_reassigned_
 
     let (code, coordinator) = coordinator_of(&nodes[0], "g", GROUP_KEY);
     assert_eq!(code, 0);
-    let ci = (coordinator - 1) as usize;
-    nodes[ci].kill();
-    let live = (ci + 1) % 3;
-    wait_until("a new coordinator", Duration::from_secs(60), || {
-        let c = coordinator_of(&nodes[live], "g", GROUP_KEY);
-        (c.0 != 0 || c.1 == coordinator).then(|| format!("{c:?}"))
-    });
-    let live_bootstrap = nodes
-        .iter()
-        .filter(|n| n.is_running())
-        .map(Broker::bootstrap)
-        .collect::<Vec<_>>()
-        .join(",");
+    let (_, _, live_bootstrap) = kill_group_coordinator(&mut nodes, "g", coordinator);
     assert_eq!(
         py(&live_bootstrap, &["committed", "t", "g"]).trim(),
         "50",
