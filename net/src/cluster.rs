@@ -114,11 +114,12 @@ fn agree_cluster_id(meta: &MetaHandle, local: String) -> Result<String, MetaErro
         "cluster id",
         Command::SetClusterId { id: local.clone() },
     ) {
-        Ok(_) | Err(MetaError::Refused(meta::Refusal::ClusterIdSet { .. })) => {}
-        Err(e) => return Err(e),
+        Ok(_) => Ok(local),
+        // Another node set it first: the refusal names it (this node's own copy of the
+        // state may not have it yet).
+        Err(MetaError::Refused(meta::Refusal::ClusterIdSet { id })) => Ok(id),
+        Err(e) => Err(e),
     }
-    let (_, state) = meta.read_blocking()?;
-    Ok(state.cluster_id.unwrap_or(local))
 }
 
 /// Registers this node as a broker (its endpoints as `brokers` advertises them) under a
