@@ -526,13 +526,15 @@ impl Partition {
     }
 
     /// Appends a control batch of no producer (producer id, epoch and sequence -1) with one
-    /// record of `control_type` and `value`, durable before it returns (a barrier marker,
-    /// seed 003). Returns its offset. It changes no producer or transaction state; the end
-    /// markers of transactions go through `write_marker`.
+    /// record of `control_type` and `value`, timestamped `timestamp_ms`, durable before it
+    /// returns (a barrier marker, seed 003: its cut's trigger time). Returns its offset. It
+    /// changes no producer or transaction state; the end markers of transactions go through
+    /// `write_marker`.
     pub async fn write_control_record(
         &self,
         control_type: i16,
         value: Vec<u8>,
+        timestamp_ms: i64,
     ) -> Result<u64, PartitionError> {
         assert!(
             ![MarkerKind::Abort, MarkerKind::Commit]
@@ -544,7 +546,7 @@ impl Partition {
             txn::ControlProducer::None,
             control_type,
             value,
-            self.log.now_ms(),
+            timestamp_ms,
         );
         let valid = self.own_batch(&bytes)?;
         let admitted = self

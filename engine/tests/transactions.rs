@@ -506,7 +506,7 @@ fn a_control_record_of_no_producer_changes_no_transaction_and_survives_reopen() 
         p.begin_transaction(5, 0).unwrap();
         produce(&p, &txn_batch(5, 0, 0, 2)).await.unwrap();
         let at = p
-            .write_control_record(1000, b"barrier".to_vec())
+            .write_control_record(1000, b"barrier".to_vec(), 1_724_500_000_000)
             .await
             .unwrap();
         assert_eq!(at, 2);

@@ -365,31 +365,33 @@ pub fn barrier_frames() -> Vec<Vec<u8>> {
     use net::barrier::wire::*;
     let requests = [
         BarrierRequest::Alter(AlterBarrierGroupsRequest {
+            // A delete of a group that is not there: answered without touching the
+            // metastore (a define would create the 50 partitions of __barrier_state).
             groups: vec![GroupAlteration {
                 name: "fuzz-group".into(),
-                delete: false,
                 topics: vec!["fuzz".into()],
                 interval_ms: 60_000,
                 retained_cuts: 3,
+                delete: true,
             }],
-            validate_only: true,
         }),
         BarrierRequest::Describe(DescribeBarrierGroupsRequest {
-            groups: Some(vec!["fuzz-group".into()]),
+            groups: vec!["fuzz-group".into()],
         }),
         BarrierRequest::Trigger(TriggerBarrierRequest {
             group: "fuzz-group".into(),
-            wait_ms: 0,
+            timeout_ms: 0,
         }),
         BarrierRequest::List(ListBarrierCutsRequest {
             group: "fuzz-group".into(),
-            min_epoch: 0,
+            from_epoch: 0,
+            max_results: -1,
         }),
         BarrierRequest::WriteMarkers(WriteBarrierMarkersRequest {
             group: "fuzz-group".into(),
             epoch: 1,
             triggered_at_ms: 1,
-            topics: vec![("fuzz".into(), vec![0])],
+            topics: vec![("fuzz".into(), vec![(0, 0)])],
         }),
     ];
     requests

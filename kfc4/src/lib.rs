@@ -17,14 +17,19 @@
 //! Values, by kind (a record with a null value is a tombstone of its key):
 //!
 //! ```text
-//! 0 group:           version i16 = 0 | interval_ms i64 | retained_cuts i32 | topics [str16]
-//! 1 injection start: version i16 = 0 | triggered_at i64
-//!                    | targets [topic str16 | partitions [partition i32 | start_offset i64]]
+//! 0 group:           version i16 = 0 | topics [str16] | interval_ms i64 (-1: no periodic
+//!                    injection) | retained_cuts i32 | last_epoch i64
+//! 1 injection start: version i16 = 0 | coordinator_epoch i32 | triggered_at i64
+//!                    | targets [topic str16 | partition_count i32]
 //! 2 cut:             version i16 = 0 | triggered_at i64 | completed_at i64
 //!                    | status i8 (0 complete, 1 partial)
 //!                    | topics [topic str16 | partitions [partition i32 | offset i64]]
 //!                    | missing [topic str16 | partition i32]
 //! ```
+//!
+//! ringlog builds before these layouts wrote the group and injection-start values in a layout
+//! of their own; [`legacy`] reads them, so that a data directory written then keeps its
+//! groups and cuts.
 //!
 //! # Markers
 //!
@@ -52,6 +57,7 @@ use std::fmt;
 
 use bytes::BufMut;
 
+pub mod legacy;
 pub mod reader;
 
 use reader::ErrorContext;
@@ -72,6 +78,9 @@ pub const GROUP_RECORD_EPOCH: i64 = -1;
 pub const BARRIER_CONTROL_TYPE: i16 = 1000;
 /// The version of the snapshot container.
 pub const SNAPSHOT_VERSION: u32 = 1;
+/// The `interval_ms` a group record carries for a group with no periodic injection (a
+/// decoder reads any negative interval so).
+pub const INTERVAL_OFF_MS: i64 = -1;
 
 /// The length written for a string that `i16` cannot describe (refused by every decoder).
 const UNREPRESENTABLE_STR16_LEN: i16 = i16::MIN;
@@ -85,6 +94,8 @@ const TOPIC_PARTITIONS_MIN_BYTES: usize = 2 + 4;
 const PARTITION_OFFSET_BYTES: usize = 4 + 8;
 /// The fewest bytes of one `topic str16 | partition i32` element.
 const TOPIC_PARTITION_MIN_BYTES: usize = 2 + 4;
+/// The bytes of one `topic str16 | partition_count i32` target, past its name.
+const TARGET_MIN_BYTES: usize = 2 + 4;
 /// The fewest bytes of one snapshot entry (its two lengths).
 const SNAPSHOT_ENTRY_MIN_BYTES: usize = 4 + 4;
 
@@ -247,22 +258,29 @@ impl StateKey {
 /// The value of a group record: the group's definition.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct GroupValue {
-    /// How often the group is triggered, in milliseconds.
-    pub interval_ms: i64,
+    /// The topics every cut covers, in definition order.
+    pub topics: Vec<String>,
+    /// How often the group is triggered, in milliseconds; `None`: no periodic injection
+    /// (written as [`INTERVAL_OFF_MS`]).
+    pub interval_ms: Option<i64>,
     /// How many published cuts are kept.
     pub retained_cuts: i32,
-    /// The topics every cut covers.
-    pub topics: Vec<String>,
+    /// The epoch of the last published cut (complete or partial), 0 for none.
+    pub last_epoch: i64,
 }
 
-/// The value of an injection-start record: an epoch allocated and its frozen targets.
+/// The value of an injection-start record: an epoch allocated and its frozen targets,
+/// written before any of its markers.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct InjectionStart {
-    /// When the injection was triggered (ms since the epoch).
+    /// The leader epoch of the group's `__barrier_state` partition when the injection
+    /// started (a coordinator of a later epoch finishes it).
+    pub coordinator_epoch: i32,
+    /// When the injection was triggered (ms since the epoch): also the timestamp of every
+    /// marker it writes.
     pub triggered_at_ms: i64,
-    /// Per topic, `(partition, start_offset)`: the partition's high watermark when the
-    /// target set was frozen (the marker is at or after it).
-    pub targets: Vec<(String, Vec<(i32, i64)>)>,
+    /// The frozen targets: each topic with its partition count (partitions `0..count`).
+    pub targets: Vec<(String, i32)>,
 }
 
 /// A published cut (the value of a cut record, with the epoch of its key).
@@ -282,7 +300,7 @@ pub struct Cut {
     pub missing: Vec<(String, i32)>,
 }
 
-/// Per topic, `(partition, offset)` pairs: [`Cut::offsets`] and [`InjectionStart::targets`].
+/// Per topic, `(partition, offset)` pairs: [`Cut::offsets`].
 pub type TopicOffsets = Vec<(String, Vec<(i32, i64)>)>;
 
 /// One decoded `__barrier_state` record; a `None` value is a tombstone.
@@ -377,29 +395,32 @@ pub fn decode_key(bytes: &[u8]) -> Result<StateKey, FormatError> {
 pub fn encode_group_value(value: &GroupValue) -> Vec<u8> {
     let mut out = Vec::new();
     out.put_i16(BARRIER_RECORD_VERSION);
-    out.put_i64(value.interval_ms);
-    out.put_i32(value.retained_cuts);
     put_count(&mut out, value.topics.len());
     for topic in &value.topics {
         put_str16(&mut out, topic);
     }
+    out.put_i64(value.interval_ms.unwrap_or(INTERVAL_OFF_MS));
+    out.put_i32(value.retained_cuts);
+    out.put_i64(value.last_epoch);
     out
 }
 
-/// Decodes a group record's value.
+/// Decodes a group record's value (a negative interval is "no periodic injection").
 pub fn decode_group_value(bytes: &[u8]) -> Result<GroupValue, FormatError> {
     let mut r = Reader::new("group value", bytes);
     r.version("version")?;
-    let interval_ms = r.i64("interval_ms")?;
-    let retained_cuts = r.i32("retained_cuts")?;
     let topics = r.array("topics", STR16_MIN_BYTES, |r| {
         r.str16("topics[]", MAX_TOPIC_NAME_BYTES)
     })?;
+    let interval_ms = Some(r.i64("interval_ms")?).filter(|ms| *ms >= 0);
+    let retained_cuts = r.i32("retained_cuts")?;
+    let last_epoch = r.i64("last_epoch")?;
     r.finish()?;
     Ok(GroupValue {
+        topics,
         interval_ms,
         retained_cuts,
-        topics,
+        last_epoch,
     })
 }
 
@@ -407,8 +428,13 @@ pub fn decode_group_value(bytes: &[u8]) -> Result<GroupValue, FormatError> {
 pub fn encode_injection_start(value: &InjectionStart) -> Vec<u8> {
     let mut out = Vec::new();
     out.put_i16(BARRIER_RECORD_VERSION);
+    out.put_i32(value.coordinator_epoch);
     out.put_i64(value.triggered_at_ms);
-    put_topic_offsets(&mut out, &value.targets);
+    put_count(&mut out, value.targets.len());
+    for (topic, partition_count) in &value.targets {
+        put_str16(&mut out, topic);
+        out.put_i32(*partition_count);
+    }
     out
 }
 
@@ -416,10 +442,15 @@ pub fn encode_injection_start(value: &InjectionStart) -> Vec<u8> {
 pub fn decode_injection_start(bytes: &[u8]) -> Result<InjectionStart, FormatError> {
     let mut r = Reader::new("injection-start value", bytes);
     r.version("version")?;
+    let coordinator_epoch = r.i32("coordinator_epoch")?;
     let triggered_at_ms = r.i64("triggered_at")?;
-    let targets = r.topic_offsets("targets")?;
+    let targets = r.array("targets", TARGET_MIN_BYTES, |r| {
+        let topic = r.str16("targets[].topic", MAX_TOPIC_NAME_BYTES)?;
+        Ok((topic, r.i32("targets[].partition_count")?))
+    })?;
     r.finish()?;
     Ok(InjectionStart {
+        coordinator_epoch,
         triggered_at_ms,
         targets,
     })
@@ -809,25 +840,27 @@ mod tests {
             })
         );
 
-        // The group record of "g2".
+        // The group record of "g2" (krabka's sample group, with one more topic).
         let group_key: Vec<u8> = vec![
             0x00, 0x00, // version 0
             0x00, 0x00, // kind 0 (group)
             0x00, 0x02, b'g', b'2', // group "g2"
             0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, // epoch -1
         ];
-        let group_value: Vec<u8> = vec![
-            0x00, 0x00, // version 0
-            0, 0, 0, 0, 0, 0, 0xea, 0x60, // interval_ms 60000
-            0, 0, 0, 3, // retained_cuts 3
-            0, 0, 0, 2, // topics: 2
-            0x00, 0x01, b'a', // "a"
-            0x00, 0x02, b'b', b'b', // "bb"
-        ];
+        let group_value = hex(concat!(
+            "0000",                 // version 0
+            "00000002",             // topics: 2
+            "00066f7264657273",     // "orders"
+            "00087061796d656e7473", // "payments"
+            "000000000000ea60",     // interval_ms 60000
+            "00000020",             // retained_cuts 32
+            "0000000000000007",     // last_epoch 7
+        ));
         let group = GroupValue {
-            interval_ms: 60_000,
-            retained_cuts: 3,
-            topics: vec!["a".into(), "bb".into()],
+            topics: vec!["orders".into(), "payments".into()],
+            interval_ms: Some(60_000),
+            retained_cuts: 32,
+            last_epoch: 7,
         };
         assert_eq!(encode_key(&StateKey::group("g2")), group_key);
         assert_eq!(encode_group_value(&group), group_value);
@@ -838,28 +871,41 @@ mod tests {
                 value: Some(group),
             })
         );
+        // No periodic injection: -1 on the wire; any negative interval reads so.
+        let off = GroupValue {
+            topics: vec!["orders".into()],
+            interval_ms: None,
+            retained_cuts: 4,
+            last_epoch: 0,
+        };
+        let off_bytes = hex("00000000000100066f7264657273ffffffffffffffff000000040000000000000000");
+        assert_eq!(encode_group_value(&off), off_bytes);
+        assert_eq!(decode_group_value(&off_bytes), Ok(off.clone()));
+        let mut minus_two = off_bytes.clone();
+        minus_two[21] = 0xfe;
+        assert_eq!(decode_group_value(&minus_two), Ok(off));
 
-        // The injection-start record of "g2", epoch 12.
+        // The injection-start record of "g2", epoch 12 (krabka's sample injection start).
         let start_key: Vec<u8> = vec![
             0x00, 0x00, // version 0
             0x00, 0x01, // kind 1 (injection start)
             0x00, 0x02, b'g', b'2', // group "g2"
             0, 0, 0, 0, 0, 0, 0, 12, // epoch 12
         ];
-        let start_value: Vec<u8> = vec![
-            0x00, 0x00, // version 0
-            0, 0, 0, 0, 0, 0, 0x03, 0xe8, // triggered_at 1000
-            0, 0, 0, 2, // targets: 2
-            0x00, 0x01, b'a', // topic "a"
-            0, 0, 0, 2, // partitions: 2
-            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, // partition 0, start_offset 4
-            0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 6, // partition 1, start_offset 6
-            0x00, 0x02, b'b', b'b', // topic "bb"
-            0, 0, 0, 0, // partitions: 0
-        ];
+        let start_value = hex(concat!(
+            "0000",             // version 0
+            "00000004",         // coordinator_epoch 4
+            "000001918435bd00", // triggered_at 1724500000000
+            "00000002",         // targets: 2
+            "00066f7264657273",
+            "00000003", // "orders", 3 partitions
+            "00087061796d656e7473",
+            "00000001", // "payments", 1 partition
+        ));
         let start = InjectionStart {
-            triggered_at_ms: 1000,
-            targets: vec![("a".into(), vec![(0, 4), (1, 6)]), ("bb".into(), vec![])],
+            coordinator_epoch: 4,
+            triggered_at_ms: 1_724_500_000_000,
+            targets: vec![("orders".into(), 3), ("payments".into(), 1)],
         };
         assert_eq!(encode_key(&StateKey::injection_start("g2", 12)), start_key);
         assert_eq!(encode_injection_start(&start), start_value);
@@ -871,6 +917,28 @@ mod tests {
                 value: Some(start),
             })
         );
+        // KFC-4's replay refuses trailing bytes.
+        let mut trailing = start_value.clone();
+        trailing.push(0);
+        assert!(decode_injection_start(&trailing).is_err());
+        let mut trailing = group_value.clone();
+        trailing.push(0);
+        assert!(decode_group_value(&trailing).is_err());
+    }
+
+    /// The marker of group "orders-cut", epoch 7, triggered at 1724500000000: its key and
+    /// value, computed by hand from the layout.
+    #[test]
+    fn marker_vector() {
+        let value = MarkerValue {
+            group: "orders-cut".into(),
+            epoch: 7,
+            triggered_at_ms: 1_724_500_000_000,
+        };
+        assert_eq!(marker_key().to_vec(), hex("000003e8"));
+        let bytes = hex("0000000a6f72646572732d6375740000000000000007000001918435bd00");
+        assert_eq!(encode_marker_value(&value), bytes);
+        assert_eq!(decode_marker_value(&bytes), Ok(value));
     }
 
     #[test]
@@ -1058,13 +1126,15 @@ mod tests {
             missing: vec![("t".into(), 2), ("u".into(), 0)],
         };
         let start = InjectionStart {
+            coordinator_epoch: 1,
             triggered_at_ms: 3,
-            targets: vec![("t".into(), vec![(0, 1)])],
+            targets: vec![("t".into(), 1)],
         };
         let group = GroupValue {
-            interval_ms: 1000,
-            retained_cuts: 2,
             topics: vec!["t".into(), "u".into()],
+            interval_ms: Some(1000),
+            retained_cuts: 2,
+            last_epoch: 3,
         };
         let marker = MarkerValue {
             group: "g".into(),
@@ -1090,6 +1160,8 @@ mod tests {
                 decode_group_value(b).is_ok(),
                 decode_marker_value(b).is_ok(),
                 decode_snapshot(b).is_ok(),
+                legacy::decode_group_value_legacy(b).is_ok(),
+                legacy::decode_injection_start_legacy(b).is_ok(),
                 is_barrier_marker_key(b),
             ];
             results.iter().filter(|ok| **ok).count()
@@ -1112,6 +1184,7 @@ mod tests {
             }
             decode_all(&m);
             let _ = decode_record(&m, Some(&m));
+            let _ = legacy::decode_record(&m, Some(&m));
         }
     }
 }

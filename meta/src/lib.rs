@@ -20,11 +20,11 @@ pub use client::MetaClient;
 pub use error::{MetaError, Result};
 pub use node::{MetaConfig, MetaHandle, Metastore};
 pub use state::{
-    AclBinding, AppliedChange, ApplyOutcome, Assignment, BarrierGroupDef, BarrierGroups,
-    BrokerRegistration, Change, ClientQuota, Command, ListenerEndpoint, MetaState,
+    valid_barrier_interval, AclBinding, AppliedChange, ApplyOutcome, Assignment, BarrierGroupDef,
+    BarrierGroups, BrokerRegistration, Change, ClientQuota, Command, ListenerEndpoint, MetaState,
     NewReplicatedTopic, PartitionReplicas, Proposal, QuotaAlteration, QuotaEntity, QuotaPart,
-    Refusal, ScramCredential, ScramMechanism, TopicMeta, UserCredentials, MAX_BARRIER_GROUPS,
-    MAX_BARRIER_GROUP_NAME_BYTES, MAX_BARRIER_INTERVAL_MS, MAX_RETAINED_CUTS,
+    Refusal, ScramCredential, ScramMechanism, TopicMeta, UserCredentials, BARRIER_INTERVAL_OFF_MS,
+    MAX_BARRIER_GROUPS, MAX_BARRIER_GROUP_NAME_BYTES, MAX_BARRIER_INTERVAL_MS, MAX_RETAINED_CUTS,
     MAX_TOPICS_PER_BARRIER_GROUP, MIN_BARRIER_INTERVAL_MS, QUOTA_KEYS,
 };
 pub use wire::NodeStatus;

@@ -219,10 +219,19 @@ pub const MAX_TOPICS_PER_BARRIER_GROUP: usize = 100;
 pub const MIN_BARRIER_INTERVAL_MS: u64 = 1_000;
 /// The longest interval between two cuts of a group: one week, in milliseconds.
 pub const MAX_BARRIER_INTERVAL_MS: u64 = 7 * 24 * 3_600_000;
+/// The `interval_ms` of a group that is never triggered by itself (only by TriggerBarrier):
+/// KFC-4's interval -1.
+pub const BARRIER_INTERVAL_OFF_MS: u64 = 0;
 /// The most cuts a group keeps.
 pub const MAX_RETAINED_CUTS: u32 = 10_000;
 /// The longest barrier group name (the Kafka topic name limit).
 pub const MAX_BARRIER_GROUP_NAME_BYTES: usize = 249;
+
+/// Whether `interval_ms` is a barrier group's: in range, or [`BARRIER_INTERVAL_OFF_MS`].
+pub fn valid_barrier_interval(interval_ms: u64) -> bool {
+    interval_ms == BARRIER_INTERVAL_OFF_MS
+        || (MIN_BARRIER_INTERVAL_MS..=MAX_BARRIER_INTERVAL_MS).contains(&interval_ms)
+}
 
 /// One barrier group (seed 003 "barrier cuts"): every `interval_ms` a consistent cut is taken
 /// across the partitions of `topics`; the newest `retained_cuts` cuts are kept.
@@ -236,7 +245,8 @@ pub struct BarrierGroupDef {
     /// all deleted since stays defined with none (its cuts then cover nothing) until it is
     /// redefined or deleted.
     pub topics: Vec<String>,
-    /// [`MIN_BARRIER_INTERVAL_MS`] ..= [`MAX_BARRIER_INTERVAL_MS`].
+    /// [`MIN_BARRIER_INTERVAL_MS`] ..= [`MAX_BARRIER_INTERVAL_MS`], or
+    /// [`BARRIER_INTERVAL_OFF_MS`] for a group with no periodic injection.
     pub interval_ms: u64,
     /// 1 ..= [`MAX_RETAINED_CUTS`].
     pub retained_cuts: u32,
@@ -1235,7 +1245,7 @@ impl MetaState {
                     "barrier group '{name}': topic '{t}' is unknown or internal"
                 ));
             }
-            if !(MIN_BARRIER_INTERVAL_MS..=MAX_BARRIER_INTERVAL_MS).contains(&g.interval_ms) {
+            if !valid_barrier_interval(g.interval_ms) {
                 return Err(format!(
                     "barrier group '{name}': interval {} ms out of range",
                     g.interval_ms
@@ -1281,11 +1291,11 @@ impl MetaState {
                 "{problem} in a group name (the Kafka topic name rule): rename the group"
             ));
         }
-        if !(MIN_BARRIER_INTERVAL_MS..=MAX_BARRIER_INTERVAL_MS).contains(&def.interval_ms) {
+        if !valid_barrier_interval(def.interval_ms) {
             return bad(format!(
                 "interval_ms {} is outside {MIN_BARRIER_INTERVAL_MS}..={MAX_BARRIER_INTERVAL_MS} \
                  (1 s to 7 days, MIN_BARRIER_INTERVAL_MS..=MAX_BARRIER_INTERVAL_MS): pick an \
-                 interval in that range",
+                 interval in that range, or none (no periodic cuts)",
                 def.interval_ms
             ));
         }
@@ -3596,6 +3606,7 @@ mod tests {
         assert!(broken(&|g| g.topics.push("b".into())).is_err());
         assert!(broken(&|g| g.topics.push("c".into())).is_err());
         assert!(broken(&|g| g.interval_ms = 1).is_err());
+        assert!(broken(&|g| g.interval_ms = BARRIER_INTERVAL_OFF_MS).is_ok());
         assert!(broken(&|g| g.retained_cuts = 0).is_err());
         let mut t = s.clone();
         t.barrier_groups.section_version = 1;

@@ -68,6 +68,7 @@ pub const CONCURRENT_TRANSACTIONS: i16 = E::ConcurrentTransactions.code();
 pub const TRANSACTIONAL_ID_NOT_FOUND: i16 = E::TransactionalIdNotFound.code();
 pub const PRODUCER_FENCED: i16 = E::ProducerFenced.code();
 pub const NOT_COORDINATOR: i16 = E::NotCoordinator.code();
+pub const RESOURCE_NOT_FOUND: i16 = E::ResourceNotFound.code();
 pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = E::CoordinatorLoadInProgress.code();
 
 /// The Kafka error code for an invalid record batch.
@@ -127,9 +128,11 @@ pub fn for_refusal(r: &Refusal) -> i16 {
         Refusal::InvalidScramCredential { .. } => {
             kafka_protocol::ResponseError::UnacceptableCredential.code()
         }
-        Refusal::NoScramCredential { .. } => kafka_protocol::ResponseError::ResourceNotFound.code(),
-        Refusal::InvalidBarrierGroup { .. } => INVALID_REQUEST,
-        Refusal::UnknownBarrierGroup { .. } => GROUP_ID_NOT_FOUND,
+        Refusal::NoScramCredential { .. } => RESOURCE_NOT_FOUND,
+        // KFC-4's codes: an invalid definition is INVALID_CONFIG, an unknown group
+        // RESOURCE_NOT_FOUND.
+        Refusal::InvalidBarrierGroup { .. } => INVALID_CONFIG,
+        Refusal::UnknownBarrierGroup { .. } => RESOURCE_NOT_FOUND,
         Refusal::NoReassignmentInProgress { .. } => {
             kafka_protocol::ResponseError::NoReassignmentInProgress.code()
         }

@@ -16,7 +16,7 @@ use kafka_protocol::protocol::StrBytes;
 use net::barrier::format::{self, Cut, CutStatus, BARRIER_CONTROL_TYPE};
 use net::barrier::wire::{
     self, AlterBarrierGroupsRequest, BarrierRequest, BarrierResponse, DescribeBarrierGroupsRequest,
-    GroupAlteration, ListBarrierCutsRequest, TriggerBarrierRequest,
+    DescribedGroup, GroupAlteration, ListBarrierCutsRequest, TriggerBarrierRequest,
 };
 use serde_json::json;
 
@@ -26,8 +26,8 @@ use crate::output;
 
 /// Exit status of a `verify` that found a mismatch.
 pub const EXIT_VERIFY_MISMATCH: i32 = 3;
-/// How long `trigger` waits for the cut unless told (`--wait`).
-const DEFAULT_TRIGGER_WAIT_MS: u64 = 60_000;
+/// What `--interval off` stands for: no periodic cut (KFC-4's interval -1).
+const INTERVAL_OFF: &str = "off";
 /// Bytes `verify` fetches at each cut offset (the marker is one small batch).
 const VERIFY_FETCH_BYTES: i32 = 64 << 10;
 
@@ -49,26 +49,26 @@ enum BarrierCommand {
         /// The topics cut together, comma-separated (at most 100).
         #[arg(long, value_delimiter = ',', required = true)]
         topics: Vec<String>,
-        /// How often a cut is made (e.g. 30s, 15m, 1h or milliseconds; at least 1s).
-        #[arg(long, value_parser = parse_delay_ms, default_value = "60s")]
-        interval: u64,
+        /// How often a cut is made (e.g. 30s, 15m, 1h or milliseconds; at least 1s), or
+        /// `off`: only when triggered.
+        #[arg(long, value_parser = parse_interval, default_value = "60s")]
+        interval: Interval,
         /// How many published cuts `__barrier_state` keeps.
         #[arg(long, default_value_t = 10)]
         retained_cuts: u32,
     },
     /// Delete a barrier group and its cuts (the markers stay in the data).
     Delete { group: String },
-    /// A group's definition, coordinator and latest epochs (every group without GROUP).
+    /// A group's definition, coordinator and last epoch (every group without GROUP).
     Describe { group: Option<String> },
-    /// Cut GROUP now; waits for the cut unless --no-wait.
+    /// Cut GROUP now and print the cut (its epoch, status and marker offsets).
     Trigger {
         group: String,
-        /// How long to wait for the cut (e.g. 30s or ms).
+        /// How long the markers of partitions that refuse them are retried before the cut
+        /// is published as partial (e.g. 10s or ms; default and most: the broker's
+        /// barrier-injection-timeout-ms).
         #[arg(long, value_parser = parse_delay_ms)]
-        wait: Option<u64>,
-        /// Return once the injection started.
-        #[arg(long)]
-        no_wait: bool,
+        timeout: Option<u64>,
     },
     /// The retained cuts of GROUP with their offsets.
     List {
@@ -76,6 +76,9 @@ enum BarrierCommand {
         /// Only cuts of this epoch and later.
         #[arg(long, default_value_t = 0)]
         from_epoch: i64,
+        /// At most this many cuts, the oldest first (default: all).
+        #[arg(long)]
+        max: Option<u32>,
     },
     /// Check that the marker of each cut (or of --epoch) sits at its cut offset.
     Verify {
@@ -83,6 +86,17 @@ enum BarrierCommand {
         #[arg(long)]
         epoch: Option<i64>,
     },
+}
+
+/// `--interval`: milliseconds, or None for `off`.
+#[derive(Clone, Copy, Debug)]
+struct Interval(Option<u64>);
+
+fn parse_interval(s: &str) -> Result<Interval, String> {
+    if s.trim().eq_ignore_ascii_case(INTERVAL_OFF) {
+        return Ok(Interval(None));
+    }
+    parse_delay_ms(s).map(|ms| Interval(Some(ms)))
 }
 
 /// Runs a barrier command; the exit status (see the module doc).
@@ -192,6 +206,36 @@ impl Brokers {
     }
 }
 
+impl Brokers {
+    /// Every group, each from the broker that coordinates it (a DescribeBarrierGroups of no
+    /// group names those its broker coordinates), by name.
+    fn describe_everywhere(&mut self) -> Result<Vec<DescribedGroup>, String> {
+        let v = self.versions()?.clone();
+        let md = crate::topic_cmd::metadata(&mut self.bootstrap, &v, None)?;
+        let mut groups = Vec::new();
+        for broker in &md.brokers {
+            let addr = format!("{}:{}", broker.host, broker.port);
+            let mut fresh;
+            let c = match self.others.get_mut(&addr) {
+                Some(c) => c,
+                None if md.brokers.len() == 1 => &mut self.bootstrap,
+                None => {
+                    fresh = KafkaClient::connect(&addr)?;
+                    &mut fresh
+                }
+            };
+            let req = BarrierRequest::Describe(DescribeBarrierGroupsRequest::default());
+            let BarrierResponse::Describe(r) = call(c, req)? else {
+                return Err(format!("broker {addr} answered another API"));
+            };
+            groups.extend(r.groups);
+        }
+        groups.sort_by(|a, b| a.name.cmp(&b.name));
+        groups.dedup_by(|a, b| a.name == b.name);
+        Ok(groups)
+    }
+}
+
 /// The error of a one-group answer (the first result's, for Alter and Describe).
 fn error_of(resp: &BarrierResponse) -> i16 {
     match resp {
@@ -243,12 +287,19 @@ fn run_inner(args: BarrierArgs) -> Result<i32, String> {
             interval,
             retained_cuts,
         } => {
+            let interval_ms = match interval.0 {
+                None => wire::INTERVAL_OFF_MS,
+                Some(ms) => {
+                    i64::try_from(ms).map_err(|_| format!("--interval {ms} ms is too long"))?
+                }
+            };
             let alter = GroupAlteration {
                 name: group.clone(),
-                delete: false,
                 topics,
-                interval_ms: interval as i64,
-                retained_cuts: retained_cuts as i32,
+                interval_ms,
+                retained_cuts: i32::try_from(retained_cuts)
+                    .map_err(|_| format!("--retained-cuts {retained_cuts} is too many"))?,
+                delete: false,
             };
             alter_one(c, alter, &format!("defining barrier group '{group}'"))?;
             println!("barrier group '{group}' defined");
@@ -256,6 +307,7 @@ fn run_inner(args: BarrierArgs) -> Result<i32, String> {
         BarrierCommand::Delete { group } => {
             let alter = GroupAlteration {
                 name: group.clone(),
+                interval_ms: wire::INTERVAL_OFF_MS,
                 delete: true,
                 ..Default::default()
             };
@@ -263,73 +315,59 @@ fn run_inner(args: BarrierArgs) -> Result<i32, String> {
             println!("barrier group '{group}' deleted");
         }
         BarrierCommand::Describe { group } => {
-            let req = DescribeBarrierGroupsRequest {
-                groups: group.map(|g| vec![g]),
-            };
-            let BarrierResponse::Describe(mut r) = call(c, BarrierRequest::Describe(req))? else {
-                return Err("the broker answered another API".into());
-            };
-            // Groups coordinated elsewhere: asked of their coordinators.
-            for g in r
-                .groups
-                .iter_mut()
-                .filter(|g| g.error_code == NOT_COORDINATOR)
-            {
-                let one = DescribeBarrierGroupsRequest {
-                    groups: Some(vec![g.name.clone()]),
-                };
-                let name = g.name.clone();
-                if let BarrierResponse::Describe(mut d) =
-                    b.call_group(&name, BarrierRequest::Describe(one))?
-                {
-                    if let Some(found) = d.groups.pop() {
-                        *g = found;
-                    }
+            let groups = match group {
+                Some(group) => {
+                    let req = DescribeBarrierGroupsRequest {
+                        groups: vec![group.clone()],
+                    };
+                    let BarrierResponse::Describe(r) =
+                        b.call_group(&group, BarrierRequest::Describe(req))?
+                    else {
+                        return Err("the broker answered another API".into());
+                    };
+                    r.groups
                 }
-            }
-            for g in &r.groups {
+                None => b.describe_everywhere()?,
+            };
+            for g in &groups {
                 refused(
                     &format!("barrier group '{}'", g.name),
                     g.error_code,
                     g.error_message.clone(),
                 )?;
             }
+            let interval = |ms: i64| {
+                if ms < 0 {
+                    INTERVAL_OFF.to_string()
+                } else {
+                    ms.to_string()
+                }
+            };
             if args.json {
-                let v: Vec<_> = r
-                    .groups
+                let v: Vec<_> = groups
                     .iter()
                     .map(|g| {
                         json!({
                             "group": g.name, "topics": g.topics, "interval_ms": g.interval_ms,
                             "retained_cuts": g.retained_cuts,
-                            "coordinator_partition": g.coordinator_partition,
-                            "latest_epoch": g.latest_epoch,
-                            "latest_complete_epoch": g.latest_complete_epoch,
-                            "injecting_epoch": g.injecting_epoch,
+                            "last_epoch": g.last_epoch,
+                            "coordinator_id": g.coordinator_id,
+                            "coordinator_partition": format::coordinator_partition(&g.name),
                         })
                     })
                     .collect();
                 output::json(&json!(v));
             } else {
-                let epoch = |e: i64| {
-                    if e < 0 {
-                        "-".to_string()
-                    } else {
-                        e.to_string()
-                    }
-                };
-                let rows: Vec<Vec<String>> = r
-                    .groups
+                let rows: Vec<Vec<String>> = groups
                     .iter()
                     .map(|g| {
                         vec![
                             g.name.clone(),
                             g.topics.join(","),
-                            g.interval_ms.to_string(),
+                            interval(g.interval_ms),
                             g.retained_cuts.to_string(),
-                            epoch(g.latest_epoch),
-                            epoch(g.latest_complete_epoch),
-                            epoch(g.injecting_epoch),
+                            g.last_epoch.to_string(),
+                            g.coordinator_id.to_string(),
                         ]
                     })
                     .collect();
@@ -339,27 +377,18 @@ fn run_inner(args: BarrierArgs) -> Result<i32, String> {
                         "TOPICS",
                         "INTERVAL_MS",
                         "RETAINED",
-                        "LATEST",
-                        "COMPLETE",
-                        "INJECTING",
+                        "LAST_EPOCH",
+                        "COORDINATOR",
                     ],
                     &rows,
                 );
             }
         }
-        BarrierCommand::Trigger {
-            group,
-            wait,
-            no_wait,
-        } => {
-            let wait_ms = if no_wait {
-                0
-            } else {
-                wait.unwrap_or(DEFAULT_TRIGGER_WAIT_MS).min(i32::MAX as u64) as i32
-            };
+        BarrierCommand::Trigger { group, timeout } => {
             let req = TriggerBarrierRequest {
                 group: group.clone(),
-                wait_ms,
+                // 0: the broker's barrier-injection-timeout-ms.
+                timeout_ms: timeout.map_or(0, |ms| ms.clamp(1, i32::MAX as u64) as i32),
             };
             let BarrierResponse::Trigger(r) = b.call_group(&group, BarrierRequest::Trigger(req))?
             else {
@@ -370,22 +399,28 @@ fn run_inner(args: BarrierArgs) -> Result<i32, String> {
                 r.error_code,
                 r.error_message,
             )?;
-            let status = match r.status {
-                0 => "complete",
-                1 => "partial",
-                _ => "injecting",
-            };
+            let status = CutStatus::from_code(r.status).map_or("unknown", status_name);
             if args.json {
                 output::json(&json!({
                     "group": group, "epoch": r.epoch, "status": status,
-                    "triggered_at_ms": r.triggered_at_ms, "completed_at_ms": r.completed_at_ms,
+                    "offsets": offsets_json(&r.topics),
+                    "missing": missing_json(&r.missing),
                 }));
             } else {
-                println!("barrier group '{group}' epoch {}: {status}", r.epoch);
+                println!(
+                    "barrier group '{group}' epoch {}: {status} {}",
+                    r.epoch,
+                    offsets_text(&r.topics, &r.missing)
+                );
             }
         }
-        BarrierCommand::List { group, from_epoch } => {
-            let cuts = list(&mut b, &group, from_epoch)?;
+        BarrierCommand::List {
+            group,
+            from_epoch,
+            max,
+        } => {
+            let max_results = max.map_or(-1, |n| i32::try_from(n).unwrap_or(i32::MAX));
+            let cuts = list(&mut b, &group, from_epoch, max_results)?;
             if args.json {
                 output::json(&json!(cuts.iter().map(cut_json).collect::<Vec<_>>()));
             } else {
@@ -418,7 +453,7 @@ fn run_inner(args: BarrierArgs) -> Result<i32, String> {
             }
         }
         BarrierCommand::Verify { group, epoch } => {
-            let cuts = list(&mut b, &group, epoch.unwrap_or(0))?;
+            let cuts = list(&mut b, &group, epoch.unwrap_or(0), -1)?;
             let cuts: Vec<Cut> = cuts
                 .into_iter()
                 .filter(|cut| epoch.is_none_or(|e| cut.epoch == e))
@@ -472,7 +507,6 @@ fn run_inner(args: BarrierArgs) -> Result<i32, String> {
 fn alter_one(c: &mut KafkaClient, alter: GroupAlteration, what: &str) -> Result<(), String> {
     let req = AlterBarrierGroupsRequest {
         groups: vec![alter],
-        validate_only: false,
     };
     let BarrierResponse::Alter(r) = call(c, BarrierRequest::Alter(req))? else {
         return Err("the broker answered another API".into());
@@ -485,10 +519,16 @@ fn alter_one(c: &mut KafkaClient, alter: GroupAlteration, what: &str) -> Result<
     refused(what, first.error_code, first.error_message)
 }
 
-fn list(b: &mut Brokers, group: &str, min_epoch: i64) -> Result<Vec<Cut>, String> {
+fn list(
+    b: &mut Brokers,
+    group: &str,
+    from_epoch: i64,
+    max_results: i32,
+) -> Result<Vec<Cut>, String> {
     let req = ListBarrierCutsRequest {
         group: group.to_string(),
-        min_epoch,
+        from_epoch,
+        max_results,
     };
     let BarrierResponse::List(r) = b.call_group(group, BarrierRequest::List(req))? else {
         return Err("the broker answered another API".into());
@@ -514,12 +554,36 @@ fn cut_json(cut: &Cut) -> serde_json::Value {
         "status": status_name(cut.status),
         "triggered_at_ms": cut.triggered_at_ms,
         "completed_at_ms": cut.completed_at_ms,
-        "offsets": cut.offsets.iter().map(|(t, ps)| json!({
-            "topic": t,
-            "partitions": ps.iter().map(|(p, o)| json!({"partition": p, "offset": o})).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
-        "missing": cut.missing.iter().map(|(t, p)| json!({"topic": t, "partition": p})).collect::<Vec<_>>(),
+        "offsets": offsets_json(&cut.offsets),
+        "missing": missing_json(&cut.missing),
     })
+}
+
+fn offsets_json(offsets: &wire::CutOffsets) -> serde_json::Value {
+    json!(offsets.iter().map(|(t, ps)| json!({
+        "topic": t,
+        "partitions": ps.iter().map(|(p, o)| json!({"partition": p, "offset": o})).collect::<Vec<_>>(),
+    })).collect::<Vec<_>>())
+}
+
+fn missing_json(missing: &[(String, i32)]) -> serde_json::Value {
+    json!(missing
+        .iter()
+        .map(|(t, p)| json!({"topic": t, "partition": p}))
+        .collect::<Vec<_>>())
+}
+
+/// `topic/partition@offset ...`, then `missing topic/partition ...` where any are.
+fn offsets_text(offsets: &wire::CutOffsets, missing: &[(String, i32)]) -> String {
+    let mut words: Vec<String> = offsets
+        .iter()
+        .flat_map(|(t, ps)| ps.iter().map(move |(p, o)| format!("{t}/{p}@{o}")))
+        .collect();
+    if !missing.is_empty() {
+        words.push("missing".into());
+        words.extend(missing.iter().map(|(t, p)| format!("{t}/{p}")));
+    }
+    words.join(" ")
 }
 
 /// Fetches the raw batch at `offset` of `topic`/`p` and checks it is `cut`'s marker.

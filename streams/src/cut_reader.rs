@@ -49,10 +49,10 @@ pub struct CutReader {
     /// leaves when the broker tombstones it (past the group's `retained_cuts`), so the map is
     /// bounded by what the broker retains.
     cuts: BTreeMap<String, BTreeMap<i64, BarrierCut>>,
-    /// group → epoch → frozen targets of an injection under way (its injection-start record,
-    /// gone with the tombstone published beside its cut): every marker of that epoch is at
-    /// or above its partition's frozen offset. At most one per group on a KFC-4 broker.
-    injections: BTreeMap<String, BTreeMap<i64, BTreeMap<TopicPartition, i64>>>,
+    /// group → epoch → the target partitions of an injection under way (its injection-start
+    /// record, gone with the tombstone published beside its cut): a marker of that epoch may
+    /// land in each of them any moment. At most one per group on a KFC-4 broker.
+    injections: BTreeMap<String, BTreeMap<i64, Vec<TopicPartition>>>,
     poll_timeout: Duration,
 }
 
@@ -133,11 +133,11 @@ impl CutReader {
             .flat_map(move |c| c.range(epoch..).map(|(_, c)| c))
     }
 
-    /// The frozen targets of `group`'s injections under way (no poll).
+    /// The target partitions of `group`'s injections under way (no poll).
     pub(crate) fn injections_in_progress(
         &self,
         group: &str,
-    ) -> impl Iterator<Item = &BTreeMap<TopicPartition, i64>> + '_ {
+    ) -> impl Iterator<Item = &Vec<TopicPartition>> + '_ {
         self.injections
             .get(group)
             .into_iter()
@@ -244,7 +244,7 @@ impl CutReader {
                 let targets = start
                     .targets
                     .into_iter()
-                    .flat_map(|(t, ps)| ps.into_iter().map(move |(p, o)| ((t.clone(), p), o)))
+                    .flat_map(|(t, count)| (0..count.max(0)).map(move |p| (t.clone(), p)))
                     .collect();
                 self.injections
                     .entry(group)

@@ -124,9 +124,10 @@ mod tests {
         assert_eq!(decode_barrier_cut(&key, None).unwrap(), None);
         let group_key = kfc4::encode_key(&kfc4::StateKey::group("orders-cut"));
         let group_value = kfc4::encode_group_value(&kfc4::GroupValue {
-            interval_ms: 1000,
-            retained_cuts: 3,
             topics: vec!["orders".into()],
+            interval_ms: Some(1000),
+            retained_cuts: 3,
+            last_epoch: 7,
         });
         assert_eq!(
             decode_barrier_cut(&group_key, Some(&group_value)).unwrap(),
@@ -134,8 +135,9 @@ mod tests {
         );
         let start_key = kfc4::encode_key(&kfc4::StateKey::injection_start("orders-cut", 8));
         let start = kfc4::encode_injection_start(&kfc4::InjectionStart {
+            coordinator_epoch: 0,
             triggered_at_ms: 1,
-            targets: vec![("orders".into(), vec![(0, 5)])],
+            targets: vec![("orders".into(), 2)],
         });
         assert_eq!(decode_barrier_cut(&start_key, Some(&start)).unwrap(), None);
         // Malformed bytes: a typed error naming where.

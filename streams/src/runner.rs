@@ -897,9 +897,13 @@ impl<T: Topology, C: ConsumerContext + 'static> GroupRunner<T, C> {
             .known_cuts_from(group, floor)
             .flat_map(|c| c.offsets.iter().map(|(tp, o)| (tp.clone(), *o)))
             .collect();
+        // A marker of an injection under way may land in any of its targets: nothing past
+        // what each has run may run before the cut is known (KFC-4's injection-start names
+        // no offsets).
         let fences: Vec<(TopicPartition, i64)> = reader
             .injections_in_progress(group)
-            .flat_map(|i| i.iter().map(|(tp, o)| (tp.clone(), *o)))
+            .flatten()
+            .map(|tp| (tp.clone(), self.aligner.processed(tp).unwrap_or(i64::MIN)))
             .collect();
         self.aligner.set_cuts(
             pending,

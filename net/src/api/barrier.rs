@@ -6,20 +6,27 @@
 //! An injection of group G, epoch E, on G's coordinator core:
 //! 1. E = the highest epoch on record + 1 (one injection of a group at a time:
 //!    BARRIER_INJECTION_IN_PROGRESS for a second trigger);
-//! 2. the targets are frozen: every partition of G's topics, each with its high watermark
-//!    (its marker will be at or after it);
-//! 3. the injection-start record (E, targets) is appended to `__barrier_state`, durable
-//!    before any marker;
-//! 4. a marker (control batch, type 1000) goes into every target through that partition's
-//!    own append path, durable before it counts; a refused one is retried with back-off
-//!    until `barrier-injection-timeout-ms`;
-//! 5. the cut is published in one batch with the injection-start's tombstone and the
-//!    tombstones of the cuts past `retained_cuts`: complete, or partial with the partitions
-//!    that never took a marker as `missing`.
+//! 2. the targets are frozen: each of G's topics with its partition count;
+//! 3. the injection-start record (E, the coordinator's leader epoch, the trigger time T,
+//!    the targets) is appended to `__barrier_state`, durable before any marker;
+//! 4. a marker (control batch, type 1000, timestamped T, stamped with the partition's
+//!    leader epoch) goes into every target through that partition's own append path,
+//!    durable before it counts; a refused one is retried with back-off until the
+//!    injection's timeout (`barrier-injection-timeout-ms`, or a shorter one the trigger
+//!    asked for);
+//! 5. the cut is published in one batch with the group record (its `last_epoch` E), the
+//!    injection-start's tombstone and the tombstones of the cuts past `retained_cuts`:
+//!    complete, or partial with the partitions that never took a marker as `missing`.
 //!
 //! A crash between 3 and 5 leaves the injection-start on record: the tick then looks for
-//! E's marker in each target from its frozen offset and publishes the cut as it finds it
-//! (partial unless every marker is there).
+//! E's marker in each target from the first record at or after T (the time index: the marker
+//! carries T) and publishes the cut as it finds it (partial unless every marker is there).
+//!
+//! The five APIs speak krabka's KFC-4 exactly (layouts in `crate::barrier::wire`), its error
+//! codes included: RESOURCE_NOT_FOUND for an unknown group, INVALID_CONFIG for a definition
+//! out of range, INVALID_REQUEST for a malformed topic list, NOT_COORDINATOR where another
+//! node coordinates the group, FENCED_LEADER_EPOCH for a marker whose expected leader epoch
+//! is not the partition's (-1 included, as krabka's newest broker).
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -36,15 +43,15 @@ use crate::barrier::wire::{
     DescribeBarrierGroupsRequest, DescribeBarrierGroupsResponse, DescribedGroup, GroupResult,
     ListBarrierCutsRequest, ListBarrierCutsResponse, MarkerResult, TriggerBarrierRequest,
     TriggerBarrierResponse, WriteBarrierMarkersRequest, WriteBarrierMarkersResponse,
-    BARRIER_INJECTION_IN_PROGRESS,
+    BARRIER_INJECTION_IN_PROGRESS, INTERVAL_OFF_MS,
 };
 use crate::barrier::{
     GroupState, BARRIER_TICK_MS, MARKER_RETRY_FIRST_BACKOFF_MS, MARKER_RETRY_MAX_BACKOFF_MS,
     MARKER_SCAN_MAX_BYTES, MAX_CUTS_PER_LIST,
 };
 use crate::codes::{
-    self, COORDINATOR_NOT_AVAILABLE, GROUP_ID_NOT_FOUND, INVALID_REQUEST, NONE,
-    NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
+    self, COORDINATOR_NOT_AVAILABLE, FENCED_LEADER_EPOCH, INVALID_CONFIG, INVALID_REQUEST, NONE,
+    NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, RESOURCE_NOT_FOUND, UNKNOWN_TOPIC_OR_PARTITION,
 };
 use crate::core::CoreState;
 use crate::node_rpc::{NodeRequest, NodeResponse};
@@ -53,8 +60,8 @@ use crate::route::Scatter;
 /// A Kafka error code and why.
 type Refusal = (i16, String);
 
-/// How much longer than `barrier-injection-timeout-ms` a TriggerBarrier may wait for its cut
-/// (the injection-start and the cut's own appends); a longer `wait_ms` is cut to it.
+/// How much longer than its injection's timeout a TriggerBarrier waits for the cut (the
+/// injection-start's and the cut's own appends) before it answers REQUEST_TIMED_OUT.
 const TRIGGER_WAIT_MARGIN_MS: u64 = 10_000;
 /// Bytes read at a time when finishing an interrupted injection looks for its markers.
 const MARKER_SCAN_READ_BYTES: usize = 1 << 20;
@@ -103,11 +110,11 @@ pub async fn serve_as(
                 })
                 .collect(),
         }),
+        // One row per group named (none when every group was asked for).
         BarrierRequest::Describe(r) => BarrierResponse::Describe(DescribeBarrierGroupsResponse {
             throttle_time_ms: 0,
             groups: r
                 .groups
-                .unwrap_or_default()
                 .into_iter()
                 .map(|name| DescribedGroup {
                     name,
@@ -120,8 +127,6 @@ pub async fn serve_as(
         BarrierRequest::Trigger(_) => BarrierResponse::Trigger(TriggerBarrierResponse {
             error_code: code,
             error_message: why(),
-            epoch: -1,
-            status: -1,
             ..Default::default()
         }),
         BarrierRequest::List(_) => BarrierResponse::List(ListBarrierCutsResponse {
@@ -131,17 +136,15 @@ pub async fn serve_as(
         }),
         BarrierRequest::WriteMarkers(r) => {
             BarrierResponse::WriteMarkers(WriteBarrierMarkersResponse {
-                throttle_time_ms: 0,
                 topics: r
                     .topics
                     .iter()
                     .map(|(t, ps)| {
                         let rs = ps
                             .iter()
-                            .map(|&partition| MarkerResult {
+                            .map(|&(partition, _)| MarkerResult {
                                 partition,
                                 error_code: code,
-                                error_message: why(),
                                 offset: -1,
                             })
                             .collect();
@@ -223,8 +226,11 @@ fn definition(state: &CoreState, group: &str) -> Result<meta::BarrierGroupDef, R
         .cloned()
         .ok_or_else(|| {
             (
-                GROUP_ID_NOT_FOUND,
-                format!("no barrier group '{group}' (define it with `ringlog barrier define`)"),
+                RESOURCE_NOT_FOUND,
+                format!(
+                    "barrier group '{group}' does not exist (define it with `ringlog barrier \
+                     define`)"
+                ),
             )
         })
 }
@@ -237,27 +243,19 @@ async fn alter_groups(
 ) -> AlterBarrierGroupsResponse {
     let mut results = Vec::with_capacity(req.groups.len());
     for g in req.groups {
-        let cmd = if g.delete {
-            meta::Command::DeleteBarrierGroup {
+        let outcome = if g.delete {
+            let cmd = meta::Command::DeleteBarrierGroup {
                 name: g.name.clone(),
-            }
+            };
+            alter_one(state, &g.name, cmd, true).await
         } else {
             match alteration_def(&g) {
-                Ok(def) => meta::Command::DefineBarrierGroup { def: Box::new(def) },
-                Err(why) => {
-                    results.push(group_result(&g.name, Err((INVALID_REQUEST, why))));
-                    continue;
+                Ok(def) => {
+                    let cmd = meta::Command::DefineBarrierGroup { def: Box::new(def) };
+                    alter_one(state, &g.name, cmd, false).await
                 }
+                Err(refusal) => Err(refusal),
             }
-        };
-        let outcome = if req.validate_only {
-            // The metastore's own rules, on a copy of this core's state.
-            let mut copy = state.meta.borrow().clone();
-            copy.apply(&cmd)
-                .map(|_| ())
-                .map_err(|r| (codes::for_refusal(&r), r.to_string()))
-        } else {
-            alter_one(state, &g.name, cmd, g.delete).await
         };
         results.push(group_result(&g.name, outcome));
     }
@@ -279,14 +277,57 @@ fn group_result(name: &str, outcome: Result<(), Refusal>) -> GroupResult {
     }
 }
 
-/// A definition from the wire's numbers (the metastore checks the rest).
+/// What is wrong with an alteration's topic list, as krabka checks it before anything else
+/// (INVALID_REQUEST): none, an empty name, a name twice.
+fn topic_list_fault(topics: &[String]) -> Option<String> {
+    if topics.is_empty() {
+        return Some("a barrier group needs at least one topic".into());
+    }
+    if topics.iter().any(String::is_empty) {
+        return Some("a barrier group topic name is empty".into());
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    topics
+        .iter()
+        .find(|t| !seen.insert(t.as_str()))
+        .map(|t| format!("a barrier group names topic {t} twice"))
+}
+
+/// A definition from the wire's numbers: interval -1 is "no periodic injection", any other
+/// interval or retention below 1 is INVALID_CONFIG (the metastore checks the rest: name,
+/// ranges, topics).
 fn alteration_def(
     g: &crate::barrier::wire::GroupAlteration,
-) -> Result<meta::BarrierGroupDef, String> {
-    let interval_ms = u64::try_from(g.interval_ms)
-        .map_err(|_| format!("interval_ms {} must not be negative", g.interval_ms))?;
-    let retained_cuts = u32::try_from(g.retained_cuts)
-        .map_err(|_| format!("retained_cuts {} must not be negative", g.retained_cuts))?;
+) -> Result<meta::BarrierGroupDef, Refusal> {
+    if let Some(why) = topic_list_fault(&g.topics) {
+        return Err((INVALID_REQUEST, why));
+    }
+    let interval_ms = match g.interval_ms {
+        INTERVAL_OFF_MS => meta::BARRIER_INTERVAL_OFF_MS,
+        ms if ms <= 0 => {
+            return Err((
+                INVALID_CONFIG,
+                format!(
+                    "invalid barrier group definition: interval_ms {ms}: the injection \
+                     interval must be one millisecond or more (or -1: none)"
+                ),
+            ))
+        }
+        ms => ms as u64,
+    };
+    let retained_cuts = match u32::try_from(g.retained_cuts) {
+        Ok(n) if n >= 1 => n,
+        _ => {
+            return Err((
+                INVALID_CONFIG,
+                format!(
+                    "invalid barrier group definition: retained_cuts is {}, and it must be one \
+                     or more",
+                    g.retained_cuts
+                ),
+            ))
+        }
+    };
     Ok(meta::BarrierGroupDef {
         name: g.name.clone(),
         topics: g.topics.clone(),
@@ -354,20 +395,30 @@ async fn describe_groups(
     state: &Rc<CoreState>,
     req: DescribeBarrierGroupsRequest,
 ) -> DescribeBarrierGroupsResponse {
-    let names: Vec<String> = match req.groups {
-        Some(names) => names,
-        None => state
+    let mut groups = Vec::new();
+    if req.groups.is_empty() {
+        // Every group this node coordinates, by name (as krabka: a client asks each broker).
+        let names: Vec<String> = state
             .meta
             .borrow()
             .barrier_groups
             .groups
             .keys()
             .cloned()
-            .collect(),
-    };
-    let mut groups = Vec::with_capacity(names.len());
-    for name in names {
-        groups.push(describe_one(state, name).await);
+            .collect();
+        for name in names {
+            if coordinator(state, &name).is_ok() {
+                let row = describe_one(state, name).await;
+                if row.error_code == NONE {
+                    groups.push(row);
+                }
+            }
+        }
+    } else {
+        groups.reserve(req.groups.len());
+        for name in req.groups {
+            groups.push(describe_one(state, name).await);
+        }
     }
     DescribeBarrierGroupsResponse {
         throttle_time_ms: 0,
@@ -376,104 +427,96 @@ async fn describe_groups(
 }
 
 async fn describe_one(state: &Rc<CoreState>, name: String) -> DescribedGroup {
-    let mut out = DescribedGroup {
-        name: name.clone(),
-        coordinator_partition: format::coordinator_partition(&name) as i32,
-        latest_epoch: -1,
-        latest_complete_epoch: -1,
-        injecting_epoch: -1,
+    let refused = |name: String, (code, why): Refusal| DescribedGroup {
+        name,
+        error_code: code,
+        error_message: Some(why),
         ..Default::default()
     };
     let def = match definition(state, &name) {
         Ok(def) => def,
-        Err((code, why)) => {
-            out.error_code = code;
-            out.error_message = Some(why);
-            return out;
-        }
+        Err(refusal) => return refused(name, refusal),
     };
-    out.topics = def.topics;
-    out.interval_ms = def.interval_ms as i64;
-    out.retained_cuts = def.retained_cuts as i32;
     let group = name.clone();
-    let figures = on_coordinator(state, &name, move |s, p| async move {
+    let last_epoch = on_coordinator(state, &name, move |s, p| async move {
         ensure_loaded(&s, p).await?;
         let states = s.barriers.borrow();
-        Ok::<_, Refusal>(states.get(&group).map(|g| {
-            (
-                g.latest().map(|c| c.epoch),
-                g.latest_complete().map(|c| c.epoch),
-                g.injecting.or_else(|| g.started.keys().next().copied()),
-            )
-        }))
+        Ok::<_, Refusal>(states.get(&group).map_or(0, |g| g.last_published_epoch()))
     })
     .await
     .and_then(|r| r);
-    match figures {
-        Ok(Some((latest, complete, injecting))) => {
-            out.latest_epoch = latest.unwrap_or(-1);
-            out.latest_complete_epoch = complete.unwrap_or(-1);
-            out.injecting_epoch = injecting.unwrap_or(-1);
-        }
-        Ok(None) => {}
-        Err((code, why)) => {
-            out.error_code = code;
-            out.error_message = Some(why);
-        }
+    match last_epoch {
+        Ok(last_epoch) => DescribedGroup {
+            name,
+            error_code: NONE,
+            error_message: None,
+            topics: def.topics,
+            interval_ms: wire_interval(def.interval_ms),
+            retained_cuts: i32::try_from(def.retained_cuts).unwrap_or(i32::MAX),
+            last_epoch,
+            // Answered by this node's coordinator core: this node leads the partition.
+            coordinator_id: i32::try_from(state.ctx.config.node_id).unwrap_or(-1),
+        },
+        Err(refusal) => refused(name, refusal),
     }
-    out
+}
+
+/// A metastore interval as the wire and `__barrier_state` carry it (-1: none).
+fn wire_interval(interval_ms: u64) -> i64 {
+    if interval_ms == meta::BARRIER_INTERVAL_OFF_MS {
+        INTERVAL_OFF_MS
+    } else {
+        i64::try_from(interval_ms).unwrap_or(i64::MAX)
+    }
 }
 
 // ---- 1012 TriggerBarrier ----
 
 async fn trigger(state: &Rc<CoreState>, req: TriggerBarrierRequest) -> TriggerBarrierResponse {
-    let mut out = TriggerBarrierResponse {
-        status: -1,
-        epoch: -1,
-        triggered_at_ms: -1,
-        completed_at_ms: -1,
-        ..Default::default()
+    let configured = state.ctx.config.barrier_injection_timeout_ms;
+    // A shorter timeout than the broker's may be asked for, not a longer one.
+    let timeout_ms = match u64::try_from(req.timeout_ms) {
+        Ok(ms) if ms > 0 => ms.min(configured),
+        _ => configured,
     };
-    if req.wait_ms < 0 {
-        out.error_code = INVALID_REQUEST;
-        out.error_message = Some(format!("wait_ms {} must not be negative", req.wait_ms));
-        return out;
-    }
     let group = req.group.clone();
-    // No injection outlasts its marker retries by much: a longer wait holds the request for
-    // nothing.
-    let longest = state.ctx.config.barrier_injection_timeout_ms + TRIGGER_WAIT_MARGIN_MS;
-    let wait = Duration::from_millis((req.wait_ms as u64).min(longest));
+    let wait = Duration::from_millis(timeout_ms + TRIGGER_WAIT_MARGIN_MS);
     let answer = on_coordinator(state, &req.group, move |s, p| async move {
-        let (epoch, triggered_at, done) = start_injection(&s, &group, p).await?;
-        let cut = if wait.is_zero() {
+        let (epoch, _, done) = start_injection(&s, &group, p, timeout_ms).await?;
+        let cut = futures_lite::future::or(async { done.await.flatten() }, async {
+            glommio::timer::sleep(wait).await;
             None
-        } else {
-            futures_lite::future::or(async { done.await.flatten() }, async {
-                glommio::timer::sleep(wait).await;
-                None
-            })
-            .await
-        };
-        Ok::<_, Refusal>((epoch, triggered_at, cut))
+        })
+        .await;
+        cut.ok_or_else(|| {
+            (
+                REQUEST_TIMED_OUT,
+                format!(
+                    "barrier group '{group}' epoch {epoch}: the cut was not published within \
+                     {} ms; it is finished by the coordinator (see `ringlog barrier list`)",
+                    wait.as_millis()
+                ),
+            )
+        })
     })
     .await
     .and_then(|r| r);
     match answer {
-        Ok((epoch, triggered_at, cut)) => {
-            out.epoch = epoch;
-            out.triggered_at_ms = triggered_at;
-            if let Some(cut) = cut {
-                out.status = cut.status as i8;
-                out.completed_at_ms = cut.completed_at_ms;
-            }
-        }
-        Err((code, why)) => {
-            out.error_code = code;
-            out.error_message = Some(why);
-        }
+        Ok(cut) => TriggerBarrierResponse {
+            throttle_time_ms: 0,
+            error_code: NONE,
+            error_message: None,
+            epoch: cut.epoch,
+            status: cut.status.code(),
+            topics: cut.offsets,
+            missing: cut.missing,
+        },
+        Err((code, why)) => TriggerBarrierResponse {
+            error_code: code,
+            error_message: Some(why),
+            ..Default::default()
+        },
     }
-    out
 }
 
 // ---- 1013 ListBarrierCuts ----
@@ -483,14 +526,17 @@ async fn list_cuts(state: &Rc<CoreState>, req: ListBarrierCutsRequest) -> ListBa
     let listed = match definition(state, &req.group) {
         Err(e) => Err(e),
         Ok(_) => {
-            let (group, min_epoch) = (req.group.clone(), req.min_epoch);
+            let (group, from_epoch) = (req.group.clone(), req.from_epoch);
+            // Negative: every cut (up to the bound of one answer).
+            let most = usize::try_from(req.max_results)
+                .map_or(MAX_CUTS_PER_LIST, |n| n.min(MAX_CUTS_PER_LIST));
             on_coordinator(state, &req.group, move |s, p| async move {
                 ensure_loaded(&s, p).await?;
                 let states = s.barriers.borrow();
                 Ok::<_, Refusal>(states.get(&group).map_or_else(Vec::new, |g| {
                     g.cuts
-                        .range(min_epoch..)
-                        .take(MAX_CUTS_PER_LIST)
+                        .range(from_epoch..)
+                        .take(most)
                         .map(|(_, c)| c.clone())
                         .collect()
                 }))
@@ -511,6 +557,9 @@ async fn list_cuts(state: &Rc<CoreState>, req: ListBarrierCutsRequest) -> ListBa
 
 // ---- 1014 WriteBarrierMarkers ----
 
+/// WriteBarrierMarkers: a marker into each named partition of this node, fenced by its
+/// expected leader epoch (a negative one is fenced too); a partition another node leads is
+/// NOT_LEADER_OR_FOLLOWER. One result per partition, in request order.
 async fn write_markers_request(
     state: &Rc<CoreState>,
     req: WriteBarrierMarkersRequest,
@@ -520,52 +569,61 @@ async fn write_markers_request(
         epoch: req.epoch,
         triggered_at_ms: req.triggered_at_ms,
     };
-    let mut targets = Vec::new();
-    for (topic, partitions) in &req.topics {
-        for &p in partitions {
-            if p >= 0 {
-                targets.push((topic.clone(), p as u32));
+    let value = format::encode_marker_value(&marker);
+    let mut out: Vec<(String, Vec<MarkerResult>)> = Vec::with_capacity(req.topics.len());
+    let mut scatter: Scatter<(String, u32, i32)> = Scatter::default();
+    for (ti, (topic, partitions)) in req.topics.iter().enumerate() {
+        let mut rows = Vec::with_capacity(partitions.len());
+        for (pi, &(partition, expected_epoch)) in partitions.iter().enumerate() {
+            let core = u32::try_from(partition)
+                .ok()
+                .and_then(|p| state.owner_core(topic, p).map(|core| (p, core)));
+            let error_code = match core {
+                Some((p, core)) => {
+                    scatter.push(core, (ti, pi), (topic.clone(), p, expected_epoch));
+                    NONE
+                }
+                None => NOT_LEADER_OR_FOLLOWER,
+            };
+            rows.push(MarkerResult {
+                partition,
+                error_code,
+                offset: -1,
+            });
+        }
+        out.push((topic.clone(), rows));
+    }
+    let triggered_at_ms = req.triggered_at_ms;
+    let written = scatter
+        .gather(state, move |s, items: Vec<(String, u32, i32)>| {
+            let value = value.clone();
+            async move {
+                join_all(items.into_iter().map(|(topic, p, expected)| {
+                    let (s, value) = (s.clone(), value.clone());
+                    async move {
+                        let at = MarkerAt {
+                            triggered_at_ms,
+                            expected_leader_epoch: Some(expected),
+                        };
+                        write_marker_here(&s, &topic, p, value, at).await
+                    }
+                }))
+                .await
             }
+        })
+        .await;
+    for ((ti, pi), r) in written {
+        let row = &mut out[ti].1[pi];
+        match r {
+            Ok(Ok(offset)) => row.offset = offset as i64,
+            Ok(Err((code, why))) => {
+                tracing::debug!(group = %req.group, code, error = %why, "WriteBarrierMarkers refused a partition");
+                row.error_code = code;
+            }
+            Err(_) => row.error_code = NOT_LEADER_OR_FOLLOWER,
         }
     }
-    let mut results = mark_partitions(state, &marker, &targets).await.into_iter();
-    let topics = req
-        .topics
-        .iter()
-        .map(|(topic, partitions)| {
-            let rs = partitions
-                .iter()
-                .map(|&p| {
-                    let r = if p < 0 {
-                        Err((UNKNOWN_TOPIC_OR_PARTITION, format!("partition {p}")))
-                    } else {
-                        results
-                            .next()
-                            .unwrap_or(Err((UNKNOWN_TOPIC_OR_PARTITION, "no answer".to_string())))
-                    };
-                    match r {
-                        Ok(offset) => MarkerResult {
-                            partition: p,
-                            error_code: NONE,
-                            error_message: None,
-                            offset: offset as i64,
-                        },
-                        Err((code, why)) => MarkerResult {
-                            partition: p,
-                            error_code: code,
-                            error_message: Some(why),
-                            offset: -1,
-                        },
-                    }
-                })
-                .collect();
-            (topic.clone(), rs)
-        })
-        .collect();
-    WriteBarrierMarkersResponse {
-        throttle_time_ms: 0,
-        topics,
-    }
+    WriteBarrierMarkersResponse { topics: out }
 }
 
 /// Answers another node's `BarrierMarker` call for a partition this node owns.
@@ -629,6 +687,10 @@ pub async fn mark_partitions(
         }
     }
     let value = format::encode_marker_value(marker);
+    let at = MarkerAt {
+        triggered_at_ms: marker.triggered_at_ms,
+        expected_leader_epoch: None,
+    };
     let remote_results = join_all(remote.into_iter().map(|(i, owner, topic, p)| {
         let req = NodeRequest::BarrierMarker {
             topic: topic.clone(),
@@ -660,7 +722,7 @@ pub async fn mark_partitions(
             async move {
                 join_all(items.into_iter().map(|(topic, p)| {
                     let (s, value) = (s.clone(), value.clone());
-                    async move { write_marker_here(&s, &topic, p, value).await }
+                    async move { write_marker_here(&s, &topic, p, value, at).await }
                 }))
                 .await
             }
@@ -677,14 +739,37 @@ pub async fn mark_partitions(
         .collect()
 }
 
-/// One marker into `topic`/`p` of this core, through the partition's own append path.
+/// What a marker is written with: its timestamp (the cut's trigger time), and the leader
+/// epoch its writer expects the partition at (None: whichever this core leads it at).
+#[derive(Debug, Clone, Copy)]
+struct MarkerAt {
+    triggered_at_ms: i64,
+    expected_leader_epoch: Option<i32>,
+}
+
+/// One marker into `topic`/`p` of this core, through the partition's own append path: its
+/// batch timestamped with the trigger time, its leader epoch the one this core leads at
+/// (which an expected epoch must equal: FENCED_LEADER_EPOCH otherwise, -1 included).
 async fn write_marker_here(
     s: &CoreState,
     topic: &str,
     p: u32,
     value: Vec<u8>,
+    at: MarkerAt,
 ) -> Result<u64, Refusal> {
     s.check_leads(topic, p)?;
+    if let Some(expected) = at.expected_leader_epoch {
+        let serving = s.serving_epoch(topic, p);
+        if expected < 0 || serving.is_some_and(|e| e != expected) {
+            return Err((
+                FENCED_LEADER_EPOCH,
+                format!(
+                    "{topic}/{p}: expected leader epoch {expected}, the partition is at {}",
+                    serving.unwrap_or(-1)
+                ),
+            ));
+        }
+    }
     let Some(part) = s.partition(topic, p).await else {
         return Err((
             NOT_LEADER_OR_FOLLOWER,
@@ -692,7 +777,7 @@ async fn write_marker_here(
         ));
     };
     let offset = part
-        .write_control_record(BARRIER_CONTROL_TYPE, value)
+        .write_control_record(BARRIER_CONTROL_TYPE, value, at.triggered_at_ms)
         .await
         .map_err(|e| (codes::for_partition_error(&e), format!("{topic}/{p}: {e}")))?;
     s.replicate_own_write(&(topic.to_string(), p), &part, offset)
@@ -749,11 +834,13 @@ fn key(kind: RecordKind, group: &str, epoch: i64) -> Vec<u8> {
 /// Allocates `group`'s next epoch on this (its coordinator) core and injects it in a task of
 /// its own (a vanished trigger cannot stop it halfway). Returns once the injection-start
 /// record is durable (so an epoch a trigger was told of is finished even after a crash):
-/// the epoch, when it was triggered, and the task (its cut, once published).
+/// the epoch, when it was triggered, and the task (its cut, once published). Refused markers
+/// are retried for `timeout_ms` before the cut is published as partial.
 async fn start_injection(
     s: &Rc<CoreState>,
     group: &str,
     p: u32,
+    timeout_ms: u64,
 ) -> Result<(i64, i64, glommio::task::JoinHandle<Option<Cut>>), Refusal> {
     let def = definition(s, group)?;
     ensure_loaded(s, p).await?;
@@ -773,15 +860,19 @@ async fn start_injection(
         g.last_epoch
     };
     let triggered_at = now_ms();
-    s.metrics
-        .barrier
-        .started
-        .set(s.metrics.barrier.started.get() + 1);
     let task_state = s.clone();
     let name = group.to_string();
     let (started_tx, started_rx) = glommio::channels::local_channel::new_bounded(1);
     let done = glommio::spawn_local(async move {
-        let r = inject(&task_state, &name, p, def, epoch, triggered_at, started_tx).await;
+        let injection = Injection {
+            group: &name,
+            p,
+            def,
+            epoch,
+            triggered_at_ms: triggered_at,
+            timeout_ms,
+        };
+        let r = inject(&task_state, injection, started_tx).await;
         if let Some(g) = task_state.barriers.borrow_mut().get_mut(&name) {
             g.injecting = None;
         }
@@ -804,21 +895,36 @@ async fn start_injection(
     }
 }
 
-/// Steps 2–5 of an injection (see the module doc).
-async fn inject(
-    s: &Rc<CoreState>,
-    group: &str,
+/// One injection: of `group` (partition `p` of `__barrier_state`), epoch `epoch`.
+struct Injection<'a> {
+    group: &'a str,
     p: u32,
     def: meta::BarrierGroupDef,
     epoch: i64,
     triggered_at_ms: i64,
+    /// How long refused markers are retried before the cut is published as partial.
+    timeout_ms: u64,
+}
+
+/// Steps 2–5 of an injection (see the module doc).
+async fn inject(
+    s: &Rc<CoreState>,
+    inj: Injection<'_>,
     on_started: glommio::channels::local_channel::LocalSender<Result<(), Refusal>>,
 ) -> Result<Cut, Refusal> {
-    let started = std::time::Instant::now();
-    let targets = freeze_targets(s, &def).await;
-    let start = InjectionStart {
+    let Injection {
+        group,
+        p,
+        def,
+        epoch,
         triggered_at_ms,
-        targets,
+        timeout_ms,
+    } = inj;
+    let started = std::time::Instant::now();
+    let start = InjectionStart {
+        coordinator_epoch: s.serving_epoch(BARRIER_STATE_TOPIC, p).unwrap_or(0),
+        triggered_at_ms,
+        targets: freeze_targets(s, &def),
     };
     let recorded = append_state(
         s,
@@ -832,6 +938,11 @@ async fn inject(
     // The trigger waits for this (its receiver may be gone: nobody to tell).
     let _ = on_started.try_send(recorded.clone());
     recorded?;
+    // Counted once its injection-start is durable: an epoch that is finished even after a
+    // crash.
+    let started_total = &s.metrics.barrier.started;
+    started_total.set(started_total.get() + 1);
+    tracing::debug!(group, epoch, "barrier injection started");
     if let Some(g) = s.barriers.borrow_mut().get_mut(group) {
         g.started.insert(epoch, start.clone());
     }
@@ -840,13 +951,9 @@ async fn inject(
         epoch,
         triggered_at_ms,
     };
-    let mut pending: Vec<(String, u32)> = start
-        .targets
-        .iter()
-        .flat_map(|(t, ps)| ps.iter().map(move |(p, _)| (t.clone(), *p as u32)))
-        .collect();
+    let mut pending = targets_of(&start);
     let mut offsets: BTreeMap<(String, u32), u64> = BTreeMap::new();
-    let deadline = started + Duration::from_millis(s.ctx.config.barrier_injection_timeout_ms);
+    let deadline = started + Duration::from_millis(timeout_ms);
     let mut backoff = Duration::from_millis(MARKER_RETRY_FIRST_BACKOFF_MS);
     loop {
         let results = mark_partitions(s, &marker, &pending).await;
@@ -875,7 +982,8 @@ async fn inject(
             group,
             epoch,
             missing = pending.len(),
-            "barrier markers not written within barrier-injection-timeout-ms; the cut is partial"
+            timeout_ms,
+            "barrier markers not written within the injection's timeout; the cut is partial"
         );
     }
     let cut = cut_of(epoch, &start, &offsets);
@@ -888,21 +996,29 @@ async fn inject(
     Ok(cut)
 }
 
+/// Every `(topic, partition)` of `start`'s targets, in order.
+fn targets_of(start: &InjectionStart) -> Vec<(String, u32)> {
+    start
+        .targets
+        .iter()
+        .flat_map(|(t, count)| (0..(*count).max(0) as u32).map(move |p| (t.clone(), p)))
+        .collect()
+}
+
 /// The cut of `start`'s targets from the markers found (`offsets`); the rest are missing.
+/// Every target topic has its entry, even one whose markers are all missing (as krabka).
 fn cut_of(epoch: i64, start: &InjectionStart, offsets: &BTreeMap<(String, u32), u64>) -> Cut {
     let mut by_topic: Vec<(String, Vec<(i32, i64)>)> = Vec::new();
     let mut missing = Vec::new();
-    for (topic, parts) in &start.targets {
+    for (topic, count) in &start.targets {
         let mut found = Vec::new();
-        for (p, _) in parts {
-            match offsets.get(&(topic.clone(), *p as u32)) {
-                Some(&o) => found.push((*p, o as i64)),
-                None => missing.push((topic.clone(), *p)),
+        for p in 0..(*count).max(0) {
+            match offsets.get(&(topic.clone(), p as u32)) {
+                Some(&o) => found.push((p, o as i64)),
+                None => missing.push((topic.clone(), p)),
             }
         }
-        if !found.is_empty() {
-            by_topic.push((topic.clone(), found));
-        }
+        by_topic.push((topic.clone(), found));
     }
     Cut {
         epoch,
@@ -918,70 +1034,35 @@ fn cut_of(epoch: i64, start: &InjectionStart, offsets: &BTreeMap<(String, u32), 
     }
 }
 
-/// Every partition of `def`'s topics with its high watermark now (0 where it cannot be
-/// read: the marker is looked for from the log start then).
-async fn freeze_targets(
-    s: &Rc<CoreState>,
-    def: &meta::BarrierGroupDef,
-) -> Vec<(String, Vec<(i32, i64)>)> {
-    let mut targets: Vec<(String, Vec<(i32, i64)>)> = Vec::new();
-    let mut scatter: Scatter<(String, u32)> = Scatter::default();
-    let mut remote = Vec::new();
-    for (ti, topic) in def.topics.iter().enumerate() {
-        let partitions = s.meta.borrow().topic(topic).map_or(0, |t| t.partitions);
-        targets.push((
-            topic.clone(),
-            (0..partitions as i32).map(|p| (p, 0)).collect(),
-        ));
-        for p in 0..partitions {
-            match (s.owner_core(topic, p), s.remote_owner(topic, p)) {
-                (Some(core), _) => scatter.push(core, (ti, p as usize), (topic.clone(), p)),
-                (None, Some(owner)) => remote.push(((ti, p as usize), owner, topic.clone(), p)),
-                (None, None) => {}
-            }
-        }
-    }
-    let local = scatter
-        .gather(s, |s, items: Vec<(String, u32)>| async move {
-            let mut out = Vec::with_capacity(items.len());
-            for (topic, p) in items {
-                out.push(
-                    s.partition(&topic, p)
-                        .await
-                        .map(|part| part.log().high_watermark()),
-                );
-            }
-            out
+/// `def`'s topics in definition order, each with its partition count now (a topic gone
+/// meanwhile is left out, as krabka does).
+fn freeze_targets(s: &CoreState, def: &meta::BarrierGroupDef) -> Vec<(String, i32)> {
+    let m = s.meta.borrow();
+    def.topics
+        .iter()
+        .filter_map(|topic| {
+            let t = m.topic(topic)?;
+            Some((
+                topic.clone(),
+                i32::try_from(t.partitions).unwrap_or(i32::MAX),
+            ))
         })
-        .await;
-    for ((ti, pi), hw) in local {
-        if let Ok(Some(hw)) = hw {
-            targets[ti].1[pi].1 = hw as i64;
-        }
-    }
-    let far = join_all(
-        remote
-            .into_iter()
-            .map(|(slot, owner, topic, p)| async move {
-                let req = NodeRequest::HighWatermark {
-                    topic,
-                    partition: p,
-                };
-                let r = crate::node_rpc::call(s, owner.node_id, owner.core_index, &req).await;
-                (slot, r)
-            }),
-    )
-    .await;
-    for ((ti, pi), r) in far {
-        if let Ok(NodeResponse::HighWatermark(hw)) = r {
-            targets[ti].1[pi].1 = hw as i64;
-        }
-    }
-    targets
+        .collect()
 }
 
-/// Publishes `cut` in one batch with the tombstones of its injection-start and of the cuts
-/// past `retained_cuts` (never the newest), then makes it this core's state.
+/// The group record of `def` whose last published cut is `last_epoch`.
+fn group_value(def: &meta::BarrierGroupDef, last_epoch: i64) -> GroupValue {
+    GroupValue {
+        topics: def.topics.clone(),
+        interval_ms: Some(wire_interval(def.interval_ms)).filter(|ms| *ms >= 0),
+        retained_cuts: i32::try_from(def.retained_cuts).unwrap_or(i32::MAX),
+        last_epoch,
+    }
+}
+
+/// Publishes `cut` in one batch with the group record (its `last_epoch` the cut's) and the
+/// tombstones of its injection-start and of the cuts past `retained_cuts` (epochs at or
+/// below the cut's less `retained_cuts`: never the newest), then makes it this core's state.
 async fn publish(
     s: &Rc<CoreState>,
     group: &str,
@@ -990,21 +1071,28 @@ async fn publish(
     cut: Cut,
 ) -> Result<(), Refusal> {
     let epoch = cut.epoch;
-    let retained = def.retained_cuts.max(1) as usize;
-    let expired: Vec<i64> = {
-        let states = s.barriers.borrow();
-        let older: Vec<i64> = states
-            .get(group)
-            .map(|g| g.cuts.keys().copied().filter(|e| *e < epoch).collect())
-            .unwrap_or_default();
-        // Keep `retained` cuts with this one.
-        let keep_older = retained - 1;
-        older[..older.len().saturating_sub(keep_older)].to_vec()
-    };
+    let retained = i64::from(def.retained_cuts.max(1));
+    let expired: Vec<i64> = s
+        .barriers
+        .borrow()
+        .get(group)
+        .map(|g| {
+            g.cuts
+                .keys()
+                .copied()
+                .filter(|e| *e <= epoch - retained)
+                .collect()
+        })
+        .unwrap_or_default();
+    let record = group_value(def, epoch);
     let mut records = vec![
         (
             key(RecordKind::Cut, group, epoch),
             Some(format::encode_cut_value(&cut)),
+        ),
+        (
+            key(RecordKind::Group, group, format::GROUP_RECORD_EPOCH),
+            Some(format::encode_group_value(&record)),
         ),
         (key(RecordKind::InjectionStart, group, epoch), None),
     ];
@@ -1030,6 +1118,8 @@ async fn publish(
     }
     g.last_epoch = g.last_epoch.max(epoch);
     g.cuts.insert(epoch, cut);
+    g.record = Some(record);
+    g.record_is_legacy = false;
     Ok(())
 }
 
@@ -1038,40 +1128,43 @@ async fn publish(
 async fn sync_group_record(s: &Rc<CoreState>, group: &str, p: u32) -> Result<(), Refusal> {
     ensure_loaded(s, p).await?;
     let def = s.meta.borrow().barrier_groups.groups.get(group).cloned();
-    let wanted = def.map(|d| GroupValue {
-        interval_ms: d.interval_ms as i64,
-        retained_cuts: d.retained_cuts as i32,
-        topics: d.topics,
-    });
-    let (current, cuts, started, busy) = {
+    let (current, legacy, last_epoch, cuts, started, busy) = {
         let states = s.barriers.borrow();
         match states.get(group) {
             Some(g) => (
                 g.record.clone(),
+                g.record_is_legacy,
+                g.last_published_epoch(),
                 g.cuts.keys().copied().collect::<Vec<_>>(),
                 g.started.keys().copied().collect::<Vec<_>>(),
                 g.injecting.is_some(),
             ),
-            None => (None, Vec::new(), Vec::new(), false),
+            None => (None, false, 0, Vec::new(), Vec::new(), false),
         }
     };
+    let wanted = def.map(|d| group_value(&d, last_epoch));
     match wanted {
-        Some(v) if current.as_ref() != Some(&v) => {
+        // A record in an earlier build's layout is rewritten in KFC-4's.
+        Some(v) if legacy || current.as_ref() != Some(&v) => {
             let records = vec![(
-                key(RecordKind::Group, group, -1),
+                key(RecordKind::Group, group, format::GROUP_RECORD_EPOCH),
                 Some(format::encode_group_value(&v)),
             )];
             append_state(s, p, records).await?;
-            s.barriers
-                .borrow_mut()
+            let mut states = s.barriers.borrow_mut();
+            let g = states
                 .entry(group.to_string())
-                .or_insert_with(|| GroupState::new(p))
-                .record = Some(v);
+                .or_insert_with(|| GroupState::new(p));
+            g.record = Some(v);
+            g.record_is_legacy = false;
         }
         Some(_) => {}
         None if busy => {} // deleted while injecting: cleaned up once the injection is done
         None if current.is_some() || !cuts.is_empty() || !started.is_empty() => {
-            let mut records = vec![(key(RecordKind::Group, group, -1), None)];
+            let mut records = vec![(
+                key(RecordKind::Group, group, format::GROUP_RECORD_EPOCH),
+                None,
+            )];
             records.extend(cuts.iter().map(|e| (key(RecordKind::Cut, group, *e), None)));
             records.extend(
                 started
@@ -1088,17 +1181,18 @@ async fn sync_group_record(s: &Rc<CoreState>, group: &str, p: u32) -> Result<(),
     Ok(())
 }
 
-/// Looks for epoch `marker`'s marker in `topic`/`p` of this core from offset `from`, at most
-/// `MARKER_SCAN_MAX_BYTES` of log.
-async fn find_marker_here(
-    s: &CoreState,
-    topic: &str,
-    p: u32,
-    from: u64,
-    marker: &MarkerValue,
-) -> Option<u64> {
+/// Looks for epoch `marker`'s marker in `topic`/`p` of this core, from the first record
+/// timestamped at or after its trigger time (the time index; the marker carries that time,
+/// so it is not before it), at most `MARKER_SCAN_MAX_BYTES` of log.
+async fn find_marker_here(s: &CoreState, topic: &str, p: u32, marker: &MarkerValue) -> Option<u64> {
     let part = s.partition(topic, p).await?;
     let log = part.log();
+    let from = log
+        .offset_for_timestamp(marker.triggered_at_ms)
+        .await
+        .ok()
+        .flatten()?
+        .offset;
     let mut next = from.max(log.log_start_offset());
     let mut scanned = 0u64;
     while next < log.high_watermark() && scanned < MARKER_SCAN_MAX_BYTES {
@@ -1126,7 +1220,7 @@ async fn find_marker_here(
 }
 
 /// Publishes the cut of an injection a crash (or a failed publish) left started: each
-/// target's marker is looked for from its frozen offset (on this node's cores; another
+/// target's marker is looked for from its trigger time (on this node's cores; another
 /// node's partition counts as missing), and the cut is complete only if every one is found.
 async fn finish_interrupted(
     s: &Rc<CoreState>,
@@ -1141,36 +1235,30 @@ async fn finish_interrupted(
         epoch,
         triggered_at_ms: start.triggered_at_ms,
     };
-    let mut scatter: Scatter<(String, u32, u64)> = Scatter::default();
-    for (ti, (topic, parts)) in start.targets.iter().enumerate() {
-        for (pi, (partition, from)) in parts.iter().enumerate() {
-            if let Some(core) = s.owner_core(topic, *partition as u32) {
-                scatter.push(
-                    core,
-                    (ti, pi),
-                    (topic.clone(), *partition as u32, (*from).max(0) as u64),
-                );
-            }
+    let targets = targets_of(&start);
+    let mut scatter: Scatter<(String, u32)> = Scatter::default();
+    for (i, (topic, partition)) in targets.iter().enumerate() {
+        if let Some(core) = s.owner_core(topic, *partition) {
+            scatter.push(core, (i, 0), (topic.clone(), *partition));
         }
     }
     let m = marker.clone();
     let found = scatter
-        .gather(s, move |s, items: Vec<(String, u32, u64)>| {
+        .gather(s, move |s, items: Vec<(String, u32)>| {
             let m = m.clone();
             async move {
                 let mut out = Vec::with_capacity(items.len());
-                for (topic, p, from) in items {
-                    out.push(find_marker_here(&s, &topic, p, from, &m).await);
+                for (topic, p) in items {
+                    out.push(find_marker_here(&s, &topic, p, &m).await);
                 }
                 out
             }
         })
         .await;
     let mut offsets = BTreeMap::new();
-    for ((ti, pi), r) in found {
+    for ((i, _), r) in found {
         if let Ok(Some(offset)) = r {
-            let (topic, parts) = &start.targets[ti];
-            offsets.insert((topic.clone(), parts[pi].0 as u32), offset);
+            offsets.insert(targets[i].clone(), offset);
         }
     }
     let cut = cut_of(epoch, &start, &offsets);
@@ -1240,15 +1328,22 @@ pub async fn barrier_tick(s: &Rc<CoreState>) {
             let last = g.last_triggered_ms().unwrap_or(g.known_since_ms);
             let due = !injecting
                 && interrupted.is_none()
-                && now_ms() >= last.saturating_add(def.interval_ms as i64);
+                && def.interval_ms != meta::BARRIER_INTERVAL_OFF_MS
+                && now_ms() >= last.saturating_add(wire_interval(def.interval_ms));
             (interrupted, due)
         };
+        // An injection started under a later coordinator epoch than this one's is that
+        // coordinator's to finish (as krabka leaves it).
+        let interrupted = interrupted.filter(|(_, start)| {
+            start.coordinator_epoch <= s.serving_epoch(BARRIER_STATE_TOPIC, p).unwrap_or(0)
+        });
         if let Some((epoch, start)) = interrupted {
             if let Err((code, why)) = finish_interrupted(s, &group, p, &def, epoch, start).await {
                 tracing::warn!(group, epoch, code, error = %why, "finishing an interrupted barrier injection; retried");
             }
         } else if due {
-            if let Err((code, why)) = start_injection(s, &group, p).await {
+            let timeout_ms = s.ctx.config.barrier_injection_timeout_ms;
+            if let Err((code, why)) = start_injection(s, &group, p, timeout_ms).await {
                 if code != BARRIER_INJECTION_IN_PROGRESS {
                     tracing::warn!(group, code, error = %why, "interval barrier trigger");
                 }

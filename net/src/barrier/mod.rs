@@ -9,13 +9,18 @@
 //! `__consumer_offsets`. The coordinator's work (injection, the interval tick, finishing an
 //! injection a crash interrupted) is in `crate::api::barrier`. What a coordinator knows comes
 //! from its partition's records, replayed when the partition opens:
-//! - a group record (kind 0): the definition as last written there (the metastore holds the
-//!   definition itself; the record is for readers of `__barrier_state`);
+//! - a group record (kind 0): the definition as last written there, with the epoch of its last
+//!   published cut (the metastore holds the definition itself; the record is for readers of
+//!   `__barrier_state`, and keeps the epoch); its tombstone ends the group, cuts and all;
 //! - an injection-start record (kind 1): epoch E allocated, its frozen targets; written before
 //!   any marker, tombstoned in the same batch as E's cut;
-//! - a cut record (kind 2): the published cut of epoch E; the oldest past `retained_cuts` are
-//!   tombstoned, never the newest, so the highest epoch is always on record (epochs never
-//!   repeat).
+//! - a cut record (kind 2): the published cut of epoch E, written in one batch with the group
+//!   record (its `last_epoch` E), and the tombstones of E's injection-start and of the cuts
+//!   past `retained_cuts` (the newest is never one of them: epochs never repeat).
+//!
+//! A data directory of an earlier ringlog build holds group and injection-start values in
+//! that build's layout: replay reads them (`format::legacy`), and the coordinator rewrites the
+//! group record in KFC-4's layout at its next tick.
 
 /// The record formats (`__barrier_state`, markers, snapshots): the `kfc4` crate, shared with
 /// the streams client.
@@ -62,6 +67,8 @@ pub struct GroupState {
     pub injecting: Option<i64>,
     /// The group record as last written to `__barrier_state` (None: none, or a tombstone).
     pub record: Option<GroupValue>,
+    /// Whether that record is in an earlier build's layout (rewritten by the next tick).
+    pub record_is_legacy: bool,
     /// When this core first knew the group (ms): a group never triggered is due by its
     /// interval from here.
     pub known_since_ms: i64,
@@ -76,16 +83,16 @@ impl GroupState {
         }
     }
 
-    /// The newest published cut, and the newest complete one.
+    /// The newest published cut.
     pub fn latest(&self) -> Option<&Cut> {
         self.cuts.values().next_back()
     }
 
-    pub fn latest_complete(&self) -> Option<&Cut> {
-        self.cuts
-            .values()
-            .rev()
-            .find(|c| c.status == format::CutStatus::Complete)
+    /// The epoch of the last published cut (complete or partial), 0 for none: the newest
+    /// retained cut's, or what the group record says.
+    pub fn last_published_epoch(&self) -> i64 {
+        let recorded = self.record.as_ref().map_or(0, |r| r.last_epoch);
+        self.latest().map_or(0, |c| c.epoch).max(recorded)
     }
 
     /// When the group was last triggered (ms), from its newest cut or injection.
@@ -95,10 +102,25 @@ impl GroupState {
         cut.max(started)
     }
 
-    /// Applies one replayed record of this group.
-    fn apply(&mut self, record: StateRecord) {
+    /// Applies one replayed record of this group, read in `layout`.
+    fn apply(&mut self, record: StateRecord, layout: format::legacy::Layout) {
         match record {
-            StateRecord::Group { value, .. } => self.record = value,
+            StateRecord::Group {
+                value: Some(value), ..
+            } => {
+                self.last_epoch = self.last_epoch.max(value.last_epoch);
+                self.record = Some(value);
+                self.record_is_legacy = layout == format::legacy::Layout::Legacy;
+            }
+            // The group was deleted: nothing of it is left (a group of that name defined
+            // later starts again at epoch 1).
+            StateRecord::Group { value: None, .. } => {
+                *self = GroupState {
+                    partition: self.partition,
+                    known_since_ms: self.known_since_ms,
+                    ..Default::default()
+                }
+            }
             StateRecord::InjectionStart { epoch, value, .. } => match value {
                 Some(v) => {
                     self.last_epoch = self.last_epoch.max(epoch);
@@ -145,13 +167,13 @@ pub fn replay(states: &mut BarrierStates, bytes: &[u8], partition: u32) -> usize
         };
         for r in set.records {
             let Some(key) = r.key else { continue };
-            match format::decode_record(&key, r.value.as_deref()) {
-                Ok(record) => {
+            match format::legacy::decode_record(&key, r.value.as_deref()) {
+                Ok((record, layout)) => {
                     let group = record.group().to_string();
                     states
                         .entry(group)
                         .or_insert_with(|| GroupState::new(partition))
-                        .apply(record);
+                        .apply(record, layout);
                     applied += 1;
                 }
                 Err(e) => {
@@ -197,24 +219,29 @@ mod tests {
         }
     }
 
+    fn group_value(last_epoch: i64) -> GroupValue {
+        GroupValue {
+            topics: vec!["t".into()],
+            interval_ms: Some(1_000),
+            retained_cuts: 1,
+            last_epoch,
+        }
+    }
+
     /// Replay rebuilds what the coordinator wrote: the newest group record, cuts less their
     /// tombstones, the highest epoch, and an injection-start without a cut as unfinished.
     #[test]
     fn replay_rebuilds_cuts_epochs_and_unfinished_injections() {
         let start = InjectionStart {
+            coordinator_epoch: 0,
             triggered_at_ms: 30,
-            targets: vec![("t".into(), vec![(0, 7)])],
-        };
-        let group = GroupValue {
-            interval_ms: 1_000,
-            retained_cuts: 1,
-            topics: vec!["t".into()],
+            targets: vec![("t".into(), 1)],
         };
         let batch = engine::batch_encode::encode_uncompressed([
             rec(
                 RecordKind::Group,
                 -1,
-                Some(format::encode_group_value(&group)),
+                Some(format::encode_group_value(&group_value(0))),
             ),
             rec(
                 RecordKind::InjectionStart,
@@ -222,8 +249,18 @@ mod tests {
                 Some(format::encode_injection_start(&start)),
             ),
             rec(RecordKind::Cut, 1, Some(format::encode_cut_value(&cut(1)))),
+            rec(
+                RecordKind::Group,
+                -1,
+                Some(format::encode_group_value(&group_value(1))),
+            ),
             rec(RecordKind::InjectionStart, 1, None),
             rec(RecordKind::Cut, 2, Some(format::encode_cut_value(&cut(2)))),
+            rec(
+                RecordKind::Group,
+                -1,
+                Some(format::encode_group_value(&group_value(2))),
+            ),
             rec(RecordKind::Cut, 1, None),
             rec(
                 RecordKind::InjectionStart,
@@ -232,19 +269,21 @@ mod tests {
             ),
         ]);
         let mut states = BarrierStates::new();
-        assert_eq!(replay(&mut states, &batch, 4), 7);
+        assert_eq!(replay(&mut states, &batch, 4), 9);
         let g = &states["g"];
         assert_eq!(g.partition, 4);
-        assert_eq!(g.record.as_ref(), Some(&group));
+        assert_eq!(g.record.as_ref(), Some(&group_value(2)));
+        assert!(!g.record_is_legacy);
         assert_eq!(g.cuts.keys().copied().collect::<Vec<_>>(), vec![2]);
         assert_eq!(g.latest(), Some(&cut(2)));
+        assert_eq!(g.last_published_epoch(), 2);
         assert_eq!(
             g.last_epoch, 3,
             "the unfinished epoch counts: it is never reused"
         );
         assert_eq!(g.started.get(&3), Some(&start));
         assert_eq!(g.last_triggered_ms(), Some(30));
-        // A group record's tombstone forgets the record; an undecodable key is skipped.
+        // A group record's tombstone ends the group; an undecodable key is skipped.
         let more = engine::batch_encode::encode_uncompressed([
             rec(RecordKind::Group, -1, None),
             engine::batch_encode::NewRecord {
@@ -255,6 +294,36 @@ mod tests {
             },
         ]);
         assert_eq!(replay(&mut states, &more, 4), 1);
-        assert!(states["g"].record.is_none());
+        let g = &states["g"];
+        assert!(g.record.is_none() && g.cuts.is_empty() && g.started.is_empty());
+        assert_eq!((g.last_epoch, g.last_published_epoch()), (0, 0));
+    }
+
+    /// A group record in an earlier build's layout is read, and marked for rewriting.
+    #[test]
+    fn replay_reads_an_earlier_builds_group_record() {
+        let legacy: Vec<u8> = [
+            &[0u8, 0][..],            // version 0
+            &60_000i64.to_be_bytes(), // interval_ms
+            &3i32.to_be_bytes(),      // retained_cuts
+            &1i32.to_be_bytes(),      // topics: 1
+            &[0, 1, b't'],            // "t"
+        ]
+        .concat();
+        let batch = engine::batch_encode::encode_uncompressed([
+            rec(RecordKind::Group, -1, Some(legacy)),
+            rec(RecordKind::Cut, 4, Some(format::encode_cut_value(&cut(4)))),
+        ]);
+        let mut states = BarrierStates::new();
+        assert_eq!(replay(&mut states, &batch, 0), 2);
+        let g = &states["g"];
+        assert!(g.record_is_legacy);
+        assert_eq!(
+            g.record
+                .as_ref()
+                .map(|r| (&r.topics[..], r.interval_ms, r.retained_cuts)),
+            Some((&["t".to_string()][..], Some(60_000), 3))
+        );
+        assert_eq!((g.last_epoch, g.last_published_epoch()), (4, 4));
     }
 }
