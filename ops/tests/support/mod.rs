@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod compaction;
 pub mod java;
 pub mod kcat_suite;
+pub mod peer;
 pub mod wire;
 
 use std::fs::{self, File, OpenOptions};
