@@ -51,6 +51,10 @@ pub async fn consumer_group_heartbeat(
     client_host: String,
 ) -> ConsumerGroupHeartbeatResponse {
     let group_id = req.group_id.0.to_string();
+    // Kafka validates the request before the group: no group id is INVALID_REQUEST.
+    if group_id.is_empty() {
+        return refused(codes::INVALID_REQUEST, "the group id is empty");
+    }
     // v1 (KIP-1082): the client makes its own member id and sends it from the first call.
     if version >= 1 && req.member_id.is_empty() {
         return refused(codes::INVALID_REQUEST, "a member id is required (v1)");

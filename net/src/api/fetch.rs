@@ -42,6 +42,8 @@ struct ReadItem {
 /// stable yet (an open transaction holds the last stable offset back; nothing wakes on it).
 const UNSTABLE_POLL_MS: u64 = 10;
 
+/// A partition's answer with `code` and no offsets (-1), as Kafka answers an error (an
+/// OFFSET_OUT_OF_RANGE too); no aborted transactions (null: read_committed answers set them).
 fn partition_error(index: i32, code: i16) -> PartitionData {
     PartitionData::default()
         .with_partition_index(index)
@@ -49,6 +51,7 @@ fn partition_error(index: i32, code: i16) -> PartitionData {
         .with_high_watermark(-1)
         .with_last_stable_offset(-1)
         .with_log_start_offset(-1)
+        .with_aborted_transactions(None)
         .with_records(Some(Bytes::new()))
 }
 
@@ -219,7 +222,7 @@ async fn read_one(state: &Rc<CoreState>, item: &ReadItem, limit: usize) -> (Part
         .with_last_stable_offset(lso as i64)
         .with_log_start_offset(start);
     if item.offset < 0 {
-        return (base.with_error_code(codes::OFFSET_OUT_OF_RANGE), 0);
+        return (partition_error(index, codes::OFFSET_OUT_OF_RANGE), 0);
     }
     if item.last_fetched_epoch >= 0 {
         match part.leader_epoch_end(item.last_fetched_epoch) {
@@ -232,7 +235,7 @@ async fn read_one(state: &Rc<CoreState>, item: &ReadItem, limit: usize) -> (Part
                 return (base.with_diverging_epoch(diverging), 0);
             }
             Some(_) => {}
-            None => return (base.with_error_code(codes::OFFSET_OUT_OF_RANGE), 0),
+            None => return (partition_error(index, codes::OFFSET_OUT_OF_RANGE), 0),
         }
     }
     if limit == 0 {
@@ -270,7 +273,7 @@ async fn read_one(state: &Rc<CoreState>, item: &ReadItem, limit: usize) -> (Part
         }
         Err(e @ LogError::OffsetOutOfRange { .. }) => {
             tracing::debug!(error = %e, "fetch out of range");
-            (base.with_error_code(codes::OFFSET_OUT_OF_RANGE), 0)
+            (partition_error(index, codes::OFFSET_OUT_OF_RANGE), 0)
         }
         Err(e) => {
             tracing::warn!(topic = %item.topic, partition = index, error = %e, "fetch failed");

@@ -292,9 +292,12 @@ pub async fn join_group(
                 })
                 .collect(),
         );
-    r.protocol_name = Some(str_bytes(result.protocol_name.unwrap_or_default()));
     if version >= 7 {
+        // Nullable from v7: null on an error, as Kafka answers.
+        r.protocol_name = result.protocol_name.map(str_bytes);
         r.protocol_type = result.protocol_type.map(str_bytes);
+    } else {
+        r.protocol_name = Some(str_bytes(result.protocol_name.unwrap_or_default()));
     }
     r
 }
@@ -304,6 +307,10 @@ pub async fn sync_group(
     version: i16,
     req: SyncGroupRequest,
 ) -> SyncGroupResponse {
+    // From v5 the protocol type and name are mandatory, checked first (as Kafka does).
+    if version >= 5 && (req.protocol_type.is_none() || req.protocol_name.is_none()) {
+        return SyncGroupResponse::default().with_error_code(codes::INCONSISTENT_GROUP_PROTOCOL);
+    }
     let group_id = req.group_id.0.to_string();
     let member = req.member_id.to_string();
     let instance = req.group_instance_id.as_ref().map(|s| s.to_string());
@@ -890,8 +897,16 @@ pub async fn describe_groups(
             let described = on_coordinator(&state, &id, move |s, _partition| async move {
                 let groups = s.groups.borrow();
                 let Some(g) = groups.get(&id2) else {
-                    return DescribedGroup::default()
+                    // v6 (KIP-1043) says so with GROUP_ID_NOT_FOUND, as Kafka does.
+                    let dead = DescribedGroup::default()
                         .with_group_state(str_bytes(GroupState::Dead.name()));
+                    return if version >= 6 {
+                        dead.with_error_code(GROUP_ID_NOT_FOUND).with_error_message(Some(
+                            str_bytes(format!("group '{id2}' does not exist")),
+                        ))
+                    } else {
+                        dead
+                    };
                 };
                 // A consumer-protocol group is described by ConsumerGroupDescribe (as Kafka
                 // answers; the admin client asks that first).

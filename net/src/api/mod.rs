@@ -69,8 +69,8 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     // Transactions (KIP-98), as transaction version 1: the newer versions belong to
     // transaction version 2 (KIP-890: AddPartitionsToTxn v4+ is the brokers' verification
-    // form, EndTxn v5 and TxnOffsetCommit v5 need the `transaction.version` feature), and
-    // ListTransactions v2 adds a regex filter; see `BELOW_THE_CODEC`.
+    // form, EndTxn v5 and TxnOffsetCommit v5 need the `transaction.version` feature); see
+    // `BELOW_THE_CODEC`. ListTransactions v2 (KIP-1152) filters by a transactional id regex.
     (ApiKey::AddPartitionsToTxn, 0, 3),
     (ApiKey::AddOffsetsToTxn, 0, 4),
     (ApiKey::EndTxn, 0, 4),
@@ -84,7 +84,7 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ElectLeaders, 0, 2),
     (ApiKey::AlterPartitionReassignments, 0, 1),
     (ApiKey::ListPartitionReassignments, 0, 0),
-    (ApiKey::ListTransactions, 0, 1),
+    (ApiKey::ListTransactions, 0, 2),
     // v0 would carry raw SASL tokens after the handshake; clients of this decade use v1 with
     // SaslAuthenticate.
     (ApiKey::SaslHandshake, 1, 1),
@@ -104,7 +104,6 @@ pub const BELOW_THE_CODEC: &[ApiKey] = &[
     ApiKey::AddPartitionsToTxn,
     ApiKey::EndTxn,
     ApiKey::TxnOffsetCommit,
-    ApiKey::ListTransactions,
 ];
 
 /// A decoded request, ready for a handler.

@@ -31,9 +31,10 @@ pub fn describe(
     req: DescribeUserScramCredentialsRequest,
 ) -> DescribeUserScramCredentialsResponse {
     let m = state.meta.borrow();
+    // None or none named: every user (as Kafka answers; the admin client sends an empty list).
     let users: Vec<String> = match &req.users {
-        None => m.scram_users.keys().cloned().collect(),
-        Some(named) => named.iter().map(|u| u.name.to_string()).collect(),
+        Some(named) if !named.is_empty() => named.iter().map(|u| u.name.to_string()).collect(),
+        _ => m.scram_users.keys().cloned().collect(),
     };
     let mut seen = BTreeSet::new();
     let results = users

@@ -1084,11 +1084,26 @@ pub async fn describe_transactions(
     DescribeTransactionsResponse::default().with_transaction_states(out)
 }
 
-/// ListTransactions: every core's transactional ids, filtered by state and producer id.
+/// ListTransactions: every core's transactional ids, filtered by state, producer id,
+/// duration and (v2, KIP-1152) a regex the whole id must match.
 pub async fn list_transactions(
     state: &Rc<CoreState>,
     req: ListTransactionsRequest,
 ) -> ListTransactionsResponse {
+    let pattern = match req
+        .transactional_id_pattern
+        .as_deref()
+        .filter(|p| !p.is_empty())
+    {
+        None => None,
+        Some(p) => {
+            match crate::group::consumer::SubscriptionRegex::compile("transactional id pattern", p)
+            {
+                Ok(re) => Some(re),
+                Err((code, _)) => return ListTransactionsResponse::default().with_error_code(code),
+            }
+        }
+    };
     let states: BTreeSet<String> = req.state_filters.iter().map(|s| s.to_string()).collect();
     let pids: BTreeSet<i64> = req.producer_id_filters.iter().map(|p| p.0).collect();
     let min_duration_ms = req.duration_filter;
@@ -1102,6 +1117,7 @@ pub async fn list_transactions(
         .gather(state, move |s, items: Vec<()>| {
             let states = states.clone();
             let pids = pids.clone();
+            let pattern = pattern.clone();
             async move {
                 let listed: Vec<(String, i64, &'static str)> = s
                     .txns
@@ -1109,6 +1125,7 @@ pub async fn list_transactions(
                     .iter()
                     .filter(|(_, e)| states.is_empty() || states.contains(e.meta.status.name()))
                     .filter(|(_, e)| pids.is_empty() || pids.contains(&e.meta.producer_id))
+                    .filter(|(id, _)| pattern.as_ref().is_none_or(|re| re.matches(id)))
                     .filter(|(_, e)| {
                         min_duration_ms < 0
                             || (e.meta.status == TxnStatus::Ongoing

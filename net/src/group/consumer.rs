@@ -134,13 +134,19 @@ pub struct SubscriptionRegex {
 impl SubscriptionRegex {
     /// Compiles `text`; INVALID_REGULAR_EXPRESSION if it is not a valid regex or too large.
     pub fn new(text: &str) -> Result<Self, Refusal> {
+        Self::compile("subscription regex", text)
+    }
+
+    /// Compiles `text` to match whole names (any regex a request carries: `what` names it in
+    /// the refusal).
+    pub fn compile(what: &str, text: &str) -> Result<Self, Refusal> {
         let whole = regex::RegexBuilder::new(&format!("^(?:{text})$"))
             .size_limit(MAX_SUBSCRIPTION_REGEX_BYTES)
             .build()
             .map_err(|e| {
                 (
                     codes::INVALID_REGULAR_EXPRESSION,
-                    format!("subscription regex '{text}': {e}"),
+                    format!("{what} '{text}': {e}"),
                 )
             })?;
         Ok(Self {

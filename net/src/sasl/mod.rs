@@ -159,8 +159,10 @@ pub fn handshake(
                 true,
             ),
         },
+        // A listener without SASL offers no mechanism (as Kafka answers there).
         Auth::Open | Auth::Certified { .. } => (
-            resp.with_error_code(ResponseError::IllegalSaslState.code()),
+            SaslHandshakeResponse::default()
+                .with_error_code(ResponseError::IllegalSaslState.code()),
             false,
         ),
         _ => (
