@@ -1194,8 +1194,10 @@ fn a_krabka_client_speaks_the_five_barrier_apis() {
 /// layout) keeps its group and cuts: the fixture holds group `legacy-cut` (topics `orders`,
 /// interval 1h, 3 retained cuts) and its cuts 1 (orders/0@2, orders/1@1) and 2 (orders/0@4,
 /// orders/1@3), made by `ringlog barrier define` and two `trigger`s on a one-core broker of
-/// that build and a clean stop. After the upgrade the group is described, its cuts listed and
-/// verified, the next cut is epoch 3, and the group record is rewritten in KFC-4's layout.
+/// that build and a clean stop, more than an hour before this test could first run. After the
+/// upgrade the group's interval cut is due at once: it is epoch 3; the group is described,
+/// its cuts listed and verified, a trigger makes epoch 4, and the group record is rewritten
+/// in KFC-4's layout.
 #[test]
 fn a_data_directory_of_an_earlier_build_keeps_its_barrier_groups_and_cuts() {
     let dir = tempfile::tempdir().unwrap();
@@ -1205,14 +1207,23 @@ fn a_data_directory_of_an_earlier_build_keeps_its_barrier_groups_and_cuts() {
     tar.arg("xzf").arg(&fixture).arg("-C").arg(dir.path());
     run_ok(tar, None, Duration::from_secs(60));
     let broker = Broker::start_on_data_dir(1, &dir.path().join("data"), &[]);
+    // The interval cut the upgraded coordinator owes (its last cut is over an hour old).
+    let t0 = Instant::now();
+    while last_epoch(&broker, "legacy-cut") < 3 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "no interval cut after the upgrade"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let d = barrier_json(&broker, &["describe", "legacy-cut"]);
     assert_eq!(d[0]["topics"], serde_json::json!(["orders"]), "{d}");
     assert_eq!(d[0]["interval_ms"], 3_600_000, "{d}");
     assert_eq!(d[0]["retained_cuts"], 3, "{d}");
-    assert_eq!(d[0]["last_epoch"], 2, "{d}");
+    assert_eq!(d[0]["last_epoch"], 3, "{d}");
     let before = cuts(&broker, "legacy-cut");
     let o = |t: &str, p: i32| (t.to_string(), p);
-    assert_eq!(before.keys().copied().collect::<Vec<_>>(), [1, 2]);
+    assert_eq!(before.keys().copied().collect::<Vec<_>>(), [1, 2, 3]);
     assert_eq!(
         before[&1].1,
         BTreeMap::from([(o("orders", 0), 2), (o("orders", 1), 1)])
@@ -1221,12 +1232,16 @@ fn a_data_directory_of_an_earlier_build_keeps_its_barrier_groups_and_cuts() {
         before[&2].1,
         BTreeMap::from([(o("orders", 0), 4), (o("orders", 1), 3)])
     );
+    assert_eq!(
+        before[&3].1,
+        BTreeMap::from([(o("orders", 0), 5), (o("orders", 1), 4)])
+    );
     let out = barrier_ok(&broker, &["verify", "legacy-cut"]);
-    assert!(out.contains("4 marker(s), 0 mismatch(es)"), "{out}");
+    assert!(out.contains("6 marker(s), 0 mismatch(es)"), "{out}");
     let t = barrier_json(&broker, &["trigger", "legacy-cut"]);
     assert_eq!(
         (t["epoch"].as_i64(), t["status"].as_str()),
-        (Some(3), Some("complete"))
+        (Some(4), Some("complete"))
     );
     // The group record now reads in KFC-4's layout (the old one is still in the log, read
     // by the broker's migrating decoder).
@@ -1258,7 +1273,7 @@ fn a_data_directory_of_an_earlier_build_keeps_its_barrier_groups_and_cuts() {
                 topics: vec!["orders".into()],
                 interval_ms: Some(3_600_000),
                 retained_cuts: 3,
-                last_epoch: 3,
+                last_epoch: 4,
             }),
         }
     );

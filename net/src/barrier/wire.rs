@@ -794,16 +794,10 @@ fn read_write_markers_request(r: &mut Reader<'_>) -> Result<WriteBarrierMarkersR
     let group = r.string("group")?;
     let epoch = r.i64("epoch")?;
     let triggered_at_ms = r.i64("triggered_at")?;
-    let topics = r.array("topics", TOPIC_MIN_BYTES, |r| {
-        let topic = r.string("topics[].topic")?;
-        let partitions = r.array("topics[].partitions", MARKER_TARGET_MIN_BYTES, |r| {
-            let partition = r.i32("topics[].partitions[].partition")?;
-            let leader_epoch = r.i32("topics[].partitions[].expected_leader_epoch")?;
-            r.tagged_fields("topics[].partitions[]")?;
-            Ok((partition, leader_epoch))
-        })?;
-        r.tagged_fields("topics[]")?;
-        Ok((topic, partitions))
+    let topics = r.topic_partitions("topics", MARKER_TARGET_MIN_BYTES, |r| {
+        let partition = r.i32("topics[].partitions[].partition")?;
+        let leader_epoch = r.i32("topics[].partitions[].expected_leader_epoch")?;
+        Ok((partition, leader_epoch))
     })?;
     r.tagged_fields("body")?;
     Ok(WriteBarrierMarkersRequest {
@@ -1047,19 +1041,36 @@ impl<'a> Reader<'a> {
             .ok_or_else(|| self.err_at(at, format!("{field}: unknown status {code}")))
     }
 
-    /// A cut's `topics` and `missing` (field names prefixed with `prefix`).
-    fn cut_offsets(&mut self, prefix: &str) -> Result<(CutOffsets, Vec<(String, i32)>), WireError> {
-        let topics = self.array(&format!("{prefix}topics"), TOPIC_MIN_BYTES, |r| {
+    /// `[topic | partitions [what `each` reads | _t] | _t]`: per topic, its partitions'.
+    fn topic_partitions<T>(
+        &mut self,
+        field: &str,
+        min_partition_bytes: usize,
+        mut each: impl FnMut(&mut Self) -> Result<T, WireError>,
+    ) -> Result<Vec<(String, Vec<T>)>, WireError> {
+        self.array(field, TOPIC_MIN_BYTES, |r| {
             let topic = r.topic_name("topics[].topic")?;
-            let partitions = r.array("topics[].partitions", PARTITION_OFFSET_MIN_BYTES, |r| {
-                let partition = r.i32("topics[].partitions[].partition")?;
-                let offset = r.i64("topics[].partitions[].offset")?;
+            let partitions = r.array("topics[].partitions", min_partition_bytes, |r| {
+                let partition = each(r)?;
                 r.tagged_fields("topics[].partitions[]")?;
-                Ok((partition, offset))
+                Ok(partition)
             })?;
             r.tagged_fields("topics[]")?;
             Ok((topic, partitions))
-        })?;
+        })
+    }
+
+    /// A cut's `topics` and `missing` (field names prefixed with `prefix`).
+    fn cut_offsets(&mut self, prefix: &str) -> Result<(CutOffsets, Vec<(String, i32)>), WireError> {
+        let topics = self.topic_partitions(
+            &format!("{prefix}topics"),
+            PARTITION_OFFSET_MIN_BYTES,
+            |r| {
+                let partition = r.i32("topics[].partitions[].partition")?;
+                let offset = r.i64("topics[].partitions[].offset")?;
+                Ok((partition, offset))
+            },
+        )?;
         let missing = self.array(
             &format!("{prefix}missing"),
             MISSING_PARTITION_MIN_BYTES,
