@@ -38,6 +38,14 @@ const SOURCE_DEFAULT_CONFIG: i8 = 5;
 /// IncrementalAlterConfigs operations.
 const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
+/// The broker configs of Kafka's replication throttles. ringlog has no replication throttle,
+/// so none of them is ever set: deleting one (what `kafka-reassign-partitions --verify` does
+/// once a reassignment is done) changes nothing and is answered as done.
+const REPLICATION_THROTTLE_BROKER_CONFIGS: [&str; 3] = [
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+];
 
 type Refusal = (i16, String);
 
@@ -814,6 +822,27 @@ pub fn describe_configs(
     DescribeConfigsResponse::default().with_results(results)
 }
 
+/// An IncrementalAlterConfigs of a broker: only the deletion of a replication throttle (none is
+/// ever set) is accepted; ringlog has no dynamic broker config to set.
+fn broker_config_alteration(
+    configs: &[kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig],
+) -> Result<(), Refusal> {
+    for c in configs {
+        let key = c.name.as_str();
+        if c.config_operation != OP_DELETE || !REPLICATION_THROTTLE_BROKER_CONFIGS.contains(&key) {
+            return Err((
+                codes::INVALID_CONFIG,
+                format!(
+                    "broker config '{key}' cannot be changed at run time: set the broker's \
+                     flags or config file and restart it (only the deletion of a replication \
+                     throttle, which ringlog never sets, is accepted)"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 pub async fn incremental_alter_configs(
     state: &Rc<CoreState>,
     req: IncrementalAlterConfigsRequest,
@@ -825,6 +854,9 @@ pub async fn incremental_alter_configs(
             .with_resource_type(res.resource_type)
             .with_resource_name(res.resource_name.clone());
         let outcome: Result<(), Refusal> = async {
+            if res.resource_type == RESOURCE_BROKER {
+                return broker_config_alteration(&res.configs);
+            }
             if res.resource_type != RESOURCE_TOPIC {
                 return Err((codes::INVALID_REQUEST, format!("resource type {} cannot be altered", res.resource_type)));
             }

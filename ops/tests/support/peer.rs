@@ -27,8 +27,12 @@ pub const WITH_AUTHORIZER: &[&str] = &[
     "--prop",
     "super.users=User:ANONYMOUS",
 ];
-/// How many port pairs are tried for a peer (a node takes PORT and PORT+1).
+/// How many port runs are tried for a peer.
 const PEER_PORT_DRAWS: usize = 50;
+/// The ports a single node takes in a row (clients, controller).
+const SINGLE_PORTS: u16 = 2;
+/// The ports a 3-node cluster takes in a row (three client ports, three controller ports).
+const CLUSTER_PORTS: u16 = 6;
 
 /// `scripts/kafka-peer.sh`.
 pub fn peer_script() -> PathBuf {
@@ -45,11 +49,15 @@ impl KafkaPeer {
     /// Starts a single-node peer with `extra` start options (`--durable`, `--prop K=V`).
     /// `None` (with the reason printed) where Kafka cannot be had here, outside CI.
     pub fn start(extra: &[&str]) -> Option<KafkaPeer> {
+        Self::start_mode("single", SINGLE_PORTS, extra)
+    }
+
+    fn start_mode(mode: &str, ports: u16, extra: &[&str]) -> Option<KafkaPeer> {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let port = free_port_pair();
+        let port = free_port_run(ports);
         let mut c = Command::new("bash");
         c.arg(peer_script())
-            .args(["start", "single"])
+            .args(["start", mode])
             .arg(dir.path())
             .arg(port.to_string())
             .args(extra);
@@ -72,7 +80,13 @@ impl KafkaPeer {
         }
     }
 
-    /// `127.0.0.1:PORT`.
+    /// A 3-node KRaft cluster (node ids 1 to 3, every one a broker and a controller); `None`
+    /// as [`KafkaPeer::start`].
+    pub fn start_cluster(extra: &[&str]) -> Option<KafkaPeer> {
+        Self::start_mode("cluster", CLUSTER_PORTS, extra)
+    }
+
+    /// `127.0.0.1:PORT` (a cluster's first node).
     pub fn bootstrap(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
@@ -98,13 +112,13 @@ impl Drop for KafkaPeer {
     }
 }
 
-/// A port whose successor is free too (a peer's controller listens on PORT+1).
-fn free_port_pair() -> u16 {
+/// A port whose `n - 1` successors are free too (a peer's listeners lie in a row).
+fn free_port_run(n: u16) -> u16 {
     for _ in 0..PEER_PORT_DRAWS {
         let port = free_port();
-        if std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
+        if (1..n).all(|i| std::net::TcpListener::bind(("127.0.0.1", port + i)).is_ok()) {
             return port;
         }
     }
-    panic!("no two free ports in a row after {PEER_PORT_DRAWS} draws")
+    panic!("no {n} free ports in a row after {PEER_PORT_DRAWS} draws")
 }
