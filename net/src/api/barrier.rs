@@ -483,21 +483,33 @@ async fn trigger(state: &Rc<CoreState>, req: TriggerBarrierRequest) -> TriggerBa
     let wait = Duration::from_millis(timeout_ms + TRIGGER_WAIT_MARGIN_MS);
     let answer = on_coordinator(state, &req.group, move |s, p| async move {
         let (epoch, _, done) = start_injection(&s, &group, p, timeout_ms).await?;
-        let cut = futures_lite::future::or(async { done.await.flatten() }, async {
+        // Some(cut): published; Some(None): the injection failed (the coordinator's tick
+        // finishes it); None: not published within the wait.
+        let ended = futures_lite::future::or(async { Some(done.await.flatten()) }, async {
             glommio::timer::sleep(wait).await;
             None
         })
         .await;
-        cut.ok_or_else(|| {
+        let unfinished = |code, how: String| {
             (
-                REQUEST_TIMED_OUT,
+                code,
                 format!(
-                    "barrier group '{group}' epoch {epoch}: the cut was not published within \
-                     {} ms; it is finished by the coordinator (see `ringlog barrier list`)",
-                    wait.as_millis()
+                    "barrier group '{group}' epoch {epoch}: {how}; the coordinator finishes it \
+                     (see `ringlog barrier list`)"
                 ),
             )
-        })
+        };
+        match ended {
+            Some(Some(cut)) => Ok(cut),
+            Some(None) => Err(unfinished(
+                COORDINATOR_NOT_AVAILABLE,
+                "the cut could not be published".into(),
+            )),
+            None => Err(unfinished(
+                REQUEST_TIMED_OUT,
+                format!("the cut was not published within {} ms", wait.as_millis()),
+            )),
+        }
     })
     .await
     .and_then(|r| r);
@@ -757,17 +769,24 @@ async fn write_marker_here(
     value: Vec<u8>,
     at: MarkerAt,
 ) -> Result<u64, Refusal> {
+    // krabka's order: a negative expected epoch is fenced before leadership is looked at.
+    let fenced = |serving: Option<i32>, expected: i32| {
+        (
+            FENCED_LEADER_EPOCH,
+            format!(
+                "{topic}/{p}: expected leader epoch {expected}, the partition is at {}",
+                serving.unwrap_or(-1)
+            ),
+        )
+    };
+    if let Some(expected) = at.expected_leader_epoch.filter(|e| *e < 0) {
+        return Err(fenced(s.serving_epoch(topic, p), expected));
+    }
     s.check_leads(topic, p)?;
     if let Some(expected) = at.expected_leader_epoch {
         let serving = s.serving_epoch(topic, p);
-        if expected < 0 || serving.is_some_and(|e| e != expected) {
-            return Err((
-                FENCED_LEADER_EPOCH,
-                format!(
-                    "{topic}/{p}: expected leader epoch {expected}, the partition is at {}",
-                    serving.unwrap_or(-1)
-                ),
-            ));
+        if serving.is_some_and(|e| e != expected) {
+            return Err(fenced(serving, expected));
         }
     }
     let Some(part) = s.partition(topic, p).await else {

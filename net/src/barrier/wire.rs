@@ -989,48 +989,25 @@ impl<'a> Reader<'a> {
         self.utf8(field, at, len, MAX_WIRE_STRING_BYTES).map(Some)
     }
 
-    /// A COMPACT_ARRAY's count (`None` for null), checked against the bytes left.
-    fn array_len(
-        &mut self,
-        field: &str,
-        min_element_bytes: usize,
-    ) -> Result<Option<usize>, WireError> {
-        let at = self.pos;
-        let n = self.uvarint(field)?;
-        let Some(count) = (n as usize).checked_sub(1) else {
-            return Ok(None);
-        };
-        self.check_count(field, at, count, min_element_bytes)?;
-        Ok(Some(count))
-    }
-
-    /// A COMPACT_ARRAY that may be null.
-    fn nullable_array<T>(
-        &mut self,
-        field: &str,
-        min_element_bytes: usize,
-        mut each: impl FnMut(&mut Self) -> Result<T, WireError>,
-    ) -> Result<Option<Vec<T>>, WireError> {
-        let Some(count) = self.array_len(field, min_element_bytes)? else {
-            return Ok(None);
-        };
-        let mut items = Vec::with_capacity(count);
-        for _ in 0..count {
-            items.push(each(self)?);
-        }
-        Ok(Some(items))
-    }
-
-    /// A COMPACT_ARRAY that must not be null.
+    /// A COMPACT_ARRAY (never null in these layouts): its count, checked against the bytes
+    /// left before anything is allocated, then its elements.
     fn array<T>(
         &mut self,
         field: &str,
         min_element_bytes: usize,
-        each: impl FnMut(&mut Self) -> Result<T, WireError>,
+        mut each: impl FnMut(&mut Self) -> Result<T, WireError>,
     ) -> Result<Vec<T>, WireError> {
         let at = self.pos;
-        self.nullable_array(field, min_element_bytes, each)?
-            .ok_or_else(|| self.err_at(at, format!("{field}: null where an array is required")))
+        let n = self.uvarint(field)?;
+        let count = (n as usize)
+            .checked_sub(1)
+            .ok_or_else(|| self.err_at(at, format!("{field}: null where an array is required")))?;
+        self.check_count(field, at, count, min_element_bytes)?;
+        let mut items = Vec::with_capacity(count);
+        for _ in 0..count {
+            items.push(each(self)?);
+        }
+        Ok(items)
     }
 
     /// A cut status (0 complete, 1 partial; any other value is refused).
