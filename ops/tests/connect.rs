@@ -1,4 +1,4 @@
-//! A Kafka Connect distributed worker (Apache Kafka 4.3's connect-runtime, the genuine Java
+//! A Kafka Connect distributed worker (Apache Kafka's connect-runtime, the genuine Java
 //! code) against `ringlog serve`: a FileStreamSource connector copies a file into a topic, a
 //! FileStreamSink connector copies the topic into another file; the worker is SIGKILLed and
 //! restarted and must resume from its committed offsets. Again with exactly-once source
@@ -35,6 +35,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use support::java::{connect_classpath, java};
+use support::peer::KafkaPeer;
 use support::wire::call;
 use support::*;
 
@@ -209,7 +210,7 @@ fn wait_for<T>(
     what: &str,
     limit: Duration,
     worker: &mut Worker,
-    broker: &mut Broker,
+    broker: &mut dyn BrokerUnderTest,
     mut probe: impl FnMut() -> Result<T, String>,
 ) -> T {
     let t0 = Instant::now();
@@ -223,9 +224,10 @@ fn wait_for<T>(
         if t0.elapsed() > limit {
             panic!(
                 "timed out after {limit:?} waiting for {what}; last: {last}\n\
-                 --- worker log (tail) ---\n{}\n--- broker log (tail) ---\n{}",
+                 --- worker log (tail) ---\n{}\n--- {} log (tail) ---\n{}",
                 worker.log_tail(),
-                tail(&broker.stderr_text(), 8_000)
+                broker.kind(),
+                broker.log_tail()
             );
         }
         std::thread::sleep(Duration::from_millis(200));
@@ -255,7 +257,7 @@ fn append_lines(path: &Path, range: std::ops::Range<usize>) {
 /// until it and its task run.
 fn create_connector(
     worker: &mut Worker,
-    broker: &mut Broker,
+    broker: &mut dyn BrokerUnderTest,
     name: &str,
     config: serde_json::Value,
 ) {
@@ -276,7 +278,7 @@ fn create_connector(
     wait_until_running(worker, broker, name);
 }
 
-fn wait_until_running(worker: &mut Worker, broker: &mut Broker, name: &str) {
+fn wait_until_running(worker: &mut Worker, broker: &mut dyn BrokerUnderTest, name: &str) {
     let rest = worker.rest.clone();
     let path = format!("/connectors/{name}/status");
     wait_for(
@@ -322,8 +324,9 @@ fn committed_sink_offset(rest: &str) -> Result<u64, String> {
         .ok_or(format!("{code} {b}"))
 }
 
-/// The values of every record of partition 0 of `topic`, through `ringlog consume`.
-fn topic_values(broker: &Broker, topic: &str) -> Vec<String> {
+/// The values of every record of partition 0 of `topic`, through `ringlog consume` (a Kafka
+/// client: it reads the Kafka peer too).
+fn topic_values(bootstrap: &str, topic: &str) -> Vec<String> {
     let mut cmd = Command::new(ringlog_bin());
     cmd.args([
         "consume",
@@ -332,7 +335,7 @@ fn topic_values(broker: &Broker, topic: &str) -> Vec<String> {
         "--exit-at-end",
         "--brokers",
     ])
-    .arg(broker.bootstrap());
+    .arg(bootstrap);
     run_ok(cmd, None, Duration::from_secs(30))
         .lines()
         .map(str::to_string)
@@ -341,7 +344,20 @@ fn topic_values(broker: &Broker, topic: &str) -> Vec<String> {
 
 #[test]
 fn connect_file_source_and_sink_survive_a_worker_crash() {
-    file_source_and_sink_survive_a_worker_crash("", |_| {});
+    let mut broker = Broker::start(2);
+    file_source_and_sink_survive_a_worker_crash(&mut broker, "", |_| {});
+    broker.assert_alive();
+    broker.terminate();
+}
+
+/// The same scenario, unchanged, against the Kafka 4.4 peer: what the test asserts of ringlog
+/// is what Kafka does.
+#[test]
+fn connect_file_source_and_sink_survive_a_worker_crash_on_kafka() {
+    let Some(mut peer) = KafkaPeer::start(&[]) else {
+        return;
+    };
+    file_source_and_sink_survive_a_worker_crash(&mut peer, "", |_| {});
 }
 
 /// The same with exactly-once source support (KIP-618): the worker fences its source tasks'
@@ -349,29 +365,40 @@ fn connect_file_source_and_sink_survive_a_worker_crash() {
 /// offsets in transactions; the topic again holds each line once.
 #[test]
 fn connect_exactly_once_source_survives_a_worker_crash() {
-    file_source_and_sink_survive_a_worker_crash("exactly.once.source.support=enabled", |b| {
-        // The source task's transactional id is known to the coordinator: it wrote in
-        // transactions.
-        let mut c = connect(b);
-        let r: ListTransactionsResponse =
-            call(&mut c, 66, 0, 1, &ListTransactionsRequest::default());
-        assert!(
-            !r.transaction_states.is_empty(),
-            "no transactional id after an exactly-once source ran: {r:?}"
-        );
-    });
+    let mut broker = Broker::start(2);
+    file_source_and_sink_survive_a_worker_crash(
+        &mut broker,
+        "exactly.once.source.support=enabled",
+        |bootstrap| {
+            // The source task's transactional id is known to the coordinator: it wrote in
+            // transactions.
+            let mut c = TcpStream::connect(bootstrap).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            let r: ListTransactionsResponse =
+                call(&mut c, 66, 0, 1, &ListTransactionsRequest::default());
+            assert!(
+                !r.transaction_states.is_empty(),
+                "no transactional id after an exactly-once source ran: {r:?}"
+            );
+        },
+    );
+    broker.assert_alive();
+    broker.terminate();
 }
 
-/// Runs the source → topic → sink scenario with `extra` worker properties (one `key=value`
-/// per line); `also` checks the broker before it stops.
-fn file_source_and_sink_survive_a_worker_crash(extra: &str, also: impl FnOnce(&Broker)) {
+/// Runs the source → topic → sink scenario against `broker` with `extra` worker properties
+/// (one `key=value` per line); `also` checks the broker (by its bootstrap) at the end.
+fn file_source_and_sink_survive_a_worker_crash(
+    broker: &mut dyn BrokerUnderTest,
+    extra: &str,
+    also: impl FnOnce(&str),
+) {
     const N: usize = 2000;
     const M: usize = 500;
     let classpath_ready = Instant::now();
     connect_classpath();
     eprintln!("connect jars ready in {:?}", classpath_ready.elapsed());
     let t0 = Instant::now();
-    let mut broker = Broker::start(2);
     let dir = tempfile::Builder::new()
         .prefix("ringlog-connect-")
         .tempdir()
@@ -388,7 +415,7 @@ fn file_source_and_sink_survive_a_worker_crash(extra: &str, also: impl FnOnce(&B
         "the worker's REST server",
         Duration::from_secs(60),
         &mut worker,
-        &mut broker,
+        broker,
         || match http(&rest, "GET", "/", None) {
             Ok((200, b)) if b.contains("kafka_cluster_id") => Ok(b),
             Ok((code, b)) => Err(format!("{code} {b}")),
@@ -399,7 +426,7 @@ fn file_source_and_sink_survive_a_worker_crash(extra: &str, also: impl FnOnce(&B
     // The source creates its topic through the worker's admin client (KIP-158).
     create_connector(
         &mut worker,
-        &mut broker,
+        broker,
         "src",
         serde_json::json!({
             "connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector",
@@ -412,7 +439,7 @@ fn file_source_and_sink_survive_a_worker_crash(extra: &str, also: impl FnOnce(&B
     );
     create_connector(
         &mut worker,
-        &mut broker,
+        broker,
         "sink",
         serde_json::json!({
             "connector.class": "org.apache.kafka.connect.file.FileStreamSinkConnector",
@@ -429,7 +456,7 @@ fn file_source_and_sink_survive_a_worker_crash(extra: &str, also: impl FnOnce(&B
         &format!("{N} lines in the sink file"),
         Duration::from_secs(60),
         &mut worker,
-        &mut broker,
+        broker,
         || {
             let got = read_lines(&sink);
             if got.len() >= N {
@@ -480,7 +507,7 @@ fn file_source_and_sink_survive_a_worker_crash(extra: &str, also: impl FnOnce(&B
         "the committed offsets covering everything",
         Duration::from_secs(20),
         &mut worker,
-        &mut broker,
+        broker,
         || {
             let p = committed_source_position(&rest)?;
             let o = committed_sink_offset(&rest)?;
@@ -504,7 +531,7 @@ fn file_source_and_sink_survive_a_worker_crash(extra: &str, also: impl FnOnce(&B
         &format!("all {} lines in the sink file after the restart", N + M),
         Duration::from_secs(60),
         &mut worker,
-        &mut broker,
+        broker,
         || {
             let got: HashSet<String> = read_lines(&sink).into_iter().collect();
             let missing = all.difference(&got).count();
@@ -520,8 +547,8 @@ fn file_source_and_sink_survive_a_worker_crash(extra: &str, also: impl FnOnce(&B
         N + M,
         restarted.elapsed()
     );
-    wait_until_running(&mut worker, &mut broker, "src");
-    wait_until_running(&mut worker, &mut broker, "sink");
+    wait_until_running(&mut worker, broker, "src");
+    wait_until_running(&mut worker, broker, "sink");
     let got = read_lines(&sink);
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for l in &got {
@@ -548,16 +575,15 @@ fn file_source_and_sink_survive_a_worker_crash(extra: &str, also: impl FnOnce(&B
         "the restarted sink resumed at its committed offset {N}"
     );
     // The topic holds each line once: the restarted source resumed at its committed position.
-    let values = topic_values(&broker, "lines");
+    let values = topic_values(&broker.bootstrap(), "lines");
     let want: Vec<String> = (1..N + M + 1).map(|i| format!("\"{}\"", line(i))).collect();
     assert_eq!(
         values, want,
         "topic 'lines' (JSON strings): each line once, in order"
     );
     worker.kill();
-    also(&broker);
+    also(&broker.bootstrap());
     broker.assert_alive();
-    broker.terminate();
     eprintln!("connect test done in {:?}", t0.elapsed());
 }
 

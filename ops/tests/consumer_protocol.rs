@@ -1,4 +1,4 @@
-//! KIP-848 (issue #12): Kafka 4.3's Java consumer with `group.protocol=consumer`. A group of
+//! KIP-848 (issue #12): Kafka 4.4's Java consumer with `group.protocol=consumer`. A group of
 //! three members consumes a 6-partition topic; one is SIGKILLed mid-stream and a fourth joins.
 //! Every record is consumed at least once, the committed offsets end at the end offsets, no
 //! partition is owned by two members at any moment, and the Admin client describes the group

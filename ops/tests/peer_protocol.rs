@@ -13,7 +13,7 @@
 
 mod support;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -21,13 +21,11 @@ use std::time::Duration;
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Message, StrBytes};
-use support::peer::{KafkaPeer, WITH_AUTHORIZER};
+use support::peer::{listed_differences, KafkaPeer, WITH_AUTHORIZER};
 use support::wire::frame;
 use support::*;
 use uuid::Uuid;
 
-/// The differences file, its ids in backticks after a list dash.
-const DIFFERENCES: &str = "../docs/kafka-differences.md";
 /// The topic both brokers hold.
 const TOPIC: &str = "diff";
 /// How long one answer may take.
@@ -627,17 +625,6 @@ fn warm_up_group_coordinator(side: &Side, s: &mut TcpStream) {
         std::thread::sleep(Duration::from_millis(100));
     }
     panic!("{}: no group coordinator", side.name);
-}
-
-/// The ids listed in the differences file.
-fn listed_differences() -> BTreeSet<String> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(DIFFERENCES);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    text.lines()
-        .filter_map(|l| l.trim_start().strip_prefix("- `"))
-        .filter_map(|l| l.split('`').next())
-        .map(str::to_string)
-        .collect()
 }
 
 /// A short line-by-line account of where two normalised answers part.

@@ -1,4 +1,4 @@
-// Apache Kafka 4.3's Java Admin client against a ringlog broker: the Admin calls behind
+// Apache Kafka 4.4's Java Admin client against a ringlog broker: the Admin calls behind
 // kafka-log-dirs, kafka-transactions describe-producers and kafka-get-offsets (issue #12).
 //
 // usage: java -cp KAFKA_CLIENTS_JARS:. AdminParity BOOTSTRAP

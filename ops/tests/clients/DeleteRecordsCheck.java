@@ -1,4 +1,4 @@
-// Apache Kafka 4.3's Java client against a ringlog broker: Admin.deleteRecords (issue #12).
+// Apache Kafka 4.4's Java client against a ringlog broker: Admin.deleteRecords (issue #12).
 //
 // usage: java -cp KAFKA_CLIENTS_JARS:. DeleteRecordsCheck BOOTSTRAP TOPIC delete|verify
 //

@@ -1,4 +1,4 @@
-// Apache Kafka 4.3's Java consumer with the KIP-848 group protocol (group.protocol=consumer)
+// Apache Kafka 4.4's Java consumer with the KIP-848 group protocol (group.protocol=consumer)
 // against a ringlog broker (issue #12).
 //
 // usage: java -cp KAFKA_CLIENTS_JARS:. Kip848Check MODE BOOTSTRAP ...

@@ -1,4 +1,4 @@
-// Apache Kafka 4.3's Java client over SASL_PLAINTEXT with SCRAM-SHA-512 against a ringlog SASL
+// Apache Kafka 4.4's Java client over SASL_PLAINTEXT with SCRAM-SHA-512 against a ringlog SASL
 // listener (issue #19).
 //
 // usage: java -cp KAFKA_CLIENTS_JARS:. SaslCheck BOOTSTRAP USER PASSWORD TOPIC [CA_PEM]

@@ -1,4 +1,4 @@
-// Apache Kafka 4.3's Java client against a ringlog broker: transactions (issue #14).
+// Apache Kafka 4.4's Java client against a ringlog broker: transactions (issue #14).
 //
 // usage: java -cp KAFKA_CLIENTS_JARS:. TxnCheck BOOTSTRAP
 //

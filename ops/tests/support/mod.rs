@@ -674,6 +674,34 @@ impl Broker {
     }
 }
 
+/// A broker a framework test runs against: a ringlog node, or the Kafka peer
+/// ([`peer::KafkaPeer`]), so that one scenario serves both.
+pub trait BrokerUnderTest {
+    /// `ringlog` or `kafka`, for messages.
+    fn kind(&self) -> &'static str;
+    /// `host:port` for clients.
+    fn bootstrap(&self) -> String;
+    /// Panics (with its log's tail) where the broker's process has exited.
+    fn assert_alive(&mut self);
+    /// The tail of its log, for a failure message.
+    fn log_tail(&self) -> String;
+}
+
+impl BrokerUnderTest for Broker {
+    fn kind(&self) -> &'static str {
+        "ringlog"
+    }
+    fn bootstrap(&self) -> String {
+        Broker::bootstrap(self)
+    }
+    fn assert_alive(&mut self) {
+        Broker::assert_alive(self)
+    }
+    fn log_tail(&self) -> String {
+        tail(&self.stderr_text(), 8_000).to_string()
+    }
+}
+
 impl Drop for Broker {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {

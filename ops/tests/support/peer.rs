@@ -6,11 +6,12 @@
 //! is skipped with the reason printed, except under CI (`CI` set), where that is a failure:
 //! CI's machines reach Maven Central.
 
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use super::{free_port, run_with_timeout, Output};
+use super::{free_port, run_with_timeout, tail, BrokerUnderTest, Output};
 
 /// The exit status of `kafka-peer.sh` when Kafka cannot be had on this machine.
 pub const PEER_UNAVAILABLE_EXIT: i32 = 3;
@@ -33,6 +34,18 @@ const PEER_PORT_DRAWS: usize = 50;
 const SINGLE_PORTS: u16 = 2;
 /// The ports a 3-node cluster takes in a row (three client ports, three controller ports).
 const CLUSTER_PORTS: u16 = 6;
+
+/// The ids listed in `docs/kafka-differences.md` (each entry starts "- `ID`"): the
+/// differences from Kafka 4.4 that the checks accept.
+pub fn listed_differences() -> std::collections::BTreeSet<String> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/kafka-differences.md");
+    let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .filter_map(|l| l.trim_start().strip_prefix("- `"))
+        .filter_map(|l| l.split('`').next())
+        .map(str::to_string)
+        .collect()
+}
 
 /// `scripts/kafka-peer.sh`.
 pub fn peer_script() -> PathBuf {
@@ -96,11 +109,56 @@ impl KafkaPeer {
         self.dir.path()
     }
 
+    /// The `kafka.pid` of each node (one for a single node, three for a cluster).
+    fn pid_files(&self) -> Vec<PathBuf> {
+        let single = self.dir.path().join("kafka.pid");
+        if single.is_file() {
+            return vec![single];
+        }
+        (1..=3)
+            .map(|i| self.dir.path().join(format!("node{i}")).join("kafka.pid"))
+            .filter(|p| p.is_file())
+            .collect()
+    }
+
     /// Runs one of Kafka's CLI tools (by its script name) to its end.
     pub fn tool(name: &str, args: &[&str]) -> Output {
         let mut c = Command::new("bash");
         c.arg(peer_script()).args(["tool", name]).args(args);
         run_with_timeout(c, None, PEER_TOOL_TIMEOUT)
+    }
+}
+
+impl BrokerUnderTest for KafkaPeer {
+    fn kind(&self) -> &'static str {
+        "kafka"
+    }
+    fn bootstrap(&self) -> String {
+        KafkaPeer::bootstrap(self)
+    }
+    fn assert_alive(&mut self) {
+        for pid_file in self.pid_files() {
+            let pid = fs::read_to_string(&pid_file).unwrap_or_default();
+            let alive = Path::new("/proc").join(pid.trim()).exists();
+            assert!(
+                alive,
+                "the Kafka peer's node of {} exited\n--- its log (tail) ---\n{}",
+                pid_file.display(),
+                self.log_tail()
+            );
+        }
+    }
+    fn log_tail(&self) -> String {
+        self.pid_files()
+            .iter()
+            .map(|p| {
+                let log = p.with_file_name("kafka.log");
+                let text =
+                    String::from_utf8_lossy(&fs::read(&log).unwrap_or_default()).into_owned();
+                format!("{}:\n{}", log.display(), tail(&text, 6_000))
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 }
 
