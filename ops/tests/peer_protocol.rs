@@ -7,9 +7,12 @@
 //! `protocol.<Api>.<scenario>`; one that is not listed fails the test.
 //!
 //! Scenarios: a topic both brokers hold (`diff`, two partitions, three records in partition
-//! 0), its metadata, produce, fetch, offsets, configs, and the error paths (an unknown topic,
-//! an offset out of range, a topic that exists, a bad config, an unknown group); every other
-//! API gets its default (empty) request.
+//! 0), its metadata, produce, fetch, offsets, configs, and the error paths: an unknown topic,
+//! an offset out of range, a topic that exists, a bad config, an unknown group, a corrupt
+//! batch, a leader epoch the broker has not reached, a fenced producer epoch, a member of no
+//! group, and a topic this client is not authorized for (`secret`: every operation denied to
+//! `User:ANONYMOUS` by an ACL on both); every other API gets its default (empty) request.
+//! Wrong-coordinator answers need more than one node: `peer_cluster_tools.rs` compares them.
 
 mod support;
 
@@ -21,13 +24,28 @@ use std::time::Duration;
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Message, StrBytes};
-use support::peer::{listed_differences, KafkaPeer, WITH_AUTHORIZER};
+use support::peer::{listed_differences, KafkaPeer};
 use support::wire::frame;
 use support::*;
 use uuid::Uuid;
 
 /// The topic both brokers hold.
 const TOPIC: &str = "diff";
+/// The topic both brokers refuse to this test's client: every operation on it is denied to
+/// `User:ANONYMOUS` (its principal on PLAINTEXT), while whatever no ACL names stays open to it
+/// (`allow.everyone.if.no.acl.found` on the peer; ringlog's rule for unauthenticated clients).
+const SECRET: &str = "secret";
+/// The peer's start options: an authorizer, and that rule.
+const PEER_OPTIONS: &[&str] = &[
+    "--prop",
+    "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "--prop",
+    "allow.everyone.if.no.acl.found=true",
+];
+/// A leader epoch neither broker has reached: UNKNOWN_LEADER_EPOCH.
+const FUTURE_LEADER_EPOCH: i32 = 99;
+/// The transactional id whose producer epoch the stale-epoch scenarios fence.
+const TXN_ID: &str = "diff-txn";
 /// How long one answer may take.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
 /// Fields whose values legitimately differ between two brokers: blanked before comparing.
@@ -78,6 +96,7 @@ struct Side {
     name: &'static str,
     addr: String,
     topic_id: Uuid,
+    secret_id: Uuid,
     corr: i32,
 }
 
@@ -89,6 +108,16 @@ impl Side {
     where
         Req: Encodable + HeaderVersion,
         Resp: Decodable + HeaderVersion + std::fmt::Debug,
+    {
+        self.call::<Req, Resp>(key, version, req)
+            .map(|resp| normalise(&format!("{resp:?}")))
+    }
+
+    /// One request on a fresh connection; the decoded answer.
+    fn call<Req, Resp>(&mut self, key: ApiKey, version: i16, req: &Req) -> Result<Resp, String>
+    where
+        Req: Encodable + HeaderVersion,
+        Resp: Decodable + HeaderVersion,
     {
         self.corr += 1;
         let mut s = TcpStream::connect(&self.addr).map_err(|e| format!("connect: {e}"))?;
@@ -115,7 +144,7 @@ impl Side {
         if body.has_remaining() {
             return Err(format!("{} trailing bytes", body.remaining()));
         }
-        Ok(normalise(&format!("{resp:?}")))
+        Ok(resp)
     }
 }
 
@@ -306,10 +335,10 @@ fn produce(side: &Side, v: i16, topic: &str, records: Bytes) -> ProduceRequest {
             .with_index(0)
             .with_records(Some(records))]);
     if v >= 13 {
-        t = t.with_topic_id(if topic == TOPIC {
-            side.topic_id
-        } else {
-            Uuid::from_u128(7)
+        t = t.with_topic_id(match topic {
+            TOPIC => side.topic_id,
+            SECRET => side.secret_id,
+            _ => Uuid::from_u128(7),
         });
     } else {
         t = t.with_name(TopicName(name(topic)));
@@ -321,15 +350,26 @@ fn produce(side: &Side, v: i16, topic: &str, records: Bytes) -> ProduceRequest {
 }
 
 fn fetch(side: &Side, v: i16, offset: i64) -> FetchRequest {
+    fetch_of(side, v, TOPIC, offset, -1)
+}
+
+/// A fetch of partition 0 of `topic` (TOPIC or SECRET) at `offset`, by a client that knows
+/// the leader epoch `epoch` (-1: none).
+fn fetch_of(side: &Side, v: i16, topic: &str, offset: i64, epoch: i32) -> FetchRequest {
     use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
     let mut t = FetchTopic::default().with_partitions(vec![FetchPartition::default()
         .with_partition(0)
+        .with_current_leader_epoch(epoch)
         .with_fetch_offset(offset)
         .with_partition_max_bytes(1 << 20)]);
     if v >= 13 {
-        t = t.with_topic_id(side.topic_id);
+        t = t.with_topic_id(if topic == TOPIC {
+            side.topic_id
+        } else {
+            side.secret_id
+        });
     } else {
-        t = t.with_topic(TopicName(name(TOPIC)));
+        t = t.with_topic(TopicName(name(topic)));
     }
     FetchRequest::default()
         .with_replica_id(BrokerId(-1))
@@ -379,6 +419,14 @@ fn scenarios(side: &mut Side, key: ApiKey, v: i16) -> Vec<(&'static str, Answer)
                         &MetadataRequest::default().with_topics(Some(vec![topic("nope")])),
                     ),
                 ),
+                (
+                    "unauthorized",
+                    side.exchange::<_, MetadataResponse>(
+                        key,
+                        v,
+                        &MetadataRequest::default().with_topics(Some(vec![topic(SECRET)])),
+                    ),
+                ),
             ]
         }
         ApiKey::CreateTopics => {
@@ -413,18 +461,29 @@ fn scenarios(side: &mut Side, key: ApiKey, v: i16) -> Vec<(&'static str, Answer)
         ApiKey::Produce => {
             let ok = produce(side, v, TOPIC, three_records());
             let unknown = produce(side, v, "nope", three_records());
+            let corrupt = produce(side, v, TOPIC, corrupt_records());
+            let denied = produce(side, v, SECRET, three_records());
             vec![
                 ("append", side.exchange::<_, ProduceResponse>(key, v, &ok)),
                 (
                     "unknown-topic",
                     side.exchange::<_, ProduceResponse>(key, v, &unknown),
                 ),
+                (
+                    "corrupt",
+                    side.exchange::<_, ProduceResponse>(key, v, &corrupt),
+                ),
+                (
+                    "unauthorized",
+                    side.exchange::<_, ProduceResponse>(key, v, &denied),
+                ),
             ]
         }
         ApiKey::Fetch => {
             let from_start = fetch(side, v, 0);
             let past_end = fetch(side, v, 1_000_000);
-            vec![
+            let denied = fetch_of(side, v, SECRET, 0, -1);
+            let mut answers = vec![
                 (
                     "from-start",
                     side.exchange::<_, FetchResponse>(key, v, &from_start),
@@ -433,28 +492,53 @@ fn scenarios(side: &mut Side, key: ApiKey, v: i16) -> Vec<(&'static str, Answer)
                     "out-of-range",
                     side.exchange::<_, FetchResponse>(key, v, &past_end),
                 ),
-            ]
+                (
+                    "unauthorized",
+                    side.exchange::<_, FetchResponse>(key, v, &denied),
+                ),
+            ];
+            if v >= 9 {
+                let ahead = fetch_of(side, v, TOPIC, 0, FUTURE_LEADER_EPOCH);
+                answers.push((
+                    "future-epoch",
+                    side.exchange::<_, FetchResponse>(key, v, &ahead),
+                ));
+            }
+            answers
         }
         ApiKey::ListOffsets => {
-            let at = |ts: i64| {
+            let at = |topic: &str, ts: i64, epoch: i32| {
                 ListOffsetsRequest::default()
                     .with_replica_id(BrokerId(-1))
                     .with_topics(vec![ListOffsetsTopic::default()
-                        .with_name(TopicName(name(TOPIC)))
+                        .with_name(TopicName(name(topic)))
                         .with_partitions(vec![ListOffsetsPartition::default()
-                            .with_partition_index(1)
+                            .with_partition_index(if topic == TOPIC { 1 } else { 0 })
+                            .with_current_leader_epoch(epoch)
                             .with_timestamp(ts)])])
             };
-            vec![
+            let mut answers = vec![
                 (
                     "earliest",
-                    side.exchange::<_, ListOffsetsResponse>(key, v, &at(-2)),
+                    side.exchange::<_, ListOffsetsResponse>(key, v, &at(TOPIC, -2, -1)),
                 ),
                 (
                     "latest",
-                    side.exchange::<_, ListOffsetsResponse>(key, v, &at(-1)),
+                    side.exchange::<_, ListOffsetsResponse>(key, v, &at(TOPIC, -1, -1)),
                 ),
-            ]
+                (
+                    "unauthorized",
+                    side.exchange::<_, ListOffsetsResponse>(key, v, &at(SECRET, -1, -1)),
+                ),
+            ];
+            if v >= 4 {
+                let ahead = at(TOPIC, -1, FUTURE_LEADER_EPOCH);
+                answers.push((
+                    "future-epoch",
+                    side.exchange::<_, ListOffsetsResponse>(key, v, &ahead),
+                ));
+            }
+            answers
         }
         ApiKey::FindCoordinator => {
             let mut req = FindCoordinatorRequest::default();
@@ -469,19 +553,27 @@ fn scenarios(side: &mut Side, key: ApiKey, v: i16) -> Vec<(&'static str, Answer)
             )]
         }
         ApiKey::DescribeConfigs => {
-            let req = DescribeConfigsRequest::default().with_resources(vec![
-                DescribeConfigsResource::default()
-                    .with_resource_type(2)
-                    .with_resource_name(name(TOPIC))
-                    .with_configuration_keys(Some(vec![
-                        name("cleanup.policy"),
-                        name("max.message.bytes"),
-                    ])),
-            ]);
-            vec![(
-                "topic",
-                side.exchange::<_, DescribeConfigsResponse>(key, v, &req),
-            )]
+            let of = |topic: &str| {
+                DescribeConfigsRequest::default().with_resources(vec![
+                    DescribeConfigsResource::default()
+                        .with_resource_type(2)
+                        .with_resource_name(name(topic))
+                        .with_configuration_keys(Some(vec![
+                            name("cleanup.policy"),
+                            name("max.message.bytes"),
+                        ])),
+                ])
+            };
+            vec![
+                (
+                    "topic",
+                    side.exchange::<_, DescribeConfigsResponse>(key, v, &of(TOPIC)),
+                ),
+                (
+                    "unauthorized",
+                    side.exchange::<_, DescribeConfigsResponse>(key, v, &of(SECRET)),
+                ),
+            ]
         }
         ApiKey::DescribeGroups => {
             let req = DescribeGroupsRequest::default().with_groups(vec![GroupId(name("nobody"))]);
@@ -559,12 +651,111 @@ fn scenarios(side: &mut Side, key: ApiKey, v: i16) -> Vec<(&'static str, Answer)
                 side.exchange::<_, DescribeAclsResponse>(key, v, &req),
             )]
         }
+        ApiKey::AddPartitionsToTxn => {
+            use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+            let (pid, stale) = stale_transactional_epoch(side);
+            let req = AddPartitionsToTxnRequest::default()
+                .with_v3_and_below_transactional_id(TransactionalId(name(TXN_ID)))
+                .with_v3_and_below_producer_id(ProducerId(pid))
+                .with_v3_and_below_producer_epoch(stale)
+                .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+                    .with_name(TopicName(name(TOPIC)))
+                    .with_partitions(vec![0])]);
+            vec![(
+                "stale-epoch",
+                side.exchange::<_, AddPartitionsToTxnResponse>(key, v, &req),
+            )]
+        }
+        ApiKey::EndTxn => {
+            let (pid, stale) = stale_transactional_epoch(side);
+            let req = EndTxnRequest::default()
+                .with_transactional_id(TransactionalId(name(TXN_ID)))
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(stale)
+                .with_committed(true);
+            vec![(
+                "stale-epoch",
+                side.exchange::<_, EndTxnResponse>(key, v, &req),
+            )]
+        }
+        ApiKey::OffsetCommit => {
+            use kafka_protocol::messages::offset_commit_request::{
+                OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+            };
+            let mut t = OffsetCommitRequestTopic::default().with_partitions(vec![
+                OffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(1),
+            ]);
+            if v >= 10 {
+                t = t.with_topic_id(side.topic_id);
+            } else {
+                t = t.with_name(TopicName(name(TOPIC)));
+            }
+            // A member of a generation of a group that does not exist: a stale member.
+            let req = OffsetCommitRequest::default()
+                .with_group_id(GroupId(name("nobody")))
+                .with_generation_id_or_member_epoch(3)
+                .with_member_id(name("gone"))
+                .with_topics(vec![t]);
+            vec![(
+                "unknown-member",
+                side.exchange::<_, OffsetCommitResponse>(key, v, &req),
+            )]
+        }
+        ApiKey::Heartbeat => {
+            let req = HeartbeatRequest::default()
+                .with_group_id(GroupId(name("nobody")))
+                .with_generation_id(3)
+                .with_member_id(name("gone"));
+            vec![(
+                "unknown-member",
+                side.exchange::<_, HeartbeatResponse>(key, v, &req),
+            )]
+        }
         _ => vec![("default", default_exchange(side, key, v))],
     }
 }
 
-/// Creates the topic and reads its id (Metadata v12).
+/// Three records whose batch fails its CRC (a value byte flipped after it was sealed).
+fn corrupt_records() -> Bytes {
+    let mut b = three_records().to_vec();
+    let last = b.len() - 1;
+    b[last] ^= 0xff;
+    Bytes::from(b)
+}
+
+/// The producer id of [`TXN_ID`] and an epoch of it that a newer InitProducerId has fenced.
+fn stale_transactional_epoch(side: &mut Side) -> (i64, i16) {
+    let init = InitProducerIdRequest::default()
+        .with_transactional_id(Some(TransactionalId(name(TXN_ID))))
+        .with_transaction_timeout_ms(60_000);
+    // Retried while the coordinator loads (COORDINATOR_LOAD_IN_PROGRESS, Kafka's first
+    // moments) or finishes the previous epoch's work (CONCURRENT_TRANSACTIONS).
+    const RETRIABLE: [i16; 3] = [14, 15, 51];
+    let mut epochs = Vec::new();
+    let mut tries = 0;
+    while epochs.len() < 2 {
+        let r: InitProducerIdResponse = side
+            .call(ApiKey::InitProducerId, 4, &init)
+            .unwrap_or_else(|e| panic!("{}: InitProducerId: {e}", side.name));
+        tries += 1;
+        if RETRIABLE.contains(&r.error_code) && tries < 100 {
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        }
+        assert_eq!(r.error_code, 0, "{}: InitProducerId {r:?}", side.name);
+        epochs.push((r.producer_id.0, r.producer_epoch));
+    }
+    assert_eq!(epochs[0].0, epochs[1].0, "{}: {epochs:?}", side.name);
+    assert!(epochs[0].1 < epochs[1].1, "{}: {epochs:?}", side.name);
+    epochs[0]
+}
+
+/// Creates the topics and reads their ids (Metadata v12), denies every operation on
+/// [`SECRET`] to `User:ANONYMOUS`, and waits for both coordinators.
 fn set_up(side: &mut Side) {
+    use kafka_protocol::messages::create_acls_request::AclCreation;
     use kafka_protocol::messages::create_topics_request::CreatableTopic;
     use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
     let mut s = TcpStream::connect(&side.addr).unwrap();
@@ -576,55 +767,102 @@ fn set_up(side: &mut Side) {
         1,
         &CreateTopicsRequest::default()
             .with_timeout_ms(30_000)
-            .with_topics(vec![CreatableTopic::default()
-                .with_name(TopicName(name(TOPIC)))
-                .with_num_partitions(2)
-                .with_replication_factor(1)]),
+            .with_topics(
+                [(TOPIC, 2), (SECRET, 1)]
+                    .map(|(t, n)| {
+                        CreatableTopic::default()
+                            .with_name(TopicName(name(t)))
+                            .with_num_partitions(n)
+                            .with_replication_factor(1)
+                    })
+                    .to_vec(),
+            ),
     );
-    assert_eq!(r.topics[0].error_code, 0, "{}: {r:?}", side.name);
-    // Metadata until the topic has a leader (Kafka takes a moment).
+    assert!(
+        r.topics.iter().all(|t| t.error_code == 0),
+        "{}: {r:?}",
+        side.name
+    );
+    // Metadata until both topics have leaders (Kafka takes a moment).
+    let mut ready = false;
     for _ in 0..100 {
         let m: MetadataResponse = support::wire::call(
             &mut s,
             3,
             12,
             2,
-            &MetadataRequest::default().with_topics(Some(vec![
-                MetadataRequestTopic::default().with_name(Some(TopicName(name(TOPIC))))
-            ])),
+            &MetadataRequest::default().with_topics(Some(
+                [TOPIC, SECRET]
+                    .map(|t| MetadataRequestTopic::default().with_name(Some(TopicName(name(t)))))
+                    .to_vec(),
+            )),
         );
-        let t = &m.topics[0];
-        if t.error_code == 0
-            && t.partitions.len() == 2
-            && t.partitions.iter().all(|p| p.leader_id.0 >= 0)
-        {
-            side.topic_id = t.topic_id;
-            warm_up_group_coordinator(side, &mut s);
-            return;
+        ready = m.topics.len() == 2
+            && m.topics.iter().all(|t| {
+                t.error_code == 0
+                    && !t.partitions.is_empty()
+                    && t.partitions.iter().all(|p| p.leader_id.0 >= 0)
+            });
+        if ready {
+            for t in &m.topics {
+                match t.name.as_ref().map(|n| n.0.as_str()) {
+                    Some(TOPIC) => side.topic_id = t.topic_id,
+                    _ => side.secret_id = t.topic_id,
+                }
+            }
+            break;
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    panic!("{}: {TOPIC} has no leaders", side.name);
+    assert!(ready, "{}: {TOPIC} and {SECRET} have no leaders", side.name);
+    const TOPIC_RESOURCE: i8 = 2;
+    const LITERAL: i8 = 3;
+    const ALL: i8 = 2;
+    const DENY: i8 = 2;
+    let r: CreateAclsResponse = support::wire::call(
+        &mut s,
+        30,
+        3,
+        3,
+        &CreateAclsRequest::default().with_creations(vec![AclCreation::default()
+            .with_resource_type(TOPIC_RESOURCE)
+            .with_resource_name(name(SECRET))
+            .with_resource_pattern_type(LITERAL)
+            .with_principal(name("User:ANONYMOUS"))
+            .with_host(name("*"))
+            .with_operation(ALL)
+            .with_permission_type(DENY)]),
+    );
+    assert!(
+        r.results.iter().all(|x| x.error_code == 0),
+        "{}: {r:?}",
+        side.name
+    );
+    warm_up_coordinator(side, &mut s, 0, "diff-group");
+    warm_up_coordinator(side, &mut s, 1, TXN_ID);
 }
 
-/// FindCoordinator until the group coordinator answers (Kafka creates `__consumer_offsets`
-/// at the first one and answers COORDINATOR_NOT_AVAILABLE meanwhile): the group scenarios
-/// then compare the groups' answers, not a coordinator still loading.
-fn warm_up_group_coordinator(side: &Side, s: &mut TcpStream) {
+/// FindCoordinator until the coordinator of `key` (`key_type` 0: a group, 1: a transactional
+/// id) answers: Kafka creates `__consumer_offsets` and `__transaction_state` at the first
+/// lookup and answers COORDINATOR_NOT_AVAILABLE meanwhile; the scenarios then compare the
+/// coordinators' answers, not a coordinator still loading.
+fn warm_up_coordinator(side: &Side, s: &mut TcpStream, key_type: i8, key: &str) {
     for _ in 0..300 {
         let r: FindCoordinatorResponse = support::wire::call(
             s,
             10,
             3,
             3,
-            &FindCoordinatorRequest::default().with_key(name("diff-group")),
+            &FindCoordinatorRequest::default()
+                .with_key(name(key))
+                .with_key_type(key_type),
         );
         if r.error_code == 0 {
             return;
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    panic!("{}: no group coordinator", side.name);
+    panic!("{}: no coordinator for {key}", side.name);
 }
 
 /// A short line-by-line account of where two normalised answers part.
@@ -645,7 +883,7 @@ fn first_difference(a: &str, b: &str) -> String {
 
 #[test]
 fn every_api_ringlog_advertises_answers_as_kafka_does() {
-    let Some(peer) = KafkaPeer::start(WITH_AUTHORIZER) else {
+    let Some(peer) = KafkaPeer::start(PEER_OPTIONS) else {
         return;
     };
     let broker = Broker::start(1);
@@ -656,12 +894,14 @@ fn every_api_ringlog_advertises_answers_as_kafka_does() {
             name: "ringlog",
             addr: broker.addr().to_string(),
             topic_id: Uuid::nil(),
+            secret_id: Uuid::nil(),
             corr: 10,
         },
         Side {
             name: "kafka",
             addr: peer.bootstrap(),
             topic_id: Uuid::nil(),
+            secret_id: Uuid::nil(),
             corr: 10,
         },
     ];

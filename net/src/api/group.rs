@@ -555,6 +555,10 @@ async fn persist_offsets(
     Ok(())
 }
 
+/// The first OffsetCommit version told GROUP_ID_NOT_FOUND for a member's commit to a group
+/// that does not exist; older clients are told ILLEGAL_GENERATION (as Kafka answers them).
+const OFFSET_COMMIT_GROUP_ID_NOT_FOUND_SINCE_VERSION: i16 = 9;
+
 pub async fn offset_commit(
     state: &Rc<CoreState>,
     version: i16,
@@ -618,6 +622,15 @@ pub async fn offset_commit(
             // with generation -1 and no member) and must pass the group's check.
             if items.is_empty() {
                 return Ok(());
+            }
+            // A member's commit (generation >= 0) to a group that does not exist: the group
+            // is gone or never was; only a simple consumer's (generation -1) creates it.
+            if generation >= 0 && !s.groups.borrow().contains_key(&gid) {
+                return Err(if version >= OFFSET_COMMIT_GROUP_ID_NOT_FOUND_SINCE_VERSION {
+                    codes::GROUP_ID_NOT_FOUND
+                } else {
+                    codes::ILLEGAL_GENERATION
+                });
             }
             with_group(&s, &gid, partition, |g| {
                 g.check_commit(

@@ -335,18 +335,18 @@ async fn handle_kind(state: &Rc<CoreState>, version: i16, req: Request) -> Optio
             ResponseKind::ListOffsets(offsets::list_offsets(state, version, r).await)
         }
         RequestKind::InitProducerId(r) if r.transactional_id.is_some() => {
-            ResponseKind::InitProducerId(txn::init_producer_id(state, r).await)
+            ResponseKind::InitProducerId(txn::init_producer_id(state, version, r).await)
         }
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(offsets::init_producer_id(state, r))
         }
         RequestKind::AddPartitionsToTxn(r) => {
-            ResponseKind::AddPartitionsToTxn(txn::add_partitions_to_txn(state, r).await)
+            ResponseKind::AddPartitionsToTxn(txn::add_partitions_to_txn(state, version, r).await)
         }
         RequestKind::AddOffsetsToTxn(r) => {
-            ResponseKind::AddOffsetsToTxn(txn::add_offsets_to_txn(state, r).await)
+            ResponseKind::AddOffsetsToTxn(txn::add_offsets_to_txn(state, version, r).await)
         }
-        RequestKind::EndTxn(r) => ResponseKind::EndTxn(txn::end_txn(state, r).await),
+        RequestKind::EndTxn(r) => ResponseKind::EndTxn(txn::end_txn(state, version, r).await),
         RequestKind::TxnOffsetCommit(r) => {
             ResponseKind::TxnOffsetCommit(txn::txn_offset_commit(state, r).await)
         }

@@ -169,6 +169,22 @@ fn check_producer(meta: &TxnMeta, producer_id: i64, epoch: i16) -> Result<(), i1
     }
 }
 
+/// The first InitProducerId version whose clients know PRODUCER_FENCED (KIP-588).
+const INIT_PRODUCER_ID_FENCED_SINCE_VERSION: i16 = 4;
+/// The first AddPartitionsToTxn, AddOffsetsToTxn and EndTxn version whose clients know
+/// PRODUCER_FENCED (KIP-588).
+const TXN_FENCED_SINCE_VERSION: i16 = 2;
+
+/// `code` as a client of `version` knows it: before `fenced_since` a fenced producer is told
+/// INVALID_PRODUCER_EPOCH, which such clients handle alike (what Kafka answers them).
+fn fenced_as_known(code: i16, version: i16, fenced_since: i16) -> i16 {
+    if code == PRODUCER_FENCED && version < fenced_since {
+        codes::INVALID_PRODUCER_EPOCH
+    } else {
+        code
+    }
+}
+
 /// The epoch after `epoch`, or `None` when it is exhausted (a new producer id is needed).
 fn next_epoch(epoch: i16) -> Option<i16> {
     (epoch < i16::MAX - 1).then_some(epoch + 1)
@@ -515,11 +531,16 @@ fn current(s: &CoreState, id: &str) -> Result<TxnMeta, i16> {
 /// finishing a prepared one, so the previous instance is fenced.
 pub async fn init_producer_id(
     state: &Rc<CoreState>,
+    version: i16,
     req: InitProducerIdRequest,
 ) -> InitProducerIdResponse {
     let refuse = |code: i16| {
         InitProducerIdResponse::default()
-            .with_error_code(code)
+            .with_error_code(fenced_as_known(
+                code,
+                version,
+                INIT_PRODUCER_ID_FENCED_SINCE_VERSION,
+            ))
             .with_producer_id(ProducerId(-1))
             .with_producer_epoch(-1)
     };
@@ -697,6 +718,7 @@ async fn add_to_txn(
 /// AddPartitionsToTxn v0–v3 (what clients send; v4+ is the brokers' verification form).
 pub async fn add_partitions_to_txn(
     state: &Rc<CoreState>,
+    version: i16,
     req: AddPartitionsToTxnRequest,
 ) -> AddPartitionsToTxnResponse {
     let id = req.v3_and_below_transactional_id.0.to_string();
@@ -750,7 +772,11 @@ pub async fn add_partitions_to_txn(
                     };
                     AddPartitionsToTxnPartitionResult::default()
                         .with_partition_index(p)
-                        .with_partition_error_code(code)
+                        .with_partition_error_code(fenced_as_known(
+                            code,
+                            version,
+                            TXN_FENCED_SINCE_VERSION,
+                        ))
                 })
                 .collect();
             AddPartitionsToTxnTopicResult::default()
@@ -765,6 +791,7 @@ pub async fn add_partitions_to_txn(
 /// TxnOffsetCommit records are marked with the rest.
 pub async fn add_offsets_to_txn(
     state: &Rc<CoreState>,
+    version: i16,
     req: AddOffsetsToTxnRequest,
 ) -> AddOffsetsToTxnResponse {
     let group_id = req.group_id.0.to_string();
@@ -788,7 +815,11 @@ pub async fn add_offsets_to_txn(
             }
         }
     };
-    AddOffsetsToTxnResponse::default().with_error_code(code)
+    AddOffsetsToTxnResponse::default().with_error_code(fenced_as_known(
+        code,
+        version,
+        TXN_FENCED_SINCE_VERSION,
+    ))
 }
 
 /// EndTxn: the decision (PrepareCommit or PrepareAbort) is made durable, then the markers are
@@ -796,7 +827,7 @@ pub async fn add_offsets_to_txn(
 /// once the decision is durable and the markers are written; if some marker could not be
 /// written the answer is still success (the decision stands) and the coordinator's tick
 /// finishes it, while the producer's next transactional request gets CONCURRENT_TRANSACTIONS.
-pub async fn end_txn(state: &Rc<CoreState>, req: EndTxnRequest) -> EndTxnResponse {
+pub async fn end_txn(state: &Rc<CoreState>, version: i16, req: EndTxnRequest) -> EndTxnResponse {
     let id = req.transactional_id.0.to_string();
     let (pid, epoch, commit) = (req.producer_id.0, req.producer_epoch, req.committed);
     let id2 = id.clone();
@@ -837,7 +868,7 @@ pub async fn end_txn(state: &Rc<CoreState>, req: EndTxnRequest) -> EndTxnRespons
         Err(c) => c,
     };
     EndTxnResponse::default()
-        .with_error_code(code)
+        .with_error_code(fenced_as_known(code, version, TXN_FENCED_SINCE_VERSION))
         .with_producer_id(ProducerId(pid))
         .with_producer_epoch(epoch)
 }
