@@ -3,11 +3,29 @@
 //! command lines: `kafka-reassign-partitions` (generate, execute, verify: which also clears
 //! the replication throttles) and `kafka-leader-election`. Each step's outcome is compared,
 //! and ringlog's own answer is checked: the partition's replicas are the ones asked for.
+//!
+//! On the same clusters, the wrong-coordinator error path of the differential protocol
+//! checks (which needs more than one node): a group's and a transactional id's requests sent
+//! to a node that is not their coordinator answer NOT_COORDINATOR on both.
 
 mod support;
 
+use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::{
+    BrokerId, DescribeGroupsRequest, DescribeGroupsResponse, EndTxnRequest, EndTxnResponse,
+    FindCoordinatorRequest, FindCoordinatorResponse, GroupId, HeartbeatRequest, HeartbeatResponse,
+    InitProducerIdRequest, InitProducerIdResponse, MetadataRequest, MetadataResponse,
+    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, ProducerId,
+    TopicName, TransactionalId,
+};
+use kafka_protocol::protocol::StrBytes;
+use support::wire::call;
 
 use support::cluster::{bootstrap, cluster};
 use support::peer::KafkaPeer;
@@ -180,6 +198,153 @@ fn reassign_and_elect(bs: &str, dir: &Path) -> Vec<(String, Vec<String>)> {
     seen
 }
 
+/// The group and transactional id whose requests go to a node that does not coordinate them.
+const WRONG_GROUP: &str = "wrong-coordinator-group";
+const WRONG_TXN: &str = "wrong-coordinator-txn";
+/// Kafka's NOT_COORDINATOR.
+const NOT_COORDINATOR: i16 = 16;
+/// How long a coordinator may take to be found (Kafka creates its internal topics on the
+/// first lookup).
+const COORDINATOR_WAIT: Duration = Duration::from_secs(60);
+
+fn s(x: &str) -> StrBytes {
+    StrBytes::from_string(x.to_string())
+}
+
+/// A connection to `addr`, or to the first of a comma-separated bootstrap list.
+fn connect(addr: &str) -> TcpStream {
+    let addr = addr.split(',').next().unwrap_or(addr);
+    let c = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    c
+}
+
+/// The node coordinating `key` (`key_type` 0: group, 1: transactional id).
+fn coordinator(bs: &str, key_type: i8, key: &str) -> i32 {
+    let t0 = Instant::now();
+    loop {
+        let r: FindCoordinatorResponse = call(
+            &mut connect(bs),
+            10,
+            3,
+            1,
+            &FindCoordinatorRequest::default()
+                .with_key(s(key))
+                .with_key_type(key_type),
+        );
+        if r.error_code == 0 {
+            return r.node_id.0;
+        }
+        assert!(
+            t0.elapsed() < COORDINATOR_WAIT,
+            "{bs}: no coordinator for {key}: {r:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A node other than `not`: its address.
+fn other_node(bs: &str, not: i32) -> String {
+    let m: MetadataResponse = call(
+        &mut connect(bs),
+        3,
+        12,
+        1,
+        &MetadataRequest::default().with_topics(Some(vec![])),
+    );
+    let b = m
+        .brokers
+        .iter()
+        .find(|b| b.node_id != BrokerId(not))
+        .unwrap_or_else(|| panic!("{bs}: no node but {not}: {m:?}"));
+    format!("{}:{}", b.host, b.port)
+}
+
+/// Each group and transactional request sent to a node that does not coordinate it, with
+/// the error code it answered.
+fn wrong_coordinator(bs: &str) -> Vec<(&'static str, i16)> {
+    let group = other_node(bs, coordinator(bs, 0, WRONG_GROUP));
+    let txn = other_node(bs, coordinator(bs, 1, WRONG_TXN));
+    let gid = || GroupId(s(WRONG_GROUP));
+    let tid = || TransactionalId(s(WRONG_TXN));
+    let fetched: OffsetFetchResponse = call(
+        &mut connect(&group),
+        9,
+        7,
+        1,
+        &OffsetFetchRequest::default().with_group_id(gid()),
+    );
+    let committed: OffsetCommitResponse = call(
+        &mut connect(&group),
+        8,
+        8,
+        1,
+        &OffsetCommitRequest::default()
+            .with_group_id(gid())
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![OffsetCommitRequestTopic::default()
+                .with_name(TopicName(s(TOPIC)))
+                .with_partitions(vec![OffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(0)])]),
+    );
+    let beat: HeartbeatResponse = call(
+        &mut connect(&group),
+        12,
+        4,
+        1,
+        &HeartbeatRequest::default()
+            .with_group_id(gid())
+            .with_generation_id(1)
+            .with_member_id(s("m")),
+    );
+    let described: DescribeGroupsResponse = call(
+        &mut connect(&group),
+        15,
+        5,
+        1,
+        &DescribeGroupsRequest::default().with_groups(vec![gid()]),
+    );
+    let init: InitProducerIdResponse = call(
+        &mut connect(&txn),
+        22,
+        4,
+        1,
+        &InitProducerIdRequest::default()
+            .with_transactional_id(Some(tid()))
+            .with_transaction_timeout_ms(60_000),
+    );
+    let ended: EndTxnResponse = call(
+        &mut connect(&txn),
+        26,
+        3,
+        1,
+        &EndTxnRequest::default()
+            .with_transactional_id(tid())
+            .with_producer_id(ProducerId(1))
+            .with_producer_epoch(0)
+            .with_committed(true),
+    );
+    vec![
+        ("OffsetFetch", fetched.error_code),
+        (
+            "OffsetCommit",
+            committed
+                .topics
+                .first()
+                .and_then(|t| t.partitions.first())
+                .map_or(-1, |p| p.error_code),
+        ),
+        ("Heartbeat", beat.error_code),
+        (
+            "DescribeGroups",
+            described.groups.first().map_or(-1, |g| g.error_code),
+        ),
+        ("InitProducerId", init.error_code),
+        ("EndTxn", ended.error_code),
+    ]
+}
+
 #[test]
 fn kafka_reassign_and_leader_election_tools_agree_on_three_nodes() {
     let Some(peer) = KafkaPeer::start_cluster(&[]) else {
@@ -201,4 +366,16 @@ fn kafka_reassign_and_leader_election_tools_agree_on_three_nodes() {
             "{step}: ringlog (left) and Kafka 4.4 (right) printed otherwise"
         );
     }
+
+    let ours = wrong_coordinator(&bootstrap(&nodes));
+    let theirs = wrong_coordinator(&peer.bootstrap());
+    eprintln!("wrong coordinator: ringlog {ours:?}, kafka {theirs:?}");
+    assert_eq!(
+        ours, theirs,
+        "requests to a node that is not the coordinator: ringlog (left), Kafka 4.4 (right)"
+    );
+    assert!(
+        ours.iter().all(|(_, code)| *code == NOT_COORDINATOR),
+        "ringlog: {ours:?}"
+    );
 }

@@ -626,11 +626,13 @@ pub async fn offset_commit(
             // A member's commit (generation >= 0) to a group that does not exist: the group
             // is gone or never was; only a simple consumer's (generation -1) creates it.
             if generation >= 0 && !s.groups.borrow().contains_key(&gid) {
-                return Err(if version >= OFFSET_COMMIT_GROUP_ID_NOT_FOUND_SINCE_VERSION {
-                    codes::GROUP_ID_NOT_FOUND
-                } else {
-                    codes::ILLEGAL_GENERATION
-                });
+                return Err(
+                    if version >= OFFSET_COMMIT_GROUP_ID_NOT_FOUND_SINCE_VERSION {
+                        codes::GROUP_ID_NOT_FOUND
+                    } else {
+                        codes::ILLEGAL_GENERATION
+                    },
+                );
             }
             with_group(&s, &gid, partition, |g| {
                 g.check_commit(
