@@ -134,6 +134,10 @@ struct Cli {
     /// How long consumers may take to get their partitions.
     #[arg(long, default_value_t = 60.0)]
     ready_timeout_secs: f64,
+    /// How long the run's topics may take to be created and to show a leader for every
+    /// partition (10,000 partitions on a busy machine take minutes).
+    #[arg(long, default_value_t = 300.0)]
+    topic_create_timeout_secs: f64,
     /// Output directory (result.json, latency.hlog, report.html).
     #[arg(short = 'o', long, value_name = "DIR")]
     out: Option<PathBuf>,
@@ -294,6 +298,7 @@ fn real_main(cli: Cli) -> Result<(), String> {
         interval: Duration::from_secs_f64(cli.interval_secs.max(0.05)),
         drain_timeout: Duration::from_secs_f64(cli.drain_timeout_secs.max(0.0)),
         ready_timeout: Duration::from_secs_f64(cli.ready_timeout_secs.max(0.0)),
+        topic_create_timeout: Duration::from_secs_f64(cli.topic_create_timeout_secs.max(1.0)),
         topic_prefix: cli.topic_prefix.clone(),
         keep_topics: cli.keep_topics,
         progress: !cli.quiet,

@@ -68,6 +68,8 @@ pub struct ClientOptions {
     pub drain_timeout: Duration,
     #[serde(skip)]
     pub ready_timeout: Duration,
+    #[serde(skip)]
+    pub topic_create_timeout: Duration,
     pub topic_prefix: String,
     pub keep_topics: bool,
     pub progress: bool,
@@ -494,6 +496,7 @@ fn create_topics(
     names: &[String],
     partitions: u32,
     replication_factor: i32,
+    timeout: Duration,
 ) -> Result<(), String> {
     let admin: AdminClient<DefaultClientContext> = base_config(address, common)
         .create()
@@ -508,7 +511,9 @@ fn create_topics(
             )
         })
         .collect();
-    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+    let opts = AdminOptions::new()
+        .operation_timeout(Some(timeout))
+        .request_timeout(Some(timeout));
     let res = futures_lite::future::block_on(admin.create_topics(specs.iter(), &opts))
         .map_err(|e| format!("CreateTopics on {address}: {e}"))?;
     for r in res {
@@ -538,9 +543,10 @@ fn create_topics(
         if ok {
             return Ok(());
         }
-        if t0.elapsed() > Duration::from_secs(30) {
+        if t0.elapsed() > timeout {
             return Err(format!(
-                "topics {names:?} not visible with leaders in metadata of {address} after 30 s"
+                "topics {names:?} not visible with leaders in metadata of {address} after \
+                 {timeout:?} (--topic-create-timeout-secs)"
             ));
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -741,6 +747,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
         &topics,
         w.partitions_per_topic,
         spec.opts.replication_factor,
+        spec.opts.topic_create_timeout,
     )?;
 
     let epoch = Instant::now();
