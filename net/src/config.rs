@@ -38,6 +38,10 @@ pub const DEFAULT_QUOTA_BURST_MS: u64 = 1_000;
 /// take a response within it (Kafka's `request.timeout.ms`); a slow sender (slowloris) or a
 /// peer that stopped reading is disconnected.
 pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 30_000;
+/// The largest frame a client of a SASL listener may send before it has authenticated
+/// (Kafka's `sasl.server.max.receive.size`); a larger announced size closes the connection
+/// before a byte of the body is read or budgeted.
+pub const DEFAULT_SASL_SERVER_MAX_RECEIVE_BYTES: usize = 512 << 10;
 /// Bytes one connection may have in flight: request frames read and not yet answered, plus the
 /// response room reserved for them (a Fetch reserves its response cap). A client that
 /// pipelines and never reads stops being read at this bound. A single request larger than this
@@ -126,6 +130,12 @@ pub struct BrokerConfig {
     pub max_connections_per_ip: usize,
     pub connections_max_idle_ms: u64,
     pub request_timeout_ms: u64,
+    /// The largest frame read from a SASL listener's client before it has authenticated
+    /// (`sasl-server-max-receive-bytes`).
+    pub sasl_server_max_receive_bytes: usize,
+    /// How long a SASL listener's client may take to authenticate, from its first read
+    /// (`sasl-authentication-deadline-ms`, by default the request timeout); then it is closed.
+    pub sasl_authentication_deadline_ms: u64,
     pub fetch_max_bytes: usize,
     pub auto_create_topics: bool,
     /// Partitions of a topic created without a count (`num.partitions`).
@@ -263,6 +273,8 @@ impl BrokerConfig {
             max_connections_per_ip: DEFAULT_MAX_CONNECTIONS_PER_IP,
             connections_max_idle_ms: DEFAULT_CONNECTIONS_MAX_IDLE_MS,
             request_timeout_ms: DEFAULT_REQUEST_TIMEOUT_MS,
+            sasl_server_max_receive_bytes: DEFAULT_SASL_SERVER_MAX_RECEIVE_BYTES,
+            sasl_authentication_deadline_ms: DEFAULT_REQUEST_TIMEOUT_MS,
             fetch_max_bytes: DEFAULT_FETCH_MAX_BYTES,
             auto_create_topics: false,
             default_partitions: 1,
@@ -340,6 +352,14 @@ impl BrokerConfig {
             ("max-connections-per-ip", self.max_connections_per_ip as u64),
             ("connections-max-idle-ms", self.connections_max_idle_ms),
             ("request-timeout-ms", self.request_timeout_ms),
+            (
+                "sasl-server-max-receive-bytes",
+                self.sasl_server_max_receive_bytes as u64,
+            ),
+            (
+                "sasl-authentication-deadline-ms",
+                self.sasl_authentication_deadline_ms,
+            ),
             (
                 "barrier-injection-timeout-ms",
                 self.barrier_injection_timeout_ms,

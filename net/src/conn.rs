@@ -7,7 +7,11 @@
 //! reader stops reading until responses drain, so a client that pipelines and never reads keeps
 //! memory flat); frame bytes in flight per core (taken before a body is read); a frame must
 //! arrive whole within `request_timeout_ms` (slowloris) and the peer must take a response
-//! within it; an idle connection is closed after `connections_max_idle_ms`. When the peer goes
+//! within it; an idle connection is closed after `connections_max_idle_ms`. Before a SASL
+//! listener's client has authenticated, a frame is at most `sasl_server_max_receive_bytes`
+//! (checked on the 4-byte size), takes a budget of its own on the core
+//! (`PRE_AUTH_FRAMES_PER_CORE`), and the client must authenticate within
+//! `sasl_authentication_deadline_ms` of its connection's first read. When the peer goes
 //! away the reader stops at once and nothing of the connection stays behind.
 //!
 //! A malformed frame, an unknown API key or an unsupported version (other than ApiVersions,
@@ -37,6 +41,10 @@ const ACCEPT_BACKOFF_MIN_MS: u64 = 10;
 const ACCEPT_BACKOFF_MAX_MS: u64 = 1_000;
 /// At most one "accept failed" line per this interval (with the count since the last one).
 const ACCEPT_ERROR_LOG_INTERVAL_MS: u64 = 10_000;
+/// Frames of `sasl-server-max-receive-bytes` that SASL clients not yet authenticated may have
+/// in flight on one core together (`CoreState::pre_auth_request_bytes`): unauthenticated
+/// connections wait on each other past it, never on authenticated work.
+pub const PRE_AUTH_FRAMES_PER_CORE: u64 = 64;
 /// Room reserved for the response of a request other than Fetch.
 const RESPONSE_RESERVE_BYTES: usize = 64 << 10;
 
@@ -206,6 +214,10 @@ pub enum CloseReason {
     HeaderIncomplete { ms: u64 },
     #[error("frame size {size} outside 8..={max} (max-request-bytes, Kafka's socket.request.max.bytes); closing")]
     FrameSize { size: i32, max: usize },
+    #[error("frame size {size} before authentication outside 8..={max} (sasl-server-max-receive-bytes, Kafka's sasl.server.max.receive.size); closing")]
+    PreAuthFrameSize { size: i32, max: usize },
+    #[error("not authenticated within {ms} ms (sasl-authentication-deadline-ms); closing")]
+    AuthenticationDeadline { ms: u64 },
     #[error("{what}: {detail}")]
     Budget { what: &'static str, detail: String },
     #[error("writer stopped")]
@@ -365,6 +377,21 @@ where
         // The principal of the first authentication: a re-authentication (KIP-368) must be
         // as the same one.
         let mut authenticated_as: Option<String> = None;
+        // A SASL listener's client must authenticate by this instant, or it is closed; until
+        // it has, its frames are at most `sasl-server-max-receive-bytes` and take the core's
+        // pre-authentication budget (`None`: authenticated, or a listener without SASL).
+        let deadline_ms = cfg.sasl_authentication_deadline_ms;
+        let mut auth_deadline = auth
+            .awaits_authentication()
+            .then(|| Instant::now() + Duration::from_millis(deadline_ms));
+        let past_deadline = |d: Option<Instant>| d.is_some_and(|d| Instant::now() >= d);
+        // The time left to `d` in ms (at least 1), capped at `ms`.
+        let within = |d: Option<Instant>, ms: u64| match d {
+            Some(d) => {
+                (d.saturating_duration_since(Instant::now()).as_millis() as u64).clamp(1, ms)
+            }
+            None => ms,
+        };
         loop {
             // A client over its quota: nothing more is read until its throttle has passed.
             if let Some(until) = mute.take() {
@@ -377,11 +404,17 @@ where
             // Wait for the next request; an idle connection (nothing in flight) is closed.
             let mut got = 0;
             while got < 4 {
-                let wait_ms = if got == 0 {
-                    cfg.connections_max_idle_ms
-                } else {
-                    cfg.request_timeout_ms
-                };
+                if past_deadline(auth_deadline) {
+                    return Err(CloseReason::AuthenticationDeadline { ms: deadline_ms });
+                }
+                let wait_ms = within(
+                    auth_deadline,
+                    if got == 0 {
+                        cfg.connections_max_idle_ms
+                    } else {
+                        cfg.request_timeout_ms
+                    },
+                );
                 match glommio::timer::timeout(Duration::from_millis(wait_ms), async {
                     Ok::<_, glommio::GlommioError<()>>(reader.read(&mut size[got..]).await)
                 })
@@ -396,13 +429,22 @@ where
                             source,
                         })
                     }
+                    Err(_) if past_deadline(auth_deadline) => {
+                        return Err(CloseReason::AuthenticationDeadline { ms: deadline_ms })
+                    }
                     Err(_) if got == 0 && in_flight() => continue,
                     Err(_) if got == 0 => return Err(CloseReason::Idle { ms: wait_ms }),
                     Err(_) => return Err(CloseReason::HeaderIncomplete { ms: wait_ms }),
                 }
             }
             let size = i32::from_be_bytes(size);
-            if size < 8 || size as usize > cfg.max_request_bytes {
+            let pre_auth = auth_deadline.is_some();
+            if pre_auth {
+                let max = cfg.sasl_server_max_receive_bytes.min(cfg.max_request_bytes);
+                if size < 8 || size as usize > max {
+                    return Err(CloseReason::PreAuthFrameSize { size, max });
+                }
+            } else if size < 8 || size as usize > cfg.max_request_bytes {
                 return Err(CloseReason::FrameSize {
                     size,
                     max: cfg.max_request_bytes,
@@ -410,10 +452,15 @@ where
             }
             let size = size as usize;
             // The core's budget for frame bytes, before a byte of the body is held (it holds
-            // the largest frame: `BrokerConfig::validate`).
+            // the largest frame: `BrokerConfig::validate`); an unauthenticated client's frame
+            // takes the pre-authentication budget instead.
             debug_assert!(size <= cfg.queued_max_request_bytes_per_core);
-            let core_permit = state
-                .request_bytes
+            let budget = if pre_auth {
+                &state.pre_auth_request_bytes
+            } else {
+                &state.request_bytes
+            };
+            let core_permit = budget
                 .acquire_static_permit(size as u64)
                 .await
                 .map_err(budget_err("request budget"))?;
@@ -421,12 +468,16 @@ where
             // Allocated whole (the core's budget covers it): `calloc` maps a large body
             // lazily, so a slow sender pins only the pages it filled; one copy from the socket.
             let mut body = vec![0u8; size];
-            with_timeout(
-                cfg.request_timeout_ms,
+            let read = with_timeout(
+                within(auth_deadline, cfg.request_timeout_ms),
                 "reading a request body",
                 reader.read_exact(&mut body),
             )
-            .await?;
+            .await;
+            if read.is_err() && past_deadline(auth_deadline) {
+                return Err(CloseReason::AuthenticationDeadline { ms: deadline_ms });
+            }
+            read?;
             let key = i16::from_be_bytes([body[0], body[1]]);
             if !auth.admits(key) {
                 return Err(CloseReason::Unauthenticated { key });
@@ -454,6 +505,9 @@ where
                     let (frame, close) =
                         sasl_step(&state, &mut auth, &mut authenticated_as, *req, &peer).await?;
                     subject = subject_of(&auth);
+                    if authenticated_as.is_some() {
+                        auth_deadline = None;
+                    }
                     let held = held_by_core(core_permit, &conn_budget).await?;
                     let h = glommio::spawn_local(async move { (Outcome::Response(frame), held) })
                         .detach();

@@ -165,6 +165,10 @@ pub struct CoreState {
     /// connection takes its frame's size before reading the body and gives it back when the
     /// response is written or the request ends.
     pub request_bytes: Rc<glommio::sync::Semaphore>,
+    /// Frame bytes in flight on this core from SASL clients that have not authenticated yet
+    /// (`crate::conn::PRE_AUTH_FRAMES_PER_CORE` frames of `sasl-server-max-receive-bytes`):
+    /// apart from `request_bytes`, so that they can never take what authenticated work needs.
+    pub pre_auth_request_bytes: Rc<glommio::sync::Semaphore>,
     /// The client-quota buckets of this core's clients (`crate::quota`).
     pub quotas: RefCell<crate::quota::Quotas>,
     /// The fault injector of this core's logs (`--enable-fault-injection` only).
@@ -193,6 +197,8 @@ impl CoreState {
         };
         let storage = CoreStorage::open(ctx.data_dir.clone(), options, faults.clone()).await?;
         let request_bytes = ctx.config.queued_max_request_bytes_per_core as u64;
+        let pre_auth_request_bytes =
+            crate::conn::PRE_AUTH_FRAMES_PER_CORE * ctx.config.sasl_server_max_receive_bytes as u64;
         Ok(Rc::new_cyclic(|me| Self {
             core,
             me: me.clone(),
@@ -214,6 +220,7 @@ impl CoreState {
             replicas: RefCell::default(),
             cursors: RefCell::default(),
             request_bytes: Rc::new(glommio::sync::Semaphore::new(request_bytes)),
+            pre_auth_request_bytes: Rc::new(glommio::sync::Semaphore::new(pre_auth_request_bytes)),
             quotas: RefCell::default(),
             faults,
             node_rpc_cut: RefCell::default(),

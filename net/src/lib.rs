@@ -38,6 +38,7 @@ pub mod shard_view;
 pub mod tls;
 pub mod topic_config;
 pub mod txn;
+pub mod unknown_topic_log;
 pub mod unopened;
 
 pub use config::BrokerConfig;

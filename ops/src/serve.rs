@@ -278,6 +278,12 @@ struct FileConfig {
     quota_burst_ms: Option<u64>,
     /// A frame must arrive, and a response write progress, within this (`request.timeout.ms`).
     request_timeout_ms: Option<u64>,
+    /// The largest frame a SASL listener's client may send before it has authenticated
+    /// (`sasl.server.max.receive.size`).
+    sasl_server_max_receive_bytes: Option<usize>,
+    /// How long a SASL listener's client may take to authenticate (default: the request
+    /// timeout).
+    sasl_authentication_deadline_ms: Option<u64>,
     /// Largest Fetch response (Kafka's broker-side `fetch.max.bytes`).
     fetch_max_bytes: Option<usize>,
     log_segment_bytes: Option<u64>,
@@ -693,6 +699,12 @@ fn build_config(args: ServeArgs) -> Result<BrokerConfig, String> {
     if let Some(n) = file.request_timeout_ms {
         c.request_timeout_ms = n;
     }
+    if let Some(n) = file.sasl_server_max_receive_bytes {
+        c.sasl_server_max_receive_bytes = n;
+    }
+    c.sasl_authentication_deadline_ms = file
+        .sasl_authentication_deadline_ms
+        .unwrap_or(c.request_timeout_ms);
     if let Some(n) = file.fetch_max_bytes {
         c.fetch_max_bytes = n;
     }

@@ -30,6 +30,52 @@ fn log_requests_dumps_decoded_requests_and_responses() {
     }
 }
 
+/// A client asking for a topic that does not exist, with auto-create off (the default), gets
+/// UNKNOWN_TOPIC_OR_PARTITION and the broker log says who asked, for what, and the fix, once
+/// per topic a minute however often it asks.
+#[test]
+fn a_request_for_a_missing_topic_is_logged_with_the_fix_once_a_minute() {
+    let mut broker = Broker::start(1);
+    for _ in 0..3 {
+        let mut l = Command::new(kcat());
+        l.args([
+            "-b",
+            &broker.bootstrap(),
+            "-L",
+            "-t",
+            "not-there",
+            "-m",
+            "5",
+        ])
+        .args(["-X", "client.id=quickstart-app"]);
+        let out = run_with_timeout(l, None, Duration::from_secs(30));
+        assert!(
+            out.stdout.contains("Unknown topic") || out.stdout.contains("UNKNOWN_TOPIC"),
+            "{}",
+            out.stdout
+        );
+    }
+    let log = broker.stderr_text();
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("topic 'not-there', which does not exist"))
+        .collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "one line for three requests:\n{}",
+        tail(&log, 3000)
+    );
+    for needle in [
+        "quickstart-app",
+        "--auto-create-topics",
+        "ringlog topic create not-there",
+    ] {
+        assert!(lines[0].contains(needle), "{needle} in {}", lines[0]);
+    }
+    broker.assert_alive();
+}
+
 fn serve_with_config(toml: &str) -> Output {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("ringlog.toml");

@@ -25,6 +25,7 @@ pub async fn handle(
     version: i16,
     req: MetadataRequest,
     listener: usize,
+    client_id: &str,
 ) -> MetadataResponse {
     // Which topics: null (or an empty list before v1) means all.
     let wanted: Option<Vec<(Option<String>, Uuid)>> = match req.topics {
@@ -50,6 +51,9 @@ pub async fn handle(
                 .filter(|n| m.topic(n).is_none())
                 .collect()
         };
+        if !missing.is_empty() && !state.ctx.config.auto_create_topics {
+            crate::unknown_topic_log::note(client_id, &missing);
+        }
         if state.ctx.config.auto_create_topics
             && req.allow_auto_topic_creation
             && !missing.is_empty()

@@ -317,7 +317,8 @@ async fn handle_kind(state: &Rc<CoreState>, version: i16, req: Request) -> Optio
         RequestKind::Metadata(r) => {
             let asked_for_all = r.topics.is_none()
                 || (version == 0 && r.topics.as_ref().is_some_and(Vec::is_empty));
-            let mut resp = metadata::handle(state, version, r, listener).await;
+            let asker = client_id(&req.header);
+            let mut resp = metadata::handle(state, version, r, listener, &asker).await;
             authz::filter_metadata(state, subject, asked_for_all, &mut resp);
             ResponseKind::Metadata(resp)
         }

@@ -109,6 +109,15 @@ impl Auth {
             || key == ApiKey::SaslAuthenticate as i16
     }
 
+    /// Whether the client of a SASL listener has not authenticated yet (a re-authentication,
+    /// KIP-368, starts from an authenticated session and does not count).
+    pub fn awaits_authentication(&self) -> bool {
+        matches!(
+            self,
+            Auth::Handshake | Auth::Chosen(_) | Auth::ScramFinal(_)
+        )
+    }
+
     /// Whether the connection's listener authenticates its clients (SASL).
     pub fn authenticates(&self) -> bool {
         !matches!(self, Auth::Open)

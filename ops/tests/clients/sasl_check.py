@@ -8,6 +8,11 @@ against a ringlog SASL listener (issue #19).
       ports Metadata gave); exits 1 on any failure.
   sasl_check.py refused BOOTSTRAP MECHANISM USER PASSWORD
       Expects the authentication to fail; prints "refused: <error>"; exits 1 if it succeeded.
+  sasl_check.py latency BOOTSTRAP MECHANISM USER PASSWORD TOPIC COUNT
+      Creates TOPIC (1 partition) unless it exists, then COUNT times: produces one record
+      (acks=all) and waits for its acknowledgement, and polls an assigned consumer until the
+      record arrives; checks every record came back in order; prints a JSON summary with the
+      acknowledgement and end-to-end latencies (p50, p99, max, in ms).
   sasl_check.py scram-admin BOOTSTRAP MECHANISM USER PASSWORD NEWUSER NEWPASSWORD
       As USER: AlterUserScramCredentials upserts NEWUSER (SCRAM-SHA-256), Describe lists it;
       prints the described mechanisms as JSON. scram-admin-plain: the same over a PLAINTEXT
@@ -73,6 +78,52 @@ def main():
         ports = sorted(b.port for b in admin.list_topics(timeout=10).brokers.values())
         print(json.dumps({"ok": True, "mechanism": mech, "records": 100 * parts,
                           "broker_ports": ports}))
+    elif cmd == "latency":
+        topic, count = sys.argv[6], int(sys.argv[7])
+        admin = AdminClient(c)
+        try:
+            admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+        except KafkaException as e:
+            if "TOPIC_ALREADY_EXISTS" not in str(e):
+                fail(f"CreateTopics over SASL: {e}")
+        p = Producer({**c, "acks": "all", "linger.ms": 0})
+        cons = Consumer({**c, "group.id": "latency", "enable.auto.commit": False,
+                         "fetch.wait.max.ms": 10})
+        start = cons.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)[1]
+        cons.assign([TopicPartition(topic, 0, start)])
+        acks, e2e = [], []
+        for i in range(count):
+            value = f"lat-{start + i}".encode()
+            done = []
+            t0 = time.monotonic()
+            p.produce(topic, value=value, partition=0,
+                      on_delivery=lambda err, m: done.append(err))
+            while not done:
+                p.poll(0.001)
+                if time.monotonic() - t0 > 60:
+                    fail(f"record {i}: no acknowledgement in 60 s")
+            if done[0] is not None:
+                fail(f"record {i}: {done[0]}")
+            acks.append(time.monotonic() - t0)
+            while True:
+                m = cons.poll(1.0)
+                if m is not None and m.error() is None:
+                    if m.value() != value:
+                        fail(f"record {i}: read {m.value()!r}, want {value!r}")
+                    break
+                if time.monotonic() - t0 > 60:
+                    fail(f"record {i}: not read back in 60 s")
+            e2e.append(time.monotonic() - t0)
+        cons.close()
+
+        def pct(xs, q):
+            xs = sorted(xs)
+            return round(1000 * xs[min(len(xs) - 1, int(q * len(xs)))], 2)
+        print(json.dumps({"ok": True, "records": count,
+                          "ack_ms": {"p50": pct(acks, 0.5), "p99": pct(acks, 0.99),
+                                     "max": pct(acks, 1.0)},
+                          "e2e_ms": {"p50": pct(e2e, 0.5), "p99": pct(e2e, 0.99),
+                                     "max": pct(e2e, 1.0)}}))
     elif cmd == "refused":
         admin = AdminClient({**c, "error_cb": lambda e: None})
         try:

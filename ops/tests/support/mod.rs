@@ -11,6 +11,7 @@ pub mod compaction;
 pub mod java;
 pub mod kcat_suite;
 pub mod peer;
+pub mod tls_certs;
 pub mod wire;
 
 use std::fs::{self, File, OpenOptions};
