@@ -455,15 +455,27 @@ where
             // the largest frame: `BrokerConfig::validate`); an unauthenticated client's frame
             // takes the pre-authentication budget instead.
             debug_assert!(size <= cfg.queued_max_request_bytes_per_core);
-            let budget = if pre_auth {
-                &state.pre_auth_request_bytes
+            let core_permit = if pre_auth {
+                // Waiting for room counts against the authentication deadline too.
+                let wait = Duration::from_millis(within(auth_deadline, deadline_ms));
+                let acquire = state
+                    .pre_auth_request_bytes
+                    .acquire_static_permit(size as u64);
+                match glommio::timer::timeout(wait, async { Ok(acquire.await) }).await {
+                    Ok(permit) => {
+                        permit.map_err(budget_err("pre-authentication request budget"))?
+                    }
+                    Err(_) => {
+                        return Err(CloseReason::AuthenticationDeadline { ms: deadline_ms });
+                    }
+                }
             } else {
-                &state.request_bytes
+                state
+                    .request_bytes
+                    .acquire_static_permit(size as u64)
+                    .await
+                    .map_err(budget_err("request budget"))?
             };
-            let core_permit = budget
-                .acquire_static_permit(size as u64)
-                .await
-                .map_err(budget_err("request budget"))?;
             crate::metrics::CoreMetrics::add(&state.metrics.request_bytes, size as u64 + 4);
             // Allocated whole (the core's budget covers it): `calloc` maps a large body
             // lazily, so a slow sender pins only the pages it filled; one copy from the socket.

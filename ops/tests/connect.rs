@@ -15,7 +15,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
@@ -34,7 +34,7 @@ use kafka_protocol::messages::{
     OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
-use support::java::{connect_classpath, java};
+use support::java::{connect_classpath, connect_log4j, spawn_connect_jvm};
 use support::peer::KafkaPeer;
 use support::wire::call;
 use support::*;
@@ -87,20 +87,7 @@ consumer.heartbeat.interval.ms=1000
 "
         );
         fs::write(&properties, config).unwrap();
-        let log4j = dir.join("log4j2.properties");
-        fs::write(
-            &log4j,
-            "rootLogger.level = INFO
-rootLogger.appenderRef.out.ref = OUT
-appender.out.type = Console
-appender.out.name = OUT
-appender.out.layout.type = PatternLayout
-appender.out.layout.pattern = [%d] %p %m (%c)%n
-logger.config.name = org.apache.kafka.common.config.AbstractConfig
-logger.config.level = WARN
-",
-        )
-        .unwrap();
+        let log4j = connect_log4j(dir);
         Worker {
             child: None,
             properties,
@@ -112,31 +99,12 @@ logger.config.level = WARN
 
     fn start(&mut self) {
         assert!(self.child.is_none());
-        let mut log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .unwrap();
-        writeln!(log, "=== test harness: starting ConnectDistributed ===").unwrap();
-        let child = Command::new(java())
-            .arg("-Xms64m")
-            .arg("-Xmx512m")
-            .arg("-XX:TieredStopAtLevel=1")
-            .arg("-XX:+UseSerialGC")
-            .arg("-Djava.awt.headless=true")
-            .arg(format!(
-                "-Dlog4j2.configurationFile={}",
-                self.log4j.display()
-            ))
-            .arg("-cp")
-            .arg(connect_classpath())
-            .arg("org.apache.kafka.connect.cli.ConnectDistributed")
-            .arg(&self.properties)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("spawn java");
+        let child = spawn_connect_jvm(
+            "org.apache.kafka.connect.cli.ConnectDistributed",
+            &self.properties,
+            &self.log4j,
+            &self.log,
+        );
         self.child = Some(child);
     }
 

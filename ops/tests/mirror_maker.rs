@@ -11,12 +11,11 @@
 
 mod support;
 
-use std::fs::{self, File};
+use std::fs;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use support::java::{connect_classpath, java, JavaCheck};
+use support::java::{connect_log4j, spawn_connect_jvm, JavaCheck};
 use support::peer::KafkaPeer;
 use support::*;
 
@@ -69,40 +68,14 @@ offset.lag.max = 0
             ),
         )
         .unwrap();
-        let log4j = dir.join("log4j2.properties");
-        fs::write(
-            &log4j,
-            "rootLogger.level = INFO
-rootLogger.appenderRef.out.ref = OUT
-appender.out.type = Console
-appender.out.name = OUT
-appender.out.layout.type = PatternLayout
-appender.out.layout.pattern = [%d] %p %m (%c)%n
-logger.config.name = org.apache.kafka.common.config.AbstractConfig
-logger.config.level = WARN
-",
-        )
-        .unwrap();
+        let log4j = connect_log4j(dir);
         let log = dir.join("mirror.log");
-        let out = File::create(&log).unwrap();
-        let child = Command::new(java())
-            .args([
-                "-Xms64m",
-                "-Xmx512m",
-                "-XX:TieredStopAtLevel=1",
-                "-XX:+UseSerialGC",
-                "-Djava.awt.headless=true",
-            ])
-            .arg(format!("-Dlog4j2.configurationFile={}", log4j.display()))
-            .arg("-cp")
-            .arg(connect_classpath())
-            .arg("org.apache.kafka.connect.mirror.MirrorMaker")
-            .arg(&properties)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .spawn()
-            .expect("spawn java");
+        let child = spawn_connect_jvm(
+            "org.apache.kafka.connect.mirror.MirrorMaker",
+            &properties,
+            &log4j,
+            &log,
+        );
         Mirror {
             child: ChildGuard(child),
             log,

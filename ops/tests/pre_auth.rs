@@ -116,6 +116,20 @@ fn flood(addr: String, kind: Flood, stop: Arc<AtomicBool>) -> JoinHandle<Duratio
     })
 }
 
+/// A one-core broker with `setting` (a config file line, written into `dir`), every resource
+/// open to whoever has authenticated, and `args` (its listeners).
+fn broker_with(dir: &std::path::Path, setting: &str, args: &[&str]) -> Broker {
+    let config = dir.join("ringlog.toml");
+    std::fs::write(&config, format!("{setting}\n")).unwrap();
+    let mut all = vec![
+        "--config",
+        config.to_str().unwrap(),
+        "--allow-everyone-if-no-acl-found",
+    ];
+    all.extend_from_slice(args);
+    Broker::start_with(1, &all)
+}
+
 /// The acknowledgement and end-to-end p99 (ms) of a latency run.
 fn p99s(json: &str) -> (f64, f64) {
     let v: serde_json::Value = serde_json::from_str(json.trim())
@@ -132,39 +146,18 @@ fn unauthenticated_floods_do_not_starve_authenticated_clients() {
     let sasl_port = free_port();
     let sasl = format!("127.0.0.1:{sasl_port}");
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("ringlog.toml");
-    std::fs::write(
-        &config,
-        format!("sasl-authentication-deadline-ms = {DEADLINE_MS}\n"),
-    )
-    .unwrap();
     // One core: every connection, flooding or not, is served by the same executor.
-    let mut broker = Broker::start_with(
-        1,
+    let mut broker = broker_with(
+        dir.path(),
+        &format!("sasl-authentication-deadline-ms = {DEADLINE_MS}"),
         &[
-            "--config",
-            config.to_str().unwrap(),
-            "--allow-everyone-if-no-acl-found",
             "--listener",
             "INTERNAL=PLAINTEXT://{listen}",
             "--listener",
             &format!("EXTERNAL=SASL_PLAINTEXT://{sasl}"),
         ],
     );
-    let out = run_python(
-        "sasl_check.py",
-        &[
-            "scram-admin-plain",
-            &broker.bootstrap(),
-            "-",
-            "-",
-            "-",
-            "lat-user",
-            "lat-pw",
-        ],
-        &[],
-        Duration::from_secs(60),
-    );
+    let out = scram_user_over_plaintext(&broker.bootstrap(), "lat-user", "lat-pw");
     assert!(out.contains("SCRAM_SHA_256"), "{out}");
     let latency = || {
         run_python(
@@ -236,18 +229,10 @@ fn a_stalled_tls_handshake_is_closed_within_the_request_timeout() {
     const REQUEST_TIMEOUT_MS: u64 = 2_000;
     let dir = tempfile::tempdir().unwrap();
     let (_ca, cert, key) = support::tls_certs::make_certs(dir.path());
-    let config = dir.path().join("ringlog.toml");
-    std::fs::write(
-        &config,
-        format!("request-timeout-ms = {REQUEST_TIMEOUT_MS}\n"),
-    )
-    .unwrap();
-    let mut broker = Broker::start_with(
-        1,
+    let mut broker = broker_with(
+        dir.path(),
+        &format!("request-timeout-ms = {REQUEST_TIMEOUT_MS}"),
         &[
-            "--config",
-            config.to_str().unwrap(),
-            "--allow-everyone-if-no-acl-found",
             "--listener",
             "EXTERNAL=SASL_SSL://{listen}",
             "--tls-cert",

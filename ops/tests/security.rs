@@ -252,20 +252,7 @@ fn an_internal_plaintext_and_an_external_sasl_listener_each_show_their_own_endpo
     );
     // Kafka's AlterUserScramCredentials over the internal listener makes the first user
     // (the path of `kafka-configs --entity-type users`): no admin listener needed.
-    let out = run_python(
-        "sasl_check.py",
-        &[
-            "scram-admin-plain",
-            &broker.bootstrap(),
-            "-",
-            "-",
-            "-",
-            "ext-user",
-            "ext-pw",
-        ],
-        &[],
-        Duration::from_secs(60),
-    );
+    let out = scram_user_over_plaintext(&broker.bootstrap(), "ext-user", "ext-pw");
     assert!(out.contains("SCRAM_SHA_256"), "{out}");
     let ext = format!("127.0.0.1:{external}");
     let out = check(&[

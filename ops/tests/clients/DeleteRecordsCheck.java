@@ -26,12 +26,6 @@ import org.apache.kafka.common.serialization.StringSerializer;
 public class DeleteRecordsCheck {
     static final int PER_PARTITION = 50;
     static final long P0_DELETE_BEFORE = 40;
-    static Admin admin(String bootstrap) {
-        Properties p = new Properties();
-        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-        p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, 30000);
-        return Admin.create(p);
-    }
 
     static KafkaConsumer<String, String> consumer(String bootstrap, String reset) {
         Properties c = new Properties();
@@ -73,7 +67,7 @@ public class DeleteRecordsCheck {
         String bootstrap = args[0], topic = args[1], phase = args[2];
         TopicPartition p0 = new TopicPartition(topic, 0), p1 = new TopicPartition(topic, 1);
         List<TopicPartition> both = List.of(p0, p1);
-        try (Admin admin = admin(bootstrap)) {
+        try (Admin admin = Check.admin(bootstrap)) {
             if (phase.equals("delete")) {
                 Check.step("create topic");
                 admin.createTopics(List.of(new NewTopic(topic, 2, (short) 1))).all().get(30, TimeUnit.SECONDS);

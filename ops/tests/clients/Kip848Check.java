@@ -34,12 +34,6 @@ import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
 public class Kip848Check {
-    static Admin admin(String bootstrap) {
-        Properties p = new Properties();
-        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-        p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, 30000);
-        return Admin.create(p);
-    }
 
     static void produce(String bootstrap, String topic, int n) throws Exception {
         Check.step("produce");
@@ -160,7 +154,7 @@ public class Kip848Check {
 
     static void describe(String bootstrap, String group, int members) throws Exception {
         Check.step("describe");
-        try (Admin admin = admin(bootstrap)) {
+        try (Admin admin = Check.admin(bootstrap)) {
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
             String last = "";
             while (System.nanoTime() < deadline) {
@@ -211,7 +205,7 @@ public class Kip848Check {
 
     static void verify(String bootstrap, String group, String topic) throws Exception {
         Check.step("verify");
-        try (Admin admin = admin(bootstrap)) {
+        try (Admin admin = Check.admin(bootstrap)) {
             int n = admin.describeTopics(List.of(topic)).allTopicNames().get(30, TimeUnit.SECONDS)
                     .get(topic).partitions().size();
             Map<TopicPartition, OffsetSpec> ask = new HashMap<>();
@@ -280,7 +274,7 @@ public class Kip848Check {
     static void rebalance(String bootstrap, String topic, String protocol, int rounds) throws Exception {
         Check.step("rebalance " + protocol);
         int n;
-        try (Admin admin = admin(bootstrap)) {
+        try (Admin admin = Check.admin(bootstrap)) {
             n = admin.describeTopics(List.of(topic)).allTopicNames().get(30, TimeUnit.SECONDS)
                     .get(topic).partitions().size();
         }

@@ -17,7 +17,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import org.apache.kafka.clients.admin.Admin;
-import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -49,15 +48,10 @@ public final class MirrorCheck {
         System.exit(0);
     }
 
-    static Admin admin(String bootstrap) {
-        Properties p = new Properties();
-        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-        return Admin.create(p);
-    }
 
     static void produce(String bootstrap, String topic, int n, String prefix) throws Exception {
         Check.step("create " + topic);
-        try (Admin admin = admin(bootstrap)) {
+        try (Admin admin = Check.admin(bootstrap)) {
             admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get();
         }
         Check.step("produce " + n + " into " + topic);
@@ -80,7 +74,7 @@ public final class MirrorCheck {
 
     static void commit(String bootstrap, String group, String topic, long offset) throws Exception {
         Check.step("commit " + group + " " + topic + "@" + offset);
-        try (Admin admin = admin(bootstrap)) {
+        try (Admin admin = Check.admin(bootstrap)) {
             admin.alterConsumerGroupOffsets(group,
                 Map.of(new TopicPartition(topic, 0), new OffsetAndMetadata(offset))).all().get();
         }
@@ -100,7 +94,7 @@ public final class MirrorCheck {
             throws Exception {
         Check.step("wait for " + topic);
         long deadline = System.nanoTime() + Duration.ofSeconds(secs).toNanos();
-        try (Admin admin = admin(bootstrap)) {
+        try (Admin admin = Check.admin(bootstrap)) {
             while (!admin.listTopics().names().get().contains(topic)) {
                 Check.check(System.nanoTime() < deadline, topic + " was not created in " + secs + " s");
                 Thread.sleep(200);
@@ -139,7 +133,7 @@ public final class MirrorCheck {
         Check.step("wait for " + group + "'s offset of " + topic);
         TopicPartition tp = new TopicPartition(topic, 0);
         long deadline = System.nanoTime() + Duration.ofSeconds(secs).toNanos();
-        try (Admin admin = admin(bootstrap)) {
+        try (Admin admin = Check.admin(bootstrap)) {
             while (true) {
                 Map<TopicPartition, OffsetAndMetadata> offsets =
                     admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();

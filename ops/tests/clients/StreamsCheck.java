@@ -29,7 +29,6 @@ import java.util.Set;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import org.apache.kafka.clients.admin.Admin;
-import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
@@ -94,15 +93,10 @@ public final class StreamsCheck {
         System.exit(0);
     }
 
-    static Admin admin(String bootstrap) {
-        Properties p = new Properties();
-        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-        return Admin.create(p);
-    }
 
     static void setup(String bootstrap) throws Exception {
         Check.step("create topics");
-        try (Admin admin = admin(bootstrap)) {
+        try (Admin admin = Check.admin(bootstrap)) {
             admin.createTopics(List.of(
                     new NewTopic(INPUT, PARTITIONS, (short) 1),
                     new NewTopic(OUTPUT, PARTITIONS, (short) 1)))
@@ -278,7 +272,7 @@ public final class StreamsCheck {
 
         Check.step("the store's changelog");
         String changelog = appId + "-" + STORE + "-changelog";
-        try (Admin admin = admin(bootstrap)) {
+        try (Admin admin = Check.admin(bootstrap)) {
             Set<String> topics = admin.listTopics().names().get();
             Check.check(topics.contains(changelog), changelog + " missing among " + topics);
             ConfigResource r = new ConfigResource(ConfigResource.Type.TOPIC, changelog);

@@ -4,9 +4,10 @@
 //! outside the repository (see `docs/java-client.md`).
 
 use std::fs::{self, File};
+use std::io::Write;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -34,6 +35,55 @@ pub fn kafka_classpath() -> String {
 pub fn connect_classpath() -> String {
     static CP: OnceLock<String> = OnceLock::new();
     CP.get_or_init(|| peer_classpath(&["connect"])).clone()
+}
+
+/// The log4j 2 configuration of a Connect JVM (INFO to its console, config dumps left out),
+/// written into `dir`.
+pub fn connect_log4j(dir: &Path) -> PathBuf {
+    let log4j = dir.join("log4j2.properties");
+    fs::write(
+        &log4j,
+        "rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = OUT
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+logger.config.name = org.apache.kafka.common.config.AbstractConfig
+logger.config.level = WARN
+",
+    )
+    .unwrap();
+    log4j
+}
+
+/// A Connect JVM (`main`: ConnectDistributed, MirrorMaker) on the Connect classpath with
+/// `properties`, logging with `log4j` into `log` (appended to); spawned, not waited for.
+pub fn spawn_connect_jvm(main: &str, properties: &Path, log4j: &Path, log: &Path) -> Child {
+    let mut out = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .unwrap();
+    writeln!(out, "=== test harness: starting {main} ===").unwrap();
+    Command::new(java())
+        .args([
+            "-Xms64m",
+            "-Xmx512m",
+            "-XX:TieredStopAtLevel=1",
+            "-XX:+UseSerialGC",
+            "-Djava.awt.headless=true",
+        ])
+        .arg(format!("-Dlog4j2.configurationFile={}", log4j.display()))
+        .arg("-cp")
+        .arg(connect_classpath())
+        .arg(main)
+        .arg(properties)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .expect("spawn java")
 }
 
 /// These tests cannot run without the jars: where Maven Central cannot be reached the panic

@@ -244,6 +244,26 @@ pub fn run_python(script: &str, args: &[&str], env: &[(&str, &str)], timeout: Du
 const KAFKAJS: &str = "kafkajs@2.2.4";
 
 /// The node_modules dir with kafkajs, installed with npm into `target/test-node` once.
+/// Makes SCRAM-SHA-256 user `user` through Kafka's AlterUserScramCredentials over a PLAINTEXT
+/// listener at `bootstrap` (the path of `kafka-configs --entity-type users`, no admin listener
+/// needed); `sasl_check.py`'s JSON answer.
+pub fn scram_user_over_plaintext(bootstrap: &str, user: &str, password: &str) -> String {
+    run_python(
+        "sasl_check.py",
+        &[
+            "scram-admin-plain",
+            bootstrap,
+            "-",
+            "-",
+            "-",
+            user,
+            password,
+        ],
+        &[],
+        Duration::from_secs(60),
+    )
+}
+
 pub fn kafkajs_dir() -> PathBuf {
     let dir = target_dir().join("test-node");
     fs::create_dir_all(&dir).unwrap();
