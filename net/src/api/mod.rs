@@ -317,8 +317,8 @@ async fn handle_kind(state: &Rc<CoreState>, version: i16, req: Request) -> Optio
         RequestKind::Metadata(r) => {
             let asked_for_all = r.topics.is_none()
                 || (version == 0 && r.topics.as_ref().is_some_and(Vec::is_empty));
-            let asker = client_id(&req.header);
-            let mut resp = metadata::handle(state, version, r, listener, &asker).await;
+            let asker = req.header.client_id.as_deref().unwrap_or_default();
+            let mut resp = metadata::handle(state, version, r, listener, asker).await;
             authz::filter_metadata(state, subject, asked_for_all, &mut resp);
             ResponseKind::Metadata(resp)
         }
