@@ -15,7 +15,8 @@ use serde_json::json;
 
 use crate::client::{kafka_error, BrokerVersions, KafkaClient};
 use crate::output;
-use crate::topic_cmd::{list_offsets, topic_metadata};
+use crate::partition_offsets::{topic_offsets, EARLIEST, LATEST};
+use crate::topic_cmd::topic_metadata;
 
 /// Records per produce request (per partition batch) before it is sent.
 const PRODUCE_BATCH_RECORDS: usize = 1000;
@@ -391,8 +392,8 @@ pub fn consume(args: ConsumeArgs) -> Result<(), String> {
         }
         parts = vec![p];
     }
-    let earliest = list_offsets(&mut c, &v, &args.topic, &parts, -2)?;
-    let latest = list_offsets(&mut c, &v, &args.topic, &parts, -1)?;
+    let earliest = topic_offsets(&mut c, &v, &args.topic, &parts, EARLIEST)?;
+    let latest = topic_offsets(&mut c, &v, &args.topic, &parts, LATEST)?;
     // partition → next offset to fetch.
     let mut pos: BTreeMap<i32, i64> = BTreeMap::new();
     for &p in &parts {

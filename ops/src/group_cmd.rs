@@ -4,24 +4,23 @@ use std::collections::BTreeMap;
 
 use bytes::Buf;
 use clap::{Args, Subcommand};
-use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::{
     ConsumerGroupDescribeRequest, ConsumerProtocolAssignment, DescribeGroupsRequest, GroupId,
-    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-    OffsetFetchRequest, TopicName,
+    ListGroupsRequest, MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use serde_json::json;
 
 use crate::client::{kafka_error, KafkaClient};
+use crate::output;
+use crate::partition_offsets::{list_offsets, EARLIEST, LATEST};
 
 /// DescribeGroups' answer for a consumer-protocol (KIP-848) group.
 const GROUP_ID_NOT_FOUND: i16 = kafka_protocol::ResponseError::GroupIdNotFound.code();
-use crate::output;
 
 #[derive(Args, Debug)]
 pub struct GroupArgs {
@@ -108,54 +107,6 @@ fn list(c: &mut KafkaClient, as_json: bool) -> Result<(), String> {
         output::table(&["GROUP", "STATE", "PROTOCOL-TYPE"], &rows);
     }
     Ok(())
-}
-
-/// (topic, partition) → end offset (high watermark) or earliest.
-fn list_offsets(
-    c: &mut KafkaClient,
-    parts: &[(String, i32)],
-    timestamp: i64,
-) -> Result<BTreeMap<(String, i32), i64>, String> {
-    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-    for (t, p) in parts {
-        by_topic.entry(t).or_default().push(*p);
-    }
-    let req = ListOffsetsRequest::default()
-        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
-        .with_topics(
-            by_topic
-                .iter()
-                .map(|(t, ps)| {
-                    ListOffsetsTopic::default()
-                        .with_name(TopicName(s(*t)))
-                        .with_partitions(
-                            ps.iter()
-                                .map(|p| {
-                                    ListOffsetsPartition::default()
-                                        .with_partition_index(*p)
-                                        .with_timestamp(timestamp)
-                                })
-                                .collect(),
-                        )
-                })
-                .collect(),
-        );
-    let r = c.call(&req, 4)?;
-    let mut out = BTreeMap::new();
-    for t in r.topics {
-        for p in t.partitions {
-            if p.error_code != 0 {
-                return Err(format!(
-                    "ListOffsets {}/{}: {}",
-                    t.name.0,
-                    p.partition_index,
-                    kafka_error(p.error_code)
-                ));
-            }
-            out.insert((t.name.0.to_string(), p.partition_index), p.offset);
-        }
-    }
-    Ok(out)
 }
 
 /// A group as `describe` shows it, from DescribeGroups (classic) or ConsumerGroupDescribe
@@ -318,7 +269,8 @@ fn describe(c: &mut KafkaClient, group: &str, as_json: bool) -> Result<(), Strin
     let ends = if keys.is_empty() {
         BTreeMap::new()
     } else {
-        list_offsets(c, &keys, -1)?
+        let v = c.api_versions()?;
+        list_offsets(c, &v, &keys, LATEST)?
     };
     let rows: Vec<Vec<String>> = keys
         .iter()
@@ -419,6 +371,7 @@ fn reset(
             ));
         }
     }
+    let v = c.api_versions()?;
     let m = c.call(
         &MetadataRequest::default().with_topics(Some(vec![
             MetadataRequestTopic::default().with_name(Some(TopicName(s(topic))))
@@ -435,10 +388,13 @@ fn reset(
         .map(|p| (topic.to_string(), p.partition_index))
         .collect();
     let offsets: BTreeMap<(String, i32), i64> = match target {
-        Target::Earliest => list_offsets(c, &parts, -2)?,
-        Target::Latest => list_offsets(c, &parts, -1)?,
+        Target::Earliest => list_offsets(c, &v, &parts, EARLIEST)?,
+        Target::Latest => list_offsets(c, &v, &parts, LATEST)?,
         Target::Offset(n) => {
-            let (earliest, latest) = (list_offsets(c, &parts, -2)?, list_offsets(c, &parts, -1)?);
+            let (earliest, latest) = (
+                list_offsets(c, &v, &parts, EARLIEST)?,
+                list_offsets(c, &v, &parts, LATEST)?,
+            );
             parts
                 .iter()
                 .map(|k| (k.clone(), n.clamp(earliest[k], latest[k])))

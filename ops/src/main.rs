@@ -10,6 +10,7 @@ mod fanout_cmd;
 mod group_cmd;
 mod output;
 mod partition_cmd;
+mod partition_offsets;
 mod proxy;
 mod serve;
 mod shards_cmd;

@@ -9,19 +9,19 @@ use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
-use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::metadata_response::MetadataResponseTopic;
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
-    DescribeConfigsRequest, IncrementalAlterConfigsRequest, ListOffsetsRequest, MetadataRequest,
-    MetadataResponse, TopicName,
+    ApiKey, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
+    DescribeConfigsRequest, IncrementalAlterConfigsRequest, MetadataRequest, MetadataResponse,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use serde_json::json;
 
 use crate::client::{kafka_error, BrokerVersions, KafkaClient};
 use crate::output;
+use crate::partition_offsets::{topic_offsets, EARLIEST, LATEST};
 
 /// DescribeConfigs / IncrementalAlterConfigs resource type of a topic.
 const RESOURCE_TOPIC: i8 = 2;
@@ -259,46 +259,6 @@ fn list(c: &mut KafkaClient, v: &BrokerVersions, as_json: bool) -> Result<(), St
     Ok(())
 }
 
-/// Partition → offset for `timestamp` (-2 earliest, -1 latest).
-pub fn list_offsets(
-    c: &mut KafkaClient,
-    v: &BrokerVersions,
-    topic: &str,
-    partitions: &[i32],
-    timestamp: i64,
-) -> Result<BTreeMap<i32, i64>, String> {
-    let ver = v.pick(ApiKey::ListOffsets, 1, 6)?;
-    let req = ListOffsetsRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_topics(vec![ListOffsetsTopic::default()
-            .with_name(TopicName(s(topic)))
-            .with_partitions(
-                partitions
-                    .iter()
-                    .map(|p| {
-                        ListOffsetsPartition::default()
-                            .with_partition_index(*p)
-                            .with_timestamp(timestamp)
-                    })
-                    .collect(),
-            )]);
-    let r = c.call(&req, ver)?;
-    let mut out = BTreeMap::new();
-    for t in r.topics {
-        for p in t.partitions {
-            if p.error_code != 0 {
-                return Err(format!(
-                    "ListOffsets {topic}/{}: {}",
-                    p.partition_index,
-                    kafka_error(p.error_code)
-                ));
-            }
-            out.insert(p.partition_index, p.offset);
-        }
-    }
-    Ok(out)
-}
-
 fn config_source(src: i8) -> &'static str {
     match src {
         1 => "topic",
@@ -336,8 +296,8 @@ fn describe(
             .collect::<Vec<_>>()
             .join(",")
     };
-    let earliest = list_offsets(c, v, name, &ids, -2)?;
-    let latest = list_offsets(c, v, name, &ids, -1)?;
+    let earliest = topic_offsets(c, v, name, &ids, EARLIEST)?;
+    let latest = topic_offsets(c, v, name, &ids, LATEST)?;
 
     let ver = v.pick(ApiKey::DescribeConfigs, 1, 4)?;
     let r = c.call(

@@ -137,22 +137,26 @@ fn acks_all_records_survive_sigkills_of_the_leaders_node() {
     let mut nodes = cluster(3, 1);
     create_replicated(&nodes[0], "r", &["min.insync.replicas=2"]);
     wait_fully_in_sync(&nodes[0], "r", 0, Duration::from_secs(30));
-    // `topic describe` shows the replicas.
-    let (ok, out) = ringlog(&[
-        "topic",
-        "--brokers",
-        &nodes[0].bootstrap(),
-        "--json",
-        "describe",
-        "r",
-    ]);
-    assert!(ok, "{out}");
-    let d: serde_json::Value = serde_json::from_str(&out).expect("describe --json");
-    assert_eq!(
-        d["partitions"][0]["replicas"].as_array().unwrap().len(),
-        3,
-        "{d}"
-    );
+    // `topic describe` shows the replicas, asked of any node: each partition's offsets come
+    // from its leader (and a leader still taking over is waited for).
+    for node in &nodes {
+        let (ok, out) = ringlog(&[
+            "topic",
+            "--brokers",
+            &node.bootstrap(),
+            "--json",
+            "describe",
+            "r",
+        ]);
+        assert!(ok, "{out}");
+        let d: serde_json::Value = serde_json::from_str(&out).expect("describe --json");
+        assert_eq!(
+            d["partitions"][0]["replicas"].as_array().unwrap().len(),
+            3,
+            "{d}"
+        );
+        assert_eq!(d["partitions"][0]["latest_offset"], 0, "{d}");
+    }
 
     let dir = nodes[0].temp_dir().to_path_buf();
     let stop = dir.join("stop-watching");
