@@ -362,7 +362,7 @@ pub fn request_inputs() -> Vec<Vec<u8>> {
 
 /// One request frame (after its size) of each barrier API, with one element in each array.
 pub fn barrier_frames() -> Vec<Vec<u8>> {
-    use net::barrier::wire::*;
+    use kfc4::wire::*;
     let requests = [
         BarrierRequest::Alter(AlterBarrierGroupsRequest {
             // A delete of a group that is not there: answered without touching the

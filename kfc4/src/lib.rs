@@ -1,5 +1,6 @@
-//! The record formats of barrier cuts, byte-compatible with krabka's KFC-4: shared by the
-//! broker (`net::barrier`) and the client library (`streams`), depending on no broker crate.
+//! The record formats of barrier cuts, byte-compatible with krabka's KFC-4, and the codec of
+//! the barrier admin APIs ([`wire`]): shared by the broker (`net::barrier`), the CLI
+//! (`ringlog barrier`) and the client library (`streams`), depending on no broker crate.
 //!
 //! Every integer is big-endian; the encoding is Kafka's classic (non-flexible) one: a
 //! `str16` is an `i16` byte length then that many UTF-8 bytes (no null strings here), an
@@ -59,6 +60,7 @@ use bytes::BufMut;
 
 pub mod legacy;
 pub mod reader;
+pub mod wire;
 
 use reader::ErrorContext;
 

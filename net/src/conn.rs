@@ -593,8 +593,7 @@ where
                                 let answer =
                                     crate::api::barrier::serve_as(&task_state, &subject, *request)
                                         .await;
-                                crate::barrier::wire::encode_response_frame(correlation_id, &answer)
-                                    .into()
+                                kfc4::wire::encode_response_frame(correlation_id, &answer).into()
                             }
                             Decoded::Request(_) => unreachable!("matched above"),
                         };
@@ -713,11 +712,11 @@ pub enum Decoded {
         mac: Option<Bytes>,
         body: Bytes,
     },
-    /// A barrier API request (keys 1010–1014, `crate::barrier::wire`), answered by
+    /// A barrier API request (keys 1010–1014, `kfc4::wire`), answered by
     /// `crate::api::barrier` outside the kafka-protocol handlers.
     Barrier {
         correlation_id: i32,
-        request: Box<crate::barrier::wire::BarrierRequest>,
+        request: Box<kfc4::wire::BarrierRequest>,
     },
 }
 
@@ -758,8 +757,8 @@ pub fn decode_frame(mut body: Bytes, peer: &str) -> Result<Decoded, DecodeError>
             body: body.slice(mac_end..),
         });
     }
-    if crate::barrier::wire::is_barrier_api(key) {
-        let (header, request) = crate::barrier::wire::decode_request_frame(&body)
+    if kfc4::wire::is_barrier_api(key) {
+        let (header, request) = kfc4::wire::decode_request_frame(&body)
             .map_err(|e| DecodeError::Barrier(e.to_string()))?;
         return Ok(Decoded::Barrier {
             correlation_id: header.correlation_id,

@@ -1,5 +1,5 @@
 //! `ringlog barrier define|delete|describe|trigger|list|verify` (seed 003): barrier groups
-//! and their cuts over the barrier APIs (keys 1010–1014, `net::barrier::wire`), and `verify`,
+//! and their cuts over the barrier APIs (keys 1010–1014, `kfc4::wire`), and `verify`,
 //! which fetches the raw batches at every cut offset and checks that each is its epoch's
 //! marker.
 //!
@@ -13,11 +13,11 @@ use clap::{Args, Subcommand};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use net::barrier::format::{self, Cut, CutStatus, BARRIER_CONTROL_TYPE};
-use net::barrier::wire::{
+use kfc4::wire::{
     self, AlterBarrierGroupsRequest, BarrierRequest, BarrierResponse, DescribeBarrierGroupsRequest,
     DescribedGroup, GroupAlteration, ListBarrierCutsRequest, TriggerBarrierRequest,
 };
+use net::barrier::format::{self, Cut, CutStatus, BARRIER_CONTROL_TYPE};
 use serde_json::json;
 
 use crate::client::{kafka_error, KafkaClient};

@@ -570,7 +570,7 @@ fn verify_exits_3_when_a_marker_is_not_at_its_cut_offset() {
 #[test]
 fn hostile_barrier_frames_close_only_their_connection() {
     use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
-    use net::barrier::wire::{self, BarrierRequest, BarrierResponse, DescribeBarrierGroupsRequest};
+    use kfc4::wire::{self, BarrierRequest, BarrierResponse, DescribeBarrierGroupsRequest};
     use std::io::{Read, Write};
     let broker = Broker::start(1);
     let mut s = TcpStream::connect(broker.addr()).unwrap();

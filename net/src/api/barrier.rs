@@ -1,4 +1,4 @@
-//! Barrier APIs (seed 003, DESIGN.md §8; keys 1010–1014, codec in `crate::barrier::wire`)
+//! Barrier APIs (seed 003, DESIGN.md §8; keys 1010–1014, codec in `kfc4::wire`)
 //! and the coordinator's work: injecting an epoch's markers into every partition of a group's
 //! topics, publishing the cut, the interval tick, and finishing an injection a crash
 //! interrupted.
@@ -22,7 +22,7 @@
 //! E's marker in each target from the first record at or after T (the time index: the marker
 //! carries T) and publishes the cut as it finds it (partial unless every marker is there).
 //!
-//! The five APIs speak krabka's KFC-4 exactly (layouts in `crate::barrier::wire`), its error
+//! The five APIs speak krabka's KFC-4 exactly (layouts in `kfc4::wire`), its error
 //! codes included: RESOURCE_NOT_FOUND for an unknown group, INVALID_CONFIG for a definition
 //! out of range, INVALID_REQUEST for a malformed topic list, NOT_COORDINATOR where another
 //! node coordinates the group, FENCED_LEADER_EPOCH for a marker whose expected leader epoch
@@ -38,13 +38,6 @@ use crate::barrier::format::{
     self, Cut, CutStatus, GroupValue, InjectionStart, MarkerValue, RecordKind, StateKey,
     BARRIER_CONTROL_TYPE, BARRIER_STATE_PARTITIONS, BARRIER_STATE_TOPIC,
 };
-use crate::barrier::wire::{
-    AlterBarrierGroupsRequest, AlterBarrierGroupsResponse, BarrierRequest, BarrierResponse,
-    DescribeBarrierGroupsRequest, DescribeBarrierGroupsResponse, DescribedGroup, GroupResult,
-    ListBarrierCutsRequest, ListBarrierCutsResponse, MarkerResult, TriggerBarrierRequest,
-    TriggerBarrierResponse, WriteBarrierMarkersRequest, WriteBarrierMarkersResponse,
-    BARRIER_INJECTION_IN_PROGRESS, INTERVAL_OFF_MS,
-};
 use crate::barrier::{
     GroupState, BARRIER_TICK_MS, MARKER_RETRY_FIRST_BACKOFF_MS, MARKER_RETRY_MAX_BACKOFF_MS,
     MARKER_SCAN_MAX_BYTES, MAX_CUTS_PER_LIST,
@@ -56,6 +49,13 @@ use crate::codes::{
 use crate::core::CoreState;
 use crate::node_rpc::{NodeRequest, NodeResponse};
 use crate::route::Scatter;
+use kfc4::wire::{
+    AlterBarrierGroupsRequest, AlterBarrierGroupsResponse, BarrierRequest, BarrierResponse,
+    DescribeBarrierGroupsRequest, DescribeBarrierGroupsResponse, DescribedGroup, GroupResult,
+    ListBarrierCutsRequest, ListBarrierCutsResponse, MarkerResult, TriggerBarrierRequest,
+    TriggerBarrierResponse, WriteBarrierMarkersRequest, WriteBarrierMarkersResponse,
+    BARRIER_INJECTION_IN_PROGRESS, INTERVAL_OFF_MS,
+};
 
 /// A Kafka error code and why.
 type Refusal = (i16, String);
@@ -296,9 +296,7 @@ fn topic_list_fault(topics: &[String]) -> Option<String> {
 /// A definition from the wire's numbers: interval -1 is "no periodic injection", any other
 /// interval or retention below 1 is INVALID_CONFIG (the metastore checks the rest: name,
 /// ranges, topics).
-fn alteration_def(
-    g: &crate::barrier::wire::GroupAlteration,
-) -> Result<meta::BarrierGroupDef, Refusal> {
+fn alteration_def(g: &kfc4::wire::GroupAlteration) -> Result<meta::BarrierGroupDef, Refusal> {
     if let Some(why) = topic_list_fault(&g.topics) {
         return Err((INVALID_REQUEST, why));
     }

@@ -1,8 +1,8 @@
-//! Barrier cuts (seed 003, byte-compatible with krabka's KFC-4): the formats (`format`: the
-//! `__barrier_state` records, the marker a cut leaves in every partition, the snapshot
-//! container), the codec of the five barrier admin APIs (`wire`: keys 1010–1014, which the
-//! kafka-protocol crate has no schemas for), and the state one core keeps for the barrier
-//! groups it coordinates (this file).
+//! Barrier cuts (byte-compatible with krabka's KFC-4): the state one core keeps for the
+//! barrier groups it coordinates. The formats (`format`: the `__barrier_state` records, the
+//! marker a cut leaves in every partition, the snapshot container) and the codec of the five
+//! barrier admin APIs (`kfc4::wire`: keys 1010–1014, which the kafka-protocol crate has no
+//! schemas for) live in the `kfc4` crate, which the CLI and the streams client share.
 //!
 //! A group belongs to partition `murmur2(group) % 50` of the compacted `__barrier_state` and
 //! is coordinated by the core that owns that partition, like a consumer group and
@@ -25,7 +25,6 @@
 /// The record formats (`__barrier_state`, markers, snapshots): the `kfc4` crate, shared with
 /// the streams client.
 pub use kfc4 as format;
-pub mod wire;
 
 use std::collections::{BTreeMap, HashMap};
 
