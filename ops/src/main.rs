@@ -64,7 +64,7 @@ enum Command {
     Partition(partition_cmd::PartitionArgs),
     /// SCRAM users of SASL listeners: create, delete, list.
     User(user_cmd::UserArgs),
-    /// Barrier cuts (seed 003): define, delete, describe, trigger, list, verify.
+    /// Barrier cuts: define, delete, describe, trigger, list, verify.
     Barrier(barrier_cmd::BarrierArgs),
 }
 

@@ -91,7 +91,7 @@ pub struct ServeArgs {
     #[arg(long)]
     auto_create_topics: bool,
     /// Admin HTTP listener: `GET /metrics` (OpenMetrics), `GET /v1/shards` (the interval
-    /// view of `ringlog shards`), `POST /v1/shard-move` and the others of README's list.
+    /// view of `ringlog shards`), `POST /v1/shard-move` and the others docs/observability.md lists.
     #[arg(long, value_name = "HOST:PORT")]
     metrics_listen: Option<SocketAddr>,
     /// Connections the broker holds at once; more are closed at accept (default 16384).
