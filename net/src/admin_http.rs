@@ -195,7 +195,7 @@ async fn handle(state: &Rc<CoreState>, mut stream: TcpStream) -> std::io::Result
                 hot,
                 metrics::process_resident_bytes(),
             );
-            respond(&mut stream, 200, "application/json", &format!("{v}\n")).await
+            respond(&mut stream, 200, "application/json", &json_line(&v)).await
         }
         ("POST", "/v1/shard-move") => {
             let parsed = (|| {
@@ -212,10 +212,12 @@ async fn handle(state: &Rc<CoreState>, mut stream: TcpStream) -> std::io::Result
             };
             match crate::partition_move::move_to_core(state, &topic, partition, core).await {
                 Ok(from) => {
-                    let body = format!(
-                        "{{\"topic\":\"{}\",\"partition\":{partition},\"from_core\":{from},\"to_core\":{core}}}\n",
-                        json_escape(&topic)
-                    );
+                    let body = json_line(&serde_json::json!({
+                        "topic": topic,
+                        "partition": partition,
+                        "from_core": from,
+                        "to_core": core,
+                    }));
                     respond(&mut stream, 200, "application/json", &body).await
                 }
                 Err((status, e)) => {
@@ -243,16 +245,16 @@ async fn handle(state: &Rc<CoreState>, mut stream: TcpStream) -> std::io::Result
             match crate::partition_move::move_partition(state, &topic, partition, node, core).await
             {
                 Ok(m) => {
-                    let body = format!(
-                        "{{\"topic\":\"{}\",\"partition\":{partition},\"from_node\":{},\"from_core\":{},\"to_node\":{},\"to_core\":{},\"copied_bytes\":{},\"handoff_ms\":{}}}\n",
-                        json_escape(&topic),
-                        m.from_node,
-                        m.from_core,
-                        m.to_node,
-                        m.to_core,
-                        m.copied_bytes,
-                        m.handoff_ms
-                    );
+                    let body = json_line(&serde_json::json!({
+                        "topic": topic,
+                        "partition": partition,
+                        "from_node": m.from_node,
+                        "from_core": m.from_core,
+                        "to_node": m.to_node,
+                        "to_core": m.to_core,
+                        "copied_bytes": m.copied_bytes,
+                        "handoff_ms": m.handoff_ms,
+                    }));
                     respond(&mut stream, 200, "application/json", &body).await
                 }
                 Err((status, e)) => {
@@ -350,31 +352,26 @@ async fn handle(state: &Rc<CoreState>, mut stream: TcpStream) -> std::io::Result
         ("GET", "/v1/scram-users") => {
             let body = {
                 let m = state.meta.borrow();
-                let users: Vec<String> = m
+                let users: Vec<serde_json::Value> = m
                     .scram_users
                     .iter()
                     .map(|(u, c)| {
-                        let mechs: Vec<String> =
+                        let mechs: Vec<serde_json::Value> =
                             [meta::ScramMechanism::Sha256, meta::ScramMechanism::Sha512]
                                 .into_iter()
                                 .filter_map(|x| {
                                     c.get(x).map(|cr| {
-                                        format!(
-                                            "{{\"mechanism\":\"{}\",\"iterations\":{}}}",
-                                            x.sasl_name(),
-                                            cr.iterations
-                                        )
+                                        serde_json::json!({
+                                            "mechanism": x.sasl_name(),
+                                            "iterations": cr.iterations,
+                                        })
                                     })
                                 })
                                 .collect();
-                        format!(
-                            "{{\"user\":\"{}\",\"credentials\":[{}]}}",
-                            json_escape(u),
-                            mechs.join(",")
-                        )
+                        serde_json::json!({"user": u, "credentials": mechs})
                     })
                     .collect();
-                format!("[{}]\n", users.join(","))
+                json_line(&serde_json::Value::from(users))
             };
             respond(&mut stream, 200, "application/json", &body).await
         }
@@ -519,12 +516,13 @@ fn from_hex(h: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-fn json_escape(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"")
+/// `v` as one line of JSON.
+fn json_line(v: &serde_json::Value) -> String {
+    format!("{v}\n")
 }
 
 fn json_error(e: &str) -> String {
-    format!("{{\"error\":\"{}\"}}\n", json_escape(e))
+    json_line(&serde_json::json!({ "error": e }))
 }
 
 async fn respond(
