@@ -30,6 +30,7 @@ pub mod leader_epochs;
 pub mod log;
 pub mod log_start;
 pub mod partition;
+pub mod partition_copy;
 pub mod producer_state;
 pub mod record_check;
 pub mod recovery_marker;

@@ -379,7 +379,7 @@ pub fn run(
     }
     let data_dir = Arc::new(DataDir::open(&config.data_dir).map_err(StartError::DataDir)?);
     // A partition move this node was receiving when it stopped is not made: its staging goes.
-    if let Err(e) = crate::partition_move::clear_staging(data_dir.root()) {
+    if let Err(e) = engine::partition_copy::clear_staging(data_dir.root()) {
         tracing::warn!(dir = %data_dir.root().display(), error = %e, "removing unfinished incoming partition moves");
     }
     config.listen = claim_listen_addr(config.listen)?;

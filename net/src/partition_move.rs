@@ -36,6 +36,7 @@ use std::rc::Rc;
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use engine::partition_copy::{self, valid_file_name, Stamp};
 use meta::{Assignment, Command};
 
 use crate::core::{is_internal_topic, CoreState, PartitionKey};
@@ -52,13 +53,9 @@ pub const MOVE_TIMEOUT_MS: u64 = 30 * 60 * 1_000;
 pub const MAX_MOVE_FILE_BYTES: u64 = 1 << 40;
 /// Files one partition directory may list in a `MoveCommit`.
 pub const MAX_MOVE_FILES: usize = 100_000;
-/// The longest file name a move carries (a cursor file names a child topic of up to 249).
-const MAX_MOVE_FILE_NAME_BYTES: usize = 320;
 /// A file modified this close to (or after) its catch-up copy is copied again at the
 /// handoff whatever its length and time say (file times are coarse).
 pub const RECOPY_WINDOW_MS: u64 = 2_000;
-/// The directory under the data dir that holds incoming moves' staging directories.
-pub const STAGING_DIR_NAME: &str = "moving";
 
 /// What a finished move reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -487,13 +484,6 @@ impl Peer {
     }
 }
 
-/// A file's length and modification time (ns since the epoch) when it was listed.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-struct Stamp {
-    len: u64,
-    mtime_ns: u128,
-}
-
 /// The owner's side of the copy: what was sent, and when it was listed.
 struct Copy {
     dir: PathBuf,
@@ -597,7 +587,7 @@ impl Copy {
             let want = (len - offset).min(chunk_bytes as u64) as usize;
             let p = path.clone();
             let bytes = glommio::executor()
-                .spawn_blocking(move || read_at(&p, offset, want))
+                .spawn_blocking(move || partition_copy::read_chunk(&p, offset, want))
                 .await
                 .map_err(SendError::Gone)?;
             let last = offset + bytes.len() as u64 >= len || bytes.len() < want;
@@ -626,22 +616,6 @@ enum SendError {
     Peer(String),
 }
 
-fn read_at(path: &Path, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
-    use std::os::unix::fs::FileExt;
-    let f = std::fs::File::open(path)?;
-    let mut buf = vec![0u8; len];
-    let mut got = 0;
-    while got < len {
-        let n = f.read_at(&mut buf[got..], offset + got as u64)?;
-        if n == 0 {
-            break;
-        }
-        got += n;
-    }
-    buf.truncate(got);
-    Ok(buf)
-}
-
 fn now_ns() -> u128 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -653,66 +627,12 @@ fn now_ns() -> u128 {
 async fn list_files(dir: &Path) -> Result<Vec<(String, Stamp)>, String> {
     let d = dir.to_path_buf();
     glommio::executor()
-        .spawn_blocking(move || -> std::io::Result<Vec<(String, Stamp)>> {
-            let mut out = Vec::new();
-            for e in std::fs::read_dir(&d)? {
-                let e = e?;
-                let Ok(md) = e.metadata() else { continue };
-                if !md.is_file() {
-                    continue;
-                }
-                let Some(name) = e.file_name().to_str().map(str::to_string) else {
-                    continue;
-                };
-                let mtime_ns = md
-                    .modified()
-                    .ok()
-                    .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                    .map(|d| d.as_nanos())
-                    .unwrap_or(0);
-                out.push((
-                    name,
-                    Stamp {
-                        len: md.len(),
-                        mtime_ns,
-                    },
-                ));
-            }
-            out.sort_by(|a, b| a.0.cmp(&b.0));
-            Ok(out)
-        })
+        .spawn_blocking(move || partition_copy::list_files(&d))
         .await
         .map_err(|e| format!("listing {}: {e}", dir.display()))
 }
 
 // ---- The receiving node ----
-
-/// A name a move may write: one plain file name of a partition directory.
-pub fn valid_file_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= MAX_MOVE_FILE_NAME_BYTES
-        && name != "."
-        && name != ".."
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
-}
-
-fn staging_root(root: &Path) -> PathBuf {
-    root.join(STAGING_DIR_NAME)
-}
-
-fn staging_dir(root: &Path, move_id: u64) -> PathBuf {
-    staging_root(root).join(format!("{move_id:016x}"))
-}
-
-/// Removes the staging of moves a stopped process left (called once at start).
-pub fn clear_staging(root: &Path) -> std::io::Result<()> {
-    match std::fs::remove_dir_all(staging_root(root)) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
-    }
-}
 
 /// Answers the move calls of another node (`MoveBegin`, `MoveChunk`, `MoveCommit`,
 /// `MoveAbort`) and a forwarded `MovePartition`.
@@ -813,19 +733,7 @@ async fn begin(
 ) -> Result<(), String> {
     check_incoming(state, topic, partition, Some(incarnation))?;
     let root = state.ctx.data_dir.root().to_path_buf();
-    let dir = staging_dir(&root, move_id);
-    blocking(move || {
-        let parent = staging_root(&root);
-        std::fs::create_dir_all(&parent)?;
-        let running = std::fs::read_dir(&parent)?.count();
-        if running >= MAX_INCOMING_MOVES {
-            return Err(std::io::Error::other(format!(
-                "{running} moves are being received here already (at most {MAX_INCOMING_MOVES}); retry when one ends"
-            )));
-        }
-        std::fs::create_dir(&dir)
-    })
-    .await?;
+    blocking(move || partition_copy::begin(&root, move_id, MAX_INCOMING_MOVES)).await?;
     tracing::info!(%topic, partition, move_id, "receiving a partition move");
     Ok(())
 }
@@ -852,27 +760,8 @@ async fn chunk(
             bytes.len()
         ));
     }
-    let dir = staging_dir(state.ctx.data_dir.root(), move_id);
-    blocking(move || {
-        use std::os::unix::fs::FileExt;
-        if !dir.is_dir() {
-            return Err(std::io::Error::other(format!(
-                "no move {move_id:016x} is being received here"
-            )));
-        }
-        let f = std::fs::OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(offset == 0)
-            .open(dir.join(&file))?;
-        f.write_all_at(&bytes, offset)?;
-        if last {
-            f.set_len(offset + bytes.len() as u64)?;
-            f.sync_data()?;
-        }
-        Ok(())
-    })
-    .await
+    let root = state.ctx.data_dir.root().to_path_buf();
+    blocking(move || partition_copy::write_chunk(&root, move_id, &file, offset, &bytes, last)).await
 }
 
 async fn commit(
@@ -894,51 +783,11 @@ async fn commit(
     };
     check_incoming(state, topic, partition, incarnation.as_deref())?;
     let incarnation = incarnation.unwrap_or_default();
-    let staging = staging_dir(state.ctx.data_dir.root(), move_id);
+    let root = state.ctx.data_dir.root().to_path_buf();
     let target = state.ctx.data_dir.partition_dir(topic, partition);
     blocking(move || {
         let listed: HashMap<&str, u64> = files.iter().map(|f| (f.name.as_str(), f.len)).collect();
-        for e in std::fs::read_dir(&staging)? {
-            let e = e?;
-            let name = e.file_name().to_string_lossy().into_owned();
-            if !listed.contains_key(name.as_str()) {
-                std::fs::remove_file(e.path())?;
-            }
-        }
-        for f in &files {
-            let got = std::fs::metadata(staging.join(&f.name))
-                .map_err(|e| std::io::Error::other(format!("{}: {e}", f.name)))?
-                .len();
-            if got != f.len {
-                return Err(std::io::Error::other(format!(
-                    "{} holds {got} bytes here, {} on the owner",
-                    f.name, f.len
-                )));
-            }
-        }
-        let inc = std::fs::read(staging.join(engine::partition::INCARNATION_FILE_NAME))
-            .map_err(|e| std::io::Error::other(format!("the incarnation file: {e}")))?;
-        if inc != incarnation.as_bytes() {
-            return Err(std::io::Error::other(
-                "the copied files belong to another incarnation of the topic",
-            ));
-        }
-        sync_dir(&staging)?;
-        // A copy left by an earlier move away from here is older: the new one replaces it.
-        match std::fs::remove_dir_all(&target) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-            _ => {}
-        }
-        let parent = target
-            .parent()
-            .ok_or_else(|| std::io::Error::other("a partition dir without a parent"))?;
-        std::fs::create_dir_all(parent)?;
-        std::fs::rename(&staging, &target)?;
-        sync_dir(parent)?;
-        if let Some(p) = staging.parent() {
-            sync_dir(p)?;
-        }
-        Ok(())
+        partition_copy::install(&root, move_id, &listed, &incarnation, &target)
     })
     .await?;
     tracing::info!(%topic, partition, move_id, "partition move installed; served here once the metastore says so");
@@ -946,53 +795,12 @@ async fn commit(
 }
 
 async fn abort(state: &CoreState, move_id: u64, topic: &str, partition: u32) -> Result<(), String> {
-    let staging = staging_dir(state.ctx.data_dir.root(), move_id);
+    let root = state.ctx.data_dir.root().to_path_buf();
     // An installed copy goes too, unless this node serves the partition after all.
-    let target = check_incoming(state, topic, partition, None)
+    let installed = check_incoming(state, topic, partition, None)
         .is_ok()
         .then(|| state.ctx.data_dir.partition_dir(topic, partition));
-    blocking(move || {
-        for dir in std::iter::once(staging).chain(target) {
-            match std::fs::remove_dir_all(&dir) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-                _ => {}
-            }
-        }
-        Ok(())
-    })
-    .await?;
+    blocking(move || partition_copy::abort(&root, move_id, installed.as_deref())).await?;
     tracing::info!(%topic, partition, move_id, "partition move aborted");
     Ok(())
-}
-
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::File::open(dir)?.sync_all()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_plain_partition_file_names_are_written() {
-        for ok in [
-            "00000000000000000000.log",
-            "incarnation",
-            "fanout-orders.eu_1-x.offset",
-        ] {
-            assert!(valid_file_name(ok), "{ok}");
-        }
-        for bad in [
-            "",
-            ".",
-            "..",
-            "../x",
-            "a/b",
-            "/etc/passwd",
-            "x\0y",
-            &"a".repeat(400),
-        ] {
-            assert!(!valid_file_name(bad), "{bad:?}");
-        }
-    }
 }
