@@ -398,7 +398,7 @@ async fn handle(state: &Rc<CoreState>, mut stream: TcpStream) -> std::io::Result
             }
             let op = op.to_string();
             let armed = crate::route::on_core(state, core, move |s| async move {
-                let Some(f) = &s.faults else {
+                let Some(f) = &s.fault_injection.faults else {
                     return false;
                 };
                 match op.as_str() {
@@ -436,7 +436,7 @@ async fn handle(state: &Rc<CoreState>, mut stream: TcpStream) -> std::io::Result
                 )
                 .await;
             };
-            if state.faults.is_none() {
+            if state.fault_injection.faults.is_none() {
                 return respond(
                     &mut stream,
                     409,
@@ -448,7 +448,7 @@ async fn handle(state: &Rc<CoreState>, mut stream: TcpStream) -> std::io::Result
             let cut = op == "cut";
             for core in 0..state.shards.cores() {
                 let _ = crate::route::on_core(state, core, move |s| async move {
-                    let mut peers = s.node_rpc_cut.borrow_mut();
+                    let mut peers = s.fault_injection.node_rpc_cut.borrow_mut();
                     if cut {
                         peers.insert(peer);
                     } else {

@@ -459,6 +459,7 @@ where
                 // Waiting for room counts against the authentication deadline too.
                 let wait = Duration::from_millis(within(auth_deadline, deadline_ms));
                 let acquire = state
+                    .admission
                     .pre_auth_request_bytes
                     .acquire_static_permit(size as u64);
                 match glommio::timer::timeout(wait, async { Ok(acquire.await) }).await {
@@ -471,6 +472,7 @@ where
                 }
             } else {
                 state
+                    .admission
                     .request_bytes
                     .acquire_static_permit(size as u64)
                     .await
@@ -953,7 +955,7 @@ fn charge_as(
     usage: &crate::quota::Usage,
     now: Instant,
 ) -> u64 {
-    state.quotas.borrow_mut().charge(
+    state.admission.quotas.borrow_mut().charge(
         &state.meta.borrow(),
         state.ctx.config.quota_burst_ms,
         crate::quota::quota_user(&subject.principal),

@@ -1,5 +1,6 @@
-//! One core's state: its copy of the metadata, the partitions it owns, its groups, cursors and
-//! budgets, and the lookups every handler uses (owner core of a partition, coordinator of a
+//! One core's state, in owned parts: its copy of the metadata (`MetaCopy`), the partitions it
+//! serves (`DataPath`), its coordinators (`Coordinators`), its budgets and quotas
+//! (`Admission`), metrics and injected faults; and the lookups every handler uses (owner core of a partition, coordinator of a
 //! group). The bottom of net: it imports no handler; `reconcile` keeps it in step with the
 //! metastore and `route` carries work between cores.
 
@@ -130,26 +131,47 @@ pub struct CoreState {
     pub(crate) me: std::rc::Weak<CoreState>,
     pub ctx: Arc<BrokerContext>,
     pub shards: Shards<CoreState>,
-    pub storage: Rc<CoreStorage>,
-    pub meta: RefCell<MetaState>,
-    /// Topic ID → name of `meta`'s topics (requests from v13 of Fetch, Produce and others,
-    /// and KIP-848 assignments, name topics by ID), rebuilt when `meta` changes.
+    /// This core's copy of the metastore's state.
+    pub meta: MetaCopy,
+    /// The partitions this core serves: storage, open partitions, replicas, cursors.
+    pub data: DataPath,
+    /// The coordinators of the internal topics' partitions this core owns.
+    pub coordinators: Coordinators,
+    /// What a client may make this core hold or do: request bytes in flight, quotas.
+    pub admission: Admission,
+    pub metrics: crate::metrics::CoreMetrics,
+    /// Faults injected for tests (`--enable-fault-injection` only).
+    pub fault_injection: FaultInjection,
+}
+
+/// One core's copy of the metastore's state (`crate::reconcile` keeps it in step) and what
+/// is derived from it.
+pub struct MetaCopy {
+    state: RefCell<MetaState>,
+    /// Topic ID → name of the copy's topics (requests from v13 of Fetch, Produce and others,
+    /// and KIP-848 assignments, name topics by ID), rebuilt when the copy changes.
     pub(crate) topic_ids: RefCell<HashMap<uuid::Uuid, String>>,
     pub(crate) applied_index: Cell<u64>,
     applied_waiters: RefCell<Vec<Waker>>,
+}
+
+impl MetaCopy {
+    pub fn borrow(&self) -> std::cell::Ref<'_, MetaState> {
+        self.state.borrow()
+    }
+
+    pub fn borrow_mut(&self) -> std::cell::RefMut<'_, MetaState> {
+        self.state.borrow_mut()
+    }
+}
+
+/// The partitions one core serves and what runs on them.
+pub struct DataPath {
+    pub storage: Rc<CoreStorage>,
     /// The partitions this core has open; those assigned to it and not open yet are in
     /// `openings` (see `crate::opening`).
     pub partitions: RefCell<HashMap<PartitionKey, Rc<OwnedPartition>>>,
     pub openings: crate::unopened::Openings,
-    /// The consumer groups this core coordinates (those of its `__consumer_offsets`
-    /// partitions).
-    pub groups: RefCell<Groups>,
-    /// The transactional ids this core coordinates (those of its `__transaction_state`
-    /// partitions).
-    pub txns: RefCell<crate::txn::Txns>,
-    /// The barrier groups this core coordinates (those of its `__barrier_state` partitions).
-    pub barriers: RefCell<crate::barrier::BarrierStates>,
-    pub metrics: crate::metrics::CoreMetrics,
     /// Partitions being handed to another core (`shard move`): closed here and not reopened
     /// until the metastore says where they live.
     pub moving: RefCell<std::collections::HashSet<PartitionKey>>,
@@ -161,6 +183,24 @@ pub struct CoreState {
     pub replicas: RefCell<crate::replica_state::Replicas>,
     /// Fan-out cursors running on this core (parent partitions it owns).
     pub cursors: RefCell<crate::cursor_registry::Cursors>,
+}
+
+/// The coordinators of one core: each serves the keys of the internal-topic partitions the
+/// core owns.
+#[derive(Default)]
+pub struct Coordinators {
+    /// The consumer groups this core coordinates (those of its `__consumer_offsets`
+    /// partitions).
+    pub groups: RefCell<Groups>,
+    /// The transactional ids this core coordinates (those of its `__transaction_state`
+    /// partitions).
+    pub txns: RefCell<crate::txn::Txns>,
+    /// The barrier groups this core coordinates (those of its `__barrier_state` partitions).
+    pub barriers: RefCell<crate::barrier::BarrierStates>,
+}
+
+/// The bounds on what clients make one core hold, and their quotas.
+pub struct Admission {
     /// Request frame bytes in flight on this core (`queued-max-request-bytes-per-core`): a
     /// connection takes its frame's size before reading the body and gives it back when the
     /// response is written or the request ends.
@@ -171,10 +211,15 @@ pub struct CoreState {
     pub pre_auth_request_bytes: Rc<glommio::sync::Semaphore>,
     /// The client-quota buckets of this core's clients (`crate::quota`).
     pub quotas: RefCell<crate::quota::Quotas>,
-    /// The fault injector of this core's logs (`--enable-fault-injection` only).
+}
+
+/// Faults injected for tests (`--enable-fault-injection` only).
+#[derive(Default)]
+pub struct FaultInjection {
+    /// The fault injector of this core's logs.
     pub faults: Option<Rc<engine::io::FaultInjector>>,
-    /// The nodes this core's node calls fail to (`POST /v1/debug/node-rpc-fault`, with
-    /// `--enable-fault-injection` only): a simulated network partition.
+    /// The nodes this core's node calls fail to (`POST /v1/debug/node-rpc-fault`): a
+    /// simulated network partition.
     pub node_rpc_cut: RefCell<std::collections::HashSet<u64>>,
 }
 
@@ -204,26 +249,34 @@ impl CoreState {
             me: me.clone(),
             ctx,
             shards,
-            storage,
-            meta: RefCell::new(MetaState::default()),
-            topic_ids: RefCell::default(),
-            applied_index: Cell::new(0),
-            applied_waiters: RefCell::new(Vec::new()),
-            partitions: RefCell::new(HashMap::new()),
-            openings: Default::default(),
-            groups: RefCell::new(Groups::new()),
-            txns: RefCell::default(),
-            barriers: RefCell::default(),
+            meta: MetaCopy {
+                state: RefCell::new(MetaState::default()),
+                topic_ids: RefCell::default(),
+                applied_index: Cell::new(0),
+                applied_waiters: RefCell::new(Vec::new()),
+            },
+            data: DataPath {
+                storage,
+                partitions: RefCell::new(HashMap::new()),
+                openings: Default::default(),
+                moving: RefCell::default(),
+                truncating: RefCell::default(),
+                replicas: RefCell::default(),
+                cursors: RefCell::default(),
+            },
+            coordinators: Coordinators::default(),
+            admission: Admission {
+                request_bytes: Rc::new(glommio::sync::Semaphore::new(request_bytes)),
+                pre_auth_request_bytes: Rc::new(glommio::sync::Semaphore::new(
+                    pre_auth_request_bytes,
+                )),
+                quotas: RefCell::default(),
+            },
             metrics: Default::default(),
-            moving: RefCell::default(),
-            truncating: RefCell::default(),
-            replicas: RefCell::default(),
-            cursors: RefCell::default(),
-            request_bytes: Rc::new(glommio::sync::Semaphore::new(request_bytes)),
-            pre_auth_request_bytes: Rc::new(glommio::sync::Semaphore::new(pre_auth_request_bytes)),
-            quotas: RefCell::default(),
-            faults,
-            node_rpc_cut: RefCell::default(),
+            fault_injection: FaultInjection {
+                faults,
+                node_rpc_cut: RefCell::default(),
+            },
         }))
     }
 
@@ -234,7 +287,8 @@ impl CoreState {
     /// The partition `topic`/`index` if this core has it open (`partition` also opens one
     /// assigned here and not open yet).
     pub fn partition_if_open(&self, topic: &str, index: u32) -> Option<Rc<OwnedPartition>> {
-        self.partitions
+        self.data
+            .partitions
             .borrow()
             .get(&(topic.to_string(), index))
             .cloned()
@@ -243,7 +297,7 @@ impl CoreState {
     /// The name of the topic with Kafka topic ID `id` (requests from v13 of Fetch, Produce
     /// and others name topics by ID).
     pub fn topic_name_by_id(&self, id: uuid::Uuid) -> Option<String> {
-        self.topic_ids.borrow().get(&id).cloned()
+        self.meta.topic_ids.borrow().get(&id).cloned()
     }
 
     /// Rebuilds the topic-ID index from this core's metadata copy (after it changed).
@@ -255,7 +309,7 @@ impl CoreState {
             .values()
             .map(|t| (uuid::Uuid::from_bytes(t.topic_id), t.name.clone()))
             .collect();
-        *self.topic_ids.borrow_mut() = index;
+        *self.meta.topic_ids.borrow_mut() = index;
     }
 
     /// The core that owns `topic`/`partition` on this node, per this core's metadata copy.
@@ -390,18 +444,18 @@ impl CoreState {
     }
 
     pub fn applied_index(&self) -> u64 {
-        self.applied_index.get()
+        self.meta.applied_index.get()
     }
 
     /// Waits until this core has applied metadata up to `index` (partitions opened or closed).
     pub async fn wait_applied(&self, index: u64) {
         std::future::poll_fn(|cx| {
-            if self.applied_index.get() >= index {
+            if self.meta.applied_index.get() >= index {
                 Poll::Ready(())
             } else {
                 // One entry per waiting task, however often it is polled: the list is bounded
                 // by the requests in flight (a task's waker clones count in glommio's i16).
-                let mut waiters = self.applied_waiters.borrow_mut();
+                let mut waiters = self.meta.applied_waiters.borrow_mut();
                 if !waiters.iter().any(|w| w.will_wake(cx.waker())) {
                     waiters.push(cx.waker().clone());
                 }
@@ -412,9 +466,9 @@ impl CoreState {
     }
 
     pub(crate) fn set_applied(&self, index: u64) {
-        self.applied_index.set(index);
+        self.meta.applied_index.set(index);
         self.ctx.applied.report(self.core, index);
-        for w in self.applied_waiters.borrow_mut().drain(..) {
+        for w in self.meta.applied_waiters.borrow_mut().drain(..) {
             w.wake();
         }
     }
@@ -423,10 +477,14 @@ impl CoreState {
     pub fn snapshot(&self) -> crate::metrics::Snapshot {
         let mut s = crate::metrics::Snapshot {
             core: self.core,
-            fsync_latency: self.storage.flush_latency(),
-            tail_cache: self.storage.tail_cache().stats(),
-            storage_ring_ops: self.storage.ring_stats().map_or(0, |r| r.submitted_ops),
-            file_pool: self.storage.file_pool_stats(),
+            fsync_latency: self.data.storage.flush_latency(),
+            tail_cache: self.data.storage.tail_cache().stats(),
+            storage_ring_ops: self
+                .data
+                .storage
+                .ring_stats()
+                .map_or(0, |r| r.submitted_ops),
+            file_pool: self.data.storage.file_pool_stats(),
             cross_core_received: self.shards.received(self.core),
             inbox_depth: self.shards.inbox_len(self.core) as u64,
             busy_seconds: {
@@ -441,8 +499,9 @@ impl CoreState {
                 );
                 m.get()
             },
-            groups: self.groups.borrow().len() as u64,
+            groups: self.coordinators.groups.borrow().len() as u64,
             group_offsets: self
+                .coordinators
                 .groups
                 .borrow()
                 .iter()
@@ -456,13 +515,15 @@ impl CoreState {
         };
         self.metrics.snapshot_into(&mut s);
         s.barrier.latest_epochs = self
+            .coordinators
             .barriers
             .borrow()
             .iter()
             .filter_map(|(g, st)| Some((g.clone(), st.latest()?.epoch)))
             .collect();
-        let now_ms = self.storage.clock().now_ms();
+        let now_ms = self.data.storage.clock().now_ms();
         let mut parts: Vec<crate::metrics::PartitionFigures> = self
+            .data
             .partitions
             .borrow()
             .values()
@@ -482,8 +543,9 @@ impl CoreState {
             .collect();
         parts.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
         s.partitions = parts;
-        s.unopened_partitions = self.openings.unopened_count() as u64;
+        s.unopened_partitions = self.data.openings.unopened_count() as u64;
         s.cursors = self
+            .data
             .cursors
             .borrow()
             .stats()

@@ -301,13 +301,13 @@ async fn reconcile(state: &Rc<CoreState>, pass: u64) {
     // a cursor opens its parent).
     let desired: HashMap<CursorKey, (u64, u64)> = {
         let m = state.meta.borrow();
-        let parts = state.partitions.borrow();
+        let parts = state.data.partitions.borrow();
         let mut d = HashMap::new();
         for link in m.fanout_links.links.values() {
             for (p, attach) in link.attach_offsets.iter().enumerate() {
                 let key = (link.parent.clone(), p as u32);
                 // A replicated parent's cursor runs on its leader only.
-                let here = parts.contains_key(&key) || state.openings.is_unopened(&key);
+                let here = parts.contains_key(&key) || state.data.openings.is_unopened(&key);
                 if here && state.leads(&key.0, key.1) {
                     d.insert(
                         (
@@ -324,6 +324,7 @@ async fn reconcile(state: &Rc<CoreState>, pass: u64) {
         d
     };
     let stale: Vec<CursorKey> = state
+        .data
         .cursors
         .borrow()
         .running
@@ -332,13 +333,13 @@ async fn reconcile(state: &Rc<CoreState>, pass: u64) {
         .cloned()
         .collect();
     for k in stale {
-        if let Some((task, _, _)) = state.cursors.borrow_mut().running.remove(&k) {
+        if let Some((task, _, _)) = state.data.cursors.borrow_mut().running.remove(&k) {
             task.cancel();
             tracing::info!(parent = %k.0, partition = k.1, child = %k.2, "fan-out cursor stopped");
         }
     }
     for (key, (attach, delay_ms)) in desired {
-        if state.cursors.borrow().running.contains_key(&key) {
+        if state.data.cursors.borrow().running.contains_key(&key) {
             continue;
         }
         let (parent, p, child, epoch) = key.clone();
@@ -385,7 +386,7 @@ async fn reconcile(state: &Rc<CoreState>, pass: u64) {
                 state: state.clone(),
                 child: child.clone(),
             },
-            GlommioClock(state.storage.clock()),
+            GlommioClock(state.data.storage.clock()),
             child.clone(),
             epoch,
             delay_ms,
@@ -395,6 +396,7 @@ async fn reconcile(state: &Rc<CoreState>, pass: u64) {
         let task = glommio::spawn_local(cursor.run()).detach();
         tracing::info!(%parent, partition = p, %child, start, delay_ms, core = state.core, "fan-out cursor started");
         state
+            .data
             .cursors
             .borrow_mut()
             .running
@@ -438,7 +440,7 @@ async fn confirm_current(state: &Rc<CoreState>) -> Result<(), String> {
 /// Deletes cursor files of children no longer linked to a parent partition of this core, once
 /// the raft leader confirms the metadata (a stale replica must not delete a live cursor's file).
 async fn sweep_orphans(state: &Rc<CoreState>) {
-    let parts: Vec<_> = state.partitions.borrow().values().cloned().collect();
+    let parts: Vec<_> = state.data.partitions.borrow().values().cloned().collect();
     let mut candidates = Vec::new();
     for p in parts {
         let children = p.cursor_files().await.unwrap_or_default();

@@ -48,7 +48,7 @@ type Resting = HashMap<(String, u32), Instant>;
 fn pick(state: &CoreState, now_ms: i64, resting: &mut Resting) -> Option<Rc<OwnedPartition>> {
     let now = Instant::now();
     resting.retain(|_, until| *until > now);
-    let parts: Vec<Rc<OwnedPartition>> = state.partitions.borrow().values().cloned().collect();
+    let parts: Vec<Rc<OwnedPartition>> = state.data.partitions.borrow().values().cloned().collect();
     parts
         .into_iter()
         .filter(|p| !resting.contains_key(&(p.topic.clone(), p.index)))
@@ -67,7 +67,7 @@ async fn cleaner_loop(state: Rc<CoreState>) {
     let mut resting = Resting::new();
     let rest = Duration::from_millis(CLEANER_FAILED_RETRY_MS);
     loop {
-        let now = state.storage.clock().now_ms();
+        let now = state.data.storage.clock().now_ms();
         let Some(p) = pick(&state, now, &mut resting) else {
             glommio::timer::sleep(backoff).await;
             continue;

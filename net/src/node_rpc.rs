@@ -413,7 +413,12 @@ pub async fn call_bounded(
     timeout_ms: u64,
     max_response_bytes: usize,
 ) -> Result<NodeResponse, RpcError> {
-    if state.node_rpc_cut.borrow().contains(&node_id) {
+    if state
+        .fault_injection
+        .node_rpc_cut
+        .borrow()
+        .contains(&node_id)
+    {
         return Err(RpcError::Transport {
             node_id,
             addr: String::new(),

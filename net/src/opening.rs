@@ -49,7 +49,7 @@ impl CoreState {
     fn start_open(&self, key: &PartitionKey) -> Option<Rc<Semaphore>> {
         let me = self.me.upgrade()?;
         let (gate, incarnation) = {
-            let mut unopened = self.openings.unopened.borrow_mut();
+            let mut unopened = self.data.openings.unopened.borrow_mut();
             let entry = unopened.get_mut(key)?;
             if let Some(gate) = &entry.opening {
                 return Some(gate.clone());
@@ -70,7 +70,7 @@ impl CoreState {
 
     /// Opens the unopened partition `key`, within the core's bound on opens at once.
     async fn open_unopened(&self, key: PartitionKey, incarnation: String) {
-        let openings = &self.openings;
+        let openings = &self.data.openings;
         let Ok(_permit) = openings.permits.acquire_permit(1).await else {
             return;
         };
@@ -104,7 +104,7 @@ impl CoreState {
         }
         match opened {
             Ok(p) if assigned => {
-                self.partitions.borrow_mut().insert(key, Rc::new(p));
+                self.data.partitions.borrow_mut().insert(key, Rc::new(p));
             }
             Ok(p) => {
                 // Reassigned while it opened (not done by this module's callers): closed
@@ -152,7 +152,7 @@ impl CoreState {
     /// time (`background-opens-per-core`; 0: none, each waits for its first request).
     pub(crate) async fn background_open_pass(&self) {
         let concurrency = self.ctx.config.background_opens_per_core;
-        let keys = self.openings.keys_sorted();
+        let keys = self.data.openings.keys_sorted();
         if concurrency == 0 || keys.is_empty() {
             return;
         }
@@ -171,7 +171,7 @@ impl CoreState {
     /// Stops opening (the clean close at shutdown): waits for the opens under way, and leaves
     /// the partitions never opened as they are on disk.
     pub(crate) async fn stop_opening(&self) {
-        let openings = &self.openings;
+        let openings = &self.data.openings;
         openings.closing.set(true);
         // Every permit: no open is under way after this (those queued behind find `closing`).
         let all = openings

@@ -106,9 +106,9 @@ impl CoreState {
             (desired, configs)
         };
         let desired: HashMap<PartitionKey, String> = {
-            let mut moving = self.moving.borrow_mut();
+            let mut moving = self.data.moving.borrow_mut();
             moving.retain(|k| desired.contains_key(k));
-            let truncating = self.truncating.borrow();
+            let truncating = self.data.truncating.borrow();
             desired
                 .into_iter()
                 .filter(|(k, _)| !moving.contains(k) && !truncating.contains(k))
@@ -117,10 +117,12 @@ impl CoreState {
         // An unopened partition that is no longer assigned here is opened first, so that one
         // path below closes it (or deletes it with its topic).
         let leaving = self
+            .data
             .openings
             .unwanted(|k, incarnation| desired.get(k).map(String::as_str) == Some(incarnation));
         self.open_all(leaving, MAX_CONCURRENT_PARTITION_OPENS).await;
         let stale: Vec<(PartitionKey, Rc<OwnedPartition>)> = self
+            .data
             .partitions
             .borrow()
             .iter()
@@ -128,9 +130,12 @@ impl CoreState {
             .map(|(k, p)| (k.clone(), p.clone()))
             .collect();
         for (key, _) in &stale {
-            self.partitions.borrow_mut().remove(key);
+            self.data.partitions.borrow_mut().remove(key);
             if key.0 == OFFSETS_TOPIC {
-                self.groups.borrow_mut().retain(|_, g| g.partition != key.1);
+                self.coordinators
+                    .groups
+                    .borrow_mut()
+                    .retain(|_, g| g.partition != key.1);
             }
         }
         for_each_bounded(stale, MAX_CONCURRENT_PARTITION_OPENS, |(key, p)| async move {
@@ -173,9 +178,11 @@ impl CoreState {
         .await;
         let mut added: Vec<PartitionKey> = Vec::new();
         for (key, incarnation) in desired {
-            if !self.partitions.borrow().contains_key(&key) && !self.openings.is_unopened(&key) {
+            if !self.data.partitions.borrow().contains_key(&key)
+                && !self.data.openings.is_unopened(&key)
+            {
                 added.push(key.clone());
-                self.openings.add(key, incarnation);
+                self.data.openings.add(key, incarnation);
             }
         }
         added.sort();
@@ -198,7 +205,7 @@ impl CoreState {
             }
         }
         // Configs of open partitions follow the metadata.
-        for p in self.partitions.borrow().values() {
+        for p in self.data.partitions.borrow().values() {
             if let Some(cfg) = configs.get(&p.topic) {
                 if let Ok(lc) = topic_config::to_log_config(cfg, &self.ctx.config.log_defaults) {
                     if let Err(e) = p.log().set_config(lc) {
@@ -227,7 +234,7 @@ impl CoreState {
         let log_config = topic_config::to_log_config(configs, &self.ctx.config.log_defaults)
             .unwrap_or_else(|_| self.ctx.config.log_defaults.clone());
         let (partition, summary) =
-            Partition::open(&self.storage, dir, incarnation, log_config).await?;
+            Partition::open(&self.data.storage, dir, incarnation, log_config).await?;
         if self.meta.borrow().replica_set(topic, index).is_some() {
             // A replicated partition shows nothing past what its leader says is committed,
             // from the start (`crate::replica` moves it).
@@ -276,7 +283,12 @@ impl CoreState {
         let delay = self.initial_rebalance_delay();
         let mut records = 0;
         log.for_each_durable_batch(0, u64::MAX, OFFSETS_REPLAY_READ_BYTES, |_, batch| {
-            records += group::replay(&mut self.groups.borrow_mut(), batch, index, delay);
+            records += group::replay(
+                &mut self.coordinators.groups.borrow_mut(),
+                batch,
+                index,
+                delay,
+            );
         })
         .await?;
         tracing::info!(
@@ -300,7 +312,8 @@ impl CoreState {
         partition
             .log()
             .for_each_durable_batch(0, u64::MAX, OFFSETS_REPLAY_READ_BYTES, |_, batch| {
-                records += crate::txn::replay(&mut self.txns.borrow_mut(), batch, index);
+                records +=
+                    crate::txn::replay(&mut self.coordinators.txns.borrow_mut(), batch, index);
             })
             .await?;
         tracing::info!(
@@ -323,7 +336,11 @@ impl CoreState {
         partition
             .log()
             .for_each_durable_batch(0, u64::MAX, OFFSETS_REPLAY_READ_BYTES, |_, batch| {
-                records += crate::barrier::replay(&mut self.barriers.borrow_mut(), batch, index);
+                records += crate::barrier::replay(
+                    &mut self.coordinators.barriers.borrow_mut(),
+                    batch,
+                    index,
+                );
             })
             .await?;
         tracing::info!(
@@ -348,7 +365,7 @@ impl CoreState {
         loop {
             glommio::timer::sleep(Duration::from_millis(group::GROUP_TICK_MS)).await;
             let now = std::time::Instant::now();
-            let mut groups = self.groups.borrow_mut();
+            let mut groups = self.coordinators.groups.borrow_mut();
             let now_ms = engine::clock::system_now_ms();
             let limits = self.consumer_group_limits();
             for g in groups.values_mut() {
@@ -394,9 +411,9 @@ impl CoreState {
         let interval = Duration::from_millis(self.ctx.config.retention_check_interval_ms.max(1));
         loop {
             glommio::timer::sleep(interval).await;
-            let now = self.storage.clock().now_ms();
+            let now = self.data.storage.clock().now_ms();
             let parts: Vec<Rc<OwnedPartition>> =
-                self.partitions.borrow().values().cloned().collect();
+                self.data.partitions.borrow().values().cloned().collect();
             for p in parts {
                 if let Err(e) = p.log().enforce_retention(now).await {
                     tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "retention");
@@ -409,13 +426,14 @@ impl CoreState {
     /// (flush, sync, seal), so its new owner core opens it without recovery.
     pub async fn release_partition(&self, topic: &str, index: u32) -> Result<(), LogError> {
         let key = (topic.to_string(), index);
-        self.moving.borrow_mut().insert(key.clone());
+        self.data.moving.borrow_mut().insert(key.clone());
         // One not open yet is opened first: one path closes it.
         let _ = self.partition(topic, index).await;
-        let part = self.partitions.borrow_mut().remove(&key);
+        let part = self.data.partitions.borrow_mut().remove(&key);
         // Its fan-out cursors stop with it (their files go, or stay, with the partition); the
         // reconcile pass starts them wherever it is served next.
         let cursors: Vec<_> = self
+            .data
             .cursors
             .borrow()
             .running
@@ -424,7 +442,7 @@ impl CoreState {
             .cloned()
             .collect();
         for k in cursors {
-            if let Some((task, _, _)) = self.cursors.borrow_mut().running.remove(&k) {
+            if let Some((task, _, _)) = self.data.cursors.borrow_mut().running.remove(&k) {
                 task.cancel();
             }
         }
@@ -437,12 +455,12 @@ impl CoreState {
     /// Undoes `release_partition` when the move could not be recorded.
     pub async fn resume_partition(self: &Rc<Self>, topic: &str, index: u32) {
         let key = (topic.to_string(), index);
-        self.moving.borrow_mut().remove(&key);
+        self.data.moving.borrow_mut().remove(&key);
         self.reconcile(Reconcile::Change).await;
         // A replica's role starts over on the reopened log (a leader starts its epoch on it
         // again: the log it reopened knows none).
         if self.meta.borrow().replica_set(topic, index).is_some() {
-            self.replicas.borrow_mut().map.remove(&key);
+            self.data.replicas.borrow_mut().map.remove(&key);
             self.reconcile_replicas();
         }
     }
@@ -452,6 +470,7 @@ impl CoreState {
     pub async fn close_all(&self) {
         self.stop_opening().await;
         let parts: Vec<Rc<OwnedPartition>> = self
+            .data
             .partitions
             .borrow_mut()
             .drain()

@@ -92,6 +92,7 @@ impl CoreState {
             return Some(0);
         }
         match self
+            .data
             .replicas
             .borrow()
             .map
@@ -308,7 +309,8 @@ impl CoreState {
     }
 
     pub(crate) fn current(&self, key: &PartitionKey, generation: u64) -> bool {
-        self.replicas
+        self.data
+            .replicas
             .borrow()
             .map
             .get(key)
@@ -316,7 +318,8 @@ impl CoreState {
     }
 
     pub(crate) fn role_lock(&self, key: &PartitionKey) -> Rc<Semaphore> {
-        self.replicas
+        self.data
+            .replicas
             .borrow_mut()
             .locks
             .entry(key.clone())
@@ -331,7 +334,7 @@ impl CoreState {
         let desired = desired_roles(&self.meta.borrow(), self.node_id(), self.core as u32);
         let mut started = Vec::new();
         {
-            let mut reps = self.replicas.borrow_mut();
+            let mut reps = self.data.replicas.borrow_mut();
             reps.map.retain(|k, _| desired.contains_key(k));
             reps.locks.retain(|k, _| desired.contains_key(k));
             for (key, role) in desired {
@@ -385,6 +388,7 @@ impl CoreState {
     /// `advance_high_watermark` for every partition this core leads.
     fn advance_every_high_watermark(&self) {
         let leaders: Vec<PartitionKey> = self
+            .data
             .replicas
             .borrow()
             .map
@@ -429,7 +433,7 @@ impl CoreState {
                 }
             }
         }
-        if let Some(r) = self.replicas.borrow_mut().map.get_mut(&key) {
+        if let Some(r) = self.data.replicas.borrow_mut().map.get_mut(&key) {
             if r.generation == generation {
                 r.ready = true;
                 r.since = Instant::now();
@@ -444,11 +448,18 @@ impl CoreState {
     /// `__barrier_state`).
     fn drop_coordinator_state(&self, key: &PartitionKey) {
         if key.0 == crate::group::OFFSETS_TOPIC {
-            self.groups.borrow_mut().retain(|_, g| g.partition != key.1);
+            self.coordinators
+                .groups
+                .borrow_mut()
+                .retain(|_, g| g.partition != key.1);
         } else if key.0 == crate::txn::TXN_STATE_TOPIC {
-            self.txns.borrow_mut().retain(|_, t| t.partition != key.1);
+            self.coordinators
+                .txns
+                .borrow_mut()
+                .retain(|_, t| t.partition != key.1);
         } else if key.0 == crate::barrier::format::BARRIER_STATE_TOPIC {
-            self.barriers
+            self.coordinators
+                .barriers
                 .borrow_mut()
                 .retain(|_, g| g.partition != key.1);
         }
@@ -485,7 +496,7 @@ impl CoreState {
         let Some(set) = m.replica_set(&key.0, key.1) else {
             return;
         };
-        let reps = self.replicas.borrow();
+        let reps = self.data.replicas.borrow();
         let Some(rep) = reps.map.get(key).filter(|r| r.ready) else {
             return;
         };
@@ -514,7 +525,7 @@ impl CoreState {
             let now = Instant::now();
             let shrinks: Vec<(PartitionKey, Vec<u64>)> = {
                 let m = self.meta.borrow();
-                let reps = self.replicas.borrow();
+                let reps = self.data.replicas.borrow();
                 reps.map
                     .iter()
                     .filter(|(_, r)| r.ready && r.proposed_isr.is_none())
@@ -555,7 +566,7 @@ impl CoreState {
             (set.leader_epoch, set.partition_epoch)
         };
         {
-            let mut reps = self.replicas.borrow_mut();
+            let mut reps = self.data.replicas.borrow_mut();
             let Some(r) = reps.map.get_mut(key) else {
                 return;
             };
@@ -586,7 +597,7 @@ impl CoreState {
                     glommio::timer::sleep(Duration::from_millis(ISR_REFUSED_BACKOFF_MS)).await;
                 }
             }
-            if let Some(r) = me.replicas.borrow_mut().map.get_mut(&key) {
+            if let Some(r) = me.data.replicas.borrow_mut().map.get_mut(&key) {
                 r.proposed_isr = None;
             }
         })
@@ -754,7 +765,7 @@ impl CoreState {
     }
 
     fn refuse_unless_leading(&self, key: &PartitionKey, leader_epoch: i32) -> Option<NodeResponse> {
-        let reps = self.replicas.borrow();
+        let reps = self.data.replicas.borrow();
         match reps.map.get(key) {
             Some(r)
                 if r.ready
@@ -778,7 +789,7 @@ impl CoreState {
 
     fn record_progress(&self, key: &PartitionKey, node: u64, fetch_offset: u64, leo: u64) {
         let now = Instant::now();
-        let mut reps = self.replicas.borrow_mut();
+        let mut reps = self.data.replicas.borrow_mut();
         let Some(r) = reps.map.get_mut(key) else {
             return;
         };
@@ -978,10 +989,10 @@ impl CoreState {
 
     /// Closes `key`, has it cut and opens it again (recovery does the cut).
     async fn reopen_cut(&self, key: &PartitionKey, cut: Cut) -> Result<(), String> {
-        self.truncating.borrow_mut().insert(key.clone());
+        self.data.truncating.borrow_mut().insert(key.clone());
         let result = async {
             let old = self
-                .partitions
+                .data.partitions
                 .borrow_mut()
                 .remove(key)
                 .ok_or("not open")?;
@@ -1007,18 +1018,18 @@ impl CoreState {
                 .await
             {
                 Ok(p) => {
-                    self.partitions.borrow_mut().insert(key.clone(), Rc::new(p));
+                    self.data.partitions.borrow_mut().insert(key.clone(), Rc::new(p));
                     Ok(())
                 }
                 Err(e) => {
                     // The next use opens it again (and finds the cut done or still asked).
-                    self.openings.add(key.clone(), incarnation);
+                    self.data.openings.add(key.clone(), incarnation);
                     Err(format!("reopening after the truncation: {e}"))
                 }
             }
         }
         .await;
-        self.truncating.borrow_mut().remove(key);
+        self.data.truncating.borrow_mut().remove(key);
         result
     }
 }

@@ -51,7 +51,7 @@ impl CoreState {
     ) -> flume::Receiver<HandBack> {
         let (back, handed_back) = flume::bounded(1);
         let start = {
-            let mut reps = self.replicas.borrow_mut();
+            let mut reps = self.data.replicas.borrow_mut();
             let start = !reps.fetchers.contains_key(&leader);
             let member = FetchMember {
                 generation,
@@ -77,7 +77,7 @@ impl CoreState {
     /// `leader`'s fetcher; a member of a newer role stays.
     fn hand_back(&self, leader: Assignment, key: &PartitionKey, generation: u64, why: HandBack) {
         let member = {
-            let mut reps = self.replicas.borrow_mut();
+            let mut reps = self.data.replicas.borrow_mut();
             let Some(f) = reps.fetchers.get_mut(&leader) else {
                 return;
             };
@@ -104,7 +104,7 @@ impl CoreState {
     ) -> Option<(Vec<InFlight>, Vec<ReplicaFetchPartition>, usize)> {
         let mut closed = Vec::new();
         let picked = {
-            let mut reps = self.replicas.borrow_mut();
+            let mut reps = self.data.replicas.borrow_mut();
             let reps = &mut *reps;
             let f = reps.fetchers.get_mut(&leader)?;
             let roles = &reps.map;
@@ -210,7 +210,7 @@ impl CoreState {
                 .iter()
                 .position(|a| *a == ReplicaFetchAnswer::Skipped)
                 .unwrap_or(answers.len());
-            if let Some(f) = self.replicas.borrow_mut().fetchers.get_mut(&leader) {
+            if let Some(f) = self.data.replicas.borrow_mut().fetchers.get_mut(&leader) {
                 f.next_start = start + answered;
             }
             let moved = answers.iter().any(|a| {
@@ -302,7 +302,7 @@ impl CoreState {
             }
         }
         let copy_due = {
-            let mut reps = self.replicas.borrow_mut();
+            let mut reps = self.data.replicas.borrow_mut();
             reps.fetchers
                 .get_mut(&leader)
                 .and_then(|f| f.members.get_mut(&key))

@@ -540,6 +540,7 @@ pub fn take_refused(state: &CoreState, who: &Rc<Subject>, req: &mut RequestKind)
     let name_of = |name: &TopicName, id: &uuid::Uuid| -> String {
         if name.is_empty() {
             state
+                .meta
                 .topic_ids
                 .borrow()
                 .get(id)

@@ -438,7 +438,7 @@ async fn describe_one(state: &Rc<CoreState>, name: String) -> DescribedGroup {
     let group = name.clone();
     let last_epoch = on_coordinator(state, &name, move |s, p| async move {
         ensure_loaded(&s, p).await?;
-        let states = s.barriers.borrow();
+        let states = s.coordinators.barriers.borrow();
         Ok::<_, Refusal>(states.get(&group).map_or(0, |g| g.last_published_epoch()))
     })
     .await
@@ -542,7 +542,7 @@ async fn list_cuts(state: &Rc<CoreState>, req: ListBarrierCutsRequest) -> ListBa
                 .map_or(MAX_CUTS_PER_LIST, |n| n.min(MAX_CUTS_PER_LIST));
             on_coordinator(state, &req.group, move |s, p| async move {
                 ensure_loaded(&s, p).await?;
-                let states = s.barriers.borrow();
+                let states = s.coordinators.barriers.borrow();
                 Ok::<_, Refusal>(states.get(&group).map_or_else(Vec::new, |g| {
                     g.cuts
                         .range(from_epoch..)
@@ -862,7 +862,7 @@ async fn start_injection(
     let def = definition(s, group)?;
     ensure_loaded(s, p).await?;
     let epoch = {
-        let mut states = s.barriers.borrow_mut();
+        let mut states = s.coordinators.barriers.borrow_mut();
         let g = states
             .entry(group.to_string())
             .or_insert_with(|| GroupState::new(p));
@@ -890,7 +890,7 @@ async fn start_injection(
             timeout_ms,
         };
         let r = inject(&task_state, injection, started_tx).await;
-        if let Some(g) = task_state.barriers.borrow_mut().get_mut(&name) {
+        if let Some(g) = task_state.coordinators.barriers.borrow_mut().get_mut(&name) {
             g.injecting = None;
         }
         match r {
@@ -960,7 +960,7 @@ async fn inject(
     let started_total = &s.metrics.barrier.started;
     started_total.set(started_total.get() + 1);
     tracing::debug!(group, epoch, "barrier injection started");
-    if let Some(g) = s.barriers.borrow_mut().get_mut(group) {
+    if let Some(g) = s.coordinators.barriers.borrow_mut().get_mut(group) {
         g.started.insert(epoch, start.clone());
     }
     let marker = MarkerValue {
@@ -1090,6 +1090,7 @@ async fn publish(
     let epoch = cut.epoch;
     let retained = i64::from(def.retained_cuts.max(1));
     let expired: Vec<i64> = s
+        .coordinators
         .barriers
         .borrow()
         .get(group)
@@ -1125,7 +1126,7 @@ async fn publish(
         CutStatus::Partial => m.partial.set(m.partial.get() + 1),
     }
     tracing::info!(group, epoch, status = ?cut.status, missing = cut.missing.len(), "barrier cut published");
-    let mut states = s.barriers.borrow_mut();
+    let mut states = s.coordinators.barriers.borrow_mut();
     let g = states
         .entry(group.to_string())
         .or_insert_with(|| GroupState::new(p));
@@ -1146,7 +1147,7 @@ async fn sync_group_record(s: &Rc<CoreState>, group: &str, p: u32) -> Result<(),
     ensure_loaded(s, p).await?;
     let def = s.meta.borrow().barrier_groups.groups.get(group).cloned();
     let (current, legacy, last_epoch, cuts, started, busy) = {
-        let states = s.barriers.borrow();
+        let states = s.coordinators.barriers.borrow();
         match states.get(group) {
             Some(g) => (
                 g.record.clone(),
@@ -1168,7 +1169,7 @@ async fn sync_group_record(s: &Rc<CoreState>, group: &str, p: u32) -> Result<(),
                 Some(format::encode_group_value(&v)),
             )];
             append_state(s, p, records).await?;
-            let mut states = s.barriers.borrow_mut();
+            let mut states = s.coordinators.barriers.borrow_mut();
             let g = states
                 .entry(group.to_string())
                 .or_insert_with(|| GroupState::new(p));
@@ -1189,10 +1190,10 @@ async fn sync_group_record(s: &Rc<CoreState>, group: &str, p: u32) -> Result<(),
                     .map(|e| (key(RecordKind::InjectionStart, group, *e), None)),
             );
             append_state(s, p, records).await?;
-            s.barriers.borrow_mut().remove(group);
+            s.coordinators.barriers.borrow_mut().remove(group);
         }
         None => {
-            s.barriers.borrow_mut().remove(group);
+            s.coordinators.barriers.borrow_mut().remove(group);
         }
     }
     Ok(())
@@ -1293,7 +1294,8 @@ async fn finish_interrupted(
 /// injection is finished, and a group due by its `interval_ms` is triggered.
 pub async fn barrier_tick(s: &Rc<CoreState>) {
     // Groups whose partition left this core (a shard move) are the new owner's now.
-    s.barriers
+    s.coordinators
+        .barriers
         .borrow_mut()
         .retain(|_, g| s.owner_core(BARRIER_STATE_TOPIC, g.partition) == Some(s.core));
     let mine: Vec<(String, u32)> = {
@@ -1302,7 +1304,13 @@ pub async fn barrier_tick(s: &Rc<CoreState>) {
             return;
         }
         let defined = m.barrier_groups.groups.keys().cloned();
-        let known = s.barriers.borrow().keys().cloned().collect::<Vec<_>>();
+        let known = s
+            .coordinators
+            .barriers
+            .borrow()
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>();
         let mut names: Vec<String> = defined.chain(known).collect();
         names.sort();
         names.dedup();
@@ -1330,7 +1338,7 @@ pub async fn barrier_tick(s: &Rc<CoreState>) {
         };
         coordinated += 1;
         let (interrupted, due) = {
-            let mut states = s.barriers.borrow_mut();
+            let mut states = s.coordinators.barriers.borrow_mut();
             let g = states
                 .entry(group.clone())
                 .or_insert_with(|| GroupState::new(p));

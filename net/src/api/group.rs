@@ -95,7 +95,7 @@ pub(crate) fn with_group<R>(
     partition: u32,
     f: impl FnOnce(&mut GroupEntry) -> R,
 ) -> Result<R, i16> {
-    let mut groups = state.groups.borrow_mut();
+    let mut groups = state.coordinators.groups.borrow_mut();
     if !groups.contains_key(id) && groups.len() >= crate::group::MAX_GROUPS_PER_CORE {
         tracing::warn!(group = %id, limit = crate::group::MAX_GROUPS_PER_CORE, "group refused: this core coordinates the most groups it may (MAX_GROUPS_PER_CORE)");
         return Err(codes::GROUP_MAX_SIZE_REACHED);
@@ -112,7 +112,7 @@ pub(crate) fn with_existing_group<R>(
     id: &str,
     f: impl FnOnce(&mut GroupEntry) -> R,
 ) -> Option<R> {
-    state.groups.borrow_mut().get_mut(id).map(f)
+    state.coordinators.groups.borrow_mut().get_mut(id).map(f)
 }
 
 pub async fn find_coordinator(
@@ -532,7 +532,7 @@ async fn persist_offsets(
             tracing::warn!(group = %group_id, error = %why, "persisting offsets failed");
             code
         })?;
-    let mut groups = s.groups.borrow_mut();
+    let mut groups = s.coordinators.groups.borrow_mut();
     // The group may have been dropped meanwhile (a memberless group with no offsets yet, e.g.
     // the first commit of a simple consumer, is vacant to the tick while the append waits):
     // what is now in the log exists, as a replay would find it.
@@ -625,7 +625,7 @@ pub async fn offset_commit(
             }
             // A member's commit (generation >= 0) to a group that does not exist: the group
             // is gone or never was; only a simple consumer's (generation -1) creates it.
-            if generation >= 0 && !s.groups.borrow().contains_key(&gid) {
+            if generation >= 0 && !s.coordinators.groups.borrow().contains_key(&gid) {
                 return Err(
                     if version >= OFFSET_COMMIT_GROUP_ID_NOT_FOUND_SINCE_VERSION {
                         codes::GROUP_ID_NOT_FOUND
@@ -691,7 +691,7 @@ async fn fetch_group(
 ) -> Result<FetchAnswer, i16> {
     let gid = group_id.clone();
     on_coordinator(state, &group_id, move |s, _partition| async move {
-        let groups = s.groups.borrow();
+        let groups = s.coordinators.groups.borrow();
         let group = groups.get(&gid);
         let offsets = group.map(|g| &g.offsets);
         let answer = |t: &str, p: i32| {
@@ -852,7 +852,8 @@ pub async fn list_groups(
         let state = state.clone();
         async move {
             let list = |s: Rc<CoreState>| async move {
-                s.groups
+                s.coordinators
+                    .groups
                     .borrow()
                     .values()
                     .map(|g| match g.consumer.as_ref().filter(|c| !c.is_empty()) {
@@ -910,7 +911,7 @@ pub async fn describe_groups(
             let id = gid.0.to_string();
             let id2 = id.clone();
             let described = on_coordinator(&state, &id, move |s, _partition| async move {
-                let groups = s.groups.borrow();
+                let groups = s.coordinators.groups.borrow();
                 let Some(g) = groups.get(&id2) else {
                     // v6 (KIP-1043) says so with GROUP_ID_NOT_FOUND, as Kafka does.
                     let dead = DescribedGroup::default()
@@ -981,7 +982,7 @@ pub async fn delete_groups(
             let id2 = id.clone();
             let code = on_coordinator(&state, &id, move |s, partition| async move {
                 let tombstones: Vec<(String, i32, Option<Committed>)> = {
-                    let groups = s.groups.borrow();
+                    let groups = s.coordinators.groups.borrow();
                     let Some(g) = groups.get(&id2) else {
                         return GROUP_ID_NOT_FOUND;
                     };
@@ -996,12 +997,13 @@ pub async fn delete_groups(
                 match persist_offsets(&s, &id2, partition, &tombstones).await {
                     Ok(()) => {
                         let removable = s
+                            .coordinators
                             .groups
                             .borrow()
                             .get(&id2)
                             .is_some_and(|g| !g.has_members());
                         if removable {
-                            s.groups.borrow_mut().remove(&id2);
+                            s.coordinators.groups.borrow_mut().remove(&id2);
                             tracing::info!(group = %id2, "group deleted");
                             codes::NONE
                         } else {
@@ -1118,7 +1120,7 @@ pub async fn offset_delete(
     let outcome: Result<Result<HashSet<String>, i16>, i16> =
         on_coordinator(state, &group_id, move |s, partition| async move {
             let (subscribed, tombstones) = {
-                let groups = s.groups.borrow();
+                let groups = s.coordinators.groups.borrow();
                 let Some(g) = groups.get(&gid) else {
                     return Err(GROUP_ID_NOT_FOUND);
                 };
@@ -1182,6 +1184,7 @@ pub async fn offset_delete(
 pub async fn expire_offsets(state: &Rc<CoreState>, retention_ms: i64) {
     let now = now_ms();
     let doomed: Vec<(String, u32, OffsetRecords)> = state
+        .coordinators
         .groups
         .borrow()
         .values()
@@ -1198,7 +1201,7 @@ pub async fn expire_offsets(state: &Rc<CoreState>, retention_ms: i64) {
         // Checked again right before the tombstones go: a commit since (a consumer back)
         // keeps its offset.
         let items: OffsetRecords = {
-            let groups = state.groups.borrow();
+            let groups = state.coordinators.groups.borrow();
             let Some(g) = groups.get(&group_id) else {
                 continue;
             };
@@ -1224,6 +1227,7 @@ pub async fn expire_offsets(state: &Rc<CoreState>, retention_ms: i64) {
 
 pub async fn forget_topic(state: &Rc<CoreState>, topic: &str) {
     let doomed: Vec<(String, u32, OffsetRecords)> = state
+        .coordinators
         .groups
         .borrow()
         .values()

@@ -46,7 +46,7 @@ pub async fn describe_log_dirs(
             // Sizes come from open partitions: those not opened since start are opened first.
             for w in &items {
                 let keys = match w {
-                    None => s.openings.keys_sorted(),
+                    None => s.data.openings.keys_sorted(),
                     Some(w) => w
                         .iter()
                         .filter(|(_, i)| *i >= 0)
@@ -59,7 +59,7 @@ pub async fn describe_log_dirs(
             items
                 .into_iter()
                 .map(|w| {
-                    let parts = s.partitions.borrow();
+                    let parts = s.data.partitions.borrow();
                     let mut out: Vec<(String, i32, u64)> = match &w {
                         None => parts
                             .values()

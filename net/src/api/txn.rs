@@ -103,7 +103,7 @@ async fn persist_with(
     durability: Durability,
 ) -> Result<(), i16> {
     append_record(s, id, partition, Some(&meta), durability).await?;
-    if let Some(e) = s.txns.borrow_mut().get_mut(id) {
+    if let Some(e) = s.coordinators.txns.borrow_mut().get_mut(id) {
         e.meta = meta;
     }
     Ok(())
@@ -141,7 +141,7 @@ async fn append_record(
 
 /// Takes `id` for one transition: `Err(CONCURRENT_TRANSACTIONS)` while another runs.
 fn take(s: &CoreState, id: &str) -> Result<TxnMeta, i16> {
-    let mut txns = s.txns.borrow_mut();
+    let mut txns = s.coordinators.txns.borrow_mut();
     let Some(e) = txns.get_mut(id) else {
         return Err(INVALID_PRODUCER_ID_MAPPING);
     };
@@ -153,7 +153,7 @@ fn take(s: &CoreState, id: &str) -> Result<TxnMeta, i16> {
 }
 
 fn release(s: &CoreState, id: &str) {
-    if let Some(e) = s.txns.borrow_mut().get_mut(id) {
+    if let Some(e) = s.coordinators.txns.borrow_mut().get_mut(id) {
         e.busy = false;
     }
 }
@@ -466,7 +466,7 @@ pub async fn write_txn_markers(
 /// A marker reached `__consumer_offsets` partition `partition`: the producer's pending
 /// offsets in the groups of that partition are committed (or dropped, for an abort).
 pub fn complete_txn_offsets(s: &CoreState, partition: u32, producer_id: i64, kind: MarkerKind) {
-    for g in s.groups.borrow_mut().values_mut() {
+    for g in s.coordinators.groups.borrow_mut().values_mut() {
         if g.partition == partition {
             g.complete_txn(producer_id, kind == MarkerKind::Commit);
         }
@@ -520,7 +520,7 @@ async fn abort_open(
 /// `id`'s state now. The entry is taken (`busy`), so nothing removed it meanwhile; an absent
 /// one would be a bug, answered as a retriable error rather than a panic.
 fn current(s: &CoreState, id: &str) -> Result<TxnMeta, i16> {
-    let txns = s.txns.borrow();
+    let txns = s.coordinators.txns.borrow();
     let e = txns.get(id);
     debug_assert!(e.is_some_and(|e| e.busy), "a taken transactional id stays");
     e.map(|e| e.meta.clone()).ok_or(COORDINATOR_NOT_AVAILABLE)
@@ -558,7 +558,7 @@ pub async fn init_producer_id(
     let r = on_coordinator(state, &id, move |s, partition| async move {
         let id = id2;
         let existing = {
-            let mut txns = s.txns.borrow_mut();
+            let mut txns = s.coordinators.txns.borrow_mut();
             if !txns.contains_key(&id) {
                 if txns.len() >= MAX_TRANSACTIONAL_IDS_PER_CORE {
                     tracing::warn!(transactional_id = %id, limit = MAX_TRANSACTIONAL_IDS_PER_CORE, "transactional id refused: this core coordinates the most it may (MAX_TRANSACTIONAL_IDS_PER_CORE)");
@@ -958,7 +958,7 @@ async fn persist_txn_offsets(
         return COORDINATOR_NOT_AVAILABLE;
     };
     // The group holds what the log will: refused before the write when past the bound.
-    let held = s.groups.borrow().get(group_id).map_or(0, |g| {
+    let held = s.coordinators.groups.borrow().get(group_id).map_or(0, |g| {
         g.pending_txn_offsets_after(pid, items.iter().map(|(t, p, _)| (t.as_str(), *p)))
     });
     if held > group::MAX_PENDING_TXN_OFFSETS_PER_PRODUCER {
@@ -1000,7 +1000,7 @@ async fn persist_txn_offsets(
     {
         return code;
     }
-    let mut groups = s.groups.borrow_mut();
+    let mut groups = s.coordinators.groups.borrow_mut();
     let g = groups.entry(group_id.to_string()).or_insert_with(|| {
         crate::group::GroupEntry::new(group_id, partition, s.initial_rebalance_delay())
     });
@@ -1021,7 +1021,13 @@ pub async fn txn_tick(state: &Rc<CoreState>) {
     // One pass over this core's ids: what expired, and what is due (timed out or prepared).
     let mut expired: Vec<(String, u32)> = Vec::new();
     let mut due: Vec<(String, u32)> = Vec::new();
-    for (id, e) in state.txns.borrow().iter().filter(|(_, e)| !e.busy) {
+    for (id, e) in state
+        .coordinators
+        .txns
+        .borrow()
+        .iter()
+        .filter(|(_, e)| !e.busy)
+    {
         let m = &e.meta;
         let idle = matches!(
             m.status,
@@ -1043,7 +1049,7 @@ pub async fn txn_tick(state: &Rc<CoreState>) {
         match append_record(state, &id, partition, None, Durability::Sync).await {
             Ok(()) => {
                 tracing::info!(transactional_id = %id, "transactional id expired (transactional-id-expiration-ms)");
-                state.txns.borrow_mut().remove(&id);
+                state.coordinators.txns.borrow_mut().remove(&id);
             }
             Err(code) => {
                 tracing::debug!(transactional_id = %id, code, "expiring a transactional id");
@@ -1078,7 +1084,11 @@ pub async fn describe_transactions(
         let id = tid.0.to_string();
         let id2 = id.clone();
         let r = on_coordinator(state, &id, move |s, _| async move {
-            s.txns.borrow().get(&id2).map(|e| e.meta.clone())
+            s.coordinators
+                .txns
+                .borrow()
+                .get(&id2)
+                .map(|e| e.meta.clone())
         })
         .await;
         let d = DescribedTxn::default().with_transactional_id(tid.clone());
@@ -1151,6 +1161,7 @@ pub async fn list_transactions(
             let pattern = pattern.clone();
             async move {
                 let listed: Vec<(String, i64, &'static str)> = s
+                    .coordinators
                     .txns
                     .borrow()
                     .iter()
