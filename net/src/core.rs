@@ -1,7 +1,7 @@
 //! One core's state, in owned parts: its copy of the metadata (`MetaCopy`), the partitions it
 //! serves (`DataPath`), its coordinators (`Coordinators`), its budgets and quotas
-//! (`Admission`), metrics and injected faults; and the lookups every handler uses (owner core of a partition, coordinator of a
-//! group). The bottom of net: it imports no handler; `reconcile` keeps it in step with the
+//! (`Admission`), metrics and injected faults; and the lookups every handler uses (owner
+//! core of a partition, coordinator of a group). The bottom of net: it imports no handler; `reconcile` keeps it in step with the
 //! metastore and `route` carries work between cores.
 
 use std::cell::{Cell, RefCell};
