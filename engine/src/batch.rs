@@ -150,11 +150,6 @@ pub fn parse_header(b: &[u8]) -> Result<BatchHeader, BatchError> {
     })
 }
 
-/// Walks the whole batches of stored log bytes (what `PartitionLog::read` returns), yielding
-/// each batch's header and bytes; stops at the first partial or unparsable batch. The one
-/// walker over stored batches: fetch accounting, group replay, producer-state rebuild and
-/// fan-out all read stored bytes through it (the recovery scan, which must also say why it
-/// stopped, is `segment::scan_log`).
 /// The length of the whole stored batches at the front of `bytes` that start below `offset`
 /// (a read cut at the last stable offset: batches never straddle it).
 pub fn bytes_below(bytes: &[u8], offset: u64) -> usize {
@@ -164,6 +159,11 @@ pub fn bytes_below(bytes: &[u8], offset: u64) -> usize {
         .sum()
 }
 
+/// Walks the whole batches of stored log bytes (what `PartitionLog::read` returns), yielding
+/// each batch's header and bytes; stops at the first partial or unparsable batch. The one
+/// walker over stored batches: fetch accounting, coordinator replay, producer-state rebuild
+/// and fan-out all read stored bytes through it (the recovery scan, which must also say why
+/// it stopped, is `segment::scan_log`).
 pub fn stored_batches(bytes: &[u8]) -> StoredBatches<'_> {
     StoredBatches { rest: bytes }
 }

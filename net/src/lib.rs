@@ -14,6 +14,7 @@ pub mod codes;
 pub mod config;
 pub mod conn;
 pub mod conn_table;
+pub mod coordinator;
 pub mod core;
 pub mod cursor_registry;
 pub mod fanout_runtime;

@@ -3,9 +3,9 @@
 //! follow config changes; the per-core loops (retention, group timers); a partition move's
 //! release and resume; the clean close at shutdown.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
-use std::time::Duration;
 
 use engine::join::for_each_bounded;
 
@@ -13,8 +13,9 @@ use crate::opening::MAX_CONCURRENT_PARTITION_OPENS;
 use engine::{LogError, Partition, PartitionError};
 use meta::AppliedChange;
 
+use crate::coordinator::{replay_batches, CoordinatorState};
 use crate::core::{CoreState, OwnedPartition, PartitionKey};
-use crate::group::{self, OFFSETS_TOPIC};
+use crate::group::OFFSETS_TOPIC;
 use crate::topic_config;
 
 /// Which reconcile: the first (start-up) opens only what requests cannot wait for.
@@ -25,7 +26,7 @@ enum Reconcile {
 }
 
 /// Bytes read per step while replaying a `__consumer_offsets` partition.
-const OFFSETS_REPLAY_READ_BYTES: usize = 1 << 20;
+const COORDINATOR_REPLAY_READ_BYTES: usize = 1 << 20;
 
 /// Why a partition was not opened.
 #[derive(Debug, thiserror::Error)]
@@ -271,153 +272,70 @@ impl CoreState {
         })
     }
 
-    /// Loads the committed offsets of the groups in one `__consumer_offsets` partition, all
-    /// its log holds (a new leader's records above its high watermark too: they are its
-    /// epoch's to commit).
-    pub(crate) async fn replay_offsets(
+    /// Loads the state of coordinator `S` (groups, transactional ids, barrier groups) from
+    /// internal partition `index`: all its log holds (a new leader's records above its high
+    /// watermark too: they are its epoch's to commit).
+    pub(crate) async fn replay_coordinator<S: CoordinatorState>(
         &self,
-        partition: &Partition,
-        index: u32,
-    ) -> Result<(), LogError> {
-        let log = partition.log();
-        let delay = self.initial_rebalance_delay();
-        let mut records = 0;
-        log.for_each_durable_batch(0, u64::MAX, OFFSETS_REPLAY_READ_BYTES, |_, batch| {
-            records += group::replay(
-                &mut self.coordinators.groups.borrow_mut(),
-                batch,
-                index,
-                delay,
-            );
-        })
-        .await?;
-        tracing::info!(
-            partition = index,
-            records,
-            core = self.core,
-            "replayed committed offsets"
-        );
-        Ok(())
-    }
-
-    /// Loads the state of the transactional ids in one `__transaction_state` partition. Open
-    /// transactions keep their start time (the timeout still applies); prepared ones are
-    /// finished by the coordinator tick.
-    pub(crate) async fn replay_txns(
-        &self,
+        state: &RefCell<S>,
+        args: S::ReplayArgs,
         partition: &Partition,
         index: u32,
     ) -> Result<(), LogError> {
         let mut records = 0;
         partition
             .log()
-            .for_each_durable_batch(0, u64::MAX, OFFSETS_REPLAY_READ_BYTES, |_, batch| {
-                records +=
-                    crate::txn::replay(&mut self.coordinators.txns.borrow_mut(), batch, index);
+            .for_each_durable_batch(0, u64::MAX, COORDINATOR_REPLAY_READ_BYTES, |_, batch| {
+                records += replay_batches(&mut *state.borrow_mut(), args, batch, index);
             })
             .await?;
         tracing::info!(
             partition = index,
             records,
             core = self.core,
-            "replayed transaction state"
+            "replayed {}",
+            S::WHAT
         );
         Ok(())
     }
 
-    /// Loads the barrier groups of one `__barrier_state` partition (their cuts, unfinished
-    /// injections and group records).
-    pub(crate) async fn replay_barriers(
-        &self,
-        partition: &Partition,
-        index: u32,
-    ) -> Result<(), LogError> {
-        let mut records = 0;
-        partition
-            .log()
-            .for_each_durable_batch(0, u64::MAX, OFFSETS_REPLAY_READ_BYTES, |_, batch| {
-                records += crate::barrier::replay(
-                    &mut self.coordinators.barriers.borrow_mut(),
-                    batch,
-                    index,
-                );
-            })
-            .await?;
-        tracing::info!(
-            partition = index,
-            records,
-            core = self.core,
-            "replayed barrier state"
-        );
-        Ok(())
-    }
-
-    /// Drives this core's transaction coordinator: timeouts and unfinished markers.
-    pub async fn txn_tick_loop(self: Rc<Self>) {
-        loop {
-            glommio::timer::sleep(Duration::from_millis(crate::txn::TXN_TICK_MS)).await;
-            crate::api::txn::txn_tick(&self).await;
-        }
-    }
-
-    /// Drives the timers of this core's groups (session expiry, rebalance deadlines).
-    pub async fn group_tick_loop(self: Rc<Self>) {
-        loop {
-            glommio::timer::sleep(Duration::from_millis(group::GROUP_TICK_MS)).await;
-            let now = std::time::Instant::now();
-            let mut groups = self.coordinators.groups.borrow_mut();
-            let now_ms = engine::clock::system_now_ms();
-            let limits = self.consumer_group_limits();
-            for g in groups.values_mut() {
-                g.group.tick(now);
-                if let Some(c) = g.consumer.as_mut() {
-                    for member in c.tick(&limits, now) {
-                        tracing::info!(group = %g.group.id, %member, "consumer-protocol member fenced (session timeout, or revocation past its rebalance timeout)");
-                    }
-                    if c.is_empty() {
-                        g.consumer = None;
-                    }
+    /// One tick of this core's groups' timers (session expiry, rebalance deadlines), every
+    /// `group::GROUP_TICK_MS`.
+    pub fn group_tick(&self) {
+        let now = std::time::Instant::now();
+        let mut groups = self.coordinators.groups.borrow_mut();
+        let now_ms = engine::clock::system_now_ms();
+        let limits = self.consumer_group_limits();
+        for g in groups.values_mut() {
+            g.group.tick(now);
+            if let Some(c) = g.consumer.as_mut() {
+                for member in c.tick(&limits, now) {
+                    tracing::info!(group = %g.group.id, %member, "consumer-protocol member fenced (session timeout, or revocation past its rebalance timeout)");
                 }
-                crate::group::migration::downgrade_if_classic_only(
-                    g,
-                    self.initial_rebalance_delay(),
-                );
-                g.vacant_since_ms = if !g.has_members() {
-                    g.vacant_since_ms.or(Some(now_ms))
-                } else {
-                    None
-                };
+                if c.is_empty() {
+                    g.consumer = None;
+                }
             }
-            // A group with nobody in it and nothing committed holds no state worth keeping.
-            groups.retain(|_, g| {
-                !(g.is_vacant() && g.offsets.is_empty() && g.pending_txn.is_empty())
-            });
+            crate::group::migration::downgrade_if_classic_only(g, self.initial_rebalance_delay());
+            g.vacant_since_ms = if !g.has_members() {
+                g.vacant_since_ms.or(Some(now_ms))
+            } else {
+                None
+            };
         }
+        // A group with nobody in it and nothing committed holds no state worth keeping.
+        groups.retain(|_, g| !(g.is_vacant() && g.offsets.is_empty() && g.pending_txn.is_empty()));
     }
 
-    /// Expires the committed offsets of this core's memberless groups every
-    /// `offsets_retention_check_interval_ms` (tombstones in `__consumer_offsets`).
-    pub async fn offsets_expiry_loop(self: Rc<Self>) {
-        let cfg = &self.ctx.config;
-        let interval = Duration::from_millis(cfg.offsets_retention_check_interval_ms.max(1));
-        loop {
-            glommio::timer::sleep(interval).await;
-            crate::api::group::expire_offsets(&self, cfg.offsets_retention_ms).await;
-        }
-    }
-
-    /// Applies retention to every partition of this core every `retention_check_interval_ms`.
-    pub async fn retention_loop(self: Rc<Self>) {
-        let interval = Duration::from_millis(self.ctx.config.retention_check_interval_ms.max(1));
-        loop {
-            glommio::timer::sleep(interval).await;
-            let now = self.data.storage.clock().now_ms();
-            let parts: Vec<Rc<OwnedPartition>> =
-                self.data.partitions.borrow().values().cloned().collect();
-            for p in parts {
-                if let Err(e) = p.log().enforce_retention(now).await {
-                    tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "retention");
-                }
+    /// Applies retention to every partition of this core (every
+    /// `retention_check_interval_ms`).
+    pub async fn enforce_retention(&self) {
+        let now = self.data.storage.clock().now_ms();
+        let parts: Vec<Rc<OwnedPartition>> =
+            self.data.partitions.borrow().values().cloned().collect();
+        for p in parts {
+            if let Err(e) = p.log().enforce_retention(now).await {
+                tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "retention");
             }
         }
     }

@@ -31,6 +31,7 @@
 //! one task per role; one fetch in flight per (follower core, leader core), its answer at
 //! most `MAX_REPLICA_FETCH_RESPONSE_BYTES`.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -38,9 +39,13 @@ use std::time::{Duration, Instant};
 use glommio::sync::Semaphore;
 use meta::{Assignment, Command};
 
+use crate::barrier::BarrierStates;
+use crate::coordinator::CoordinatorState;
 use crate::core::{CoreState, PartitionKey};
+use crate::group::Groups;
 use crate::node_rpc::{NodeRequest, NodeResponse, ReplicaFetchAnswer, ReplicaFetchPartition};
 use crate::replica_state::{desired_roles, FollowerProgress, HandBack, Replica, Role};
+use crate::txn::Txns;
 
 /// Bytes a follower asks for per fetch (one larger batch still comes whole).
 pub const REPLICA_FETCH_MAX_BYTES: u32 = 1 << 20;
@@ -447,22 +452,15 @@ impl CoreState {
     /// `__consumer_offsets`, transactional ids of `__transaction_state`, barrier groups of
     /// `__barrier_state`).
     fn drop_coordinator_state(&self, key: &PartitionKey) {
-        if key.0 == crate::group::OFFSETS_TOPIC {
-            self.coordinators
-                .groups
-                .borrow_mut()
-                .retain(|_, g| g.partition != key.1);
-        } else if key.0 == crate::txn::TXN_STATE_TOPIC {
-            self.coordinators
-                .txns
-                .borrow_mut()
-                .retain(|_, t| t.partition != key.1);
-        } else if key.0 == crate::barrier::format::BARRIER_STATE_TOPIC {
-            self.coordinators
-                .barriers
-                .borrow_mut()
-                .retain(|_, g| g.partition != key.1);
+        fn unload<S: CoordinatorState>(state: &RefCell<S>, key: &PartitionKey) {
+            if key.0 == S::TOPIC {
+                state.borrow_mut().unload(key.1);
+            }
         }
+        let c = &self.coordinators;
+        unload(&c.groups, key);
+        unload(&c.txns, key);
+        unload(&c.barriers, key);
     }
 
     /// This core becomes the coordinator of internal partition `key` (the new leader of a
@@ -475,12 +473,14 @@ impl CoreState {
         p: &engine::Partition,
     ) -> Result<(), engine::LogError> {
         self.drop_coordinator_state(key);
-        if key.0 == crate::group::OFFSETS_TOPIC {
-            self.replay_offsets(p, key.1).await
-        } else if key.0 == crate::txn::TXN_STATE_TOPIC {
-            self.replay_txns(p, key.1).await
-        } else if key.0 == crate::barrier::format::BARRIER_STATE_TOPIC {
-            self.replay_barriers(p, key.1).await
+        let c = &self.coordinators;
+        if key.0 == Groups::TOPIC {
+            let delay = self.initial_rebalance_delay();
+            self.replay_coordinator(&c.groups, delay, p, key.1).await
+        } else if key.0 == Txns::TOPIC {
+            self.replay_coordinator(&c.txns, (), p, key.1).await
+        } else if key.0 == BarrierStates::TOPIC {
+            self.replay_coordinator(&c.barriers, (), p, key.1).await
         } else {
             Ok(())
         }

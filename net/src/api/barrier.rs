@@ -39,8 +39,8 @@ use crate::barrier::format::{
     BARRIER_CONTROL_TYPE, BARRIER_STATE_PARTITIONS, BARRIER_STATE_TOPIC,
 };
 use crate::barrier::{
-    GroupState, BARRIER_TICK_MS, MARKER_RETRY_FIRST_BACKOFF_MS, MARKER_RETRY_MAX_BACKOFF_MS,
-    MARKER_SCAN_MAX_BYTES, MAX_CUTS_PER_LIST,
+    GroupState, MARKER_RETRY_FIRST_BACKOFF_MS, MARKER_RETRY_MAX_BACKOFF_MS, MARKER_SCAN_MAX_BYTES,
+    MAX_CUTS_PER_LIST,
 };
 use crate::codes::{
     self, COORDINATOR_NOT_AVAILABLE, FENCED_LEADER_EPOCH, INVALID_CONFIG, INVALID_REQUEST, NONE,
@@ -1376,12 +1376,4 @@ pub async fn barrier_tick(s: &Rc<CoreState>) {
         }
     }
     s.metrics.barrier.groups_coordinated.set(coordinated);
-}
-
-/// Runs `barrier_tick` every `BARRIER_TICK_MS` until the core stops.
-pub async fn barrier_tick_loop(s: Rc<CoreState>) {
-    loop {
-        glommio::timer::sleep(Duration::from_millis(BARRIER_TICK_MS)).await;
-        barrier_tick(&s).await;
-    }
 }

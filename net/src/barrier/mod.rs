@@ -29,9 +29,10 @@ pub use kfc4 as format;
 use std::collections::{BTreeMap, HashMap};
 
 use bytes::Bytes;
-use kafka_protocol::records::RecordBatchDecoder;
 
 use format::{Cut, GroupValue, InjectionStart, StateRecord};
+
+use crate::coordinator::CoordinatorState;
 
 /// How often each core looks for barrier groups due for an injection (their `interval_ms`)
 /// and for injections a crash interrupted.
@@ -146,48 +147,45 @@ impl GroupState {
 /// The barrier groups one core coordinates, by name.
 pub type BarrierStates = HashMap<String, GroupState>;
 
-/// Applies the records of stored batches of `__barrier_state` partition `partition` (as read
-/// from the log) to `states`; returns how many were applied. Markers (control batches) and
-/// undecodable records are skipped, the latter with a warning.
-pub fn replay(states: &mut BarrierStates, bytes: &[u8], partition: u32) -> usize {
-    let mut applied = 0;
-    for (h, stored) in engine::batch::stored_batches(bytes) {
-        if h.is_control() {
-            continue;
-        }
-        let mut one = Bytes::copy_from_slice(stored);
-        let Ok(set) = RecordBatchDecoder::decode(&mut one) else {
-            tracing::warn!(
-                partition,
-                "undecodable batch in {}; skipped",
-                format::BARRIER_STATE_TOPIC
-            );
-            continue;
-        };
-        for r in set.records {
-            let Some(key) = r.key else { continue };
-            match format::legacy::decode_record(&key, r.value.as_deref()) {
-                Ok((record, layout)) => {
-                    let group = record.group().to_string();
-                    states
-                        .entry(group)
-                        .or_insert_with(|| GroupState::new(partition))
-                        .apply(record, layout);
-                    applied += 1;
-                }
-                Err(e) => {
-                    tracing::warn!(partition, error = %e, "skipped a record of {}", format::BARRIER_STATE_TOPIC)
-                }
+impl CoordinatorState for BarrierStates {
+    const TOPIC: &'static str = format::BARRIER_STATE_TOPIC;
+    const WHAT: &'static str = "barrier state";
+    type ReplayArgs = ();
+
+    fn apply_record(
+        &mut self,
+        _: (),
+        partition: u32,
+        _header: &engine::batch::BatchHeader,
+        key: Option<Bytes>,
+        value: Option<Bytes>,
+    ) -> bool {
+        let Some(key) = key else { return false };
+        match format::legacy::decode_record(&key, value.as_deref()) {
+            Ok((record, layout)) => {
+                let group = record.group().to_string();
+                self.entry(group)
+                    .or_insert_with(|| GroupState::new(partition))
+                    .apply(record, layout);
+                true
+            }
+            Err(e) => {
+                tracing::warn!(partition, error = %e, "skipped a record of {}", format::BARRIER_STATE_TOPIC);
+                false
             }
         }
     }
-    applied
+
+    fn unload(&mut self, partition: u32) {
+        self.retain(|_, g| g.partition != partition);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::format::{CutStatus, RecordKind, StateKey};
     use super::*;
+    use crate::coordinator::replay_batches;
 
     fn rec(
         kind: RecordKind,
@@ -268,7 +266,7 @@ mod tests {
             ),
         ]);
         let mut states = BarrierStates::new();
-        assert_eq!(replay(&mut states, &batch, 4), 9);
+        assert_eq!(replay_batches(&mut states, (), &batch, 4), 9);
         let g = &states["g"];
         assert_eq!(g.partition, 4);
         assert_eq!(g.record.as_ref(), Some(&group_value(2)));
@@ -292,7 +290,7 @@ mod tests {
                 ..Default::default()
             },
         ]);
-        assert_eq!(replay(&mut states, &more, 4), 1);
+        assert_eq!(replay_batches(&mut states, (), &more, 4), 1);
         let g = &states["g"];
         assert!(g.record.is_none() && g.cuts.is_empty() && g.started.is_empty());
         assert_eq!((g.last_epoch, g.last_published_epoch()), (0, 0));
@@ -314,7 +312,7 @@ mod tests {
             rec(RecordKind::Cut, 4, Some(format::encode_cut_value(&cut(4)))),
         ]);
         let mut states = BarrierStates::new();
-        assert_eq!(replay(&mut states, &batch, 0), 2);
+        assert_eq!(replay_batches(&mut states, (), &batch, 0), 2);
         let g = &states["g"];
         assert!(g.record_is_legacy);
         assert_eq!(

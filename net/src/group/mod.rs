@@ -17,7 +17,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use kafka_protocol::records::RecordBatchDecoder;
+use engine::batch::BatchHeader;
+use engine::txn::MarkerKind;
+
+use crate::coordinator::CoordinatorState;
 
 pub use state::{Group, GroupState};
 
@@ -250,53 +253,52 @@ pub fn decode_value(mut b: Bytes) -> Option<Committed> {
     })
 }
 
-/// Applies the records of stored batches (as read from the log) to `groups`.
-pub fn replay(
-    groups: &mut Groups,
-    bytes: &[u8],
-    partition: u32,
-    initial_rebalance_delay: Duration,
-) -> usize {
-    let mut applied = 0;
-    for (h, stored) in engine::batch::stored_batches(bytes) {
-        if h.is_control() {
-            // A transaction's marker: its producer's pending offsets in this partition's
-            // groups are committed or dropped, as when it was written.
-            if let Some(kind) = engine::txn::marker_of(stored) {
-                let commit = kind == engine::txn::MarkerKind::Commit;
-                for g in groups.values_mut().filter(|g| g.partition == partition) {
-                    g.complete_txn(h.producer_id, commit);
-                }
-            }
-            continue;
-        }
-        let mut one = Bytes::copy_from_slice(stored);
-        let Ok(set) = RecordBatchDecoder::decode(&mut one) else {
-            tracing::warn!("undecodable batch in {OFFSETS_TOPIC}; skipped");
-            continue;
+impl CoordinatorState for Groups {
+    const TOPIC: &'static str = OFFSETS_TOPIC;
+    const WHAT: &'static str = "committed offsets";
+    /// The initial rebalance delay of a group the records create.
+    type ReplayArgs = Duration;
+
+    fn apply_record(
+        &mut self,
+        initial_rebalance_delay: Duration,
+        partition: u32,
+        header: &BatchHeader,
+        key: Option<Bytes>,
+        value: Option<Bytes>,
+    ) -> bool {
+        let Some((group, topic, part)) = key.and_then(decode_key) else {
+            return false;
         };
-        for r in set.records {
-            let Some((group, topic, part)) = r.key.and_then(decode_key) else {
-                continue;
-            };
-            let entry = groups
-                .entry(group.clone())
-                .or_insert_with(|| GroupEntry::new(&group, partition, initial_rebalance_delay));
-            match r.value.and_then(decode_value) {
-                Some(c) if h.is_transactional() => {
-                    entry.add_pending_txn_offset(h.producer_id, topic, part, c);
-                }
-                Some(c) => {
-                    entry.offsets.insert((topic, part), c);
-                }
-                None => {
-                    entry.offsets.remove(&(topic, part));
-                }
+        let entry = self
+            .entry(group.clone())
+            .or_insert_with(|| GroupEntry::new(&group, partition, initial_rebalance_delay));
+        match value.and_then(decode_value) {
+            Some(c) if header.is_transactional() => {
+                entry.add_pending_txn_offset(header.producer_id, topic, part, c);
             }
-            applied += 1;
+            Some(c) => {
+                entry.offsets.insert((topic, part), c);
+            }
+            None => {
+                entry.offsets.remove(&(topic, part));
+            }
+        }
+        true
+    }
+
+    /// A transaction's marker: its producer's pending offsets in this partition's groups are
+    /// committed or dropped, as when it was written.
+    fn apply_marker(&mut self, partition: u32, header: &BatchHeader, marker: MarkerKind) {
+        let commit = marker == MarkerKind::Commit;
+        for g in self.values_mut().filter(|g| g.partition == partition) {
+            g.complete_txn(header.producer_id, commit);
         }
     }
-    applied
+
+    fn unload(&mut self, partition: u32) {
+        self.retain(|_, g| g.partition != partition);
+    }
 }
 
 #[cfg(test)]
@@ -324,7 +326,10 @@ mod tests {
         ]);
         engine::batch::validate(&batch).expect("a valid v2 batch");
         let mut groups = Groups::new();
-        assert_eq!(replay(&mut groups, &batch, 0, Duration::ZERO), 3);
+        assert_eq!(
+            crate::coordinator::replay_batches(&mut groups, Duration::ZERO, &batch, 0),
+            3
+        );
         let g = &groups["g"];
         assert_eq!(g.offsets.get(&("t".into(), 1)), Some(&c));
         assert_eq!(g.offsets.get(&("t".into(), 2)), None, "tombstone forgets");

@@ -15,8 +15,8 @@
 use std::collections::{BTreeSet, HashMap};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use kafka_protocol::records::RecordBatchDecoder;
 
+use crate::coordinator::CoordinatorState;
 use crate::group::{get_str16, put_str16};
 
 pub const TXN_STATE_TOPIC: &str = "__transaction_state";
@@ -194,42 +194,43 @@ pub fn decode_value(mut b: Bytes) -> Option<TxnMeta> {
     })
 }
 
-/// Applies the records of stored batches (as read from the log) to `txns`; returns how many
-/// were applied.
-pub fn replay(txns: &mut Txns, bytes: &[u8], partition: u32) -> usize {
-    let mut applied = 0;
-    for (h, stored) in engine::batch::stored_batches(bytes) {
-        if h.is_control() {
-            continue;
-        }
-        let mut one = Bytes::copy_from_slice(stored);
-        let Ok(set) = RecordBatchDecoder::decode(&mut one) else {
-            tracing::warn!("undecodable batch in {TXN_STATE_TOPIC}; skipped");
-            continue;
+impl CoordinatorState for Txns {
+    const TOPIC: &'static str = TXN_STATE_TOPIC;
+    const WHAT: &'static str = "transaction state";
+    type ReplayArgs = ();
+
+    fn apply_record(
+        &mut self,
+        _: (),
+        partition: u32,
+        _header: &engine::batch::BatchHeader,
+        key: Option<Bytes>,
+        value: Option<Bytes>,
+    ) -> bool {
+        let Some(id) = key.and_then(decode_key) else {
+            return false;
         };
-        for r in set.records {
-            let Some(id) = r.key.and_then(decode_key) else {
-                continue;
-            };
-            match r.value.and_then(decode_value) {
-                Some(meta) => {
-                    txns.insert(
-                        id,
-                        TxnEntry {
-                            meta,
-                            partition,
-                            busy: false,
-                        },
-                    );
-                }
-                None => {
-                    txns.remove(&id);
-                }
+        match value.and_then(decode_value) {
+            Some(meta) => {
+                self.insert(
+                    id,
+                    TxnEntry {
+                        meta,
+                        partition,
+                        busy: false,
+                    },
+                );
             }
-            applied += 1;
+            None => {
+                self.remove(&id);
+            }
         }
+        true
     }
-    applied
+
+    fn unload(&mut self, partition: u32) {
+        self.retain(|_, t| t.partition != partition);
+    }
 }
 
 #[cfg(test)]
@@ -259,7 +260,10 @@ mod tests {
         };
         let batch = engine::batch_encode::encode_uncompressed([rec(first), rec(encode_value(&m))]);
         let mut txns = Txns::new();
-        assert_eq!(replay(&mut txns, &batch, 1), 2);
+        assert_eq!(
+            crate::coordinator::replay_batches(&mut txns, (), &batch, 1),
+            2
+        );
         assert_eq!(txns["tx"].meta, m);
         assert_eq!(txns["tx"].partition, 1);
         assert!(txn_partition("tx", 3) < 3);
