@@ -20,7 +20,7 @@ use kfc4::wire::{
 use net::barrier::format::{self, Cut, CutStatus, BARRIER_CONTROL_TYPE};
 use serde_json::json;
 
-use crate::client::{kafka_error, KafkaClient};
+use crate::client::{check, kafka_error, KafkaClient};
 use crate::fanout_cmd::parse_delay_ms;
 use crate::output;
 
@@ -620,9 +620,7 @@ fn check_marker(
         .flat_map(|t| t.partitions)
         .next()
         .ok_or("no partition in the Fetch answer")?;
-    if pd.error_code != 0 {
-        return Err(format!("Fetch: {}", kafka_error(pd.error_code)));
-    }
+    check(pd.error_code, None, || "Fetch".into())?;
     let bytes = pd.records.unwrap_or_default();
     // The first batch holding `offset` (a fetch answers from the batch that holds it).
     let (h, one) = engine::batch::stored_batches(&bytes)

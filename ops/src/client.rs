@@ -163,6 +163,35 @@ impl KafkaClient {
     }
 }
 
+/// `Err("{what}: NAME (code): message")` when `code` is an error (`what` says what was
+/// refused: "cannot delete topic t"), else `Ok(())`.
+pub fn check(
+    code: i16,
+    message: Option<&StrBytes>,
+    what: impl FnOnce() -> String,
+) -> Result<(), String> {
+    if code == 0 {
+        return Ok(());
+    }
+    Err(format!("{}: {}", what(), refusal(code, message)))
+}
+
+/// The first result of a response that answers for one resource, or an error naming `api`.
+pub fn first<T>(results: Vec<T>, api: &str) -> Result<T, String> {
+    results
+        .into_iter()
+        .next()
+        .ok_or_else(|| format!("{api} returned no result"))
+}
+
+/// "NAME (code): message" for a refusal.
+pub fn refusal(code: i16, msg: Option<&StrBytes>) -> String {
+    match msg {
+        Some(m) if !m.is_empty() => format!("{}: {}", kafka_error(code), m),
+        _ => kafka_error(code),
+    }
+}
+
 /// Kafka's name for any error code, with the code: `TOPIC_ALREADY_EXISTS (36)`.
 pub fn kafka_error(code: i16) -> String {
     match kafka_protocol::error::ResponseError::try_from_code(code) {

@@ -13,7 +13,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{Compression, Record, RecordBatchDecoder};
 use serde_json::json;
 
-use crate::client::{kafka_error, BrokerVersions, KafkaClient};
+use crate::client::{check, kafka_error, BrokerVersions, KafkaClient};
 use crate::output;
 use crate::partition_offsets::{topic_offsets, EARLIEST, LATEST};
 use crate::topic_cmd::topic_metadata;
@@ -436,9 +436,7 @@ pub fn consume(args: ConsumeArgs) -> Result<(), String> {
                         .collect(),
                 )]);
         let r = c.call(&req, ver)?;
-        if r.error_code != 0 {
-            return Err(format!("Fetch failed: {}", kafka_error(r.error_code)));
-        }
+        check(r.error_code, None, || "Fetch failed".into())?;
         let mut at_end = true;
         let mut got_any = false;
         for t in r.responses {

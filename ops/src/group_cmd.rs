@@ -15,7 +15,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use serde_json::json;
 
-use crate::client::{kafka_error, KafkaClient};
+use crate::client::{check, first, kafka_error, KafkaClient};
 use crate::output;
 use crate::partition_offsets::{list_offsets, EARLIEST, LATEST};
 
@@ -84,9 +84,7 @@ pub fn run(args: GroupArgs) -> Result<(), String> {
 
 fn list(c: &mut KafkaClient, as_json: bool) -> Result<(), String> {
     let r = c.call(&ListGroupsRequest::default(), 4)?;
-    if r.error_code != 0 {
-        return Err(format!("ListGroups failed: {}", kafka_error(r.error_code)));
-    }
+    check(r.error_code, None, || "ListGroups failed".into())?;
     let rows: Vec<Vec<String>> = r
         .groups
         .iter()
@@ -127,20 +125,11 @@ fn describe_classic(c: &mut KafkaClient, group: &str) -> Result<Option<Described
         &DescribeGroupsRequest::default().with_groups(vec![GroupId(s(group))]),
         5,
     )?;
-    let g = d
-        .groups
-        .into_iter()
-        .next()
-        .ok_or("DescribeGroups returned no group")?;
+    let g = first(d.groups, "DescribeGroups")?;
     if g.error_code == GROUP_ID_NOT_FOUND {
         return Ok(None);
     }
-    if g.error_code != 0 {
-        return Err(format!(
-            "DescribeGroups {group}: {}",
-            kafka_error(g.error_code)
-        ));
-    }
+    check(g.error_code, None, || format!("DescribeGroups {group}"))?;
     // Which member owns which partition, from the consumer protocol assignments.
     let mut owner = BTreeMap::new();
     for m in &g.members {
@@ -190,17 +179,10 @@ fn describe_consumer(c: &mut KafkaClient, group: &str) -> Result<Described, Stri
         &ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s(group))]),
         0,
     )?;
-    let g = d
-        .groups
-        .into_iter()
-        .next()
-        .ok_or("ConsumerGroupDescribe returned no group")?;
-    if g.error_code != 0 {
-        return Err(format!(
-            "ConsumerGroupDescribe {group}: {}",
-            kafka_error(g.error_code)
-        ));
-    }
+    let g = first(d.groups, "ConsumerGroupDescribe")?;
+    check(g.error_code, None, || {
+        format!("ConsumerGroupDescribe {group}")
+    })?;
     let mut owner = BTreeMap::new();
     for m in &g.members {
         for tp in &m.assignment.topic_partitions {
@@ -248,12 +230,7 @@ fn describe(c: &mut KafkaClient, group: &str, as_json: bool) -> Result<(), Strin
             .with_topics(None),
         7,
     )?;
-    if f.error_code != 0 {
-        return Err(format!(
-            "OffsetFetch {group}: {}",
-            kafka_error(f.error_code)
-        ));
-    }
+    check(f.error_code, None, || format!("OffsetFetch {group}"))?;
     let mut committed: BTreeMap<(String, i32), i64> = BTreeMap::new();
     for t in f.topics {
         for p in t.partitions {
@@ -379,9 +356,7 @@ fn reset(
         4,
     )?;
     let t = m.topics.first().ok_or("Metadata returned no topic")?;
-    if t.error_code != 0 {
-        return Err(format!("topic {topic}: {}", kafka_error(t.error_code)));
-    }
+    check(t.error_code, None, || format!("topic {topic}"))?;
     let parts: Vec<(String, i32)> = t
         .partitions
         .iter()

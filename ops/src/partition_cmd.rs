@@ -21,10 +21,9 @@ use kafka_protocol::protocol::StrBytes;
 use serde_json::json;
 
 use crate::admin_client::{admin_answer, http_within, DEFAULT_ADMIN_ADDR};
-use crate::client::KafkaClient;
+use crate::client::{check, refusal, KafkaClient};
 use crate::output;
 use crate::shards_cmd::parse_partition;
-use crate::topic_cmd::refusal;
 
 /// The longest `reassign --wait` waits for a reassignment to complete, by default.
 const REASSIGN_WAIT_DEFAULT_MS: u64 = 10 * 60 * 1_000;
@@ -262,24 +261,18 @@ fn reassign(
                         .map(|ids| ids.into_iter().map(BrokerId).collect()),
                 )])]);
     let r = c.call(&req, ver)?;
-    if r.error_code != 0 {
-        return Err(format!(
-            "reassigning {topic}/{partition}: {}",
-            refusal(r.error_code, r.error_message.as_ref())
-        ));
-    }
+    check(r.error_code, r.error_message.as_ref(), || {
+        format!("reassigning {topic}/{partition}")
+    })?;
     let answer = r
         .responses
         .iter()
         .flat_map(|t| &t.partitions)
         .next()
         .ok_or_else(|| format!("reassigning {topic}/{partition}: the broker answered nothing"))?;
-    if answer.error_code != 0 {
-        return Err(format!(
-            "reassigning {topic}/{partition}: {}",
-            refusal(answer.error_code, answer.error_message.as_ref())
-        ));
-    }
+    check(answer.error_code, answer.error_message.as_ref(), || {
+        format!("reassigning {topic}/{partition}")
+    })?;
     let what = match &target {
         Some(ids) => format!("reassignment of {topic}/{partition} to {ids:?} started"),
         None => format!("reassignment of {topic}/{partition} cancelled"),
@@ -351,12 +344,9 @@ fn list_reassignments(
                 .with_partition_indexes(vec![p as i32])]
         }));
     let r = c.call(&req, ver)?;
-    if r.error_code != 0 {
-        return Err(format!(
-            "listing reassignments: {}",
-            refusal(r.error_code, r.error_message.as_ref())
-        ));
-    }
+    check(r.error_code, r.error_message.as_ref(), || {
+        "listing reassignments".into()
+    })?;
     Ok(r)
 }
 
@@ -385,12 +375,7 @@ fn elect(brokers: &str, partitions: &[String], unclean: bool, as_json: bool) -> 
                 .collect()
         }));
     let r = c.call(&req, ver)?;
-    if r.error_code != 0 {
-        return Err(format!(
-            "electing leaders: {}",
-            crate::client::kafka_error(r.error_code)
-        ));
-    }
+    check(r.error_code, None, || "electing leaders".into())?;
     let not_needed = kafka_protocol::ResponseError::ElectionNotNeeded.code();
     let mut rows = Vec::new();
     let mut failed = Vec::new();

@@ -19,7 +19,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use serde_json::json;
 
-use crate::client::{kafka_error, BrokerVersions, KafkaClient};
+use crate::client::{check, first, BrokerVersions, KafkaClient};
 use crate::output;
 use crate::partition_offsets::{topic_offsets, EARLIEST, LATEST};
 
@@ -93,14 +93,6 @@ fn s(v: impl Into<String>) -> StrBytes {
     StrBytes::from_string(v.into())
 }
 
-/// "NAME (code): message" for a refusal.
-pub(crate) fn refusal(code: i16, msg: Option<&StrBytes>) -> String {
-    match msg {
-        Some(m) if !m.is_empty() => format!("{}: {}", kafka_error(code), m),
-        _ => kafka_error(code),
-    }
-}
-
 pub fn run(args: TopicArgs) -> Result<(), String> {
     let mut c = KafkaClient::connect(&args.brokers)?;
     let v = c.api_versions()?;
@@ -166,17 +158,10 @@ fn create(
             .with_timeout_ms(TIMEOUT_MS),
         ver,
     )?;
-    let t = r
-        .topics
-        .into_iter()
-        .next()
-        .ok_or("CreateTopics returned no topic")?;
-    if t.error_code != 0 {
-        return Err(format!(
-            "cannot create topic {name}: {}",
-            refusal(t.error_code, t.error_message.as_ref())
-        ));
-    }
+    let t = first(r.topics, "CreateTopics")?;
+    check(t.error_code, t.error_message.as_ref(), || {
+        format!("cannot create topic {name}")
+    })?;
     // The count the broker chose (v5+ reports it; else ask Metadata).
     let count = if t.num_partitions > 0 {
         t.num_partitions
@@ -221,9 +206,7 @@ pub fn topic_metadata(
         .into_iter()
         .next()
         .ok_or("Metadata returned no topic")?;
-    if t.error_code != 0 {
-        return Err(format!("topic {topic}: {}", kafka_error(t.error_code)));
-    }
+    check(t.error_code, None, || format!("topic {topic}"))?;
     Ok(t)
 }
 
@@ -307,17 +290,10 @@ fn describe(
             .with_configuration_keys(None)]),
         ver,
     )?;
-    let res = r
-        .results
-        .into_iter()
-        .next()
-        .ok_or("DescribeConfigs returned no resource")?;
-    if res.error_code != 0 {
-        return Err(format!(
-            "DescribeConfigs {name}: {}",
-            refusal(res.error_code, res.error_message.as_ref())
-        ));
-    }
+    let res = first(r.results, "DescribeConfigs")?;
+    check(res.error_code, res.error_message.as_ref(), || {
+        format!("DescribeConfigs {name}")
+    })?;
     let mut configs: Vec<(String, String, &'static str)> = res
         .configs
         .iter()
@@ -434,17 +410,10 @@ pub(crate) fn alter_config(
         ]),
         ver,
     )?;
-    let res = r
-        .responses
-        .into_iter()
-        .next()
-        .ok_or("IncrementalAlterConfigs returned no resource")?;
-    if res.error_code != 0 {
-        return Err(format!(
-            "cannot alter configs of topic {name}: {}",
-            refusal(res.error_code, res.error_message.as_ref())
-        ));
-    }
+    let res = first(r.responses, "IncrementalAlterConfigs")?;
+    check(res.error_code, res.error_message.as_ref(), || {
+        format!("cannot alter configs of topic {name}")
+    })?;
     let set_map: serde_json::Map<String, serde_json::Value> =
         set.iter().map(|(k, val)| (k.clone(), json!(val))).collect();
     let mut text = format!("altered configs of topic {name}:");
@@ -479,17 +448,10 @@ fn add_partitions(
             .with_timeout_ms(TIMEOUT_MS),
         ver,
     )?;
-    let res = r
-        .results
-        .into_iter()
-        .next()
-        .ok_or("CreatePartitions returned no topic")?;
-    if res.error_code != 0 {
-        return Err(format!(
-            "cannot add partitions to topic {name}: {}",
-            refusal(res.error_code, res.error_message.as_ref())
-        ));
-    }
+    let res = first(r.results, "CreatePartitions")?;
+    check(res.error_code, res.error_message.as_ref(), || {
+        format!("cannot add partitions to topic {name}")
+    })?;
     done(
         as_json,
         json!({"topic": name, "partitions": count}),
@@ -511,17 +473,10 @@ fn delete_topic(
             .with_timeout_ms(TIMEOUT_MS),
         ver,
     )?;
-    let res = r
-        .responses
-        .into_iter()
-        .next()
-        .ok_or("DeleteTopics returned no topic")?;
-    if res.error_code != 0 {
-        return Err(format!(
-            "cannot delete topic {name}: {}",
-            refusal(res.error_code, res.error_message.as_ref())
-        ));
-    }
+    let res = first(r.responses, "DeleteTopics")?;
+    check(res.error_code, res.error_message.as_ref(), || {
+        format!("cannot delete topic {name}")
+    })?;
     done(
         as_json,
         json!({"topic": name, "deleted": true}),
