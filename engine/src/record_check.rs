@@ -11,7 +11,9 @@
 
 use std::io::{self, Read};
 
-use crate::batch::{BatchError, BatchHeader, HEADER_BYTES};
+use crate::batch::{
+    decode_varlong, BatchError, BatchHeader, VarlongError, HEADER_BYTES, MAX_VARLONG_BYTES,
+};
 
 /// Largest records section a compressed batch may inflate to.
 pub const MAX_DECOMPRESSED_BATCH_BYTES: u64 = 128 << 20;
@@ -216,39 +218,35 @@ impl<S: Source> Records<S> {
         Ok(b)
     }
 
-    /// A zig-zag varlong (varints are read the same way and range-checked by the caller).
+    /// A zig-zag varlong (varints are read the same way and range-checked by the caller),
+    /// decoded by the engine's one varint reader (`batch::decode_varlong`).
     fn varlong(&mut self) -> Result<i64, BatchError> {
-        // Fast path on a slice: no per-byte calls.
+        let too_long = || invalid("record varint is longer than 10 bytes");
+        // Fast path on a slice: decoded in place.
         if let Some(rest) = self.r.rest() {
-            let mut raw: u64 = 0;
-            for (i, &byte) in rest.iter().take(10).enumerate() {
-                if i == 9 && byte > 1 {
-                    break;
+            return match decode_varlong(rest) {
+                Ok((v, n)) => {
+                    self.r.advance(n);
+                    self.used += n as u64;
+                    Ok(v)
                 }
-                raw |= ((byte & 0x7f) as u64) << (7 * i);
-                if byte & 0x80 == 0 {
-                    self.r.advance(i + 1);
-                    self.used += i as u64 + 1;
-                    return Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64));
+                Err(VarlongError::Truncated) => {
+                    Err(invalid(format!("{} records end early", self.codec)))
                 }
-            }
-            if rest.len() < 10 && rest.iter().all(|b| b & 0x80 != 0) {
-                return Err(invalid(format!("{} records end early", self.codec)));
-            }
-            return Err(invalid("record varint is longer than 10 bytes"));
+                Err(VarlongError::TooLong) => Err(too_long()),
+            };
         }
-        let mut raw: u64 = 0;
-        for shift in (0..70).step_by(7) {
-            let byte = self.byte()?;
-            if shift == 63 && byte > 1 {
-                break;
-            }
-            raw |= ((byte & 0x7f) as u64) << shift;
-            if byte & 0x80 == 0 {
-                return Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64));
+        // A stream: its bytes gathered up to the last one of the varint.
+        let mut bytes = [0u8; MAX_VARLONG_BYTES];
+        for i in 0..MAX_VARLONG_BYTES {
+            bytes[i] = self.byte()?;
+            if bytes[i] & 0x80 == 0 {
+                return decode_varlong(&bytes[..=i])
+                    .map(|(v, _)| v)
+                    .map_err(|_| too_long());
             }
         }
-        Err(invalid("record varint is longer than 10 bytes"))
+        Err(too_long())
     }
 
     fn varint(&mut self, what: &str) -> Result<i32, BatchError> {

@@ -20,8 +20,8 @@ use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 
+use crate::batch::records;
 use crate::batch::{self, BatchHeader};
-use crate::cleaner::records;
 
 /// The version of the control record key and end-transaction marker value we write.
 pub const CONTROL_RECORD_VERSION: i16 = 0;

@@ -10,8 +10,8 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 use common::*;
+use engine::batch::records;
 use engine::batch_encode::{encode_uncompressed, NewRecord};
-use engine::cleaner::records;
 use engine::cleaner::Throttle;
 use engine::log::CleanReason;
 use engine::record_check::{BatchRules, ValidBatch};

@@ -10,8 +10,9 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 use common::*;
+use engine::batch::records;
 use engine::batch_encode::{encode_for_producer, encode_transactional, NewRecord, ProducerSeq};
-use engine::cleaner::{records, Throttle};
+use engine::cleaner::Throttle;
 use engine::record_check::{BatchRules, ValidBatch};
 use engine::txn::{self, AbortedTxn, MarkerKind};
 use engine::{

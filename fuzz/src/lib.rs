@@ -202,7 +202,8 @@ pub fn record_batch(data: &[u8]) {
 /// The log cleaner on a valid batch: its records parse, and a rebuild keeping every other
 /// record (with and without a delete horizon) is a valid stored batch holding exactly those.
 fn cleaner_rebuild(b: &[u8], h: &engine::batch::BatchHeader) {
-    use engine::cleaner::records;
+    use engine::batch::records;
+    use engine::cleaner::records::rebuild;
     let Ok(section) = records::section(b, h) else {
         return;
     };
@@ -210,7 +211,7 @@ fn cleaner_rebuild(b: &[u8], h: &engine::batch::BatchHeader) {
     assert_eq!(all.len(), h.records_count as usize);
     let kept: Vec<_> = all.iter().copied().step_by(2).collect();
     for horizon in [None, Some(h.base_timestamp.wrapping_add(1))] {
-        let Ok(out) = records::rebuild(b, h, &kept, horizon) else {
+        let Ok(out) = rebuild(b, h, &kept, horizon) else {
             continue;
         };
         let oh = engine::batch::validate_stored(&out).expect("a rebuilt batch is valid");

@@ -22,8 +22,9 @@ use std::rc::Rc;
 
 use super::segment_set::{open_segment_at, seal_segment, SegmentContent};
 use super::{LogError, PartitionLog};
+use crate::batch::records::{self, RecordView};
 use crate::batch::{self, BatchHeader};
-use crate::cleaner::records::{self, RecordView};
+use crate::cleaner::records::{delete_horizon_ms, rebuild};
 use crate::cleaner::swap::{self, Swap};
 use crate::cleaner::{CleanerCheckpoint, OffsetMap, Throttle};
 use crate::config::LogConfig;
@@ -176,7 +177,7 @@ fn filter_batch(
 ) -> Result<Filtered, batch::BatchError> {
     let section = records::section(bytes, h)?;
     let all = records::parse(&section, h)?;
-    let horizon = records::delete_horizon_ms(h);
+    let horizon = delete_horizon_ms(h);
     let tombstones_expired = horizon.is_some_and(|t| now_ms >= t);
     let kept: Vec<RecordView<'_>> = all
         .iter()
@@ -199,7 +200,7 @@ fn filter_batch(
     } else if removed == 0 && new_horizon.is_none() {
         Fate::Keep
     } else {
-        Fate::Rewrite(records::rebuild(bytes, h, &kept, new_horizon)?)
+        Fate::Rewrite(rebuild(bytes, h, &kept, new_horizon)?)
     };
     Ok(Filtered {
         fate,

@@ -6,6 +6,8 @@
 //! The CRC-32C covers everything from `attributes` to the end, so rewriting the base offset or
 //! the leader epoch keeps the producer's CRC valid.
 
+pub mod records;
+
 use thiserror::Error;
 
 pub const BASE_OFFSET_POS: usize = 0;
@@ -293,18 +295,43 @@ pub fn with_records_section(b: &[u8], codec: i16, section: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Reads a zig-zag varint (Kafka's varint/varlong) at `*pos`.
-pub(crate) fn read_varlong(b: &[u8], pos: &mut usize) -> Option<i64> {
+/// The longest zig-zag varlong, in bytes (the 10th carries one bit).
+pub const MAX_VARLONG_BYTES: usize = 10;
+
+/// Why a varint could not be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VarlongError {
+    /// The bytes end inside it.
+    Truncated,
+    /// It runs past [`MAX_VARLONG_BYTES`] (or its 10th byte overflows 64 bits).
+    TooLong,
+}
+
+/// Kafka's zig-zag varlong (varints are the same, range-checked by the caller) at the start
+/// of `b`: its value and length. The one varint reader of the engine.
+pub fn decode_varlong(b: &[u8]) -> Result<(i64, usize), VarlongError> {
     let mut raw: u64 = 0;
-    for shift in (0..64).step_by(7) {
-        let byte = *b.get(*pos)?;
-        *pos += 1;
-        raw |= ((byte & 0x7f) as u64) << shift;
+    for (i, &byte) in b.iter().take(MAX_VARLONG_BYTES).enumerate() {
+        if i == MAX_VARLONG_BYTES - 1 && byte > 1 {
+            return Err(VarlongError::TooLong);
+        }
+        raw |= ((byte & 0x7f) as u64) << (7 * i);
         if byte & 0x80 == 0 {
-            return Some(((raw >> 1) as i64) ^ -((raw & 1) as i64));
+            return Ok((((raw >> 1) as i64) ^ -((raw & 1) as i64), i + 1));
         }
     }
-    None
+    if b.len() < MAX_VARLONG_BYTES {
+        Err(VarlongError::Truncated)
+    } else {
+        Err(VarlongError::TooLong)
+    }
+}
+
+/// Reads a zig-zag varint (Kafka's varint/varlong) at `*pos`, moving `*pos` past it.
+pub(crate) fn read_varlong(b: &[u8], pos: &mut usize) -> Option<i64> {
+    let (v, n) = decode_varlong(b.get(*pos..)?).ok()?;
+    *pos += n;
+    Some(v)
 }
 
 /// The offset and timestamp of the first record of a batch whose timestamp is ≥ `target_ms`.
@@ -315,27 +342,67 @@ pub fn first_offset_at_or_after(b: &[u8], h: &BatchHeader, target_ms: i64) -> Op
     if h.is_log_append_time() {
         return (h.max_timestamp >= target_ms).then_some((h.base_offset, h.max_timestamp));
     }
-    let records: std::borrow::Cow<[u8]> = match h.compression() {
-        0 => std::borrow::Cow::Borrowed(b.get(HEADER_BYTES..)?),
-        codec => match crate::compression::decompress(codec, b.get(HEADER_BYTES..)?) {
-            Ok(v) => std::borrow::Cow::Owned(v),
-            Err(e) => {
-                tracing::warn!(codec, error = %e, "cannot decompress batch for a timestamp lookup");
-                return None;
-            }
-        },
-    };
-    let mut pos = 0;
-    for _ in 0..h.records_count {
-        let len = read_varlong(&records, &mut pos)?;
-        let start = pos;
-        pos += 1; // attributes
-        let ts_delta = read_varlong(&records, &mut pos)?;
-        let offset_delta = read_varlong(&records, &mut pos)?;
-        if h.base_timestamp + ts_delta >= target_ms {
-            return Some((h.base_offset + offset_delta, h.base_timestamp + ts_delta));
+    let section = match records::section(b, h) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read a batch's records for a timestamp lookup");
+            return None;
         }
-        pos = start.checked_add(usize::try_from(len).ok()?)?;
+    };
+    records::parse(&section, h)
+        .ok()?
+        .into_iter()
+        .find(|r| r.timestamp_ms >= target_ms)
+        .map(|r| (h.base_offset + r.offset_delta as i64, r.timestamp_ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encode(v: i64) -> Vec<u8> {
+        let mut u = ((v << 1) ^ (v >> 63)) as u64;
+        let mut out = Vec::new();
+        loop {
+            let b = (u & 0x7f) as u8;
+            u >>= 7;
+            if u == 0 {
+                out.push(b);
+                return out;
+            }
+            out.push(b | 0x80);
+        }
     }
-    None
+
+    #[test]
+    fn varlongs_round_trip_and_malformed_ones_say_why() {
+        for v in [
+            0,
+            1,
+            -1,
+            63,
+            -64,
+            64,
+            300,
+            i32::MAX as i64,
+            i64::MAX,
+            i64::MIN,
+        ] {
+            let mut b = encode(v);
+            let n = b.len();
+            assert!(n <= MAX_VARLONG_BYTES);
+            b.push(0xff); // what follows is not read
+            assert_eq!(decode_varlong(&b), Ok((v, n)), "{v}");
+            let mut pos = 0;
+            assert_eq!(read_varlong(&b, &mut pos), Some(v));
+            assert_eq!(pos, n);
+            assert_eq!(decode_varlong(&b[..n - 1]), Err(VarlongError::Truncated));
+        }
+        assert_eq!(decode_varlong(&[]), Err(VarlongError::Truncated));
+        assert_eq!(decode_varlong(&[0x80; 11]), Err(VarlongError::TooLong));
+        // A 10th byte above 1 would overflow 64 bits.
+        let mut over = vec![0xff; 9];
+        over.push(0x02);
+        assert_eq!(decode_varlong(&over), Err(VarlongError::TooLong));
+    }
 }
