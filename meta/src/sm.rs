@@ -38,210 +38,181 @@ struct SnapshotBody {
     state: MetaState,
 }
 
-/// The layouts of snapshot version 1 (state version 1: an empty fan-out section), kept to read
-/// (and migrate) snapshots written before fan-out links existed.
-mod v1 {
-    use std::collections::BTreeMap;
+/// A snapshot body of an older layout: its state's version and the body in the current
+/// layout.
+trait OldBody {
+    fn state_version(&self) -> u32;
+    fn into_current(self) -> SnapshotBody;
+}
 
-    use rkyv::{Archive, Deserialize, Serialize};
+/// Declares an older snapshot layout (module `$v`: a `MetaState` of the version field and
+/// the fields listed, in their stored order, and a `SnapshotBody`) and how its state becomes
+/// the current one: a `keep` field is carried as it is, a `drop` one (a section that layout
+/// held empty) is left to the current default, a `with(f)` one is carried through `f`.
+macro_rules! old_layout {
+    (@field keep, $now:ident, $old:ident, $f:ident) => {
+        $now.$f = $old.$f;
+    };
+    (@field drop, $now:ident, $old:ident, $f:ident) => {
+        let _ = $old.$f;
+    };
+    (@field with($conv:path), $now:ident, $old:ident, $f:ident) => {
+        $now.$f = $conv($old.$f);
+    };
+    ($(#[$doc:meta])* $v:ident {
+        $($field:ident: $ty:ty => $how:ident $(($conv:path))?),* $(,)?
+    } $($extra:item)*) => {
+        $(#[$doc])*
+        mod $v {
+            #[allow(unused_imports)]
+            use std::collections::BTreeMap;
 
-    use crate::state::{Assignment, BarrierSectionV1, TopicMeta};
-    use crate::wire::WSnapshotMeta;
+            use rkyv::{Archive, Deserialize, Serialize};
+
+            #[allow(unused_imports)]
+            use crate::state::*;
+            use crate::wire::WSnapshotMeta;
+
+            $($extra)*
+
+            #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
+            pub(super) struct MetaState {
+                pub(super) version: u32,
+                $(pub(super) $field: $ty),*
+            }
+
+            #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
+            pub(super) struct SnapshotBody {
+                pub(super) meta: WSnapshotMeta,
+                pub(super) state: MetaState,
+            }
+
+            impl super::OldBody for SnapshotBody {
+                fn state_version(&self) -> u32 {
+                    self.state.version
+                }
+
+                fn into_current(self) -> super::SnapshotBody {
+                    let mut now = crate::state::MetaState::default();
+                    let old = self.state;
+                    $(old_layout!(@field $how $(($conv))?, now, old, $field);)*
+                    super::SnapshotBody {
+                        meta: self.meta,
+                        state: now,
+                    }
+                }
+            }
+        }
+    };
+}
+
+old_layout! {
+    /// Snapshot version 1 (state version 1: an empty fan-out section).
+    v1 {
+        topics: BTreeMap<String, TopicMeta> => keep,
+        assignments: BTreeMap<String, Vec<Assignment>> => keep,
+        fanout_links: FanoutLinks => drop,
+        barrier_groups: BarrierSectionV1 => drop,
+    }
 
     #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
     pub(super) struct FanoutLinks {
         pub(super) section_version: u32,
     }
+}
 
-    #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
-    pub(super) struct MetaState {
-        pub(super) version: u32,
-        pub(super) topics: BTreeMap<String, TopicMeta>,
-        pub(super) assignments: BTreeMap<String, Vec<Assignment>>,
-        pub(super) fanout_links: FanoutLinks,
-        pub(super) barrier_groups: BarrierSectionV1,
-    }
-
-    #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
-    pub(super) struct SnapshotBody {
-        pub(super) meta: WSnapshotMeta,
-        pub(super) state: MetaState,
+old_layout! {
+    /// Snapshot version 2 (state version 2: fan-out links, no broker registry: every node
+    /// registers again at its start).
+    v2 {
+        topics: BTreeMap<String, TopicMeta> => keep,
+        assignments: BTreeMap<String, Vec<Assignment>> => keep,
+        fanout_links: FanoutLinks => keep,
+        barrier_groups: BarrierSectionV1 => drop,
     }
 }
 
-/// The layouts of snapshot version 2 (state version 2: no broker registry), kept to read (and
-/// migrate) snapshots written before the cluster issue.
-mod v2 {
-    use std::collections::BTreeMap;
-
-    use rkyv::{Archive, Deserialize, Serialize};
-
-    use crate::state::{Assignment, BarrierSectionV1, FanoutLinks, TopicMeta};
-    use crate::wire::WSnapshotMeta;
-
-    #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
-    pub(super) struct MetaState {
-        pub(super) version: u32,
-        pub(super) topics: BTreeMap<String, TopicMeta>,
-        pub(super) assignments: BTreeMap<String, Vec<Assignment>>,
-        pub(super) fanout_links: FanoutLinks,
-        pub(super) barrier_groups: BarrierSectionV1,
-    }
-
-    #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
-    pub(super) struct SnapshotBody {
-        pub(super) meta: WSnapshotMeta,
-        pub(super) state: MetaState,
+old_layout! {
+    /// Snapshot version 3 (state version 3: the broker registry, no SCRAM credentials).
+    v3 {
+        topics: BTreeMap<String, TopicMeta> => keep,
+        assignments: BTreeMap<String, Vec<Assignment>> => keep,
+        fanout_links: FanoutLinks => keep,
+        barrier_groups: BarrierSectionV1 => drop,
+        brokers: BTreeMap<u64, BrokerRegistration> => keep,
+        cluster_id: Option<String> => keep,
+        producer_id_blocks: u64 => keep,
     }
 }
 
-/// The layouts of snapshot version 3 (state version 3: no SCRAM credentials), kept to read
-/// (and migrate) snapshots written before the security issue.
-mod v3 {
-    use std::collections::BTreeMap;
-
-    use rkyv::{Archive, Deserialize, Serialize};
-
-    use crate::state::{Assignment, BarrierSectionV1, BrokerRegistration, FanoutLinks, TopicMeta};
-    use crate::wire::WSnapshotMeta;
-
-    #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
-    pub(super) struct MetaState {
-        pub(super) version: u32,
-        pub(super) topics: BTreeMap<String, TopicMeta>,
-        pub(super) assignments: BTreeMap<String, Vec<Assignment>>,
-        pub(super) fanout_links: FanoutLinks,
-        pub(super) barrier_groups: BarrierSectionV1,
-        pub(super) brokers: BTreeMap<u64, BrokerRegistration>,
-        pub(super) cluster_id: Option<String>,
-        pub(super) producer_id_blocks: u64,
-    }
-
-    #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
-    pub(super) struct SnapshotBody {
-        pub(super) meta: WSnapshotMeta,
-        pub(super) state: MetaState,
+old_layout! {
+    /// Snapshot version 4 (state version 4: SCRAM users, listeners and ACLs, no client
+    /// quotas).
+    v4 {
+        topics: BTreeMap<String, TopicMeta> => keep,
+        assignments: BTreeMap<String, Vec<Assignment>> => keep,
+        fanout_links: FanoutLinks => keep,
+        barrier_groups: BarrierSectionV1 => drop,
+        brokers: BTreeMap<u64, BrokerRegistration> => keep,
+        cluster_id: Option<String> => keep,
+        producer_id_blocks: u64 => keep,
+        scram_users: BTreeMap<String, UserCredentials> => keep,
+        broker_listeners: BTreeMap<u64, Vec<ListenerEndpoint>> => keep,
+        acls: Vec<AclBinding> => keep,
     }
 }
 
-/// The layouts of snapshot version 4 (state version 4: no client quotas), kept to read (and
-/// migrate) snapshots written before quotas.
-mod v4 {
-    use std::collections::BTreeMap;
-
-    use rkyv::{Archive, Deserialize, Serialize};
-
-    use crate::state::{
-        AclBinding, Assignment, BarrierSectionV1, BrokerRegistration, FanoutLinks,
-        ListenerEndpoint, TopicMeta, UserCredentials,
-    };
-    use crate::wire::WSnapshotMeta;
-
-    #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
-    pub(super) struct MetaState {
-        pub(super) version: u32,
-        pub(super) topics: BTreeMap<String, TopicMeta>,
-        pub(super) assignments: BTreeMap<String, Vec<Assignment>>,
-        pub(super) fanout_links: FanoutLinks,
-        pub(super) barrier_groups: BarrierSectionV1,
-        pub(super) brokers: BTreeMap<u64, BrokerRegistration>,
-        pub(super) cluster_id: Option<String>,
-        pub(super) producer_id_blocks: u64,
-        pub(super) scram_users: BTreeMap<String, UserCredentials>,
-        pub(super) broker_listeners: BTreeMap<u64, Vec<ListenerEndpoint>>,
-        pub(super) acls: Vec<AclBinding>,
-    }
-
-    #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
-    pub(super) struct SnapshotBody {
-        pub(super) meta: WSnapshotMeta,
-        pub(super) state: MetaState,
+old_layout! {
+    /// Snapshot version 5 (state version 5: client quotas; an empty barrier section of
+    /// version 1, which becomes the current, empty one).
+    v5 {
+        topics: BTreeMap<String, TopicMeta> => keep,
+        assignments: BTreeMap<String, Vec<Assignment>> => keep,
+        fanout_links: FanoutLinks => keep,
+        barrier_groups: BarrierSectionV1 => drop,
+        brokers: BTreeMap<u64, BrokerRegistration> => keep,
+        cluster_id: Option<String> => keep,
+        producer_id_blocks: u64 => keep,
+        scram_users: BTreeMap<String, UserCredentials> => keep,
+        broker_listeners: BTreeMap<u64, Vec<ListenerEndpoint>> => keep,
+        acls: Vec<AclBinding> => keep,
+        client_quotas: Vec<ClientQuota> => keep,
     }
 }
 
-/// The layouts of snapshot version 5 (state version 5: an empty barrier section, version 1),
-/// kept to read (and migrate) snapshots written before barrier groups.
-mod v5 {
-    use std::collections::BTreeMap;
-
-    use rkyv::{Archive, Deserialize, Serialize};
-
-    use crate::state::{
-        AclBinding, Assignment, BarrierSectionV1, BrokerRegistration, ClientQuota, FanoutLinks,
-        ListenerEndpoint, TopicMeta, UserCredentials,
-    };
-    use crate::wire::WSnapshotMeta;
-
-    #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
-    pub(super) struct MetaState {
-        pub(super) version: u32,
-        pub(super) topics: BTreeMap<String, TopicMeta>,
-        pub(super) assignments: BTreeMap<String, Vec<Assignment>>,
-        pub(super) fanout_links: FanoutLinks,
-        pub(super) barrier_groups: BarrierSectionV1,
-        pub(super) brokers: BTreeMap<u64, BrokerRegistration>,
-        pub(super) cluster_id: Option<String>,
-        pub(super) producer_id_blocks: u64,
-        pub(super) scram_users: BTreeMap<String, UserCredentials>,
-        pub(super) broker_listeners: BTreeMap<u64, Vec<ListenerEndpoint>>,
-        pub(super) acls: Vec<AclBinding>,
-        pub(super) client_quotas: Vec<ClientQuota>,
-    }
-
-    #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
-    pub(super) struct SnapshotBody {
-        pub(super) meta: WSnapshotMeta,
-        pub(super) state: MetaState,
+old_layout! {
+    /// Snapshot version 6 (state version 6: barrier groups, no replicated partitions).
+    v6 {
+        topics: BTreeMap<String, TopicMeta> => keep,
+        assignments: BTreeMap<String, Vec<Assignment>> => keep,
+        fanout_links: FanoutLinks => keep,
+        barrier_groups: BarrierGroups => keep,
+        brokers: BTreeMap<u64, BrokerRegistration> => keep,
+        cluster_id: Option<String> => keep,
+        producer_id_blocks: u64 => keep,
+        scram_users: BTreeMap<String, UserCredentials> => keep,
+        broker_listeners: BTreeMap<u64, Vec<ListenerEndpoint>> => keep,
+        acls: Vec<AclBinding> => keep,
+        client_quotas: Vec<ClientQuota> => keep,
     }
 }
 
-/// The layout of snapshot version 6 (state version 6: no replicated partitions).
-mod v6 {
-    use std::collections::BTreeMap;
-
-    use rkyv::{Archive, Deserialize, Serialize};
-
-    use crate::state::{
-        AclBinding, Assignment, BarrierGroups, BrokerRegistration, ClientQuota, FanoutLinks,
-        ListenerEndpoint, TopicMeta, UserCredentials,
-    };
-    use crate::wire::WSnapshotMeta;
-
-    #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
-    pub(super) struct MetaState {
-        pub(super) version: u32,
-        pub(super) topics: BTreeMap<String, TopicMeta>,
-        pub(super) assignments: BTreeMap<String, Vec<Assignment>>,
-        pub(super) fanout_links: FanoutLinks,
-        pub(super) barrier_groups: BarrierGroups,
-        pub(super) brokers: BTreeMap<u64, BrokerRegistration>,
-        pub(super) cluster_id: Option<String>,
-        pub(super) producer_id_blocks: u64,
-        pub(super) scram_users: BTreeMap<String, UserCredentials>,
-        pub(super) broker_listeners: BTreeMap<u64, Vec<ListenerEndpoint>>,
-        pub(super) acls: Vec<AclBinding>,
-        pub(super) client_quotas: Vec<ClientQuota>,
+old_layout! {
+    /// Snapshot version 7 (state version 7: replicated partitions, without reassignments).
+    v7 {
+        topics: BTreeMap<String, TopicMeta> => keep,
+        assignments: BTreeMap<String, Vec<Assignment>> => keep,
+        fanout_links: FanoutLinks => keep,
+        barrier_groups: BarrierGroups => keep,
+        brokers: BTreeMap<u64, BrokerRegistration> => keep,
+        cluster_id: Option<String> => keep,
+        producer_id_blocks: u64 => keep,
+        scram_users: BTreeMap<String, UserCredentials> => keep,
+        broker_listeners: BTreeMap<u64, Vec<ListenerEndpoint>> => keep,
+        acls: Vec<AclBinding> => keep,
+        client_quotas: Vec<ClientQuota> => keep,
+        replicas: BTreeMap<String, Vec<PartitionReplicas>> => with(without_reassignments),
     }
-
-    #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
-    pub(super) struct SnapshotBody {
-        pub(super) meta: WSnapshotMeta,
-        pub(super) state: MetaState,
-    }
-}
-
-/// The layout of snapshot version 7 (state version 7: replicated partitions without
-/// reassignments).
-mod v7 {
-    use std::collections::BTreeMap;
-
-    use rkyv::{Archive, Deserialize, Serialize};
-
-    use crate::state::{
-        AclBinding, Assignment, BarrierGroups, BrokerRegistration, ClientQuota, FanoutLinks,
-        ListenerEndpoint, TopicMeta, UserCredentials,
-    };
-    use crate::wire::WSnapshotMeta;
 
     #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
     pub(super) struct PartitionReplicas {
@@ -252,239 +223,48 @@ mod v7 {
         pub(super) partition_epoch: i32,
     }
 
-    #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
-    pub(super) struct MetaState {
-        pub(super) version: u32,
-        pub(super) topics: BTreeMap<String, TopicMeta>,
-        pub(super) assignments: BTreeMap<String, Vec<Assignment>>,
-        pub(super) fanout_links: FanoutLinks,
-        pub(super) barrier_groups: BarrierGroups,
-        pub(super) brokers: BTreeMap<u64, BrokerRegistration>,
-        pub(super) cluster_id: Option<String>,
-        pub(super) producer_id_blocks: u64,
-        pub(super) scram_users: BTreeMap<String, UserCredentials>,
-        pub(super) broker_listeners: BTreeMap<u64, Vec<ListenerEndpoint>>,
-        pub(super) acls: Vec<AclBinding>,
-        pub(super) client_quotas: Vec<ClientQuota>,
-        pub(super) replicas: BTreeMap<String, Vec<PartitionReplicas>>,
-    }
-
-    #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
-    pub(super) struct SnapshotBody {
-        pub(super) meta: WSnapshotMeta,
-        pub(super) state: MetaState,
-    }
-}
-
-/// Reads a version-7 snapshot body and migrates it (no reassignment under way).
-fn decode_snapshot_v7(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> {
-    decode_old_snapshot(
-        bytes,
-        7,
-        what,
-        |b: &v7::SnapshotBody| b.state.version,
-        |old| SnapshotBody {
-            meta: old.meta,
-            state: MetaState {
-                topics: old.state.topics,
-                assignments: old.state.assignments,
-                fanout_links: old.state.fanout_links,
-                barrier_groups: old.state.barrier_groups,
-                brokers: old.state.brokers,
-                cluster_id: old.state.cluster_id,
-                producer_id_blocks: old.state.producer_id_blocks,
-                scram_users: old.state.scram_users,
-                broker_listeners: old.state.broker_listeners,
-                acls: old.state.acls,
-                client_quotas: old.state.client_quotas,
-                replicas: old
-                    .state
-                    .replicas
+    /// Version 7's replicated partitions, none with a reassignment under way.
+    fn without_reassignments(
+        replicas: BTreeMap<String, Vec<PartitionReplicas>>,
+    ) -> BTreeMap<String, Vec<crate::state::PartitionReplicas>> {
+        replicas
+            .into_iter()
+            .map(|(name, parts)| {
+                let parts = parts
                     .into_iter()
-                    .map(|(name, parts)| {
-                        let parts = parts
-                            .into_iter()
-                            .map(|r| crate::state::PartitionReplicas {
-                                replicas: r.replicas,
-                                isr: r.isr,
-                                leader: r.leader,
-                                leader_epoch: r.leader_epoch,
-                                partition_epoch: r.partition_epoch,
-                                adding: Vec::new(),
-                                removing: Vec::new(),
-                            })
-                            .collect();
-                        (name, parts)
+                    .map(|r| crate::state::PartitionReplicas {
+                        replicas: r.replicas,
+                        isr: r.isr,
+                        leader: r.leader,
+                        leader_epoch: r.leader_epoch,
+                        partition_epoch: r.partition_epoch,
+                        adding: Vec::new(),
+                        removing: Vec::new(),
                     })
-                    .collect(),
-                ..MetaState::default()
-            },
-        },
-    )
-}
-
-/// Reads a version-6 snapshot body and migrates it (no replicated partitions yet).
-fn decode_snapshot_v6(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> {
-    decode_old_snapshot(
-        bytes,
-        6,
-        what,
-        |b: &v6::SnapshotBody| b.state.version,
-        |old| SnapshotBody {
-            meta: old.meta,
-            state: MetaState {
-                topics: old.state.topics,
-                assignments: old.state.assignments,
-                fanout_links: old.state.fanout_links,
-                barrier_groups: old.state.barrier_groups,
-                brokers: old.state.brokers,
-                cluster_id: old.state.cluster_id,
-                producer_id_blocks: old.state.producer_id_blocks,
-                scram_users: old.state.scram_users,
-                broker_listeners: old.state.broker_listeners,
-                acls: old.state.acls,
-                client_quotas: old.state.client_quotas,
-                ..MetaState::default()
-            },
-        },
-    )
-}
-
-/// Reads a version-5 snapshot body and migrates it (no barrier groups yet: the section is
-/// the current, empty one).
-fn decode_snapshot_v5(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> {
-    decode_old_snapshot(
-        bytes,
-        5,
-        what,
-        |b: &v5::SnapshotBody| b.state.version,
-        |old| SnapshotBody {
-            meta: old.meta,
-            state: MetaState {
-                topics: old.state.topics,
-                assignments: old.state.assignments,
-                fanout_links: old.state.fanout_links,
-                brokers: old.state.brokers,
-                cluster_id: old.state.cluster_id,
-                producer_id_blocks: old.state.producer_id_blocks,
-                scram_users: old.state.scram_users,
-                broker_listeners: old.state.broker_listeners,
-                acls: old.state.acls,
-                client_quotas: old.state.client_quotas,
-                ..MetaState::default()
-            },
-        },
-    )
-}
-
-/// Reads a version-4 snapshot body and migrates it (no client quotas yet).
-fn decode_snapshot_v4(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> {
-    decode_old_snapshot(
-        bytes,
-        4,
-        what,
-        |b: &v4::SnapshotBody| b.state.version,
-        |old| SnapshotBody {
-            meta: old.meta,
-            state: MetaState {
-                topics: old.state.topics,
-                assignments: old.state.assignments,
-                fanout_links: old.state.fanout_links,
-                brokers: old.state.brokers,
-                cluster_id: old.state.cluster_id,
-                producer_id_blocks: old.state.producer_id_blocks,
-                scram_users: old.state.scram_users,
-                broker_listeners: old.state.broker_listeners,
-                acls: old.state.acls,
-                ..MetaState::default()
-            },
-        },
-    )
-}
-
-/// Reads a version-3 snapshot body and migrates it (no SCRAM users yet).
-fn decode_snapshot_v3(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> {
-    decode_old_snapshot(
-        bytes,
-        3,
-        what,
-        |b: &v3::SnapshotBody| b.state.version,
-        |old| SnapshotBody {
-            meta: old.meta,
-            state: MetaState {
-                topics: old.state.topics,
-                assignments: old.state.assignments,
-                fanout_links: old.state.fanout_links,
-                brokers: old.state.brokers,
-                cluster_id: old.state.cluster_id,
-                producer_id_blocks: old.state.producer_id_blocks,
-                ..MetaState::default()
-            },
-        },
-    )
+                    .collect();
+                (name, parts)
+            })
+            .collect()
+    }
 }
 
 /// Reads a snapshot of an older `version` in its layout `B` (whose state must say
-/// `version` too: `state_version`) and migrates it to the current body.
-fn decode_old_snapshot<B>(
-    bytes: &[u8],
-    version: u32,
-    what: &str,
-    state_version: impl Fn(&B) -> u32,
-    migrate: impl FnOnce(B) -> SnapshotBody,
-) -> Result<SnapshotBody, MetaError>
+/// `version` too) and migrates it to the current body.
+fn decode_old_snapshot<B>(bytes: &[u8], version: u32, what: &str) -> Result<SnapshotBody, MetaError>
 where
-    B: Archive,
+    B: Archive + OldBody,
     B::Archived: for<'a> rkyv::bytecheck::CheckBytes<rkyv::api::high::HighValidator<'a, rkyv::rancor::Error>>
         + Deserialize<B, rkyv::rancor::Strategy<rkyv::de::Pool, rkyv::rancor::Error>>,
 {
     let payload = wire::checked_file_payload(bytes, SNAPSHOT_MAGIC, version, what)?;
     let old = wire::decode::<B>(payload, what)?;
-    let found = state_version(&old);
+    let found = old.state_version();
     if found != version {
         return Err(MetaError::Corrupt {
             context: format!("{what}: state version {found} in a v{version} snapshot"),
         });
     }
-    Ok(migrate(old))
-}
-
-/// Reads a version-2 snapshot body and migrates it (an empty broker registry: every node
-/// registers again at its start).
-fn decode_snapshot_v2(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> {
-    decode_old_snapshot(
-        bytes,
-        2,
-        what,
-        |b: &v2::SnapshotBody| b.state.version,
-        |old| SnapshotBody {
-            meta: old.meta,
-            state: MetaState {
-                topics: old.state.topics,
-                assignments: old.state.assignments,
-                fanout_links: old.state.fanout_links,
-                ..MetaState::default()
-            },
-        },
-    )
-}
-
-/// Reads a version-1 snapshot body and migrates it (no fan-out links existed then).
-fn decode_snapshot_v1(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> {
-    decode_old_snapshot(
-        bytes,
-        1,
-        what,
-        |b: &v1::SnapshotBody| b.state.version,
-        |old| SnapshotBody {
-            meta: old.meta,
-            state: MetaState {
-                topics: old.state.topics,
-                assignments: old.state.assignments,
-                ..MetaState::default()
-            },
-        },
-    )
+    Ok(old.into_current())
 }
 
 pub(crate) struct SmInner {
@@ -515,13 +295,13 @@ fn decode_snapshot(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> 
         .find(|v| bytes.len() >= 12 && bytes[8..12] == v.to_le_bytes());
     if let Some(v) = old_version {
         let body = match v {
-            1 => decode_snapshot_v1(bytes, what)?,
-            2 => decode_snapshot_v2(bytes, what)?,
-            3 => decode_snapshot_v3(bytes, what)?,
-            4 => decode_snapshot_v4(bytes, what)?,
-            5 => decode_snapshot_v5(bytes, what)?,
-            6 => decode_snapshot_v6(bytes, what)?,
-            _ => decode_snapshot_v7(bytes, what)?,
+            1 => decode_old_snapshot::<v1::SnapshotBody>(bytes, v, what)?,
+            2 => decode_old_snapshot::<v2::SnapshotBody>(bytes, v, what)?,
+            3 => decode_old_snapshot::<v3::SnapshotBody>(bytes, v, what)?,
+            4 => decode_old_snapshot::<v4::SnapshotBody>(bytes, v, what)?,
+            5 => decode_old_snapshot::<v5::SnapshotBody>(bytes, v, what)?,
+            6 => decode_old_snapshot::<v6::SnapshotBody>(bytes, v, what)?,
+            _ => decode_old_snapshot::<v7::SnapshotBody>(bytes, v, what)?,
         };
         body.state
             .check_invariants()
