@@ -460,8 +460,7 @@ pub fn run(
                 let state = CoreState::new(core, ctx.clone(), shards)
                     .await
                     .map_err(|e| core_err(e.to_string()))?;
-                state
-                    .start_meta_follower()
+                crate::reconcile::start_meta_follower(&state)
                     .await
                     .map_err(|e| core_err(e.to_string()))?;
                 let listener = glommio::net::TcpListener::bind(listen)
@@ -498,12 +497,12 @@ pub fn run(
                 spawn_ticks(
                     &state,
                     ctx.config.retention_check_interval_ms,
-                    |s| async move { s.enforce_retention().await },
+                    |s| async move { crate::reconcile::enforce_retention(&s).await },
                 );
                 // The coordinators' periodic work: groups' timers, offsets expiry,
                 // transaction timeouts and markers, barrier intervals and injections.
                 spawn_ticks(&state, crate::group::GROUP_TICK_MS, |s| async move {
-                    s.group_tick()
+                    crate::reconcile::group_tick(&s)
                 });
                 let offsets_retention_ms = ctx.config.offsets_retention_ms;
                 spawn_ticks(
@@ -545,7 +544,7 @@ pub fn run(
     let run_core = |state: Rc<CoreState>| async move {
         let _ = crosswake::home_wake(state.ctx.shutdown.recv_async()).await;
         tracing::info!(core = state.core, "core shutting down");
-        state.close_all().await;
+        crate::reconcile::close_all(&state).await;
     };
     let (_shards, join) =
         shard::start(&shard_config, init, run_core).map_err(StartError::Executors)?;

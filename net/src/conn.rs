@@ -42,7 +42,7 @@ const ACCEPT_BACKOFF_MAX_MS: u64 = 1_000;
 /// At most one "accept failed" line per this interval (with the count since the last one).
 const ACCEPT_ERROR_LOG_INTERVAL_MS: u64 = 10_000;
 /// Frames of `sasl-server-max-receive-bytes` that SASL clients not yet authenticated may have
-/// in flight on one core together (`CoreState::pre_auth_request_bytes`): unauthenticated
+/// in flight on one core together (`CoreState::admission.pre_auth_request_bytes`): unauthenticated
 /// connections wait on each other past it, never on authenticated work.
 pub const PRE_AUTH_FRAMES_PER_CORE: u64 = 64;
 /// Room reserved for the response of a request other than Fetch.

@@ -3,7 +3,7 @@
 //! (`crate::txn`) and barrier groups on `__barrier_state` (`crate::barrier`). A core keeps
 //! the state of the keys whose partitions it leads; that state is rebuilt from the
 //! partition's records when the core starts leading it ([`replay_batches`], the one replay
-//! loop, which `CoreState::replay_coordinator` runs for `load_coordinator_state`), dropped
+//! loop, which `reconcile::replay_coordinator` runs for `load_coordinator_state`), dropped
 //! when it stops ([`CoordinatorState::unload`]), and driven by a periodic tick
 //! (`broker::spawn_ticks`, the one scheduler). Requests reach the coordinator's core through `route::on_coordinator_core`.
 //!

@@ -211,7 +211,7 @@ pub async fn high_watermark_here(
     let core = state.owner_core(topic, partition)?;
     let topic = topic.to_string();
     let hwm = move |s: Rc<CoreState>| async move {
-        s.partition(&topic, partition)
+        crate::opening::partition(&s, &topic, partition)
             .await
             .map(|x| x.log().high_watermark())
     };
@@ -247,14 +247,14 @@ pub async fn append_child_here(
     };
     let child = child.to_string();
     let append = move |s: Rc<CoreState>| async move {
-        if !s.leads(&child, partition) {
+        if !crate::replica::leads(&s, &child, partition) {
             return Ok(false);
         }
         let key = (child, partition);
-        if let Some(why) = s.check_min_insync(&key) {
+        if let Some(why) = crate::replica::check_min_insync(&s, &key) {
             return Err(AppendHereError::NotReplicated(why));
         }
-        let Some(part) = s.partition(&key.0, partition).await else {
+        let Some(part) = crate::opening::partition(&s, &key.0, partition).await else {
             return Ok(false);
         };
         let valid = ValidBatch::new(&batch, part.log().batch_rules()).map_err(|source| {
@@ -264,7 +264,7 @@ pub async fn append_child_here(
             })
         })?;
         let stored = part.produce(valid, Durability::Sync).await?;
-        s.replicate_own_write(&key, &part, stored.last_offset)
+        crate::replica::replicate_own_write(&s, &key, &part, stored.last_offset)
             .await
             .map_err(|(_, why)| AppendHereError::NotReplicated(why))?;
         Ok(true)
@@ -308,7 +308,7 @@ async fn reconcile(state: &Rc<CoreState>, pass: u64) {
                 let key = (link.parent.clone(), p as u32);
                 // A replicated parent's cursor runs on its leader only.
                 let here = parts.contains_key(&key) || state.data.openings.is_unopened(&key);
-                if here && state.leads(&key.0, key.1) {
+                if here && crate::replica::leads(state, &key.0, key.1) {
                     d.insert(
                         (
                             link.parent.clone(),
@@ -343,7 +343,7 @@ async fn reconcile(state: &Rc<CoreState>, pass: u64) {
             continue;
         }
         let (parent, p, child, epoch) = key.clone();
-        let Some(part) = state.partition(&parent, p).await else {
+        let Some(part) = crate::opening::partition(state, &parent, p).await else {
             continue;
         };
         let stored = Stored::from_load(part.load_cursor_file(&child).await);

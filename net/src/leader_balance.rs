@@ -19,43 +19,41 @@ use crate::core::CoreState;
 /// for the next check.
 pub const MAX_PREFERRED_ELECTIONS_PER_CHECK: usize = 1_000;
 
-impl CoreState {
-    /// The auto leader rebalance loop (see the module comment). Runs for the life of the
-    /// core.
-    pub async fn leader_balance_loop(self: Rc<Self>) {
-        let config = &self.ctx.config;
-        let interval = Duration::from_millis(config.leader_imbalance_check_interval_ms);
-        let percentage = config.leader_imbalance_per_broker_percentage;
-        loop {
-            glommio::timer::sleep(interval).await;
-            if self.ctx.meta.leader_id() != Some(self.node_id()) {
-                continue;
-            }
-            let due = self
-                .meta
-                .borrow()
-                .preferred_elections_due(percentage, MAX_PREFERRED_ELECTIONS_PER_CHECK);
-            if due.is_empty() {
-                continue;
-            }
-            tracing::info!(
-                partitions = due.len(),
-                "auto leader rebalance: electing preferred replicas"
-            );
-            for (name, partition) in due {
-                let cmd = Command::ElectLeader {
-                    name: name.clone(),
-                    partition,
-                    unclean: false,
-                };
-                // A refusal means the state moved on since the look (the next check sees it).
-                match self.ctx.meta.write(cmd).await {
-                    Ok(_) => {
-                        tracing::info!(topic = %name, partition, "preferred replica leads again")
-                    }
-                    Err(e) => {
-                        tracing::debug!(topic = %name, partition, error = %e, "preferred election not made")
-                    }
+/// The auto leader rebalance loop (see the module comment). Runs for the life of the
+/// core.
+pub async fn leader_balance_loop(state: Rc<CoreState>) {
+    let config = &state.ctx.config;
+    let interval = Duration::from_millis(config.leader_imbalance_check_interval_ms);
+    let percentage = config.leader_imbalance_per_broker_percentage;
+    loop {
+        glommio::timer::sleep(interval).await;
+        if state.ctx.meta.leader_id() != Some(state.node_id()) {
+            continue;
+        }
+        let due = state
+            .meta
+            .borrow()
+            .preferred_elections_due(percentage, MAX_PREFERRED_ELECTIONS_PER_CHECK);
+        if due.is_empty() {
+            continue;
+        }
+        tracing::info!(
+            partitions = due.len(),
+            "auto leader rebalance: electing preferred replicas"
+        );
+        for (name, partition) in due {
+            let cmd = Command::ElectLeader {
+                name: name.clone(),
+                partition,
+                unclean: false,
+            };
+            // A refusal means the state moved on since the look (the next check sees it).
+            match state.ctx.meta.write(cmd).await {
+                Ok(_) => {
+                    tracing::info!(topic = %name, partition, "preferred replica leads again")
+                }
+                Err(e) => {
+                    tracing::debug!(topic = %name, partition, error = %e, "preferred election not made")
                 }
             }
         }

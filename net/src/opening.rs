@@ -30,155 +30,156 @@ use crate::core::{CoreState, OwnedPartition, PartitionKey};
 /// How often a core opening many partitions logs how far it is.
 const OPEN_PROGRESS_LOG_SECS: u64 = 5;
 
-impl CoreState {
-    /// The open partition `topic`/`index` of this core. One assigned here and not open yet is
-    /// opened first (or the open under way awaited). `None`: not this core's partition, its
-    /// open failed (logged), or the core is shutting down.
-    pub async fn partition(&self, topic: &str, index: u32) -> Option<Rc<OwnedPartition>> {
-        if let Some(p) = self.partition_if_open(topic, index) {
-            return Some(p);
-        }
-        let gate = self.start_open(&(topic.to_string(), index))?;
-        // `acquire` fails once the gate is closed: the open has ended.
-        let _ = gate.acquire(1).await;
-        self.partition_if_open(topic, index)
+/// The open partition `topic`/`index` of this core. One assigned here and not open yet is
+/// opened first (or the open under way awaited). `None`: not this core's partition, its
+/// open failed (logged), or the core is shutting down.
+pub async fn partition(state: &CoreState, topic: &str, index: u32) -> Option<Rc<OwnedPartition>> {
+    if let Some(p) = state.partition_if_open(topic, index) {
+        return Some(p);
     }
+    let gate = start_open(state, &(topic.to_string(), index))?;
+    // `acquire` fails once the gate is closed: the open has ended.
+    let _ = gate.acquire(1).await;
+    state.partition_if_open(topic, index)
+}
 
-    /// The gate of `key`'s open, starting the open if none is under way; `None` if `key` is
-    /// not an unopened partition of this core.
-    fn start_open(&self, key: &PartitionKey) -> Option<Rc<Semaphore>> {
-        let me = self.me.upgrade()?;
-        let (gate, incarnation) = {
-            let mut unopened = self.data.openings.unopened.borrow_mut();
-            let entry = unopened.get_mut(key)?;
-            if let Some(gate) = &entry.opening {
-                return Some(gate.clone());
-            }
-            let gate = Rc::new(Semaphore::new(0));
-            entry.opening = Some(gate.clone());
-            (gate, entry.incarnation.clone())
-        };
-        // glommio runs a spawned task at once, up to its first wait: no borrow is held here.
-        let (key, done) = (key.clone(), gate.clone());
-        glommio::spawn_local(async move {
-            me.open_unopened(key, incarnation).await;
-            done.close();
-        })
-        .detach();
-        Some(gate)
-    }
-
-    /// Opens the unopened partition `key`, within the core's bound on opens at once.
-    async fn open_unopened(&self, key: PartitionKey, incarnation: String) {
-        let openings = &self.data.openings;
-        let Ok(_permit) = openings.permits.acquire_permit(1).await else {
-            return;
-        };
-        let still_assigned = || {
-            openings
-                .unopened
-                .borrow()
-                .get(&key)
-                .is_some_and(|e| e.incarnation == incarnation)
-        };
-        if openings.closing.get() || !still_assigned() {
-            if let Some(e) = openings.unopened.borrow_mut().get_mut(&key) {
-                e.opening = None;
-            }
-            return;
+/// The gate of `key`'s open, starting the open if none is under way; `None` if `key` is
+/// not an unopened partition of this core.
+fn start_open(state: &CoreState, key: &PartitionKey) -> Option<Rc<Semaphore>> {
+    let me = state.me.upgrade()?;
+    let (gate, incarnation) = {
+        let mut unopened = state.data.openings.unopened.borrow_mut();
+        let entry = unopened.get_mut(key)?;
+        if let Some(gate) = &entry.opening {
+            return Some(gate.clone());
         }
-        let configs = self
-            .meta
+        let gate = Rc::new(Semaphore::new(0));
+        entry.opening = Some(gate.clone());
+        (gate, entry.incarnation.clone())
+    };
+    // glommio runs a spawned task at once, up to its first wait: no borrow is held here.
+    let (key, done) = (key.clone(), gate.clone());
+    glommio::spawn_local(async move {
+        open_unopened(&me, key, incarnation).await;
+        done.close();
+    })
+    .detach();
+    Some(gate)
+}
+
+/// Opens the unopened partition `key`, within the core's bound on opens at once.
+async fn open_unopened(state: &CoreState, key: PartitionKey, incarnation: String) {
+    let openings = &state.data.openings;
+    let Ok(_permit) = openings.permits.acquire_permit(1).await else {
+        return;
+    };
+    let still_assigned = || {
+        openings
+            .unopened
             .borrow()
-            .topic(&key.0)
-            .map(|t| t.configs.clone())
-            .unwrap_or_default();
-        let opened = self
-            .open_partition(&key.0, key.1, &incarnation, &configs)
-            .await;
-        // Whatever the outcome, the partition is no longer waiting to be opened: a failed open
-        // is tried again by the next metastore change, as before lazy opens.
-        let assigned = still_assigned();
-        if assigned {
-            openings.unopened.borrow_mut().remove(&key);
+            .get(&key)
+            .is_some_and(|e| e.incarnation == incarnation)
+    };
+    if openings.closing.get() || !still_assigned() {
+        if let Some(e) = openings.unopened.borrow_mut().get_mut(&key) {
+            e.opening = None;
         }
-        match opened {
-            Ok(p) if assigned => {
-                self.data.partitions.borrow_mut().insert(key, Rc::new(p));
+        return;
+    }
+    let configs = state
+        .meta
+        .borrow()
+        .topic(&key.0)
+        .map(|t| t.configs.clone())
+        .unwrap_or_default();
+    let opened =
+        crate::reconcile::open_partition(state, &key.0, key.1, &incarnation, &configs).await;
+    // Whatever the outcome, the partition is no longer waiting to be opened: a failed open
+    // is tried again by the next metastore change, as before lazy opens.
+    let assigned = still_assigned();
+    if assigned {
+        openings.unopened.borrow_mut().remove(&key);
+    }
+    match opened {
+        Ok(p) if assigned => {
+            state.data.partitions.borrow_mut().insert(key, Rc::new(p));
+        }
+        Ok(p) => {
+            // Reassigned while it opened (not done by this module's callers): closed
+            // cleanly, its files left to whoever owns it now.
+            if let Err(e) = p.close().await {
+                tracing::warn!(topic = %key.0, partition = key.1, error = %e, "closing partition");
             }
-            Ok(p) => {
-                // Reassigned while it opened (not done by this module's callers): closed
-                // cleanly, its files left to whoever owns it now.
-                if let Err(e) = p.close().await {
-                    tracing::warn!(topic = %key.0, partition = key.1, error = %e, "closing partition");
-                }
-            }
-            Err(e) => {
-                tracing::error!(topic = %key.0, partition = key.1, error = %e, "cannot open partition")
-            }
+        }
+        Err(e) => {
+            tracing::error!(topic = %key.0, partition = key.1, error = %e, "cannot open partition")
         }
     }
+}
 
-    /// Opens `keys` (those unopened; others are skipped), `concurrency` at a time, logging how
-    /// far it is every `OPEN_PROGRESS_LOG_SECS`; returns how many are open after it.
-    pub(crate) async fn open_all(&self, keys: Vec<PartitionKey>, concurrency: usize) -> usize {
-        let total = keys.len();
-        let done = Cell::new(0usize);
-        let opened = Cell::new(0usize);
-        let progress = Cell::new(Instant::now());
-        for_each_bounded(keys, concurrency, |(topic, index)| {
-            let (done, opened, progress) = (&done, &opened, &progress);
-            async move {
-                if self.partition(&topic, index).await.is_some() {
-                    opened.set(opened.get() + 1);
-                }
-                done.set(done.get() + 1);
-                if progress.get().elapsed() >= Duration::from_secs(OPEN_PROGRESS_LOG_SECS) {
-                    progress.set(Instant::now());
-                    tracing::info!(
-                        core = self.core,
-                        done = done.get(),
-                        total,
-                        "opening partitions"
-                    );
-                }
+/// Opens `keys` (those unopened; others are skipped), `concurrency` at a time, logging how
+/// far it is every `OPEN_PROGRESS_LOG_SECS`; returns how many are open after it.
+pub(crate) async fn open_all(
+    state: &CoreState,
+    keys: Vec<PartitionKey>,
+    concurrency: usize,
+) -> usize {
+    let total = keys.len();
+    let done = Cell::new(0usize);
+    let opened = Cell::new(0usize);
+    let progress = Cell::new(Instant::now());
+    for_each_bounded(keys, concurrency, |(topic, index)| {
+        let (done, opened, progress) = (&done, &opened, &progress);
+        async move {
+            if partition(state, &topic, index).await.is_some() {
+                opened.set(opened.get() + 1);
             }
-        })
+            done.set(done.get() + 1);
+            if progress.get().elapsed() >= Duration::from_secs(OPEN_PROGRESS_LOG_SECS) {
+                progress.set(Instant::now());
+                tracing::info!(
+                    core = state.core,
+                    done = done.get(),
+                    total,
+                    "opening partitions"
+                );
+            }
+        }
+    })
+    .await;
+    opened.get()
+}
+
+/// The background pass of start-up: opens every partition still unopened, a few at a
+/// time (`background-opens-per-core`; 0: none, each waits for its first request).
+pub(crate) async fn background_open_pass(state: &CoreState) {
+    let concurrency = state.ctx.config.background_opens_per_core;
+    let keys = state.data.openings.keys_sorted();
+    if concurrency == 0 || keys.is_empty() {
+        return;
+    }
+    let started = Instant::now();
+    let total = keys.len();
+    let opened = open_all(state, keys, concurrency).await;
+    tracing::info!(
+        core = state.core,
+        opened,
+        total,
+        secs = started.elapsed().as_secs_f64(),
+        "background open pass done"
+    );
+}
+
+/// Stops opening (the clean close at shutdown): waits for the opens under way, and leaves
+/// the partitions never opened as they are on disk.
+pub(crate) async fn stop_opening(state: &CoreState) {
+    let openings = &state.data.openings;
+    openings.closing.set(true);
+    // Every permit: no open is under way after this (those queued behind find `closing`).
+    let all = openings
+        .permits
+        .acquire_permit(MAX_CONCURRENT_PARTITION_OPENS as u64)
         .await;
-        opened.get()
-    }
-
-    /// The background pass of start-up: opens every partition still unopened, a few at a
-    /// time (`background-opens-per-core`; 0: none, each waits for its first request).
-    pub(crate) async fn background_open_pass(&self) {
-        let concurrency = self.ctx.config.background_opens_per_core;
-        let keys = self.data.openings.keys_sorted();
-        if concurrency == 0 || keys.is_empty() {
-            return;
-        }
-        let started = Instant::now();
-        let total = keys.len();
-        let opened = self.open_all(keys, concurrency).await;
-        tracing::info!(
-            core = self.core,
-            opened,
-            total,
-            secs = started.elapsed().as_secs_f64(),
-            "background open pass done"
-        );
-    }
-
-    /// Stops opening (the clean close at shutdown): waits for the opens under way, and leaves
-    /// the partitions never opened as they are on disk.
-    pub(crate) async fn stop_opening(&self) {
-        let openings = &self.data.openings;
-        openings.closing.set(true);
-        // Every permit: no open is under way after this (those queued behind find `closing`).
-        let all = openings
-            .permits
-            .acquire_permit(MAX_CONCURRENT_PARTITION_OPENS as u64)
-            .await;
-        drop(all);
-        openings.unopened.borrow_mut().clear();
-    }
+    drop(all);
+    openings.unopened.borrow_mut().clear();
 }

@@ -270,7 +270,8 @@ async fn run_move(
     // Handoff: stop serving, then copy what changed and install it there.
     let stopped = Instant::now();
     let (t, p) = (topic.to_string(), partition);
-    let release = move |s: Rc<CoreState>| async move { s.release_partition(&t, p).await };
+    let release =
+        move |s: Rc<CoreState>| async move { crate::reconcile::release_partition(&s, &t, p).await };
     let released = match crate::route::on_core(state, from_core, release).await {
         Ok(r) => r.map_err(|e| e.to_string()),
         Err(gone) => Err(gone.to_string()),
@@ -285,7 +286,9 @@ async fn run_move(
         let (t, p) = (topic.to_string(), partition);
         let state = state.clone();
         async move {
-            let resume = move |s: Rc<CoreState>| async move { s.resume_partition(&t, p).await };
+            let resume = move |s: Rc<CoreState>| async move {
+                crate::reconcile::resume_partition(&s, &t, p).await
+            };
             let _ = crate::route::on_core(&state, from_core, resume).await;
         }
     };
@@ -391,7 +394,8 @@ async fn release_and_record(
     cmd: Command,
 ) -> Result<usize, (u16, String)> {
     let (t, p) = (topic.to_string(), partition);
-    let release = move |s: Rc<CoreState>| async move { s.release_for_move(&t, p).await };
+    let release =
+        move |s: Rc<CoreState>| async move { crate::replica::release_for_move(&s, &t, p).await };
     let released = match crate::route::on_core(state, from, release).await {
         Ok(r) => r,
         Err(gone) => Err(gone.to_string()),
@@ -410,7 +414,9 @@ async fn release_and_record(
         }
         Err(e) => {
             let (t, p) = (topic.to_string(), partition);
-            let resume = move |s: Rc<CoreState>| async move { s.resume_partition(&t, p).await };
+            let resume = move |s: Rc<CoreState>| async move {
+                crate::reconcile::resume_partition(&s, &t, p).await
+            };
             let _ = crate::route::on_core(state, from, resume).await;
             Err((409, format!("recording the move: {e}")))
         }

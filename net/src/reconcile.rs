@@ -44,363 +44,361 @@ pub enum OpenError {
 #[error("subscribing to the metastore: {0}")]
 pub struct FollowError(#[from] meta::MetaError);
 
-impl CoreState {
-    /// Subscribes to the metastore, opens this core's partitions, then applies every change
-    /// as it arrives. Runs for the life of the core.
-    pub async fn start_meta_follower(self: &Rc<Self>) -> Result<(), FollowError> {
-        let (index, state, changes) = self.ctx.meta.subscribe().await?;
-        *self.meta.borrow_mut() = state;
-        self.index_topic_ids();
-        self.reconcile(Reconcile::StartUp).await;
-        self.reconcile_replicas();
-        self.set_applied(index);
-        let me = self.clone();
-        glommio::spawn_local(async move { me.background_open_pass().await }).detach();
-        let config = &self.ctx.config;
-        if self.core == 0 && !config.peers.is_empty() && config.auto_leader_rebalance {
-            glommio::spawn_local(self.clone().leader_balance_loop()).detach();
-        }
-        let me = self.clone();
-        glommio::spawn_local(async move {
-            while let Ok(AppliedChange { log_index, change }) =
-                crosswake::home_wake(changes.recv_async()).await
-            {
-                for name in deleted_topics(&change) {
-                    crate::api::group::forget_topic(&me, &name).await;
-                }
-                me.meta.borrow_mut().apply_change(&change);
-                me.index_topic_ids();
-                me.reconcile(Reconcile::Change).await;
-                me.reconcile_replicas();
-                me.set_applied(log_index);
-            }
-        })
-        .detach();
-        Ok(())
+/// Subscribes to the metastore, opens this core's partitions, then applies every change
+/// as it arrives. Runs for the life of the core.
+pub async fn start_meta_follower(state: &Rc<CoreState>) -> Result<(), FollowError> {
+    let (index, copy, changes) = state.ctx.meta.subscribe().await?;
+    *state.meta.borrow_mut() = copy;
+    state.index_topic_ids();
+    reconcile(state, Reconcile::StartUp).await;
+    crate::replica::reconcile_replicas(state);
+    state.set_applied(index);
+    let me = state.clone();
+    glommio::spawn_local(async move { crate::opening::background_open_pass(&me).await }).detach();
+    let config = &state.ctx.config;
+    if state.core == 0 && !config.peers.is_empty() && config.auto_leader_rebalance {
+        glommio::spawn_local(crate::leader_balance::leader_balance_loop(state.clone())).detach();
     }
-
-    /// Opens the partitions the metadata assigns to this core and closes the others; deletes
-    /// the files of partitions whose topic is gone.
-    async fn reconcile(&self, when: Reconcile) {
-        let (desired, configs) = {
-            let m = self.meta.borrow();
-            let mut desired: HashMap<PartitionKey, String> = HashMap::new();
-            let mut configs = HashMap::new();
-            let me = meta::Assignment {
-                node_id: self.node_id(),
-                core_index: self.core as u32,
-            };
-            for (name, assignments) in &m.assignments {
-                let Some(topic) = m.topic(name) else { continue };
-                for (p, a) in assignments.iter().enumerate() {
-                    // A replicated partition is here when one of its replicas is.
-                    let here = match m.replica_set(name, p as u32) {
-                        Some(r) => r.replica_on(me.node_id) == Some(me),
-                        None => *a == me,
-                    };
-                    if here {
-                        desired.insert((name.clone(), p as u32), topic.incarnation_id.clone());
-                    }
-                }
-                configs.insert(name.clone(), topic.configs.clone());
+    let me = state.clone();
+    glommio::spawn_local(async move {
+        while let Ok(AppliedChange { log_index, change }) =
+            crosswake::home_wake(changes.recv_async()).await
+        {
+            for name in deleted_topics(&change) {
+                crate::api::group::forget_topic(&me, &name).await;
             }
-            (desired, configs)
+            me.meta.borrow_mut().apply_change(&change);
+            me.index_topic_ids();
+            reconcile(&me, Reconcile::Change).await;
+            crate::replica::reconcile_replicas(&me);
+            me.set_applied(log_index);
+        }
+    })
+    .detach();
+    Ok(())
+}
+
+/// Opens the partitions the metadata assigns to this core and closes the others; deletes
+/// the files of partitions whose topic is gone.
+async fn reconcile(state: &CoreState, when: Reconcile) {
+    let (desired, configs) = {
+        let m = state.meta.borrow();
+        let mut desired: HashMap<PartitionKey, String> = HashMap::new();
+        let mut configs = HashMap::new();
+        let me = meta::Assignment {
+            node_id: state.node_id(),
+            core_index: state.core as u32,
         };
-        let desired: HashMap<PartitionKey, String> = {
-            let mut moving = self.data.moving.borrow_mut();
-            moving.retain(|k| desired.contains_key(k));
-            let truncating = self.data.truncating.borrow();
-            desired
-                .into_iter()
-                .filter(|(k, _)| !moving.contains(k) && !truncating.contains(k))
-                .collect()
+        for (name, assignments) in &m.assignments {
+            let Some(topic) = m.topic(name) else { continue };
+            for (p, a) in assignments.iter().enumerate() {
+                // A replicated partition is here when one of its replicas is.
+                let here = match m.replica_set(name, p as u32) {
+                    Some(r) => r.replica_on(me.node_id) == Some(me),
+                    None => *a == me,
+                };
+                if here {
+                    desired.insert((name.clone(), p as u32), topic.incarnation_id.clone());
+                }
+            }
+            configs.insert(name.clone(), topic.configs.clone());
+        }
+        (desired, configs)
+    };
+    let desired: HashMap<PartitionKey, String> = {
+        let mut moving = state.data.moving.borrow_mut();
+        moving.retain(|k| desired.contains_key(k));
+        let truncating = state.data.truncating.borrow();
+        desired
+            .into_iter()
+            .filter(|(k, _)| !moving.contains(k) && !truncating.contains(k))
+            .collect()
+    };
+    // An unopened partition that is no longer assigned here is opened first, so that one
+    // path below closes it (or deletes it with its topic).
+    let leaving = state
+        .data
+        .openings
+        .unwanted(|k, incarnation| desired.get(k).map(String::as_str) == Some(incarnation));
+    crate::opening::open_all(state, leaving, MAX_CONCURRENT_PARTITION_OPENS).await;
+    let stale: Vec<(PartitionKey, Rc<OwnedPartition>)> = state
+        .data
+        .partitions
+        .borrow()
+        .iter()
+        .filter(|(k, p)| desired.get(*k).map(String::as_str) != Some(p.incarnation()))
+        .map(|(k, p)| (k.clone(), p.clone()))
+        .collect();
+    for (key, _) in &stale {
+        state.data.partitions.borrow_mut().remove(key);
+        if key.0 == OFFSETS_TOPIC {
+            state
+                .coordinators
+                .groups
+                .borrow_mut()
+                .retain(|_, g| g.partition != key.1);
+        }
+    }
+    for_each_bounded(stale, MAX_CONCURRENT_PARTITION_OPENS, |(key, p)| async move {
+        let (topic_alive, replica_removed) = {
+            let m = state.meta.borrow();
+            let alive = m
+                .topic(&key.0)
+                .is_some_and(|t| t.incarnation_id == p.incarnation());
+            // A reassignment took this node's replica away (`meta::replication`): the
+            // target replicas are in sync without it, so its copy goes.
+            let removed = m
+                .replica_set(&key.0, key.1)
+                .is_some_and(|r| r.replica_on(state.node_id()).is_none());
+            (alive, removed)
         };
-        // An unopened partition that is no longer assigned here is opened first, so that one
-        // path below closes it (or deletes it with its topic).
-        let leaving = self
-            .data
-            .openings
-            .unwanted(|k, incarnation| desired.get(k).map(String::as_str) == Some(incarnation));
-        self.open_all(leaving, MAX_CONCURRENT_PARTITION_OPENS).await;
-        let stale: Vec<(PartitionKey, Rc<OwnedPartition>)> = self
-            .data
-            .partitions
-            .borrow()
-            .iter()
-            .filter(|(k, p)| desired.get(*k).map(String::as_str) != Some(p.incarnation()))
-            .map(|(k, p)| (k.clone(), p.clone()))
-            .collect();
-        for (key, _) in &stale {
-            self.data.partitions.borrow_mut().remove(key);
-            if key.0 == OFFSETS_TOPIC {
-                self.coordinators
-                    .groups
-                    .borrow_mut()
-                    .retain(|_, g| g.partition != key.1);
-            }
-        }
-        for_each_bounded(stale, MAX_CONCURRENT_PARTITION_OPENS, |(key, p)| async move {
-            let (topic_alive, replica_removed) = {
-                let m = self.meta.borrow();
-                let alive = m
-                    .topic(&key.0)
-                    .is_some_and(|t| t.incarnation_id == p.incarnation());
-                // A reassignment took this node's replica away (`meta::replication`): the
-                // target replicas are in sync without it, so its copy goes.
-                let removed = m
-                    .replica_set(&key.0, key.1)
-                    .is_some_and(|r| r.replica_on(self.node_id()).is_none());
-                (alive, removed)
-            };
-            if topic_alive && replica_removed {
-                match p.close_and_delete().await {
-                    Ok(()) => {
-                        tracing::info!(topic = %key.0, partition = key.1, core = self.core, "replica removed by a reassignment: its copy is deleted")
-                    }
-                    Err(e) => {
-                        tracing::warn!(topic = %key.0, partition = key.1, error = %e, "deleting a reassigned replica's copy")
-                    }
+        if topic_alive && replica_removed {
+            match p.close_and_delete().await {
+                Ok(()) => {
+                    tracing::info!(topic = %key.0, partition = key.1, core = state.core, "replica removed by a reassignment: its copy is deleted")
                 }
-            } else if topic_alive {
-                if let Err(e) = p.close().await {
-                    tracing::warn!(topic = %key.0, partition = key.1, error = %e, "closing partition");
-                }
-            } else {
-                match p.close_and_delete().await {
-                    Ok(()) => {
-                        tracing::info!(topic = %key.0, partition = key.1, core = self.core, "partition deleted")
-                    }
-                    Err(e) => {
-                        tracing::warn!(topic = %key.0, partition = key.1, error = %e, "removing deleted partition")
-                    }
+                Err(e) => {
+                    tracing::warn!(topic = %key.0, partition = key.1, error = %e, "deleting a reassigned replica's copy")
                 }
             }
-        })
-        .await;
-        let mut added: Vec<PartitionKey> = Vec::new();
-        for (key, incarnation) in desired {
-            if !self.data.partitions.borrow().contains_key(&key)
-                && !self.data.openings.is_unopened(&key)
-            {
-                added.push(key.clone());
-                self.data.openings.add(key, incarnation);
-            }
-        }
-        added.sort();
-        match when {
-            // Start-up opens `__consumer_offsets` and `__transaction_state` before the core
-            // reports ready (their replay fills the groups and transactions that requests
-            // read without touching a partition) and leaves the rest to the background pass
-            // and first use (`__barrier_state` too: the barrier tick opens the partitions of
-            // the groups it coordinates within its first round).
-            Reconcile::StartUp => {
-                added.retain(|(topic, _)| {
-                    topic == crate::group::OFFSETS_TOPIC || topic == crate::txn::TXN_STATE_TOPIC
-                });
-                self.open_all(added, MAX_CONCURRENT_PARTITION_OPENS).await;
-            }
-            // A change opens what it adds before it counts as applied (a topic created is
-            // served when CreateTopics answers).
-            Reconcile::Change => {
-                self.open_all(added, MAX_CONCURRENT_PARTITION_OPENS).await;
-            }
-        }
-        // Configs of open partitions follow the metadata.
-        for p in self.data.partitions.borrow().values() {
-            if let Some(cfg) = configs.get(&p.topic) {
-                if let Ok(lc) = topic_config::to_log_config(cfg, &self.ctx.config.log_defaults) {
-                    if let Err(e) = p.log().set_config(lc) {
-                        tracing::warn!(topic = %p.topic, error = %e, "applying topic config");
-                    }
-                }
-            }
-        }
-    }
-
-    pub(crate) async fn open_partition(
-        &self,
-        topic: &str,
-        index: u32,
-        incarnation: &str,
-        configs: &BTreeMap<String, String>,
-    ) -> Result<OwnedPartition, OpenError> {
-        let fd_slot = self
-            .ctx
-            .fd_budget
-            .try_open()
-            .ok_or(OpenError::PartitionBudget {
-                max_partitions: self.ctx.fd_budget.max_partitions,
-            })?;
-        let dir = self.ctx.data_dir.partition_dir(topic, index);
-        let log_config = topic_config::to_log_config(configs, &self.ctx.config.log_defaults)
-            .unwrap_or_else(|_| self.ctx.config.log_defaults.clone());
-        let (partition, summary) =
-            Partition::open(&self.data.storage, dir, incarnation, log_config).await?;
-        if self.meta.borrow().replica_set(topic, index).is_some() {
-            // A replicated partition shows nothing past what its leader says is committed,
-            // from the start (`crate::replica` moves it).
-            let log = partition.log();
-            log.set_replicated_limit(log.log_start_offset());
-        }
-        // A coordinator's partition is loaded as it opens; a replicated one by its leader's
-        // task once it leads (`replica::lead`).
-        if self.meta.borrow().replica_set(topic, index).is_none() {
-            self.load_coordinator_state(&(topic.to_string(), index), &partition)
-                .await?;
-        }
-        let m = &self.metrics;
-        crate::metrics::CoreMetrics::add(&m.recovered_partitions, 1);
-        crate::metrics::CoreMetrics::add(
-            &m.recovery_segments_scanned,
-            summary.segments_scanned as u64,
-        );
-        crate::metrics::CoreMetrics::add(&m.recovery_truncations, summary.truncations.len() as u64);
-        tracing::info!(
-            core = self.core,
-            next_offset = summary.next_offset,
-            scanned = summary.segments_scanned,
-            truncated = summary.truncations.len(),
-            "partition {topic}/{index} opened on core {}",
-            self.core
-        );
-        Ok(OwnedPartition {
-            topic: topic.to_string(),
-            index,
-            partition,
-            _fd_slot: fd_slot,
-            traffic: Default::default(),
-        })
-    }
-
-    /// Loads the state of coordinator `S` (groups, transactional ids, barrier groups) from
-    /// internal partition `index`: all its log holds (a new leader's records above its high
-    /// watermark too: they are its epoch's to commit).
-    pub(crate) async fn replay_coordinator<S: CoordinatorState>(
-        &self,
-        state: &RefCell<S>,
-        args: S::ReplayArgs,
-        partition: &Partition,
-        index: u32,
-    ) -> Result<(), LogError> {
-        let mut records = 0;
-        partition
-            .log()
-            .for_each_durable_batch(0, u64::MAX, COORDINATOR_REPLAY_READ_BYTES, |_, batch| {
-                records += replay_batches(&mut *state.borrow_mut(), args, batch, index);
-            })
-            .await?;
-        tracing::info!(
-            partition = index,
-            records,
-            core = self.core,
-            "replayed {}",
-            S::WHAT
-        );
-        Ok(())
-    }
-
-    /// One tick of this core's groups' timers (session expiry, rebalance deadlines), every
-    /// `group::GROUP_TICK_MS`.
-    pub fn group_tick(&self) {
-        let now = std::time::Instant::now();
-        let mut groups = self.coordinators.groups.borrow_mut();
-        let now_ms = engine::clock::system_now_ms();
-        let limits = self.consumer_group_limits();
-        for g in groups.values_mut() {
-            g.group.tick(now);
-            if let Some(c) = g.consumer.as_mut() {
-                for member in c.tick(&limits, now) {
-                    tracing::info!(group = %g.group.id, %member, "consumer-protocol member fenced (session timeout, or revocation past its rebalance timeout)");
-                }
-                if c.is_empty() {
-                    g.consumer = None;
-                }
-            }
-            crate::group::migration::downgrade_if_classic_only(g, self.initial_rebalance_delay());
-            g.vacant_since_ms = if !g.has_members() {
-                g.vacant_since_ms.or(Some(now_ms))
-            } else {
-                None
-            };
-        }
-        // A group with nobody in it and nothing committed holds no state worth keeping.
-        groups.retain(|_, g| !(g.is_vacant() && g.offsets.is_empty() && g.pending_txn.is_empty()));
-    }
-
-    /// Applies retention to every partition of this core (every
-    /// `retention_check_interval_ms`).
-    pub async fn enforce_retention(&self) {
-        let now = self.data.storage.clock().now_ms();
-        let parts: Vec<Rc<OwnedPartition>> =
-            self.data.partitions.borrow().values().cloned().collect();
-        for p in parts {
-            if let Err(e) = p.log().enforce_retention(now).await {
-                tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "retention");
-            }
-        }
-    }
-
-    /// First step of a partition move: stop serving `topic`/`index` here and close it cleanly
-    /// (flush, sync, seal), so its new owner core opens it without recovery.
-    pub async fn release_partition(&self, topic: &str, index: u32) -> Result<(), LogError> {
-        let key = (topic.to_string(), index);
-        self.data.moving.borrow_mut().insert(key.clone());
-        // One not open yet is opened first: one path closes it.
-        let _ = self.partition(topic, index).await;
-        let part = self.data.partitions.borrow_mut().remove(&key);
-        // Its fan-out cursors stop with it (their files go, or stay, with the partition); the
-        // reconcile pass starts them wherever it is served next.
-        let cursors: Vec<_> = self
-            .data
-            .cursors
-            .borrow()
-            .running
-            .keys()
-            .filter(|(parent, p, _, _)| parent == topic && *p == index)
-            .cloned()
-            .collect();
-        for k in cursors {
-            if let Some((task, _, _)) = self.data.cursors.borrow_mut().running.remove(&k) {
-                task.cancel();
-            }
-        }
-        match part {
-            Some(p) => p.close().await,
-            None => Ok(()),
-        }
-    }
-
-    /// Undoes `release_partition` when the move could not be recorded.
-    pub async fn resume_partition(self: &Rc<Self>, topic: &str, index: u32) {
-        let key = (topic.to_string(), index);
-        self.data.moving.borrow_mut().remove(&key);
-        self.reconcile(Reconcile::Change).await;
-        // A replica's role starts over on the reopened log (a leader starts its epoch on it
-        // again: the log it reopened knows none).
-        if self.meta.borrow().replica_set(topic, index).is_some() {
-            self.data.replicas.borrow_mut().map.remove(&key);
-            self.reconcile_replicas();
-        }
-    }
-
-    /// Closes every partition cleanly (flush, sync, clean-shutdown marker); those never opened
-    /// are left as they are.
-    pub async fn close_all(&self) {
-        self.stop_opening().await;
-        let parts: Vec<Rc<OwnedPartition>> = self
-            .data
-            .partitions
-            .borrow_mut()
-            .drain()
-            .map(|(_, p)| p)
-            .collect();
-        for_each_bounded(parts, MAX_CONCURRENT_PARTITION_OPENS, |p| async move {
+        } else if topic_alive {
             if let Err(e) = p.close().await {
-                tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "closing partition");
+                tracing::warn!(topic = %key.0, partition = key.1, error = %e, "closing partition");
             }
-        })
-        .await;
+        } else {
+            match p.close_and_delete().await {
+                Ok(()) => {
+                    tracing::info!(topic = %key.0, partition = key.1, core = state.core, "partition deleted")
+                }
+                Err(e) => {
+                    tracing::warn!(topic = %key.0, partition = key.1, error = %e, "removing deleted partition")
+                }
+            }
+        }
+    })
+    .await;
+    let mut added: Vec<PartitionKey> = Vec::new();
+    for (key, incarnation) in desired {
+        if !state.data.partitions.borrow().contains_key(&key)
+            && !state.data.openings.is_unopened(&key)
+        {
+            added.push(key.clone());
+            state.data.openings.add(key, incarnation);
+        }
     }
+    added.sort();
+    match when {
+        // Start-up opens `__consumer_offsets` and `__transaction_state` before the core
+        // reports ready (their replay fills the groups and transactions that requests
+        // read without touching a partition) and leaves the rest to the background pass
+        // and first use (`__barrier_state` too: the barrier tick opens the partitions of
+        // the groups it coordinates within its first round).
+        Reconcile::StartUp => {
+            added.retain(|(topic, _)| {
+                topic == crate::group::OFFSETS_TOPIC || topic == crate::txn::TXN_STATE_TOPIC
+            });
+            crate::opening::open_all(state, added, MAX_CONCURRENT_PARTITION_OPENS).await;
+        }
+        // A change opens what it adds before it counts as applied (a topic created is
+        // served when CreateTopics answers).
+        Reconcile::Change => {
+            crate::opening::open_all(state, added, MAX_CONCURRENT_PARTITION_OPENS).await;
+        }
+    }
+    // Configs of open partitions follow the metadata.
+    for p in state.data.partitions.borrow().values() {
+        if let Some(cfg) = configs.get(&p.topic) {
+            if let Ok(lc) = topic_config::to_log_config(cfg, &state.ctx.config.log_defaults) {
+                if let Err(e) = p.log().set_config(lc) {
+                    tracing::warn!(topic = %p.topic, error = %e, "applying topic config");
+                }
+            }
+        }
+    }
+}
+
+pub(crate) async fn open_partition(
+    state: &CoreState,
+    topic: &str,
+    index: u32,
+    incarnation: &str,
+    configs: &BTreeMap<String, String>,
+) -> Result<OwnedPartition, OpenError> {
+    let fd_slot = state
+        .ctx
+        .fd_budget
+        .try_open()
+        .ok_or(OpenError::PartitionBudget {
+            max_partitions: state.ctx.fd_budget.max_partitions,
+        })?;
+    let dir = state.ctx.data_dir.partition_dir(topic, index);
+    let log_config = topic_config::to_log_config(configs, &state.ctx.config.log_defaults)
+        .unwrap_or_else(|_| state.ctx.config.log_defaults.clone());
+    let (partition, summary) =
+        Partition::open(&state.data.storage, dir, incarnation, log_config).await?;
+    if state.meta.borrow().replica_set(topic, index).is_some() {
+        // A replicated partition shows nothing past what its leader says is committed,
+        // from the start (`crate::replica` moves it).
+        let log = partition.log();
+        log.set_replicated_limit(log.log_start_offset());
+    }
+    // A coordinator's partition is loaded as it opens; a replicated one by its leader's
+    // task once it leads (`replica::lead`).
+    if state.meta.borrow().replica_set(topic, index).is_none() {
+        crate::replica::load_coordinator_state(state, &(topic.to_string(), index), &partition)
+            .await?;
+    }
+    let m = &state.metrics;
+    crate::metrics::CoreMetrics::add(&m.recovered_partitions, 1);
+    crate::metrics::CoreMetrics::add(
+        &m.recovery_segments_scanned,
+        summary.segments_scanned as u64,
+    );
+    crate::metrics::CoreMetrics::add(&m.recovery_truncations, summary.truncations.len() as u64);
+    tracing::info!(
+        core = state.core,
+        next_offset = summary.next_offset,
+        scanned = summary.segments_scanned,
+        truncated = summary.truncations.len(),
+        "partition {topic}/{index} opened on core {}",
+        state.core
+    );
+    Ok(OwnedPartition {
+        topic: topic.to_string(),
+        index,
+        partition,
+        _fd_slot: fd_slot,
+        traffic: Default::default(),
+    })
+}
+
+/// Loads the state of coordinator `S` (groups, transactional ids, barrier groups) from
+/// internal partition `index`: all its log holds (a new leader's records above its high
+/// watermark too: they are its epoch's to commit).
+pub(crate) async fn replay_coordinator<S: CoordinatorState>(
+    state: &CoreState,
+    target: &RefCell<S>,
+    args: S::ReplayArgs,
+    partition: &Partition,
+    index: u32,
+) -> Result<(), LogError> {
+    let mut records = 0;
+    partition
+        .log()
+        .for_each_durable_batch(0, u64::MAX, COORDINATOR_REPLAY_READ_BYTES, |_, batch| {
+            records += replay_batches(&mut *target.borrow_mut(), args, batch, index);
+        })
+        .await?;
+    tracing::info!(
+        partition = index,
+        records,
+        core = state.core,
+        "replayed {}",
+        S::WHAT
+    );
+    Ok(())
+}
+
+/// One tick of this core's groups' timers (session expiry, rebalance deadlines), every
+/// `group::GROUP_TICK_MS`.
+pub fn group_tick(state: &CoreState) {
+    let now = std::time::Instant::now();
+    let mut groups = state.coordinators.groups.borrow_mut();
+    let now_ms = engine::clock::system_now_ms();
+    let limits = state.consumer_group_limits();
+    for g in groups.values_mut() {
+        g.group.tick(now);
+        if let Some(c) = g.consumer.as_mut() {
+            for member in c.tick(&limits, now) {
+                tracing::info!(group = %g.group.id, %member, "consumer-protocol member fenced (session timeout, or revocation past its rebalance timeout)");
+            }
+            if c.is_empty() {
+                g.consumer = None;
+            }
+        }
+        crate::group::migration::downgrade_if_classic_only(g, state.initial_rebalance_delay());
+        g.vacant_since_ms = if !g.has_members() {
+            g.vacant_since_ms.or(Some(now_ms))
+        } else {
+            None
+        };
+    }
+    // A group with nobody in it and nothing committed holds no state worth keeping.
+    groups.retain(|_, g| !(g.is_vacant() && g.offsets.is_empty() && g.pending_txn.is_empty()));
+}
+
+/// Applies retention to every partition of this core (every
+/// `retention_check_interval_ms`).
+pub async fn enforce_retention(state: &CoreState) {
+    let now = state.data.storage.clock().now_ms();
+    let parts: Vec<Rc<OwnedPartition>> = state.data.partitions.borrow().values().cloned().collect();
+    for p in parts {
+        if let Err(e) = p.log().enforce_retention(now).await {
+            tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "retention");
+        }
+    }
+}
+
+/// First step of a partition move: stop serving `topic`/`index` here and close it cleanly
+/// (flush, sync, seal), so its new owner core opens it without recovery.
+pub async fn release_partition(state: &CoreState, topic: &str, index: u32) -> Result<(), LogError> {
+    let key = (topic.to_string(), index);
+    state.data.moving.borrow_mut().insert(key.clone());
+    // One not open yet is opened first: one path closes it.
+    let _ = crate::opening::partition(state, topic, index).await;
+    let part = state.data.partitions.borrow_mut().remove(&key);
+    // Its fan-out cursors stop with it (their files go, or stay, with the partition); the
+    // reconcile pass starts them wherever it is served next.
+    let cursors: Vec<_> = state
+        .data
+        .cursors
+        .borrow()
+        .running
+        .keys()
+        .filter(|(parent, p, _, _)| parent == topic && *p == index)
+        .cloned()
+        .collect();
+    for k in cursors {
+        if let Some((task, _, _)) = state.data.cursors.borrow_mut().running.remove(&k) {
+            task.cancel();
+        }
+    }
+    match part {
+        Some(p) => p.close().await,
+        None => Ok(()),
+    }
+}
+
+/// Undoes `release_partition` when the move could not be recorded.
+pub async fn resume_partition(state: &Rc<CoreState>, topic: &str, index: u32) {
+    let key = (topic.to_string(), index);
+    state.data.moving.borrow_mut().remove(&key);
+    reconcile(state, Reconcile::Change).await;
+    // A replica's role starts over on the reopened log (a leader starts its epoch on it
+    // again: the log it reopened knows none).
+    if state.meta.borrow().replica_set(topic, index).is_some() {
+        state.data.replicas.borrow_mut().map.remove(&key);
+        crate::replica::reconcile_replicas(state);
+    }
+}
+
+/// Closes every partition cleanly (flush, sync, clean-shutdown marker); those never opened
+/// are left as they are.
+pub async fn close_all(state: &CoreState) {
+    crate::opening::stop_opening(state).await;
+    let parts: Vec<Rc<OwnedPartition>> = state
+        .data
+        .partitions
+        .borrow_mut()
+        .drain()
+        .map(|(_, p)| p)
+        .collect();
+    for_each_bounded(parts, MAX_CONCURRENT_PARTITION_OPENS, |p| async move {
+        if let Err(e) = p.close().await {
+            tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "closing partition");
+        }
+    })
+    .await;
 }
 
 /// Topics a metastore change deletes (a batch may hold several changes).

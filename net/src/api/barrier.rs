@@ -778,16 +778,16 @@ async fn write_marker_here(
         )
     };
     if let Some(expected) = at.expected_leader_epoch.filter(|e| *e < 0) {
-        return Err(fenced(s.serving_epoch(topic, p), expected));
+        return Err(fenced(crate::replica::serving_epoch(s, topic, p), expected));
     }
-    s.check_leads(topic, p)?;
+    crate::replica::check_leads(s, topic, p)?;
     if let Some(expected) = at.expected_leader_epoch {
-        let serving = s.serving_epoch(topic, p);
+        let serving = crate::replica::serving_epoch(s, topic, p);
         if serving.is_some_and(|e| e != expected) {
             return Err(fenced(serving, expected));
         }
     }
-    let Some(part) = s.partition(topic, p).await else {
+    let Some(part) = crate::opening::partition(s, topic, p).await else {
         return Err((
             NOT_LEADER_OR_FOLLOWER,
             format!("{topic}/{p} is not open on core {}", s.core),
@@ -797,8 +797,7 @@ async fn write_marker_here(
         .write_control_record(BARRIER_CONTROL_TYPE, value, at.triggered_at_ms)
         .await
         .map_err(|e| (codes::for_partition_error(&e), format!("{topic}/{p}: {e}")))?;
-    s.replicate_own_write(&(topic.to_string(), p), &part, offset)
-        .await?;
+    crate::replica::replicate_own_write(s, &(topic.to_string(), p), &part, offset).await?;
     s.metrics.count_barrier_marker(topic);
     Ok(offset)
 }
@@ -807,12 +806,14 @@ async fn write_marker_here(
 
 /// Opens (and so replays) `__barrier_state` partition `p` of this core.
 async fn ensure_loaded(s: &CoreState, p: u32) -> Result<Rc<crate::core::OwnedPartition>, Refusal> {
-    s.partition(BARRIER_STATE_TOPIC, p).await.ok_or_else(|| {
-        (
-            COORDINATOR_NOT_AVAILABLE,
-            format!("{BARRIER_STATE_TOPIC}/{p} is not open on core {}", s.core),
-        )
-    })
+    crate::opening::partition(s, BARRIER_STATE_TOPIC, p)
+        .await
+        .ok_or_else(|| {
+            (
+                COORDINATOR_NOT_AVAILABLE,
+                format!("{BARRIER_STATE_TOPIC}/{p} is not open on core {}", s.core),
+            )
+        })
 }
 
 /// Appends `records` (key, value or None for a tombstone) to `__barrier_state` partition
@@ -822,7 +823,7 @@ async fn append_state(
     p: u32,
     records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
 ) -> Result<(), Refusal> {
-    s.check_coordinates(BARRIER_STATE_TOPIC, p)
+    crate::replica::check_coordinates(s, BARRIER_STATE_TOPIC, p)
         .map_err(|code| (code, not_loaded(p)))?;
     let part = ensure_loaded(s, p).await?;
     let at = now_ms();
@@ -835,7 +836,7 @@ async fn append_state(
         }
     }));
     let key = (BARRIER_STATE_TOPIC.to_string(), p);
-    s.coordinator_append(&key, &part, &batch, engine::Durability::Sync)
+    crate::replica::coordinator_append(s, &key, &part, &batch, engine::Durability::Sync)
         .await
         .map(|_| ())
 }
@@ -939,7 +940,7 @@ async fn inject(
     } = inj;
     let started = std::time::Instant::now();
     let start = InjectionStart {
-        coordinator_epoch: s.serving_epoch(BARRIER_STATE_TOPIC, p).unwrap_or(0),
+        coordinator_epoch: crate::replica::serving_epoch(s, BARRIER_STATE_TOPIC, p).unwrap_or(0),
         triggered_at_ms,
         targets: freeze_targets(s, &def),
     };
@@ -1203,7 +1204,7 @@ async fn sync_group_record(s: &Rc<CoreState>, group: &str, p: u32) -> Result<(),
 /// timestamped at or after its trigger time (the time index; the marker carries that time,
 /// so it is not before it), at most `MARKER_SCAN_MAX_BYTES` of log.
 async fn find_marker_here(s: &CoreState, topic: &str, p: u32, marker: &MarkerValue) -> Option<u64> {
-    let part = s.partition(topic, p).await?;
+    let part = crate::opening::partition(s, topic, p).await?;
     let log = part.log();
     let from = log
         .offset_for_timestamp(marker.triggered_at_ms)
@@ -1323,7 +1324,7 @@ pub async fn barrier_tick(s: &Rc<CoreState>) {
             // A replicated partition's leader coordinates once it has loaded it.
             .filter(|(_, p)| {
                 s.owner_core(BARRIER_STATE_TOPIC, *p) == Some(s.core)
-                    && s.leads(BARRIER_STATE_TOPIC, *p)
+                    && crate::replica::leads(s, BARRIER_STATE_TOPIC, *p)
             })
             .collect()
     };
@@ -1360,7 +1361,8 @@ pub async fn barrier_tick(s: &Rc<CoreState>) {
         // An injection started under a later coordinator epoch than this one's is that
         // coordinator's to finish (as krabka leaves it).
         let interrupted = interrupted.filter(|(_, start)| {
-            start.coordinator_epoch <= s.serving_epoch(BARRIER_STATE_TOPIC, p).unwrap_or(0)
+            start.coordinator_epoch
+                <= crate::replica::serving_epoch(s, BARRIER_STATE_TOPIC, p).unwrap_or(0)
         });
         if let Some((epoch, start)) = interrupted {
             if let Err((code, why)) = finish_interrupted(s, &group, p, &def, epoch, start).await {

@@ -2,7 +2,7 @@
 //! partition's leader, so a consumer whose position came from an older leader can tell
 //! whether the log it read was truncated since (its position past that end). Answered on the
 //! owner core by the leader only, after its `current_leader_epoch` check
-//! (`CoreState::check_leader_epoch`). An epoch older than every epoch the leader still knows
+//! (`replica::check_leader_epoch`). An epoch older than every epoch the leader still knows
 //! answers -1/-1 (Kafka's UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET). A partition not
 //! replicated is epoch 0 throughout.
 //!
@@ -92,12 +92,15 @@ async fn epoch_ends_local(state: Rc<CoreState>, items: Vec<EpochQuery>) -> Vec<E
         let state = state.clone();
         async move {
             let index = q.partition as i32;
-            if let Err(code) =
-                state.check_leader_epoch(&q.topic, q.partition, q.current_leader_epoch)
-            {
+            if let Err(code) = crate::replica::check_leader_epoch(
+                &state,
+                &q.topic,
+                q.partition,
+                q.current_leader_epoch,
+            ) {
                 return answer(index, code);
             }
-            let Some(part) = state.partition(&q.topic, q.partition).await else {
+            let Some(part) = crate::opening::partition(&state, &q.topic, q.partition).await else {
                 return answer(index, codes::NOT_LEADER_OR_FOLLOWER);
             };
             match part.leader_epoch_end(q.leader_epoch) {

@@ -2,7 +2,7 @@
 //! are there or `max_wait_ms` passes, woken by appends (no polling). Topics by name (v≤12) or
 //! by topic ID (v13+). A partition with no records carries an empty records field, never null.
 //! A partition is read on its leader only, at the client's `current_leader_epoch` (fenced
-//! otherwise, `CoreState::check_leader_epoch`); a `last_fetched_epoch` that ended before the
+//! otherwise, `replica::check_leader_epoch`); a `last_fetched_epoch` that ended before the
 //! fetch offset on this leader answers its diverging epoch instead of records (KIP-320).
 
 use std::collections::HashSet;
@@ -205,12 +205,15 @@ async fn read_local(
 )]
 async fn read_one(state: &Rc<CoreState>, item: &ReadItem, limit: usize) -> (PartitionData, usize) {
     let index = item.partition as i32;
-    if let Err(code) =
-        state.check_leader_epoch(&item.topic, item.partition, item.current_leader_epoch)
-    {
+    if let Err(code) = crate::replica::check_leader_epoch(
+        state,
+        &item.topic,
+        item.partition,
+        item.current_leader_epoch,
+    ) {
         return (partition_error(index, code), 0);
     }
-    let Some(part) = state.partition(&item.topic, item.partition).await else {
+    let Some(part) = crate::opening::partition(state, &item.topic, item.partition).await else {
         return (partition_error(index, codes::NOT_LEADER_OR_FOLLOWER), 0);
     };
     let log = part.log();

@@ -512,8 +512,8 @@ async fn persist_offsets(
     if items.is_empty() {
         return Ok(());
     }
-    s.check_coordinates(OFFSETS_TOPIC, partition)?;
-    let Some(part) = s.partition(OFFSETS_TOPIC, partition).await else {
+    crate::replica::check_coordinates(s, OFFSETS_TOPIC, partition)?;
+    let Some(part) = crate::opening::partition(s, OFFSETS_TOPIC, partition).await else {
         return Err(COORDINATOR_NOT_AVAILABLE);
     };
     let now = now_ms();
@@ -526,7 +526,7 @@ async fn persist_offsets(
         }
     }));
     let key = (OFFSETS_TOPIC.to_string(), partition);
-    s.coordinator_append(&key, &part, &batch, Durability::Sync)
+    crate::replica::coordinator_append(s, &key, &part, &batch, Durability::Sync)
         .await
         .map_err(|(code, why)| {
             tracing::warn!(group = %group_id, error = %why, "persisting offsets failed");

@@ -53,7 +53,7 @@ pub async fn describe_log_dirs(
                         .map(|(t, i)| (t.clone(), *i as u32))
                         .collect(),
                 };
-                s.open_all(keys, crate::opening::MAX_CONCURRENT_PARTITION_OPENS)
+                crate::opening::open_all(&s, keys, crate::opening::MAX_CONCURRENT_PARTITION_OPENS)
                     .await;
             }
             items

@@ -106,7 +106,8 @@ async fn lookup_local(
         let state = state.clone();
         async move {
             let index = item.partition as i32;
-            let serving = match state.check_leader_epoch(
+            let serving = match crate::replica::check_leader_epoch(
+                &state,
                 &item.topic,
                 item.partition,
                 item.current_leader_epoch,
@@ -114,7 +115,8 @@ async fn lookup_local(
                 Ok(epoch) => epoch,
                 Err(code) => return answer(index, code),
             };
-            let Some(part) = state.partition(&item.topic, item.partition).await else {
+            let Some(part) = crate::opening::partition(&state, &item.topic, item.partition).await
+            else {
                 return answer(index, codes::NOT_LEADER_OR_FOLLOWER);
             };
             let log = part.log();

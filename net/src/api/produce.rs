@@ -186,7 +186,7 @@ async fn append_one(
 ) -> PartitionProduceResponse {
     let index = item.partition;
     let key = (item.topic.clone(), index as u32);
-    if !state.leads(&key.0, key.1) {
+    if !crate::replica::leads(state, &key.0, key.1) {
         return answer(
             index,
             codes::NOT_LEADER_OR_FOLLOWER,
@@ -200,11 +200,11 @@ async fn append_one(
     // append: nothing is written that could not be acknowledged).
     let replicated = state.meta.borrow().replica_set(&key.0, key.1).is_some();
     if replicated && acks_all.wanted {
-        if let Some(refused) = state.check_min_insync(&key) {
+        if let Some(refused) = crate::replica::check_min_insync(state, &key) {
             return answer(index, codes::NOT_ENOUGH_REPLICAS, Some(refused));
         }
     }
-    let Some(part) = state.partition(&item.topic, index as u32).await else {
+    let Some(part) = crate::opening::partition(state, &item.topic, index as u32).await else {
         return answer(
             index,
             codes::NOT_LEADER_OR_FOLLOWER,
@@ -234,11 +234,16 @@ async fn append_one(
     match part.produce(valid, durability).await {
         Ok(stored) => {
             if replicated {
-                state.advance_high_watermark(&key);
+                crate::replica::advance_high_watermark(state, &key);
                 if acks_all.wanted {
-                    if let Err((code, why)) = state
-                        .wait_replicated(&key, &part, stored.last_offset, acks_all.timeout_ms)
-                        .await
+                    if let Err((code, why)) = crate::replica::wait_replicated(
+                        state,
+                        &key,
+                        &part,
+                        stored.last_offset,
+                        acks_all.timeout_ms,
+                    )
+                    .await
                     {
                         return answer(index, code, Some(why));
                     }

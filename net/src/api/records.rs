@@ -93,7 +93,7 @@ async fn delete_local(
         let state = state.clone();
         async move {
             let index = item.partition as i32;
-            let Some(part) = state.partition(&item.topic, item.partition).await else {
+            let Some(part) = crate::opening::partition(&state, &item.topic, item.partition).await else {
                 return answer(index, codes::NOT_LEADER_OR_FOLLOWER, -1);
             };
             match part.delete_records(item.before).await {

@@ -118,8 +118,8 @@ async fn append_record(
     meta: Option<&TxnMeta>,
     durability: Durability,
 ) -> Result<(), i16> {
-    s.check_coordinates(TXN_STATE_TOPIC, partition)?;
-    let Some(part) = s.partition(TXN_STATE_TOPIC, partition).await else {
+    crate::replica::check_coordinates(s, TXN_STATE_TOPIC, partition)?;
+    let Some(part) = crate::opening::partition(s, TXN_STATE_TOPIC, partition).await else {
         return Err(COORDINATOR_NOT_AVAILABLE);
     };
     let batch = engine::batch_encode::encode_uncompressed([engine::batch_encode::NewRecord {
@@ -130,7 +130,7 @@ async fn append_record(
     }]);
     // A buffered record (a completed transaction) is copied with the next durable one.
     let key = (TXN_STATE_TOPIC.to_string(), partition);
-    s.coordinator_append(&key, &part, &batch, durability)
+    crate::replica::coordinator_append(s, &key, &part, &batch, durability)
         .await
         .map_err(|(code, why)| {
             tracing::warn!(transactional_id = %id, error = %why, "persisting transaction state failed");
@@ -232,8 +232,8 @@ async fn mark_partitions(
             join_all(items.into_iter().map(|(topic, p)| {
                 let s = s.clone();
                 async move {
-                    s.check_leads(&topic, p)?;
-                    let Some(part) = s.partition(&topic, p).await else {
+                    crate::replica::check_leads(&s, &topic, p)?;
+                    let Some(part) = crate::opening::partition(&s, &topic, p).await else {
                         return Err((
                             codes::NOT_LEADER_OR_FOLLOWER,
                             format!("{topic}/{p} is not open on core {}", s.core),
@@ -245,8 +245,7 @@ async fn mark_partitions(
                         .map_err(|e| {
                             (codes::for_partition_error(&e), format!("{topic}/{p}: {e}"))
                         })?;
-                    s.replicate_own_write(&(topic.clone(), p), &part, at)
-                        .await?;
+                    crate::replica::replicate_own_write(&s, &(topic.clone(), p), &part, at).await?;
                     if topic == OFFSETS_TOPIC {
                         complete_txn_offsets(&s, p, pid, kind);
                     }
@@ -353,10 +352,10 @@ pub async fn serve_node_request(state: &Rc<CoreState>, req: NodeRequest) -> Node
 
 /// Opens producer `producer_id`'s transaction at `epoch` on `topic`/`p` of this core.
 async fn begin_here(s: &CoreState, topic: &str, p: u32, producer_id: i64, epoch: i16) -> i16 {
-    if let Err((code, _)) = s.check_leads(topic, p) {
+    if let Err((code, _)) = crate::replica::check_leads(s, topic, p) {
         return code;
     }
-    match s.partition(topic, p).await {
+    match crate::opening::partition(s, topic, p).await {
         None => codes::NOT_LEADER_OR_FOLLOWER,
         Some(part) => match part.begin_transaction(producer_id, epoch) {
             Ok(()) => NONE,
@@ -951,10 +950,10 @@ async fn persist_txn_offsets(
     epoch: i16,
     items: Vec<(String, i32, Committed)>,
 ) -> i16 {
-    if let Err(code) = s.check_coordinates(OFFSETS_TOPIC, partition) {
+    if let Err(code) = crate::replica::check_coordinates(s, OFFSETS_TOPIC, partition) {
         return code;
     }
-    let Some(part) = s.partition(OFFSETS_TOPIC, partition).await else {
+    let Some(part) = crate::opening::partition(s, OFFSETS_TOPIC, partition).await else {
         return COORDINATOR_NOT_AVAILABLE;
     };
     // The group holds what the log will: refused before the write when past the bound.
@@ -994,9 +993,8 @@ async fn persist_txn_offsets(
         }
     };
     let key = (OFFSETS_TOPIC.to_string(), partition);
-    if let Err(code) = s
-        .replicate_coordinator_write(&key, &part, last_offset)
-        .await
+    if let Err(code) =
+        crate::replica::replicate_coordinator_write(s, &key, &part, last_offset).await
     {
         return code;
     }
@@ -1240,7 +1238,7 @@ pub async fn describe_producers(
         .gather(state, |s, items: Vec<(String, u32)>| async move {
             let mut out = Vec::with_capacity(items.len());
             for (topic, p) in items {
-                out.push(s.partition(&topic, p).await.map(|part| {
+                out.push(crate::opening::partition(&s, &topic, p).await.map(|part| {
                     part.producers()
                         .into_iter()
                         .map(|(st, open_from)| {
