@@ -10,7 +10,7 @@
 //! within it; an idle connection is closed after `connections_max_idle_ms`. Before a SASL
 //! listener's client has authenticated, a frame is at most `sasl_server_max_receive_bytes`
 //! (checked on the 4-byte size), takes a budget of its own on the core
-//! (`PRE_AUTH_FRAMES_PER_CORE`), and the client must authenticate within
+//! (`crate::core::PRE_AUTH_FRAMES_PER_CORE`), and the client must authenticate within
 //! `sasl_authentication_deadline_ms` of its connection's first read. When the peer goes
 //! away the reader stops at once and nothing of the connection stays behind.
 //!
@@ -41,10 +41,6 @@ const ACCEPT_BACKOFF_MIN_MS: u64 = 10;
 const ACCEPT_BACKOFF_MAX_MS: u64 = 1_000;
 /// At most one "accept failed" line per this interval (with the count since the last one).
 const ACCEPT_ERROR_LOG_INTERVAL_MS: u64 = 10_000;
-/// Frames of `sasl-server-max-receive-bytes` that SASL clients not yet authenticated may have
-/// in flight on one core together (`CoreState::admission.pre_auth_request_bytes`): unauthenticated
-/// connections wait on each other past it, never on authenticated work.
-pub const PRE_AUTH_FRAMES_PER_CORE: u64 = 64;
 /// Room reserved for the response of a request other than Fetch.
 const RESPONSE_RESERVE_BYTES: usize = 64 << 10;
 

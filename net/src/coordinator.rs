@@ -3,9 +3,10 @@
 //! (`crate::txn`) and barrier groups on `__barrier_state` (`crate::barrier`). A core keeps
 //! the state of the keys whose partitions it leads; that state is rebuilt from the
 //! partition's records when the core starts leading it ([`replay_batches`], the one replay
-//! loop, which `reconcile::replay_coordinator` runs for `load_coordinator_state`), dropped
-//! when it stops ([`CoordinatorState::unload`]), and driven by a periodic tick
-//! (`broker::spawn_ticks`, the one scheduler). Requests reach the coordinator's core through `route::on_coordinator_core`.
+//! loop, which `coordinator_load::replay_coordinator` runs), dropped when it stops
+//! ([`CoordinatorState::unload`]), and driven by a periodic tick (`broker::spawn_ticks`,
+//! the one scheduler). Requests reach the coordinator's core through
+//! `route::on_coordinator_core`.
 //!
 //! This file sits below the three state machines (they implement the trait) and above
 //! nothing but the engine's batch walker.

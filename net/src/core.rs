@@ -18,6 +18,13 @@ use meta::{MetaHandle, MetaState};
 
 use crate::config::BrokerConfig;
 use crate::group::{self, Groups, OFFSETS_TOPIC};
+use crate::replica_state::Role;
+use glommio::sync::Semaphore;
+
+/// Frames of `sasl-server-max-receive-bytes` that SASL clients not yet authenticated may have
+/// in flight on one core together (`CoreState::admission.pre_auth_request_bytes`): unauthenticated
+/// connections wait on each other past it, never on authenticated work.
+pub const PRE_AUTH_FRAMES_PER_CORE: u64 = 64;
 
 /// What every core shares: settings, the metastore handle, the data dir.
 pub struct BrokerContext {
@@ -206,7 +213,7 @@ pub struct Admission {
     /// response is written or the request ends.
     pub request_bytes: Rc<glommio::sync::Semaphore>,
     /// Frame bytes in flight on this core from SASL clients that have not authenticated yet
-    /// (`crate::conn::PRE_AUTH_FRAMES_PER_CORE` frames of `sasl-server-max-receive-bytes`):
+    /// (`PRE_AUTH_FRAMES_PER_CORE` frames of `sasl-server-max-receive-bytes`):
     /// apart from `request_bytes`, so that they can never take what authenticated work needs.
     pub pre_auth_request_bytes: Rc<glommio::sync::Semaphore>,
     /// The client-quota buckets of this core's clients (`crate::quota`).
@@ -243,7 +250,7 @@ impl CoreState {
         let storage = CoreStorage::open(ctx.data_dir.clone(), options, faults.clone()).await?;
         let request_bytes = ctx.config.queued_max_request_bytes_per_core as u64;
         let pre_auth_request_bytes =
-            crate::conn::PRE_AUTH_FRAMES_PER_CORE * ctx.config.sasl_server_max_receive_bytes as u64;
+            PRE_AUTH_FRAMES_PER_CORE * ctx.config.sasl_server_max_receive_bytes as u64;
         Ok(Rc::new_cyclic(|me| Self {
             core,
             me: me.clone(),
@@ -278,6 +285,68 @@ impl CoreState {
                 node_rpc_cut: RefCell::default(),
             },
         }))
+    }
+
+    /// Whether this core serves clients for `topic`/`partition` as far as replication goes: a
+    /// partition not replicated, or one this core leads with its epoch started.
+    pub fn leads(&self, topic: &str, partition: u32) -> bool {
+        self.serving_epoch(topic, partition).is_some()
+    }
+
+    /// The leader epoch this core serves clients of `topic`/`partition` at: 0 for a
+    /// partition not replicated (its epoch never changes), the started epoch of one this
+    /// core leads; `None` when it does not lead it.
+    pub fn serving_epoch(&self, topic: &str, partition: u32) -> Option<i32> {
+        if self.meta.borrow().replica_set(topic, partition).is_none() {
+            return Some(0);
+        }
+        match self
+            .data
+            .replicas
+            .borrow()
+            .map
+            .get(&(topic.to_string(), partition))
+        {
+            Some(r) if r.ready => match r.role {
+                Role::Leader { epoch } => Some(epoch),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Whether this core coordinates the keys of internal partition `topic`/`partition`
+    /// now (`__consumer_offsets`, `__transaction_state`, `__barrier_state`: one not
+    /// replicated, or a replicated one's leader with its state loaded); else the
+    /// coordinator error: COORDINATOR_LOAD_IN_PROGRESS while this core is the partition's
+    /// leader but has not loaded it yet, NOT_COORDINATOR when another replica leads.
+    pub fn check_coordinates(&self, topic: &str, partition: u32) -> Result<(), i16> {
+        if self.leads(topic, partition) {
+            Ok(())
+        } else if self.owner_core(topic, partition) == Some(self.core) {
+            Err(crate::codes::COORDINATOR_LOAD_IN_PROGRESS)
+        } else {
+            Err(crate::codes::NOT_COORDINATOR)
+        }
+    }
+
+    pub fn current(&self, key: &PartitionKey, generation: u64) -> bool {
+        self.data
+            .replicas
+            .borrow()
+            .map
+            .get(key)
+            .is_some_and(|r| r.generation == generation)
+    }
+
+    pub fn role_lock(&self, key: &PartitionKey) -> Rc<Semaphore> {
+        self.data
+            .replicas
+            .borrow_mut()
+            .locks
+            .entry(key.clone())
+            .or_insert_with(|| Rc::new(Semaphore::new(1)))
+            .clone()
     }
 
     pub fn node_id(&self) -> u64 {

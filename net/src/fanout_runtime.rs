@@ -247,7 +247,7 @@ pub async fn append_child_here(
     };
     let child = child.to_string();
     let append = move |s: Rc<CoreState>| async move {
-        if !crate::replica::leads(&s, &child, partition) {
+        if !s.leads(&child, partition) {
             return Ok(false);
         }
         let key = (child, partition);
@@ -308,7 +308,7 @@ async fn reconcile(state: &Rc<CoreState>, pass: u64) {
                 let key = (link.parent.clone(), p as u32);
                 // A replicated parent's cursor runs on its leader only.
                 let here = parts.contains_key(&key) || state.data.openings.is_unopened(&key);
-                if here && crate::replica::leads(state, &key.0, key.1) {
+                if here && state.leads(&key.0, key.1) {
                     d.insert(
                         (
                             link.parent.clone(),

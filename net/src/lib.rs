@@ -15,6 +15,7 @@ pub mod config;
 pub mod conn;
 pub mod conn_table;
 pub mod coordinator;
+pub mod coordinator_load;
 pub mod core;
 pub mod cursor_registry;
 pub mod fanout_runtime;

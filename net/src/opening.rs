@@ -92,8 +92,7 @@ async fn open_unopened(state: &CoreState, key: PartitionKey, incarnation: String
         .topic(&key.0)
         .map(|t| t.configs.clone())
         .unwrap_or_default();
-    let opened =
-        crate::reconcile::open_partition(state, &key.0, key.1, &incarnation, &configs).await;
+    let opened = open_partition(state, &key.0, key.1, &incarnation, &configs).await;
     // Whatever the outcome, the partition is no longer waiting to be opened: a failed open
     // is tried again by the next metastore change, as before lazy opens.
     let assigned = still_assigned();
@@ -182,4 +181,74 @@ pub(crate) async fn stop_opening(state: &CoreState) {
         .await;
     drop(all);
     openings.unopened.borrow_mut().clear();
+}
+
+/// Why a partition was not opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("not served: the node serves at most {max_partitions} partitions (max-partitions); raise max-partitions and restart, or delete partitions")]
+    PartitionBudget { max_partitions: usize },
+    #[error(transparent)]
+    Partition(#[from] engine::PartitionError),
+    #[error("replaying committed offsets: {0}")]
+    Replay(#[from] engine::LogError),
+}
+
+pub(crate) async fn open_partition(
+    state: &CoreState,
+    topic: &str,
+    index: u32,
+    incarnation: &str,
+    configs: &std::collections::BTreeMap<String, String>,
+) -> Result<OwnedPartition, OpenError> {
+    let fd_slot = state
+        .ctx
+        .fd_budget
+        .try_open()
+        .ok_or(OpenError::PartitionBudget {
+            max_partitions: state.ctx.fd_budget.max_partitions,
+        })?;
+    let dir = state.ctx.data_dir.partition_dir(topic, index);
+    let log_config = crate::topic_config::to_log_config(configs, &state.ctx.config.log_defaults)
+        .unwrap_or_else(|_| state.ctx.config.log_defaults.clone());
+    let (partition, summary) =
+        engine::Partition::open(&state.data.storage, dir, incarnation, log_config).await?;
+    if state.meta.borrow().replica_set(topic, index).is_some() {
+        // A replicated partition shows nothing past what its leader says is committed,
+        // from the start (`crate::replica` moves it).
+        let log = partition.log();
+        log.set_replicated_limit(log.log_start_offset());
+    }
+    // A coordinator's partition is loaded as it opens; a replicated one by its leader's
+    // task once it leads (`replica::lead`).
+    if state.meta.borrow().replica_set(topic, index).is_none() {
+        crate::coordinator_load::load_coordinator_state(
+            state,
+            &(topic.to_string(), index),
+            &partition,
+        )
+        .await?;
+    }
+    let m = &state.metrics;
+    crate::metrics::CoreMetrics::add(&m.recovered_partitions, 1);
+    crate::metrics::CoreMetrics::add(
+        &m.recovery_segments_scanned,
+        summary.segments_scanned as u64,
+    );
+    crate::metrics::CoreMetrics::add(&m.recovery_truncations, summary.truncations.len() as u64);
+    tracing::info!(
+        core = state.core,
+        next_offset = summary.next_offset,
+        scanned = summary.segments_scanned,
+        truncated = summary.truncations.len(),
+        "partition {topic}/{index} opened on core {}",
+        state.core
+    );
+    Ok(OwnedPartition {
+        topic: topic.to_string(),
+        index,
+        partition,
+        _fd_slot: fd_slot,
+        traffic: Default::default(),
+    })
 }

@@ -3,17 +3,15 @@
 //! follow config changes; the per-core loops (retention, group timers); a partition move's
 //! release and resume; the clean close at shutdown.
 
-use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::rc::Rc;
 
 use engine::join::for_each_bounded;
 
 use crate::opening::MAX_CONCURRENT_PARTITION_OPENS;
-use engine::{LogError, Partition, PartitionError};
+use engine::LogError;
 use meta::AppliedChange;
 
-use crate::coordinator::{replay_batches, CoordinatorState};
 use crate::core::{CoreState, OwnedPartition, PartitionKey};
 use crate::group::OFFSETS_TOPIC;
 use crate::topic_config;
@@ -23,20 +21,6 @@ use crate::topic_config;
 enum Reconcile {
     StartUp,
     Change,
-}
-
-/// Bytes read per step while replaying a `__consumer_offsets` partition.
-const COORDINATOR_REPLAY_READ_BYTES: usize = 1 << 20;
-
-/// Why a partition was not opened.
-#[derive(Debug, thiserror::Error)]
-pub enum OpenError {
-    #[error("not served: the node serves at most {max_partitions} partitions (max-partitions); raise max-partitions and restart, or delete partitions")]
-    PartitionBudget { max_partitions: usize },
-    #[error(transparent)]
-    Partition(#[from] PartitionError),
-    #[error("replaying committed offsets: {0}")]
-    Replay(#[from] LogError),
 }
 
 /// Why the metastore could not be followed.
@@ -215,88 +199,6 @@ async fn reconcile(state: &CoreState, when: Reconcile) {
             }
         }
     }
-}
-
-pub(crate) async fn open_partition(
-    state: &CoreState,
-    topic: &str,
-    index: u32,
-    incarnation: &str,
-    configs: &BTreeMap<String, String>,
-) -> Result<OwnedPartition, OpenError> {
-    let fd_slot = state
-        .ctx
-        .fd_budget
-        .try_open()
-        .ok_or(OpenError::PartitionBudget {
-            max_partitions: state.ctx.fd_budget.max_partitions,
-        })?;
-    let dir = state.ctx.data_dir.partition_dir(topic, index);
-    let log_config = topic_config::to_log_config(configs, &state.ctx.config.log_defaults)
-        .unwrap_or_else(|_| state.ctx.config.log_defaults.clone());
-    let (partition, summary) =
-        Partition::open(&state.data.storage, dir, incarnation, log_config).await?;
-    if state.meta.borrow().replica_set(topic, index).is_some() {
-        // A replicated partition shows nothing past what its leader says is committed,
-        // from the start (`crate::replica` moves it).
-        let log = partition.log();
-        log.set_replicated_limit(log.log_start_offset());
-    }
-    // A coordinator's partition is loaded as it opens; a replicated one by its leader's
-    // task once it leads (`replica::lead`).
-    if state.meta.borrow().replica_set(topic, index).is_none() {
-        crate::replica::load_coordinator_state(state, &(topic.to_string(), index), &partition)
-            .await?;
-    }
-    let m = &state.metrics;
-    crate::metrics::CoreMetrics::add(&m.recovered_partitions, 1);
-    crate::metrics::CoreMetrics::add(
-        &m.recovery_segments_scanned,
-        summary.segments_scanned as u64,
-    );
-    crate::metrics::CoreMetrics::add(&m.recovery_truncations, summary.truncations.len() as u64);
-    tracing::info!(
-        core = state.core,
-        next_offset = summary.next_offset,
-        scanned = summary.segments_scanned,
-        truncated = summary.truncations.len(),
-        "partition {topic}/{index} opened on core {}",
-        state.core
-    );
-    Ok(OwnedPartition {
-        topic: topic.to_string(),
-        index,
-        partition,
-        _fd_slot: fd_slot,
-        traffic: Default::default(),
-    })
-}
-
-/// Loads the state of coordinator `S` (groups, transactional ids, barrier groups) from
-/// internal partition `index`: all its log holds (a new leader's records above its high
-/// watermark too: they are its epoch's to commit).
-pub(crate) async fn replay_coordinator<S: CoordinatorState>(
-    state: &CoreState,
-    target: &RefCell<S>,
-    args: S::ReplayArgs,
-    partition: &Partition,
-    index: u32,
-) -> Result<(), LogError> {
-    let mut records = 0;
-    partition
-        .log()
-        .for_each_durable_batch(0, u64::MAX, COORDINATOR_REPLAY_READ_BYTES, |_, batch| {
-            records += replay_batches(&mut *target.borrow_mut(), args, batch, index);
-        })
-        .await?;
-    tracing::info!(
-        partition = index,
-        records,
-        core = state.core,
-        "replayed {}",
-        S::WHAT
-    );
-    Ok(())
 }
 
 /// One tick of this core's groups' timers (session expiry, rebalance deadlines), every

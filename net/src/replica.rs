@@ -31,7 +31,6 @@
 //! one task per role; one fetch in flight per (follower core, leader core), its answer at
 //! most `MAX_REPLICA_FETCH_RESPONSE_BYTES`.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -39,39 +38,18 @@ use std::time::{Duration, Instant};
 use glommio::sync::Semaphore;
 use meta::{Assignment, Command};
 
-use crate::barrier::BarrierStates;
-use crate::coordinator::CoordinatorState;
 use crate::core::{CoreState, PartitionKey};
-use crate::group::Groups;
 use crate::node_rpc::{NodeRequest, NodeResponse, ReplicaFetchAnswer, ReplicaFetchPartition};
 use crate::replica_state::{desired_roles, FollowerProgress, HandBack, Replica, Role};
-use crate::txn::Txns;
+use crate::replica_state::{
+    MAX_PARTITIONS_PER_REPLICA_FETCH, REPLICA_FETCH_MAX_BYTES, REPLICA_FETCH_MAX_WAIT_MS,
+    REPLICA_FETCH_RESPONSE_MAX_BYTES, REPLICA_RETRY_BACKOFF_MS,
+};
 
-/// Bytes a follower asks for per fetch (one larger batch still comes whole).
-pub const REPLICA_FETCH_MAX_BYTES: u32 = 1 << 20;
-/// The largest fetch answer a follower reads: a batch larger than this cannot be replicated
-/// (keep `max.message.bytes` below it).
-pub const MAX_REPLICA_FETCH_RESPONSE_BYTES: usize = 64 << 20;
-/// The most bytes one fetch answer carries over all its partitions (Kafka's
-/// `replica.fetch.response.max.bytes`; one larger batch still comes whole).
-pub const REPLICA_FETCH_RESPONSE_MAX_BYTES: usize = 8 << 20;
-/// The most partitions one fetch names (a follower core following more from one leader
-/// core takes them in turns).
-pub const MAX_PARTITIONS_PER_REPLICA_FETCH: usize = 4_096;
-/// How long a leader holds a follower's fetch that finds nothing new.
-pub const REPLICA_FETCH_MAX_WAIT_MS: u32 = 500;
-/// A follower's pause after a failed call or a refusal (no leader yet, a transport error).
-pub const REPLICA_RETRY_BACKOFF_MS: u64 = 100;
 /// How often a leader looks for followers to drop from the ISR.
 pub const ISR_CHECK_INTERVAL_MS: u64 = 250;
 /// A leader's pause after the metastore refused its ISR change, before it proposes another.
 pub const ISR_REFUSED_BACKOFF_MS: u64 = 1_000;
-/// A follower copies its leader's fan-out cursor files at most this often per partition (a
-/// cursor that resumes on a new leader repeats at most about this much of its copying).
-pub const CURSOR_COPY_INTERVAL_MS: u64 = 500;
-/// The most cursor files one fetch answer's copies are taken from (a parent has one per
-/// link).
-pub const MAX_COPIED_CURSOR_FILES: usize = 256;
 
 /// How a follower's log is cut.
 #[derive(Clone, Copy, Debug)]
@@ -80,34 +58,6 @@ enum Cut {
     At(u64),
     /// Every record goes; the log starts over, empty, at this offset.
     RestartAt(u64),
-}
-
-/// Whether this core serves clients for `topic`/`partition` as far as replication goes: a
-/// partition not replicated, or one this core leads with its epoch started.
-pub fn leads(state: &CoreState, topic: &str, partition: u32) -> bool {
-    serving_epoch(state, topic, partition).is_some()
-}
-
-/// The leader epoch this core serves clients of `topic`/`partition` at: 0 for a
-/// partition not replicated (its epoch never changes), the started epoch of one this
-/// core leads; `None` when it does not lead it.
-pub fn serving_epoch(state: &CoreState, topic: &str, partition: u32) -> Option<i32> {
-    if state.meta.borrow().replica_set(topic, partition).is_none() {
-        return Some(0);
-    }
-    match state
-        .data
-        .replicas
-        .borrow()
-        .map
-        .get(&(topic.to_string(), partition))
-    {
-        Some(r) if r.ready => match r.role {
-            Role::Leader { epoch } => Some(epoch),
-            _ => None,
-        },
-        _ => None,
-    }
 }
 
 /// A client's `current_leader_epoch` (KIP-320; -1: not given) checked against the epoch
@@ -120,8 +70,9 @@ pub fn check_leader_epoch(
     partition: u32,
     current_leader_epoch: i32,
 ) -> Result<i32, i16> {
-    let epoch =
-        serving_epoch(state, topic, partition).ok_or(crate::codes::NOT_LEADER_OR_FOLLOWER)?;
+    let epoch = state
+        .serving_epoch(topic, partition)
+        .ok_or(crate::codes::NOT_LEADER_OR_FOLLOWER)?;
     match current_leader_epoch {
         c if c < 0 || c == epoch => Ok(epoch),
         c if c < epoch => Err(crate::codes::FENCED_LEADER_EPOCH),
@@ -173,7 +124,7 @@ pub async fn wait_replicated(
                 format!("{}/{}: the leader's log failed", key.0, key.1),
             ));
         }
-        if !leads(state, &key.0, key.1) {
+        if !state.leads(&key.0, key.1) {
             return Err((
                 crate::codes::NOT_LEADER_OR_FOLLOWER,
                 format!(
@@ -201,7 +152,7 @@ pub async fn wait_replicated(
 /// Refuses a write the broker makes itself (a transaction or barrier marker) to a
 /// replicated partition this core does not lead with its epoch started.
 pub fn check_leads(state: &CoreState, topic: &str, partition: u32) -> Result<(), (i16, String)> {
-    if leads(state, topic, partition) {
+    if state.leads(topic, partition) {
         return Ok(());
     }
     Err((
@@ -226,21 +177,6 @@ pub async fn replicate_own_write(
     advance_high_watermark(state, key);
     let timeout_ms = state.ctx.config.request_timeout_ms;
     wait_replicated(state, key, part, last_offset, timeout_ms).await
-}
-
-/// Whether this core coordinates the keys of internal partition `topic`/`partition`
-/// now (`__consumer_offsets`, `__transaction_state`, `__barrier_state`: one not
-/// replicated, or a replicated one's leader with its state loaded); else the
-/// coordinator error: COORDINATOR_LOAD_IN_PROGRESS while this core is the partition's
-/// leader but has not loaded it yet, NOT_COORDINATOR when another replica leads.
-pub fn check_coordinates(state: &CoreState, topic: &str, partition: u32) -> Result<(), i16> {
-    if leads(state, topic, partition) {
-        Ok(())
-    } else if state.owner_core(topic, partition) == Some(state.core) {
-        Err(crate::codes::COORDINATOR_LOAD_IN_PROGRESS)
-    } else {
-        Err(crate::codes::NOT_COORDINATOR)
-    }
 }
 
 /// After a coordinator's write (offsets, transaction or barrier state) at `last_offset` of its internal
@@ -307,7 +243,7 @@ pub(crate) async fn release_for_move(
     topic: &str,
     index: u32,
 ) -> Result<(), String> {
-    let lock = role_lock(state, &(topic.to_string(), index));
+    let lock = state.role_lock(&(topic.to_string(), index));
     let _held = lock
         .acquire_permit(1)
         .await
@@ -315,27 +251,6 @@ pub(crate) async fn release_for_move(
     crate::reconcile::release_partition(state, topic, index)
         .await
         .map_err(|e| e.to_string())
-}
-
-pub(crate) fn current(state: &CoreState, key: &PartitionKey, generation: u64) -> bool {
-    state
-        .data
-        .replicas
-        .borrow()
-        .map
-        .get(key)
-        .is_some_and(|r| r.generation == generation)
-}
-
-pub(crate) fn role_lock(state: &CoreState, key: &PartitionKey) -> Rc<Semaphore> {
-    state
-        .data
-        .replicas
-        .borrow_mut()
-        .locks
-        .entry(key.clone())
-        .or_insert_with(|| Rc::new(Semaphore::new(1)))
-        .clone()
 }
 
 /// Follows the metastore: every replica whose role changed gets a new generation and
@@ -357,7 +272,7 @@ pub(crate) fn reconcile_replicas(state: &Rc<CoreState>) {
             tracing::info!(topic = %key.0, partition = key.1, core = state.core, ?role, "replica role");
             // A coordinator's state is loaded again by the leader's task (`lead`); a
             // follower coordinates nothing of the partition.
-            drop_coordinator_state(state, &key);
+            crate::coordinator_load::drop_coordinator_state(state, &key);
             reps.map.insert(
                 key.clone(),
                 Replica {
@@ -414,9 +329,9 @@ fn advance_every_high_watermark(state: &CoreState) {
 
 /// The leader's task: start the epoch, then serve.
 async fn lead(state: Rc<CoreState>, key: PartitionKey, epoch: i32, generation: u64) {
-    let lock = role_lock(&state, &key);
+    let lock = state.role_lock(&key);
     loop {
-        if !current(&state, &key, generation) {
+        if !state.current(&key, generation) {
             return;
         }
         let Some(p) = crate::opening::partition(&state, &key.0, key.1).await else {
@@ -426,11 +341,11 @@ async fn lead(state: Rc<CoreState>, key: PartitionKey, epoch: i32, generation: u
         let Ok(_held) = lock.acquire_permit(1).await else {
             return;
         };
-        if !current(&state, &key, generation) {
+        if !state.current(&key, generation) {
             return;
         }
         let started = match p.become_leader(epoch).await {
-            Ok(()) => load_coordinator_state(&state, &key, &p)
+            Ok(()) => crate::coordinator_load::load_coordinator_state(&state, &key, &p)
                 .await
                 .map_err(engine::PartitionError::from),
             other => other,
@@ -451,44 +366,6 @@ async fn lead(state: Rc<CoreState>, key: PartitionKey, epoch: i32, generation: u
     }
     tracing::info!(topic = %key.0, partition = key.1, epoch, "leading");
     advance_high_watermark(&state, &key);
-}
-
-/// Forgets what this core coordinates of internal partition `key` (groups of
-/// `__consumer_offsets`, transactional ids of `__transaction_state`, barrier groups of
-/// `__barrier_state`).
-fn drop_coordinator_state(state: &CoreState, key: &PartitionKey) {
-    fn unload<S: CoordinatorState>(state: &RefCell<S>, key: &PartitionKey) {
-        if key.0 == S::TOPIC {
-            state.borrow_mut().unload(key.1);
-        }
-    }
-    let c = &state.coordinators;
-    unload(&c.groups, key);
-    unload(&c.txns, key);
-    unload(&c.barriers, key);
-}
-
-/// This core becomes the coordinator of internal partition `key` (the new leader of a
-/// replicated one, or one not replicated as it opens): what its log holds (the groups'
-/// offsets, the transactional ids' and barrier groups' state) is loaded before it
-/// serves (COORDINATOR_LOAD_IN_PROGRESS meanwhile). Other partitions load nothing.
-pub(crate) async fn load_coordinator_state(
-    state: &CoreState,
-    key: &PartitionKey,
-    p: &engine::Partition,
-) -> Result<(), engine::LogError> {
-    drop_coordinator_state(state, key);
-    let c = &state.coordinators;
-    if key.0 == Groups::TOPIC {
-        let delay = state.initial_rebalance_delay();
-        crate::reconcile::replay_coordinator(state, &c.groups, delay, p, key.1).await
-    } else if key.0 == Txns::TOPIC {
-        crate::reconcile::replay_coordinator(state, &c.txns, (), p, key.1).await
-    } else if key.0 == BarrierStates::TOPIC {
-        crate::reconcile::replay_coordinator(state, &c.barriers, (), p, key.1).await
-    } else {
-        Ok(())
-    }
 }
 
 /// A leader's high watermark: the lowest durable end among the ISR (the leader's own
@@ -862,9 +739,9 @@ async fn follow(
     generation: u64,
 ) {
     let backoff = || glommio::timer::sleep(Duration::from_millis(REPLICA_RETRY_BACKOFF_MS));
-    let lock = role_lock(&state, &key);
+    let lock = state.role_lock(&key);
     loop {
-        if !current(&state, &key, generation) {
+        if !state.current(&key, generation) {
             return;
         }
         if crate::opening::partition(&state, &key.0, key.1)
@@ -893,7 +770,7 @@ async fn follow(
                 let Ok(_held) = lock.acquire_permit(1).await else {
                     return;
                 };
-                if !current(&state, &key, generation) {
+                if !state.current(&key, generation) {
                     return;
                 }
                 if let Err(why) = reopen_cut(&state, &key, Cut::RestartAt(log_start)).await {
@@ -902,37 +779,6 @@ async fn follow(
                     backoff().await;
                 }
             }
-        }
-    }
-}
-
-/// Keeps this follower's copies of its leader's fan-out cursor files: each one for a
-/// current link of this parent, of that link's epoch and at or below this replica's
-/// durable end (a new leader never resumes a cursor past what it holds), that differs
-/// from the copy already stored. Called with the role lock held: a cursor of this
-/// replica's own never runs meanwhile.
-pub(crate) async fn copy_cursor_files(
-    state: &CoreState,
-    key: &PartitionKey,
-    p: &crate::core::OwnedPartition,
-    files: Vec<(String, Vec<u8>)>,
-) {
-    let durable_end = p.log().durable_end();
-    for (child, bytes) in files.into_iter().take(MAX_COPIED_CURSOR_FILES) {
-        let link_epoch = state
-            .meta
-            .borrow()
-            .fanout_links
-            .of_child(&child)
-            .filter(|l| l.parent == key.0)
-            .map(|l| l.epoch.clone());
-        let usable = fanout::offset_file::CursorFile::decode(&bytes)
-            .is_some_and(|f| Some(&f.epoch) == link_epoch.as_ref() && f.next_offset <= durable_end);
-        if !usable || p.holds_cursor_file(&child, &bytes) {
-            continue;
-        }
-        if let Err(e) = p.store_cursor_file(&child, bytes).await {
-            tracing::warn!(topic = %key.0, partition = key.1, %child, error = %e, "copying the leader's fan-out cursor file");
         }
     }
 }
@@ -950,7 +796,7 @@ async fn truncate_to_leader(
     // Held from the first look at the log to the cut: a copy of the previous role's
     // task cannot extend the log in between.
     let _held = lock.acquire_permit(1).await.map_err(|_| "closed")?;
-    if !current(state, key, generation) {
+    if !state.current(key, generation) {
         return Err("the role changed".into());
     }
     let p = state.partition_if_open(&key.0, key.1).ok_or("not open")?;
@@ -986,7 +832,7 @@ async fn truncate_to_leader(
     if target >= end {
         return Ok(());
     }
-    if !current(state, key, generation) {
+    if !state.current(key, generation) {
         return Err("the role changed".into());
     }
     drop(p);
@@ -1020,7 +866,7 @@ async fn reopen_cut(state: &CoreState, key: &PartitionKey, cut: Cut) -> Result<(
             .topic(&key.0)
             .map(|t| t.configs.clone())
             .unwrap_or_default();
-        match crate::reconcile::open_partition(state, &key.0, key.1, &incarnation, &configs)
+        match crate::opening::open_partition(state, &key.0, key.1, &incarnation, &configs)
             .await
         {
             Ok(p) => {

@@ -24,12 +24,12 @@ use meta::Assignment;
 
 use crate::core::{CoreState, OwnedPartition, PartitionKey};
 use crate::node_rpc::{NodeRequest, NodeResponse, ReplicaFetchAnswer, ReplicaFetchPartition};
-use crate::replica::{
-    CURSOR_COPY_INTERVAL_MS, MAX_PARTITIONS_PER_REPLICA_FETCH, MAX_REPLICA_FETCH_RESPONSE_BYTES,
-    REPLICA_FETCH_MAX_BYTES, REPLICA_FETCH_MAX_WAIT_MS, REPLICA_FETCH_RESPONSE_MAX_BYTES,
-    REPLICA_RETRY_BACKOFF_MS,
-};
 use crate::replica_state::{FetchMember, HandBack};
+use crate::replica_state::{
+    CURSOR_COPY_INTERVAL_MS, MAX_COPIED_CURSOR_FILES, MAX_PARTITIONS_PER_REPLICA_FETCH,
+    MAX_REPLICA_FETCH_RESPONSE_BYTES, REPLICA_FETCH_MAX_BYTES, REPLICA_FETCH_MAX_WAIT_MS,
+    REPLICA_FETCH_RESPONSE_MAX_BYTES, REPLICA_RETRY_BACKOFF_MS,
+};
 
 /// One partition of a fetch under way.
 struct InFlight {
@@ -284,14 +284,14 @@ async fn apply_fetched(
     // An answer for a role that ended is dropped before the lock: a newer role's task may
     // hold it for long (its truncation asks the new leader), and the whole fetcher would
     // wait on it.
-    if !crate::replica::current(state, &key, generation) {
+    if !state.current(&key, generation) {
         return;
     }
-    let lock = crate::replica::role_lock(state, &key);
+    let lock = state.role_lock(&key);
     let Ok(_held) = lock.acquire_permit(1).await else {
         return;
     };
-    if !crate::replica::current(state, &key, generation) {
+    if !state.current(&key, generation) {
         return;
     }
     // Released meanwhile (a move to another core): nothing goes into the closed log.
@@ -334,6 +334,37 @@ async fn apply_fetched(
             })
     };
     if copy_due {
-        crate::replica::copy_cursor_files(state, &key, &p, cursor_files).await;
+        copy_cursor_files(state, &key, &p, cursor_files).await;
+    }
+}
+
+/// Keeps this follower's copies of its leader's fan-out cursor files: each one for a
+/// current link of this parent, of that link's epoch and at or below this replica's
+/// durable end (a new leader never resumes a cursor past what it holds), that differs
+/// from the copy already stored. Called with the role lock held: a cursor of this
+/// replica's own never runs meanwhile.
+pub(crate) async fn copy_cursor_files(
+    state: &CoreState,
+    key: &PartitionKey,
+    p: &crate::core::OwnedPartition,
+    files: Vec<(String, Vec<u8>)>,
+) {
+    let durable_end = p.log().durable_end();
+    for (child, bytes) in files.into_iter().take(MAX_COPIED_CURSOR_FILES) {
+        let link_epoch = state
+            .meta
+            .borrow()
+            .fanout_links
+            .of_child(&child)
+            .filter(|l| l.parent == key.0)
+            .map(|l| l.epoch.clone());
+        let usable = fanout::offset_file::CursorFile::decode(&bytes)
+            .is_some_and(|f| Some(&f.epoch) == link_epoch.as_ref() && f.next_offset <= durable_end);
+        if !usable || p.holds_cursor_file(&child, &bytes) {
+            continue;
+        }
+        if let Err(e) = p.store_cursor_file(&child, bytes).await {
+            tracing::warn!(topic = %key.0, partition = key.1, %child, error = %e, "copying the leader's fan-out cursor file");
+        }
     }
 }

@@ -9,6 +9,28 @@ use std::time::Instant;
 use glommio::sync::Semaphore;
 use meta::{Assignment, MetaState};
 
+/// The most cursor files one fetch answer's copies are taken from (a parent has one per
+/// link).
+pub const MAX_COPIED_CURSOR_FILES: usize = 256;
+/// Bytes a follower asks for per fetch (one larger batch still comes whole).
+pub const REPLICA_FETCH_MAX_BYTES: u32 = 1 << 20;
+/// The largest fetch answer a follower reads: a batch larger than this cannot be replicated
+/// (keep `max.message.bytes` below it).
+pub const MAX_REPLICA_FETCH_RESPONSE_BYTES: usize = 64 << 20;
+/// The most bytes one fetch answer carries over all its partitions (Kafka's
+/// `replica.fetch.response.max.bytes`; one larger batch still comes whole).
+pub const REPLICA_FETCH_RESPONSE_MAX_BYTES: usize = 8 << 20;
+/// The most partitions one fetch names (a follower core following more from one leader
+/// core takes them in turns).
+pub const MAX_PARTITIONS_PER_REPLICA_FETCH: usize = 4_096;
+/// How long a leader holds a follower's fetch that finds nothing new.
+pub const REPLICA_FETCH_MAX_WAIT_MS: u32 = 500;
+/// A follower's pause after a failed call or a refusal (no leader yet, a transport error).
+pub const REPLICA_RETRY_BACKOFF_MS: u64 = 100;
+/// A follower copies its leader's fan-out cursor files at most this often per partition (a
+/// cursor that resumes on a new leader repeats at most about this much of its copying).
+pub const CURSOR_COPY_INTERVAL_MS: u64 = 500;
+
 /// A partition: topic and index (`crate::core::PartitionKey`, which imports this module).
 type PartitionKey = (String, u32);
 

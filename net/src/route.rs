@@ -63,7 +63,7 @@ where
         return Err(state.not_coordinator_code(internal, key_partition));
     };
     on_core(state, core, move |s| async move {
-        crate::replica::check_coordinates(&s, internal, partition)?;
+        s.check_coordinates(internal, partition)?;
         Ok(f(s, partition).await)
     })
     .await

@@ -778,11 +778,11 @@ async fn write_marker_here(
         )
     };
     if let Some(expected) = at.expected_leader_epoch.filter(|e| *e < 0) {
-        return Err(fenced(crate::replica::serving_epoch(s, topic, p), expected));
+        return Err(fenced(s.serving_epoch(topic, p), expected));
     }
     crate::replica::check_leads(s, topic, p)?;
     if let Some(expected) = at.expected_leader_epoch {
-        let serving = crate::replica::serving_epoch(s, topic, p);
+        let serving = s.serving_epoch(topic, p);
         if serving.is_some_and(|e| e != expected) {
             return Err(fenced(serving, expected));
         }
@@ -823,7 +823,7 @@ async fn append_state(
     p: u32,
     records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
 ) -> Result<(), Refusal> {
-    crate::replica::check_coordinates(s, BARRIER_STATE_TOPIC, p)
+    s.check_coordinates(BARRIER_STATE_TOPIC, p)
         .map_err(|code| (code, not_loaded(p)))?;
     let part = ensure_loaded(s, p).await?;
     let at = now_ms();
@@ -940,7 +940,7 @@ async fn inject(
     } = inj;
     let started = std::time::Instant::now();
     let start = InjectionStart {
-        coordinator_epoch: crate::replica::serving_epoch(s, BARRIER_STATE_TOPIC, p).unwrap_or(0),
+        coordinator_epoch: s.serving_epoch(BARRIER_STATE_TOPIC, p).unwrap_or(0),
         triggered_at_ms,
         targets: freeze_targets(s, &def),
     };
@@ -1324,7 +1324,7 @@ pub async fn barrier_tick(s: &Rc<CoreState>) {
             // A replicated partition's leader coordinates once it has loaded it.
             .filter(|(_, p)| {
                 s.owner_core(BARRIER_STATE_TOPIC, *p) == Some(s.core)
-                    && crate::replica::leads(s, BARRIER_STATE_TOPIC, *p)
+                    && s.leads(BARRIER_STATE_TOPIC, *p)
             })
             .collect()
     };
@@ -1361,8 +1361,7 @@ pub async fn barrier_tick(s: &Rc<CoreState>) {
         // An injection started under a later coordinator epoch than this one's is that
         // coordinator's to finish (as krabka leaves it).
         let interrupted = interrupted.filter(|(_, start)| {
-            start.coordinator_epoch
-                <= crate::replica::serving_epoch(s, BARRIER_STATE_TOPIC, p).unwrap_or(0)
+            start.coordinator_epoch <= s.serving_epoch(BARRIER_STATE_TOPIC, p).unwrap_or(0)
         });
         if let Some((epoch, start)) = interrupted {
             if let Err((code, why)) = finish_interrupted(s, &group, p, &def, epoch, start).await {

@@ -512,7 +512,7 @@ async fn persist_offsets(
     if items.is_empty() {
         return Ok(());
     }
-    crate::replica::check_coordinates(s, OFFSETS_TOPIC, partition)?;
+    s.check_coordinates(OFFSETS_TOPIC, partition)?;
     let Some(part) = crate::opening::partition(s, OFFSETS_TOPIC, partition).await else {
         return Err(COORDINATOR_NOT_AVAILABLE);
     };

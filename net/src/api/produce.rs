@@ -186,7 +186,7 @@ async fn append_one(
 ) -> PartitionProduceResponse {
     let index = item.partition;
     let key = (item.topic.clone(), index as u32);
-    if !crate::replica::leads(state, &key.0, key.1) {
+    if !state.leads(&key.0, key.1) {
         return answer(
             index,
             codes::NOT_LEADER_OR_FOLLOWER,

@@ -118,7 +118,7 @@ async fn append_record(
     meta: Option<&TxnMeta>,
     durability: Durability,
 ) -> Result<(), i16> {
-    crate::replica::check_coordinates(s, TXN_STATE_TOPIC, partition)?;
+    s.check_coordinates(TXN_STATE_TOPIC, partition)?;
     let Some(part) = crate::opening::partition(s, TXN_STATE_TOPIC, partition).await else {
         return Err(COORDINATOR_NOT_AVAILABLE);
     };
@@ -950,7 +950,7 @@ async fn persist_txn_offsets(
     epoch: i16,
     items: Vec<(String, i32, Committed)>,
 ) -> i16 {
-    if let Err(code) = crate::replica::check_coordinates(s, OFFSETS_TOPIC, partition) {
+    if let Err(code) = s.check_coordinates(OFFSETS_TOPIC, partition) {
         return code;
     }
     let Some(part) = crate::opening::partition(s, OFFSETS_TOPIC, partition).await else {
