@@ -86,13 +86,7 @@ async fn open_unopened(state: &CoreState, key: PartitionKey, incarnation: String
         }
         return;
     }
-    let configs = state
-        .meta
-        .borrow()
-        .topic(&key.0)
-        .map(|t| t.configs.clone())
-        .unwrap_or_default();
-    let opened = open_partition(state, &key.0, key.1, &incarnation, &configs).await;
+    let opened = open_partition(state, &key.0, key.1, &incarnation).await;
     // Whatever the outcome, the partition is no longer waiting to be opened: a failed open
     // is tried again by the next metastore change, as before lazy opens.
     let assigned = still_assigned();
@@ -194,13 +188,20 @@ pub enum OpenError {
     Replay(#[from] engine::LogError),
 }
 
+/// Opens `topic`/`index` (of `incarnation`) on this core with the topic's configs: recovery,
+/// the partition budget, and an unreplicated coordinator partition's state loaded.
 pub(crate) async fn open_partition(
     state: &CoreState,
     topic: &str,
     index: u32,
     incarnation: &str,
-    configs: &std::collections::BTreeMap<String, String>,
 ) -> Result<OwnedPartition, OpenError> {
+    let configs = state
+        .meta
+        .borrow()
+        .topic(topic)
+        .map(|t| t.configs.clone())
+        .unwrap_or_default();
     let fd_slot = state
         .ctx
         .fd_budget
@@ -209,7 +210,7 @@ pub(crate) async fn open_partition(
             max_partitions: state.ctx.fd_budget.max_partitions,
         })?;
     let dir = state.ctx.data_dir.partition_dir(topic, index);
-    let log_config = crate::topic_config::to_log_config(configs, &state.ctx.config.log_defaults)
+    let log_config = crate::topic_config::to_log_config(&configs, &state.ctx.config.log_defaults)
         .unwrap_or_else(|_| state.ctx.config.log_defaults.clone());
     let (partition, summary) =
         engine::Partition::open(&state.data.storage, dir, incarnation, log_config).await?;

@@ -860,15 +860,7 @@ async fn reopen_cut(state: &CoreState, key: &PartitionKey, cut: Cut) -> Result<(
             Cut::RestartAt(offset) => engine::log::request_restart_at(&dir, offset).await,
         }
         .map_err(|e| format!("asking for the truncation: {e}"))?;
-        let configs = state
-            .meta
-            .borrow()
-            .topic(&key.0)
-            .map(|t| t.configs.clone())
-            .unwrap_or_default();
-        match crate::opening::open_partition(state, &key.0, key.1, &incarnation, &configs)
-            .await
-        {
+        match crate::opening::open_partition(state, &key.0, key.1, &incarnation).await {
             Ok(p) => {
                 state.data.partitions.borrow_mut().insert(key.clone(), Rc::new(p));
                 Ok(())
