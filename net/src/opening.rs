@@ -253,3 +253,37 @@ pub(crate) async fn open_partition(
         traffic: Default::default(),
     })
 }
+
+/// First step of a partition move: stop serving `topic`/`index` here and close it cleanly
+/// (flush, sync, seal), so its new owner core opens it without recovery.
+pub async fn release_partition(
+    state: &CoreState,
+    topic: &str,
+    index: u32,
+) -> Result<(), engine::LogError> {
+    let key = (topic.to_string(), index);
+    state.data.moving.borrow_mut().insert(key.clone());
+    // One not open yet is opened first: one path closes it.
+    let _ = partition(state, topic, index).await;
+    let part = state.data.partitions.borrow_mut().remove(&key);
+    // Its fan-out cursors stop with it (their files go, or stay, with the partition); the
+    // reconcile pass starts them wherever it is served next.
+    let cursors: Vec<_> = state
+        .data
+        .cursors
+        .borrow()
+        .running
+        .keys()
+        .filter(|(parent, p, _, _)| parent == topic && *p == index)
+        .cloned()
+        .collect();
+    for k in cursors {
+        if let Some((task, _, _)) = state.data.cursors.borrow_mut().running.remove(&k) {
+            task.cancel();
+        }
+    }
+    match part {
+        Some(p) => p.close().await,
+        None => Ok(()),
+    }
+}

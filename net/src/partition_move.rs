@@ -271,7 +271,7 @@ async fn run_move(
     let stopped = Instant::now();
     let (t, p) = (topic.to_string(), partition);
     let release =
-        move |s: Rc<CoreState>| async move { crate::reconcile::release_partition(&s, &t, p).await };
+        move |s: Rc<CoreState>| async move { crate::opening::release_partition(&s, &t, p).await };
     let released = match crate::route::on_core(state, from_core, release).await {
         Ok(r) => r.map_err(|e| e.to_string()),
         Err(gone) => Err(gone.to_string()),

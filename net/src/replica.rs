@@ -248,7 +248,7 @@ pub(crate) async fn release_for_move(
         .acquire_permit(1)
         .await
         .map_err(|_| "the replica's lock is closed".to_string())?;
-    crate::reconcile::release_partition(state, topic, index)
+    crate::opening::release_partition(state, topic, index)
         .await
         .map_err(|e| e.to_string())
 }
