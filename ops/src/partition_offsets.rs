@@ -61,13 +61,24 @@ pub fn list_offsets(
         let mut last_refusal = String::new();
         let meta = metadata(c, v, &pending)?;
         for (addr, asked) in by_leader(&meta, &pending, &mut last_refusal)? {
-            let conn = match leaders.entry(addr.clone()) {
-                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            // A leader that cannot be reached (it just failed; Metadata has not caught up)
+            // is asked again, with fresh metadata, in the next round.
+            let answer = match leaders.entry(addr.clone()) {
+                std::collections::btree_map::Entry::Occupied(e) => Ok(e.into_mut()),
                 std::collections::btree_map::Entry::Vacant(e) => {
-                    e.insert(KafkaClient::connect(&addr)?)
+                    KafkaClient::connect(&addr).map(|c| e.insert(c))
+                }
+            }
+            .and_then(|conn| conn.call(&request(&asked, timestamp), ver));
+            let answer = match answer {
+                Ok(a) => a,
+                Err(e) => {
+                    leaders.remove(&addr);
+                    last_refusal = e;
+                    continue;
                 }
             };
-            for t in conn.call(&request(&asked, timestamp), ver)?.topics {
+            for t in answer.topics {
                 for p in t.partitions {
                     let key = (t.name.0.to_string(), p.partition_index);
                     if p.error_code == 0 {
