@@ -18,6 +18,11 @@ pub const METADATA_KEY: i16 = 3;
 pub const SESSION_TIMEOUT_MS: &str = "3000";
 pub const HEARTBEAT_INTERVAL_MS: &str = "500";
 
+/// How often a cluster is started on newly drawn ports when one was taken meanwhile.
+const CLUSTER_START_ATTEMPTS: usize = 3;
+/// What a node prints when its port was taken (the OS's EADDRINUSE).
+const PORT_TAKEN: &str = "Address already in use";
+
 /// `nodes` brokers of `cores` cores each, started together as one cluster (node ids 1..).
 pub fn cluster(nodes: u64, cores: usize) -> Vec<Broker> {
     cluster_with_peers(nodes, cores).0
@@ -34,18 +39,28 @@ pub fn cluster_with_args(
     cores: usize,
     extra: impl Fn(u64) -> Vec<String>,
 ) -> (Vec<Broker>, BTreeMap<u64, String>) {
-    let peers: BTreeMap<u64, String> = (1..=nodes)
-        .map(|i| (i, format!("127.0.0.1:{}", free_port())))
-        .collect();
-    let list = peers_arg(&peers);
-    let args: Vec<Vec<String>> = (1..=nodes)
-        .map(|i| {
-            let mut a = node_args(i, &list, None);
-            a.extend(extra(i));
-            a
-        })
-        .collect();
-    (Broker::start_together(cores, &args), peers)
+    let mut last_err = String::new();
+    for _ in 0..CLUSTER_START_ATTEMPTS {
+        let peers: BTreeMap<u64, String> = (1..=nodes)
+            .map(|i| (i, format!("127.0.0.1:{}", free_port())))
+            .collect();
+        let list = peers_arg(&peers);
+        let args: Vec<Vec<String>> = (1..=nodes)
+            .map(|i| {
+                let mut a = node_args(i, &list, None);
+                a.extend(extra(i));
+                a
+            })
+            .collect();
+        match Broker::try_start_together(cores, &args) {
+            Ok(brokers) => return (brokers, peers),
+            // Another test bound a port drawn for this cluster between the draw and the
+            // bind: the cluster starts again on new ports.
+            Err(e) if e.contains(PORT_TAKEN) => last_err = e,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    panic!("a cluster's ports were taken {CLUSTER_START_ATTEMPTS} times: {last_err}");
 }
 
 pub fn peers_arg(peers: &BTreeMap<u64, String>) -> String {

@@ -435,6 +435,15 @@ impl Broker {
     /// Starts brokers that wait for each other (the nodes of a cluster: each one's start
     /// waits for a quorum of its peers): all are spawned, then each one's ready line awaited.
     pub fn start_together(cores: usize, extra_args: &[Vec<String>]) -> Vec<Broker> {
+        Broker::try_start_together(cores, extra_args).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Broker::start_together`], or the first node's early exit (its stderr): the nodes
+    /// that started and those still starting are stopped.
+    pub fn try_start_together(
+        cores: usize,
+        extra_args: &[Vec<String>],
+    ) -> Result<Vec<Broker>, String> {
         let mut brokers: Vec<Broker> = extra_args
             .iter()
             .map(|args| {
@@ -442,13 +451,19 @@ impl Broker {
                 Broker::prepared(cores, None, &args)
             })
             .collect();
-        let launched: Vec<(Child, usize)> = brokers.iter_mut().map(Broker::launch).collect();
-        for (b, (child, start_len)) in brokers.iter_mut().zip(launched) {
+        let mut launched: Vec<(Child, usize)> = brokers.iter_mut().map(Broker::launch).collect();
+        for (i, b) in brokers.iter_mut().enumerate() {
+            let (child, start_len) = launched.remove(0);
             if let Err(e) = b.await_ready(child, start_len) {
-                panic!("{e}");
+                // The nodes still waiting for their quorum would wait in vain.
+                for (mut child, _) in launched {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+                return Err(format!("node {} of {}: {e}", i + 1, extra_args.len()));
             }
         }
-        brokers
+        Ok(brokers)
     }
 
     fn start_in(cores: usize, data_dir: Option<&Path>, extra_args: &[&str]) -> Broker {
