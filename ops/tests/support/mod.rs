@@ -388,6 +388,9 @@ pub struct Broker {
 /// default), so that no outgoing connection's local port takes one between its pick and
 /// its bind, and wide enough that tests running side by side rarely draw the same one.
 const TEST_PORT_RANGE: std::ops::Range<u16> = 12_000..32_000;
+/// What [`Broker::await_ready`]'s error says of a broker that neither printed its ready line
+/// nor exited within its ready timeout.
+pub const READY_STALLED: &str = "did not print";
 /// How many draws [`free_port`] tries before it gives up.
 const FREE_PORT_MAX_DRAWS: usize = 1_000;
 
@@ -547,6 +550,8 @@ impl Broker {
             }
             match self.spawn_once() {
                 Ok(()) => return,
+                // A start that hangs is not retried: it is the failure.
+                Err(e) if e.contains(READY_STALLED) => panic!("{e}"),
                 Err(e) => last_err = e,
             }
         }
@@ -609,11 +614,11 @@ impl Broker {
             if t0.elapsed() > self.ready_timeout {
                 let _ = child.kill();
                 let _ = child.wait();
-                panic!(
-                    "ringlog serve did not print {ready:?} within {:?}\n--- stderr ---\n{}",
+                return Err(format!(
+                    "ringlog serve {READY_STALLED} {ready:?} within {:?}\n--- stderr ---\n{}",
                     self.ready_timeout,
                     tail(text.get(start_len..).unwrap_or(""), 20_000)
-                );
+                ));
             }
             std::thread::sleep(Duration::from_millis(25));
         }
