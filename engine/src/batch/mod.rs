@@ -327,6 +327,20 @@ pub fn decode_varlong(b: &[u8]) -> Result<(i64, usize), VarlongError> {
     }
 }
 
+/// Appends `v` as Kafka's zig-zag varlong: the one writer beside [`decode_varlong`].
+pub(crate) fn put_varlong(out: &mut Vec<u8>, v: i64) {
+    let mut u = ((v << 1) ^ (v >> 63)) as u64;
+    loop {
+        let b = (u & 0x7f) as u8;
+        u >>= 7;
+        if u == 0 {
+            out.push(b);
+            return;
+        }
+        out.push(b | 0x80);
+    }
+}
+
 /// Reads a zig-zag varint (Kafka's varint/varlong) at `*pos`, moving `*pos` past it.
 pub(crate) fn read_varlong(b: &[u8], pos: &mut usize) -> Option<i64> {
     let (v, n) = decode_varlong(b.get(*pos..)?).ok()?;
@@ -361,17 +375,9 @@ mod tests {
     use super::*;
 
     fn encode(v: i64) -> Vec<u8> {
-        let mut u = ((v << 1) ^ (v >> 63)) as u64;
         let mut out = Vec::new();
-        loop {
-            let b = (u & 0x7f) as u8;
-            u >>= 7;
-            if u == 0 {
-                out.push(b);
-                return out;
-            }
-            out.push(b | 0x80);
-        }
+        put_varlong(&mut out, v);
+        out
     }
 
     #[test]

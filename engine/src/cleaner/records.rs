@@ -8,7 +8,7 @@
 
 use crate::batch::records::{bad, RecordView};
 use crate::batch::{
-    self, BatchError, BatchHeader, ATTRIBUTES_POS, BASE_TIMESTAMP_POS, HEADER_BYTES,
+    self, put_varlong, BatchError, BatchHeader, ATTRIBUTES_POS, BASE_TIMESTAMP_POS, HEADER_BYTES,
     MAX_TIMESTAMP_POS, RECORDS_COUNT_POS,
 };
 use crate::compression;
@@ -19,19 +19,6 @@ pub const DELETE_HORIZON_FLAG: i16 = 0x40;
 /// The delete horizon of a batch, if the cleaner set one.
 pub fn delete_horizon_ms(h: &BatchHeader) -> Option<i64> {
     (h.attributes & DELETE_HORIZON_FLAG != 0).then_some(h.base_timestamp)
-}
-
-fn put_varlong(out: &mut Vec<u8>, v: i64) {
-    let mut u = ((v << 1) ^ (v >> 63)) as u64;
-    loop {
-        let b = (u & 0x7f) as u8;
-        u >>= 7;
-        if u == 0 {
-            out.push(b);
-            return;
-        }
-        out.push(b | 0x80);
-    }
 }
 
 /// Batch `b` (header `h`) holding only `kept`, in order. `new_horizon_ms` sets a delete
