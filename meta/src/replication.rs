@@ -31,7 +31,7 @@
 //! set from the replica entry of the leader's node whenever the leader changes.
 //!
 //! This module holds the types and their checks; the rules are applied by `MetaState`'s
-//! replication methods in `state.rs` (they change the rest of the state with them).
+//! replication methods in `state/replicas.rs` (they change the rest of the state with them).
 
 use rkyv::{Archive, Deserialize, Serialize};
 
