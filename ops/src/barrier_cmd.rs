@@ -33,8 +33,10 @@ const VERIFY_FETCH_BYTES: i32 = 64 << 10;
 
 #[derive(Args, Debug)]
 pub struct BarrierArgs {
+    /// Broker to talk to.
     #[arg(long, default_value = "127.0.0.1:9092", global = true)]
     brokers: String,
+    /// Print JSON instead of a table.
     #[arg(long, global = true)]
     json: bool,
     #[command(subcommand)]
@@ -45,6 +47,7 @@ pub struct BarrierArgs {
 enum BarrierCommand {
     /// Define (or redefine) a barrier group: a cut of TOPICS every INTERVAL.
     Define {
+        /// The barrier group (letters, digits, `.`, `_`, `-`).
         group: String,
         /// The topics cut together, comma-separated (at most 100).
         #[arg(long, value_delimiter = ',', required = true)]
@@ -58,11 +61,18 @@ enum BarrierCommand {
         retained_cuts: u32,
     },
     /// Delete a barrier group and its cuts (the markers stay in the data).
-    Delete { group: String },
+    Delete {
+        /// The barrier group.
+        group: String,
+    },
     /// A group's definition, coordinator and last epoch (every group without GROUP).
-    Describe { group: Option<String> },
+    Describe {
+        /// The barrier group (none: every group).
+        group: Option<String>,
+    },
     /// Cut GROUP now and print the cut (its epoch, status and marker offsets).
     Trigger {
+        /// The barrier group.
         group: String,
         /// How long the markers of partitions that refuse them are retried before the cut
         /// is published as partial (e.g. 10s or ms; default and most: the broker's
@@ -72,6 +82,7 @@ enum BarrierCommand {
     },
     /// The retained cuts of GROUP with their offsets.
     List {
+        /// The barrier group.
         group: String,
         /// Only cuts of this epoch and later.
         #[arg(long, default_value_t = 0)]
@@ -82,7 +93,9 @@ enum BarrierCommand {
     },
     /// Check that the marker of each cut (or of --epoch) sits at its cut offset.
     Verify {
+        /// The barrier group.
         group: String,
+        /// Check only the cut of this epoch.
         #[arg(long)]
         epoch: Option<i64>,
     },

@@ -37,6 +37,7 @@ pub enum Acks {
 
 #[derive(Args, Debug)]
 pub struct ProduceArgs {
+    /// The topic to produce to.
     topic: String,
     /// Broker to talk to.
     #[arg(long, default_value = "127.0.0.1:9092")]
@@ -57,6 +58,7 @@ pub struct ProduceArgs {
 
 #[derive(Args, Debug)]
 pub struct ConsumeArgs {
+    /// The topic to read.
     topic: String,
     /// Broker to talk to.
     #[arg(long, default_value = "127.0.0.1:9092")]

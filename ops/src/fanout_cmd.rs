@@ -19,8 +19,10 @@ const RESOURCE_TOPIC: i8 = 2;
 
 #[derive(Args, Debug)]
 pub struct FanoutArgs {
+    /// Broker to talk to.
     #[arg(long, default_value = "127.0.0.1:9092", global = true)]
     brokers: String,
+    /// Print JSON instead of a table.
     #[arg(long, global = true)]
     json: bool,
     #[command(subcommand)]
@@ -31,7 +33,9 @@ pub struct FanoutArgs {
 enum FanoutCommand {
     /// Copy every new PARENT record into CHILD (from now on: no backfill).
     Attach {
+        /// The parent topic whose records are copied.
         parent: String,
+        /// The child topic they are copied into (it must exist).
         child: String,
         /// Copy each record only once it is this old (e.g. 30s, 15m, 1h, 2d or milliseconds);
         /// immutable while attached.
@@ -39,9 +43,15 @@ enum FanoutCommand {
         delay: Option<u64>,
     },
     /// Stop copying into CHILD; its data stays.
-    Detach { parent: String, child: String },
+    Detach {
+        /// The parent topic.
+        parent: String,
+        /// The child topic to stop copying into.
+        child: String,
+    },
     /// The children of PARENT with their delay and lag.
     List {
+        /// The parent topic.
         parent: String,
         /// The broker's admin listener, for the lag (`serve --metrics-listen`).
         #[arg(long, default_value = DEFAULT_ADMIN_ADDR)]

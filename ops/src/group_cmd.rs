@@ -39,17 +39,25 @@ enum GroupCommand {
     /// List consumer groups with their state.
     List,
     /// Members, assignments, committed offsets and lag of a group.
-    Describe { group: String },
+    Describe {
+        /// The consumer group.
+        group: String,
+    },
     /// Set a group's committed offsets for a topic (the group must have no live members).
     #[command(group = clap::ArgGroup::new("to").required(true))]
     ResetOffsets {
+        /// The consumer group.
         group: String,
+        /// The topic whose offsets are set (every partition of it).
         #[arg(long)]
         topic: String,
+        /// Each partition's earliest offset.
         #[arg(long, group = "to")]
         to_earliest: bool,
+        /// Each partition's latest offset (the end of the log).
         #[arg(long, group = "to")]
         to_latest: bool,
+        /// This offset on every partition.
         #[arg(long, group = "to", value_name = "N")]
         to_offset: Option<i64>,
     },

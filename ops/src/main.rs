@@ -12,7 +12,11 @@ mod output;
 mod partition_cmd;
 mod partition_offsets;
 mod proxy;
+/// The generated reference pages: built and checked by the tests only.
+#[cfg(test)]
+mod reference;
 mod serve;
+mod serve_settings;
 mod shards_cmd;
 mod topic_cmd;
 mod user_cmd;

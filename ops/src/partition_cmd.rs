@@ -59,6 +59,7 @@ enum PartitionCommand {
         /// Any node's admin listener (`serve --metrics-listen`).
         #[arg(long, default_value = DEFAULT_ADMIN_ADDR)]
         admin: String,
+        /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
     },
@@ -94,6 +95,7 @@ enum PartitionCommand {
         /// Broker to talk to.
         #[arg(long, default_value = DEFAULT_BROKERS)]
         brokers: String,
+        /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
     },
@@ -103,6 +105,7 @@ enum PartitionCommand {
         /// Broker to talk to.
         #[arg(long, default_value = DEFAULT_BROKERS)]
         brokers: String,
+        /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
     },
@@ -112,11 +115,13 @@ enum PartitionCommand {
     Elect {
         /// TOPIC/PARTITION ... (none: all).
         partitions: Vec<String>,
+        /// Elect any live replica where no in-sync one is live (records may be lost).
         #[arg(long)]
         unclean: bool,
         /// Broker to talk to.
         #[arg(long, default_value = DEFAULT_BROKERS)]
         brokers: String,
+        /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
     },

@@ -36,6 +36,7 @@ pub struct ShardsArgs {
     /// List the N busiest partitions (bytes in plus out per second) with their core.
     #[arg(long, value_name = "N")]
     hot: Option<usize>,
+    /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
 }
@@ -52,10 +53,13 @@ enum ShardCommand {
     Move {
         /// TOPIC/PARTITION, e.g. orders/3.
         partition: String,
+        /// The core to move it to (0 to the broker's cores - 1).
         #[arg(long)]
         core: usize,
+        /// The broker's admin listener (`serve --metrics-listen`).
         #[arg(long, default_value = DEFAULT_ADMIN_ADDR)]
         admin: String,
+        /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
     },

@@ -43,6 +43,7 @@ pub struct TopicArgs {
 enum TopicCommand {
     /// Create a topic.
     Create {
+        /// The topic.
         name: String,
         /// Number of partitions (default: the broker's num-partitions).
         #[arg(long)]
@@ -59,10 +60,14 @@ enum TopicCommand {
     List,
     /// Partitions (leader, leader epoch, replicas, in-sync and offline replicas, earliest and
     /// latest offsets) and configs of a topic.
-    Describe { name: String },
+    Describe {
+        /// The topic.
+        name: String,
+    },
     /// Set or delete topic configs.
     #[command(group = clap::ArgGroup::new("change").required(true).multiple(true))]
     AlterConfig {
+        /// The topic.
         name: String,
         /// Set KEY=VALUE (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_kv, group = "change")]
@@ -73,13 +78,17 @@ enum TopicCommand {
     },
     /// Grow a topic to COUNT partitions.
     AddPartitions {
+        /// The topic.
         name: String,
         /// The new total number of partitions.
         #[arg(long)]
         count: i32,
     },
     /// Delete a topic and its data.
-    Delete { name: String },
+    Delete {
+        /// The topic.
+        name: String,
+    },
 }
 
 pub fn parse_kv(s: &str) -> Result<(String, String), String> {

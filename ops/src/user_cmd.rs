@@ -23,29 +23,38 @@ pub struct UserArgs {
 enum UserCommand {
     /// Create a user, or replace its password, for one SCRAM mechanism.
     Create {
+        /// The user name (the principal is User:NAME).
         name: String,
+        /// The password (only a salted PBKDF2 derivation of it is sent).
         #[arg(long)]
         password: String,
         /// SCRAM-SHA-512 or SCRAM-SHA-256.
         #[arg(long, default_value = "SCRAM-SHA-512")]
         mechanism: String,
+        /// PBKDF2 iterations (4096 to 16384).
         #[arg(long, default_value_t = DEFAULT_ITERATIONS)]
         iterations: u32,
+        /// The broker's admin listener (`serve --metrics-listen`).
         #[arg(long, default_value = DEFAULT_ADMIN_ADDR)]
         admin: String,
     },
     /// Delete a user's credentials (one mechanism's with --mechanism).
     Delete {
+        /// The user name.
         name: String,
+        /// Delete only this mechanism's credential (SCRAM-SHA-512 or SCRAM-SHA-256).
         #[arg(long)]
         mechanism: Option<String>,
+        /// The broker's admin listener (`serve --metrics-listen`).
         #[arg(long, default_value = DEFAULT_ADMIN_ADDR)]
         admin: String,
     },
     /// List the users and their mechanisms.
     List {
+        /// The broker's admin listener (`serve --metrics-listen`).
         #[arg(long, default_value = DEFAULT_ADMIN_ADDR)]
         admin: String,
+        /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
     },
