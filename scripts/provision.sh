@@ -41,3 +41,10 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   echo "provision: installing cargo-nextest" >&2
   cargo install cargo-nextest --locked
 fi
+
+# mdBook builds docs/ as one book; the docs test builds it (about 2 minutes to install on
+# 2 cores; without its default features: no local server or file watcher).
+if ! mdbook --version >/dev/null 2>&1; then
+  echo "provision: installing mdbook" >&2
+  cargo install mdbook --locked --no-default-features
+fi
