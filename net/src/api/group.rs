@@ -48,7 +48,7 @@ use crate::group::{
 };
 
 const KEY_TYPE_GROUP: i8 = 0;
-const KEY_TYPE_TRANSACTION: i8 = 1;
+pub(super) const KEY_TYPE_TRANSACTION: i8 = 1;
 
 fn now_ms() -> i64 {
     engine::clock::system_now_ms()
