@@ -230,57 +230,57 @@ macro_rules! guards {
 }
 
 guards! {
-    // request kind:               resource,         operation,            scope, and extras
-    Produce:                       Topic,            OP_WRITE,             PerItem;
-    Fetch:                         Topic,            OP_READ,              PerItem;
-    ListOffsets:                   Topic,            OP_DESCRIBE,          PerItem;
-    OffsetForLeaderEpoch:          Topic,            OP_DESCRIBE,          PerItem;
-    Metadata:                      Topic,            OP_DESCRIBE,          Filtered;
-    CreateTopics:                  Topic,            OP_CREATE,            PerItem,
-                                                                           unless_cluster(OP_CREATE);
-    DeleteTopics:                  Topic,            OP_DELETE,            PerItem;
-    DeleteRecords:                 Topic,            OP_DELETE,            PerItem;
-    CreatePartitions:              Topic,            OP_ALTER,             PerItem;
-    DescribeProducers:             Topic,            OP_READ,              PerItem;
-    DescribeConfigs:               Config,           OP_DESCRIBE_CONFIGS,  PerItem;
-    IncrementalAlterConfigs:       Config,           OP_ALTER_CONFIGS,     PerItem;
-    FindCoordinator:               CoordinatorKey,   OP_DESCRIBE,          Whole;
-    JoinGroup:                     Group,            OP_READ,              Whole;
-    SyncGroup:                     Group,            OP_READ,              Whole;
-    Heartbeat:                     Group,            OP_READ,              Whole;
-    LeaveGroup:                    Group,            OP_READ,              Whole;
-    OffsetCommit:                  Group,            OP_READ,              Whole;
-    OffsetFetch:                   Group,            OP_DESCRIBE,          Whole;
-    ListGroups:                    Group,            OP_DESCRIBE,          Filtered,
-                                                                           unless_cluster(OP_DESCRIBE);
-    DescribeGroups:                Group,            OP_DESCRIBE,          PerItem;
-    DeleteGroups:                  Group,            OP_DELETE,            PerItem;
-    OffsetDelete:                  Group,            OP_DELETE,            Whole;
-    ConsumerGroupHeartbeat:        Group,            OP_READ,              Whole;
-    ConsumerGroupDescribe:         Group,            OP_DESCRIBE,          PerItem;
-    InitProducerId:                TransactionalId,  OP_WRITE,             Whole;
-    AddPartitionsToTxn:            TransactionalId,  OP_WRITE,             Whole,
-                                                                           also(Topic, OP_WRITE);
-    AddOffsetsToTxn:               TransactionalId,  OP_WRITE,             Whole,
-                                                                           also(Group, OP_READ);
-    EndTxn:                        TransactionalId,  OP_WRITE,             Whole;
-    TxnOffsetCommit:               Group,            OP_READ,              Whole;
-    DescribeTransactions:          TransactionalId,  OP_DESCRIBE,          PerItem;
-    ListTransactions:              TransactionalId,  OP_DESCRIBE,          Filtered;
-    WriteTxnMarkers:               Cluster,          OP_CLUSTER_ACTION,    Whole;
-    CreateAcls:                    Cluster,          OP_ALTER,             Whole;
-    DeleteAcls:                    Cluster,          OP_ALTER,             Whole;
-    DescribeAcls:                  Cluster,          OP_DESCRIBE,          Whole;
-    AlterUserScramCredentials:     Cluster,          OP_ALTER,             Whole;
-    DescribeUserScramCredentials:  Cluster,          OP_DESCRIBE,          Whole;
-    AlterClientQuotas:             Cluster,          OP_ALTER_CONFIGS,     Whole;
-    DescribeClientQuotas:          Cluster,          OP_DESCRIBE_CONFIGS,  Whole;
-    DescribeLogDirs:               Cluster,          OP_DESCRIBE,          Whole;
-    DescribeQuorum:                Cluster,          OP_DESCRIBE,          Whole;
-    ElectLeaders:                  Cluster,          OP_ALTER,             Whole;
-    AlterPartitionReassignments:   Cluster,          OP_ALTER,             Whole;
-    ListPartitionReassignments:    Cluster,          OP_DESCRIBE,          Whole;
-    AlterReplicaLogDirs:           Cluster,          OP_ALTER,             Whole;
+    // request kind:              resource,        operation,           scope
+    Produce:                      Topic,           OP_WRITE,            PerItem;
+    Fetch:                        Topic,           OP_READ,             PerItem;
+    ListOffsets:                  Topic,           OP_DESCRIBE,         PerItem;
+    OffsetForLeaderEpoch:         Topic,           OP_DESCRIBE,         PerItem;
+    Metadata:                     Topic,           OP_DESCRIBE,         Filtered;
+    CreateTopics:                 Topic,           OP_CREATE,           PerItem,
+                                                                        unless_cluster(OP_CREATE);
+    DeleteTopics:                 Topic,           OP_DELETE,           PerItem;
+    DeleteRecords:                Topic,           OP_DELETE,           PerItem;
+    CreatePartitions:             Topic,           OP_ALTER,            PerItem;
+    DescribeProducers:            Topic,           OP_READ,             PerItem;
+    DescribeConfigs:              Config,          OP_DESCRIBE_CONFIGS, PerItem;
+    IncrementalAlterConfigs:      Config,          OP_ALTER_CONFIGS,    PerItem;
+    FindCoordinator:              CoordinatorKey,  OP_DESCRIBE,         Whole;
+    JoinGroup:                    Group,           OP_READ,             Whole;
+    SyncGroup:                    Group,           OP_READ,             Whole;
+    Heartbeat:                    Group,           OP_READ,             Whole;
+    LeaveGroup:                   Group,           OP_READ,             Whole;
+    OffsetCommit:                 Group,           OP_READ,             Whole;
+    OffsetFetch:                  Group,           OP_DESCRIBE,         Whole;
+    ListGroups:                   Group,           OP_DESCRIBE,         Filtered,
+                                                                        unless_cluster(OP_DESCRIBE);
+    DescribeGroups:               Group,           OP_DESCRIBE,         PerItem;
+    DeleteGroups:                 Group,           OP_DELETE,           PerItem;
+    OffsetDelete:                 Group,           OP_DELETE,           Whole;
+    ConsumerGroupHeartbeat:       Group,           OP_READ,             Whole;
+    ConsumerGroupDescribe:        Group,           OP_DESCRIBE,         PerItem;
+    InitProducerId:               TransactionalId, OP_WRITE,            Whole;
+    AddPartitionsToTxn:           TransactionalId, OP_WRITE,            Whole,
+                                                                        also(Topic, OP_WRITE);
+    AddOffsetsToTxn:              TransactionalId, OP_WRITE,            Whole,
+                                                                        also(Group, OP_READ);
+    EndTxn:                       TransactionalId, OP_WRITE,            Whole;
+    TxnOffsetCommit:              Group,           OP_READ,             Whole;
+    DescribeTransactions:         TransactionalId, OP_DESCRIBE,         PerItem;
+    ListTransactions:             TransactionalId, OP_DESCRIBE,         Filtered;
+    WriteTxnMarkers:              Cluster,         OP_CLUSTER_ACTION,   Whole;
+    CreateAcls:                   Cluster,         OP_ALTER,            Whole;
+    DeleteAcls:                   Cluster,         OP_ALTER,            Whole;
+    DescribeAcls:                 Cluster,         OP_DESCRIBE,         Whole;
+    AlterUserScramCredentials:    Cluster,         OP_ALTER,            Whole;
+    DescribeUserScramCredentials: Cluster,         OP_DESCRIBE,         Whole;
+    AlterClientQuotas:            Cluster,         OP_ALTER_CONFIGS,    Whole;
+    DescribeClientQuotas:         Cluster,         OP_DESCRIBE_CONFIGS, Whole;
+    DescribeLogDirs:              Cluster,         OP_DESCRIBE,         Whole;
+    DescribeQuorum:               Cluster,         OP_DESCRIBE,         Whole;
+    ElectLeaders:                 Cluster,         OP_ALTER,            Whole;
+    AlterPartitionReassignments:  Cluster,         OP_ALTER,            Whole;
+    ListPartitionReassignments:   Cluster,         OP_DESCRIBE,         Whole;
+    AlterReplicaLogDirs:          Cluster,         OP_ALTER,            Whole;
 }
 
 /// The row of `key`, if that kind is guarded.

@@ -508,169 +508,78 @@ fn take_topics<T, N: 'static, R: 'static, X: 'static, P>(
     })
 }
 
-impl Shape for ProduceRequest {
-    type Response = ProduceResponse;
+/// The kinds whose refused topics come back with one result per partition, each row:
+/// the request, its topic list, the field naming a topic (`/ id` where a topic may be named
+/// by id instead) and its partitions (`.field` reads a partition's index); the response, its
+/// topic list; the topic result, the setters of its name (and id) and its partitions' results;
+/// the partition result, the setter of its index, and the fields that are `UNKNOWN` in it.
+macro_rules! per_topic {
+    (@allows $gate:ident, $t:ident, $name:ident) => {
+        $gate.allows(&$t.$name)
+    };
+    (@allows $gate:ident, $t:ident, $name:ident, $id:ident) => {
+        $gate.allows(&$gate.topic_name(&$t.$name, &$t.$id))
+    };
+    (@indexes $t:ident, $parts:ident) => {
+        $t.$parts
+    };
+    (@indexes $t:ident, $parts:ident, $index:ident) => {
+        indexes(&$t.$parts, |p| p.$index)
+    };
+    ($($req:ident.$items:ident[$name:ident $(/ $id:ident)?, $parts:ident $(.$index:ident)?]
+        => $resp:ident.$list:ident[$topic:ty: $set_name:ident $(/ $set_id:ident)?, $set_parts:ident;
+            $partition:ty: $set_index:ident $(, $unknown:ident)*];)*) => {$(
+        impl Shape for $req {
+            type Response = $resp;
 
-    fn take(&mut self, gate: &Gate) -> Option<Put<ProduceResponse>> {
-        take_topics(
-            &mut self.topic_data,
-            |t| gate.allows(&gate.topic_name(&t.name, &t.topic_id)),
-            |t| {
-                (
-                    (t.name, t.topic_id),
-                    indexes(&t.partition_data, |p| p.index),
+            // A topic named by name alone is kept as `(name)`.
+            #[allow(unused_parens)]
+            fn take(&mut self, gate: &Gate) -> Option<Put<$resp>> {
+                take_topics(
+                    &mut self.$items,
+                    |t| per_topic!(@allows gate, t, $name $(, $id)?),
+                    |t| ((t.$name $(, t.$id)?), per_topic!(@indexes t, $parts $(, $index)?)),
+                    |r| &mut r.$list,
+                    |(name $(, $id)?), parts| {
+                        <$topic>::default().$set_name(name)$(.$set_id($id))?.$set_parts(parts)
+                    },
+                    |p, code| {
+                        <$partition>::default()
+                            .$set_index(p)
+                            .with_error_code(code)
+                            $(.$unknown(UNKNOWN.into()))*
+                    },
                 )
-            },
-            |r| &mut r.responses,
-            |(name, id), parts| {
-                TopicProduceResponse::default()
-                    .with_name(name)
-                    .with_topic_id(id)
-                    .with_partition_responses(parts)
-            },
-            |p, code| {
-                PartitionProduceResponse::default()
-                    .with_index(p)
-                    .with_error_code(code)
-                    .with_base_offset(UNKNOWN.into())
-                    .with_log_append_time_ms(UNKNOWN.into())
-                    .with_log_start_offset(UNKNOWN.into())
-            },
-        )
-    }
+            }
+        }
+    )*};
 }
 
-impl Shape for FetchRequest {
-    type Response = FetchResponse;
-
-    fn take(&mut self, gate: &Gate) -> Option<Put<FetchResponse>> {
-        take_topics(
-            &mut self.topics,
-            |t| gate.allows(&gate.topic_name(&t.topic, &t.topic_id)),
-            |t| {
-                (
-                    (t.topic, t.topic_id),
-                    indexes(&t.partitions, |p| p.partition),
-                )
-            },
-            |r| &mut r.responses,
-            |(name, id), parts| {
-                FetchableTopicResponse::default()
-                    .with_topic(name)
-                    .with_topic_id(id)
-                    .with_partitions(parts)
-            },
-            |p, code| {
-                PartitionData::default()
-                    .with_partition_index(p)
-                    .with_error_code(code)
-                    .with_high_watermark(UNKNOWN.into())
-                    .with_last_stable_offset(UNKNOWN.into())
-                    .with_log_start_offset(UNKNOWN.into())
-            },
-        )
-    }
-}
-
-impl Shape for ListOffsetsRequest {
-    type Response = ListOffsetsResponse;
-
-    fn take(&mut self, gate: &Gate) -> Option<Put<ListOffsetsResponse>> {
-        use list_offsets_response::*;
-        take_topics(
-            &mut self.topics,
-            |t| gate.allows(&t.name),
-            |t| (t.name, indexes(&t.partitions, |p| p.partition_index)),
-            |r| &mut r.topics,
-            |name, parts| {
-                ListOffsetsTopicResponse::default()
-                    .with_name(name)
-                    .with_partitions(parts)
-            },
-            |p, code| {
-                ListOffsetsPartitionResponse::default()
-                    .with_partition_index(p)
-                    .with_error_code(code)
-                    .with_timestamp(UNKNOWN.into())
-                    .with_offset(UNKNOWN.into())
-            },
-        )
-    }
-}
-
-impl Shape for OffsetForLeaderEpochRequest {
-    type Response = OffsetForLeaderEpochResponse;
-
-    fn take(&mut self, gate: &Gate) -> Option<Put<OffsetForLeaderEpochResponse>> {
-        use offset_for_leader_epoch_response::*;
-        take_topics(
-            &mut self.topics,
-            |t| gate.allows(&t.topic),
-            |t| (t.topic, indexes(&t.partitions, |p| p.partition)),
-            |r| &mut r.topics,
-            |name, parts| {
-                OffsetForLeaderTopicResult::default()
-                    .with_topic(name)
-                    .with_partitions(parts)
-            },
-            |p, code| {
-                EpochEndOffset::default()
-                    .with_partition(p)
-                    .with_error_code(code)
-                    .with_leader_epoch(UNKNOWN.into())
-                    .with_end_offset(UNKNOWN.into())
-            },
-        )
-    }
-}
-
-impl Shape for DeleteRecordsRequest {
-    type Response = DeleteRecordsResponse;
-
-    fn take(&mut self, gate: &Gate) -> Option<Put<DeleteRecordsResponse>> {
-        use delete_records_response::*;
-        take_topics(
-            &mut self.topics,
-            |t| gate.allows(&t.name),
-            |t| (t.name, indexes(&t.partitions, |p| p.partition_index)),
-            |r| &mut r.topics,
-            |name, parts| {
-                DeleteRecordsTopicResult::default()
-                    .with_name(name)
-                    .with_partitions(parts)
-            },
-            |p, code| {
-                DeleteRecordsPartitionResult::default()
-                    .with_partition_index(p)
-                    .with_low_watermark(UNKNOWN.into())
-                    .with_error_code(code)
-            },
-        )
-    }
-}
-
-impl Shape for DescribeProducersRequest {
-    type Response = DescribeProducersResponse;
-
-    fn take(&mut self, gate: &Gate) -> Option<Put<DescribeProducersResponse>> {
-        use describe_producers_response::*;
-        take_topics(
-            &mut self.topics,
-            |t| gate.allows(&t.name),
-            |t| (t.name, t.partition_indexes),
-            |r| &mut r.topics,
-            |name, parts| {
-                TopicResponse::default()
-                    .with_name(name)
-                    .with_partitions(parts)
-            },
-            |p, code| {
-                PartitionResponse::default()
-                    .with_partition_index(p)
-                    .with_error_code(code)
-            },
-        )
-    }
+per_topic! {
+    ProduceRequest.topic_data[name / topic_id, partition_data.index] => ProduceResponse.responses[
+        TopicProduceResponse: with_name / with_topic_id, with_partition_responses;
+        PartitionProduceResponse: with_index,
+            with_base_offset, with_log_append_time_ms, with_log_start_offset];
+    FetchRequest.topics[topic / topic_id, partitions.partition] => FetchResponse.responses[
+        FetchableTopicResponse: with_topic / with_topic_id, with_partitions;
+        PartitionData: with_partition_index,
+            with_high_watermark, with_last_stable_offset, with_log_start_offset];
+    ListOffsetsRequest.topics[name, partitions.partition_index] => ListOffsetsResponse.topics[
+        list_offsets_response::ListOffsetsTopicResponse: with_name, with_partitions;
+        list_offsets_response::ListOffsetsPartitionResponse: with_partition_index,
+            with_timestamp, with_offset];
+    OffsetForLeaderEpochRequest.topics[topic, partitions.partition]
+        => OffsetForLeaderEpochResponse.topics[
+        offset_for_leader_epoch_response::OffsetForLeaderTopicResult: with_topic, with_partitions;
+        offset_for_leader_epoch_response::EpochEndOffset: with_partition,
+            with_leader_epoch, with_end_offset];
+    DeleteRecordsRequest.topics[name, partitions.partition_index] => DeleteRecordsResponse.topics[
+        delete_records_response::DeleteRecordsTopicResult: with_name, with_partitions;
+        delete_records_response::DeleteRecordsPartitionResult: with_partition_index,
+            with_low_watermark];
+    DescribeProducersRequest.topics[name, partition_indexes] => DescribeProducersResponse.topics[
+        describe_producers_response::TopicResponse: with_name, with_partitions;
+        describe_producers_response::PartitionResponse: with_partition_index];
 }
 
 impl Shape for CreateTopicsRequest {

@@ -147,6 +147,7 @@ fn docs_show_the_table() {
     assert!(
         shown == wanted,
         "docs/security.md's ACL table differs from authz's TABLE; regenerate it with \
-         `{UPDATE_DOC}=1 cargo nextest run -p ringlog-net docs_show_the_table`. The table:\n{generated}"
+         `{UPDATE_DOC}=1 cargo nextest run -p ringlog-net docs_show_the_table`. \
+         The table:\n{generated}"
     );
 }
