@@ -9,25 +9,15 @@
 # Reports in $OUT (default /tmp/ringlog-barrier-bench): produce.txt (B/A), cuts.txt (the
 # injection latency of every cut of the B rounds, ms, with p50/p99/max).
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
 bin=$1 bench=$2 secs=${3:-30} rounds=${4:-2}
-out=${OUT:-/tmp/ringlog-barrier-bench}
-work=$(mktemp -d "${TMPDIR:-/tmp}/ringlog-barrier-XXXXXX")
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-mkdir -p "$out"
+bench_init barrier
+bench_out barrier
 port=$((19100 + RANDOM % 800))
 brokers="127.0.0.1:$port"
 "$bin" serve --data-dir "$work/data" --listen "$brokers" --cores 2 >"$work/broker.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 100); do
-  "$bin" topic list --brokers "$brokers" >/dev/null 2>&1 && break
-  sleep 0.1
-done
+bench_wait_ready "$bin" "$brokers" || true
 
 # The B rounds' topics get a barrier group as soon as they exist (cut every 1 s); the
 # cuts of each group are listed when its topics are gone (the run ended).

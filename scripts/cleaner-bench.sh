@@ -16,18 +16,12 @@
 # needs: a Python with confluent-kafka (PYTHON, default target/test-venv/bin/python, which the
 # tests create).
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
 ringlog=$1 bench=$2 secs=${3:-20} rounds=${4:-3}
 python=${PYTHON:-target/test-venv/bin/python}
 noise_rate=${NOISE_RATE:-5000}
 fill_secs=${FILL_SECS:-10}
-work=$(mktemp -d /tmp/ringlog-cleaner-XXXXXX)
-pids=()
-stop_all() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  pids=()
-}
-trap 'stop_all; rm -rf "$work"' EXIT
+bench_init cleaner
 
 start_broker() { # NAME PORT
   mkdir -p "$work/$1"
@@ -35,12 +29,7 @@ start_broker() { # NAME PORT
   "$ringlog" serve --data-dir "$work/$1/data" --listen "127.0.0.1:$2" --cores 1 \
     --config "$work/$1.toml" >"$work/$1.log" 2>&1 &
   pids+=($!)
-  for _ in $(seq 100); do
-    "$ringlog" topic list --brokers "127.0.0.1:$2" >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  echo "broker $1 did not start; see $work/$1.log" >&2
-  exit 1
+  bench_wait_ready "$ringlog" "127.0.0.1:$2" || { echo "broker $1 did not start; see $work/$1.log" >&2; exit 1; }
 }
 
 echo "== produce p99 next to the cleaner ($rounds rounds, $secs s each)"
@@ -59,7 +48,7 @@ run_variant() { # NAME POLICY ROUND
     sed "s/^A ([^)]*)/$name/"
   passes=$(grep -c "cleaner pass.*noisy" "$work/$name.log" || true)
   echo "   $name: $passes cleaner passes over the noisy topic"
-  stop_all
+  bench_stop
 }
 for r in $(seq "$rounds"); do
   if [ $((r % 2)) = 1 ]; then order="idle clean"; else order="clean idle"; fi
@@ -98,5 +87,5 @@ echo "$line" | sed 's/.*cleaner pass//'
 dirty=$(echo "$line" | sed -n 's/.* dirty=\([0-9]*\).*/\1/p')
 ms=$(echo "$line" | sed -n 's/.* elapsed_ms=\([0-9]*\).*/\1/p')
 python3 -c "print(f'cleaned {$dirty/2**20:.0f} MiB of dirty log in {$ms} ms: {$dirty/2**20/max($ms,1)*1000:.0f} MiB/s')"
-stop_all
+bench_stop
 

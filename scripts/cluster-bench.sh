@@ -10,27 +10,15 @@
 # CASES: any of "produce admin" (default both). Needs python3 (the admin part speaks the
 # protocol itself). Reports in $OUT (default /tmp/ringlog-cluster-bench).
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
 bin=$1 bench=$2 secs=${3:-20} rounds=${4:-3} admin_count=${5:-200}
-out=${OUT:-/tmp/ringlog-cluster-bench}
 cases=${CASES:-produce admin}
 python=${PYTHON:-python3}
-work=$(mktemp -d "${TMPDIR:-/tmp}/ringlog-cluster-XXXXXX")
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-mkdir -p "$out"
+bench_init cluster
+bench_out cluster
 port() { echo $((20000 + RANDOM % 20000)); }
 wait_ready() { # PORT
-  for _ in $(seq 300); do
-    "$bin" topic list --brokers "127.0.0.1:$1" >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  echo "broker on $1 did not start; see $work/*.log" >&2
-  exit 1
+  bench_wait_ready "$bin" "127.0.0.1:$1" 300 || { echo "broker on $1 did not start; see $work/*.log" >&2; exit 1; }
 }
 
 single=$(port)

@@ -12,17 +12,10 @@
 #   CASES: any of "low mid max core spin" (default: low mid max core). NEW_ARGS / OLD_ARGS: extra serve flags.
 # Reports land in $OUT (default /tmp/ringlog-latency-bench); each case prints its summary.
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
 old=$1 new=$2 bench=$3 secs=${4:-20} rounds=${5:-3} cases=${6:-"low mid max core"}
-out=${OUT:-/tmp/ringlog-latency-bench}
-work=$(mktemp -d "${TMPDIR:-/tmp}/ringlog-latency-XXXXXX")
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-mkdir -p "$out"
+bench_init latency
+bench_out latency
 
 start_broker() { # BIN PORT NAME ARGS...
   local bin=$1 port=$2 name=$3
@@ -31,18 +24,7 @@ start_broker() { # BIN PORT NAME ARGS...
   mkdir -p "$work/$name"
   "$bin" serve --data-dir "$work/$name" --listen "127.0.0.1:$port" --cores 2 "$@" >"$work/$name.log" 2>&1 &
   pids+=($!)
-  for _ in $(seq 100); do
-    "$bin" topic list --brokers "127.0.0.1:$port" >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  echo "broker $name did not start; see $work/$name.log" >&2
-  exit 1
-}
-
-stop_brokers() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  pids=()
+  bench_wait_ready "$bin" "127.0.0.1:$port" || { echo "broker $name did not start; see $work/$name.log" >&2; exit 1; }
 }
 
 # CASE A_BIN A_ARGS B_BIN B_ARGS WORKLOAD BENCH_ARGS...
@@ -58,7 +40,7 @@ compare() {
   "$bench" -b "127.0.0.1:$pa" --compare "127.0.0.1:$pb" --rounds "$rounds" -w "$workload" \
     --duration-secs "$secs" --warmup-secs 5 --acks all -o "$out/$name" --quiet \
     --fsync-probe "$work" "$@" | tee "$out/$name.txt"
-  stop_brokers
+  bench_stop
 }
 
 for c in $cases; do

@@ -9,28 +9,17 @@
 # needs: a Python with confluent-kafka (PYTHON, default target/test-venv/bin/python, which the
 # tests create).
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
 old=$1 new=$2 bench=$3 secs=${4:-20} rounds=${5:-3}
 python=${PYTHON:-target/test-venv/bin/python}
 noise_rate=${NOISE_RATE:-3000}
-work=$(mktemp -d /tmp/ringlog-neighbor-XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+bench_init neighbor
 
 start_broker() { # BIN PORT NAME
   mkdir -p "$work/$3"
   "$1" serve --data-dir "$work/$3" --listen "127.0.0.1:$2" --cores 1 >"$work/$3.log" 2>&1 &
   pids+=($!)
-  for _ in $(seq 100); do
-    "$1" topic list --brokers "127.0.0.1:$2" >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  echo "broker $3 did not start; see $work/$3.log" >&2
-  exit 1
+  bench_wait_ready "$1" "127.0.0.1:$2" || { echo "broker $3 did not start; see $work/$3.log" >&2; exit 1; }
 }
 
 port_a=$((19100 + RANDOM % 400)) port_b=$((19600 + RANDOM % 400))

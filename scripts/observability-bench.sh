@@ -8,17 +8,10 @@
 # usage: scripts/observability-bench.sh RINGLOG_BEFORE RINGLOG_AFTER RINGLOG_BENCH [SECS] [ROUNDS]
 # Reports in $OUT (default /tmp/ringlog-observability-bench).
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
 before=$1 after=$2 bench=$3 secs=${4:-20} rounds=${5:-3}
-out=${OUT:-/tmp/ringlog-observability-bench}
-work=$(mktemp -d "${TMPDIR:-/tmp}/ringlog-obs-XXXXXX")
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-mkdir -p "$out"
+bench_init obs
+bench_out observability
 
 a=$((19100 + RANDOM % 400)) b=$((19600 + RANDOM % 400)) admin=$((20100 + RANDOM % 400))
 "$before" serve --data-dir "$work/a" --cores 1 --listen "127.0.0.1:$a" >"$work/a.log" 2>&1 &
@@ -27,10 +20,7 @@ pids+=($!)
   --metrics-listen "127.0.0.1:$admin" >"$work/b.log" 2>&1 &
 pids+=($!)
 for port in "$a" "$b"; do
-  for _ in $(seq 100); do
-    "$after" topic list --brokers "127.0.0.1:$port" >/dev/null 2>&1 && break
-    sleep 0.1
-  done
+  bench_wait_ready "$after" "127.0.0.1:$port" || true
 done
 # The scrapes of B: /metrics, and the interval view a watching SRE asks for.
 ( while sleep 1; do

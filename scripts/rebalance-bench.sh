@@ -12,24 +12,19 @@
 # Needs the Java client jars under target/test-connect/libs (any `cargo nextest` run of the
 # Java tests prepares them, e.g. `cargo nextest run -p ringlog-ops --test consumer_protocol`).
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
 bin=$1 rounds=${2:-5} pairs=${3:-2}
 root=$(cd "$(dirname "$0")/.." && pwd)
 libs=$root/target/test-connect/libs
 [ -d "$libs" ] || { echo "no Java client jars in $libs: run the Java tests once (see usage)" >&2; exit 1; }
 cp=$(ls "$libs"/*.jar | tr '\n' ':')
-work=$(mktemp -d "${TMPDIR:-/tmp}/ringlog-rebalance-XXXXXX")
+bench_init rebalance
 port=$((19900 + RANDOM % 90))
-pid=
-cleanup() {
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
 javac -d "$work/classes" -cp "$cp" "$root/ops/tests/clients/Kip848Check.java" "$root/ops/tests/clients/Check.java"
 "$bin" serve --data-dir "$work/data" --listen "127.0.0.1:$port" --cores 2 \
   --group-consumer-heartbeat-interval-ms 3000 >"$work/serve.log" 2>&1 &
 pid=$!
+pids+=("$pid")
 until grep -q "ringlog ready" "$work/serve.log"; do
   kill -0 "$pid" 2>/dev/null || { cat "$work/serve.log" >&2; exit 1; }
   sleep 0.1

@@ -9,27 +9,15 @@
 # usage: scripts/replication-bench.sh RINGLOG RINGLOG_BENCH [SECS] [ROUNDS] [WORKLOAD]
 # Reports in $OUT (default /tmp/ringlog-replication-bench); CORES per node (default 1).
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
 bin=$1 bench=$2 secs=${3:-20} rounds=${4:-3}
 workload=${5:-bench/workloads/1-topic-6-partitions-1kb-2p-2c-max-rate.yaml}
-out=${OUT:-/tmp/ringlog-replication-bench}
 cores=${CORES:-1}
-work=$(mktemp -d "${TMPDIR:-/tmp}/ringlog-replication-XXXXXX")
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-mkdir -p "$out"
+bench_init replication
+bench_out replication
 port() { echo $((20000 + RANDOM % 20000)); }
 wait_ready() { # PORT
-  for _ in $(seq 300); do
-    "$bin" topic list --brokers "127.0.0.1:$1" >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  echo "broker on $1 did not start; see $work/*.log" >&2
-  exit 1
+  bench_wait_ready "$bin" "127.0.0.1:$1" 300 || { echo "broker on $1 did not start; see $work/*.log" >&2; exit 1; }
 }
 
 kafka=() peers=""

@@ -7,17 +7,10 @@
 # usage: scripts/security-bench.sh RINGLOG RINGLOG_BENCH [SECS] [ROUNDS]
 # Reports in $OUT (default /tmp/ringlog-security-bench).
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
 bin=$1 bench=$2 secs=${3:-20} rounds=${4:-3}
-out=${OUT:-/tmp/ringlog-security-bench}
-work=$(mktemp -d "${TMPDIR:-/tmp}/ringlog-security-XXXXXX")
-pid=
-cleanup() {
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-mkdir -p "$out"
+bench_init security
+bench_out security
 
 # A test CA and a server certificate for 127.0.0.1.
 ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
@@ -34,11 +27,8 @@ plain=$((19100 + RANDOM % 400)) secure=$((19600 + RANDOM % 400)) admin=$((20100 
   --listener "EXTERNAL=SASL_SSL://127.0.0.1:$secure" \
   --tls-cert "$work/server.pem" --tls-key "$work/server.key" \
   --allow-everyone-if-no-acl-found --metrics-listen "127.0.0.1:$admin" >"$work/broker.log" 2>&1 &
-pid=$!
-for _ in $(seq 100); do
-  "$bin" topic list --brokers "127.0.0.1:$plain" >/dev/null 2>&1 && break
-  sleep 0.1
-done
+pids+=($!)
+bench_wait_ready "$bin" "127.0.0.1:$plain" || true
 "$bin" user create bench --password bench-pw --admin "127.0.0.1:$admin" >/dev/null
 
 echo "== produce: A = PLAINTEXT :$plain, B = SASL_SSL (SCRAM-SHA-512) :$secure"

@@ -9,25 +9,15 @@
 #   CASES="produce consume" (default both), TXN_RECORDS (default 100)
 # Reports land in $OUT (default /tmp/ringlog-txn-bench); each run prints its summary line.
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
 bin=$1 bench=$2 secs=${3:-20} rounds=${4:-3}
 txn=${TXN_RECORDS:-100}
-out=${OUT:-/tmp/ringlog-txn-bench}
-work=$(mktemp -d "${TMPDIR:-/tmp}/ringlog-txn-XXXXXX")
-pid=
-cleanup() {
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-mkdir -p "$out"
+bench_init txn
+bench_out txn
 port=$((19100 + RANDOM % 800))
 "$bin" serve --data-dir "$work/data" --listen "127.0.0.1:$port" --cores 2 >"$work/broker.log" 2>&1 &
-pid=$!
-for _ in $(seq 100); do
-  "$bin" topic list --brokers "127.0.0.1:$port" >/dev/null 2>&1 && break
-  sleep 0.1
-done
+pids+=($!)
+bench_wait_ready "$bin" "127.0.0.1:$port" || true
 
 run() { # NAME WORKLOAD ARGS...
   local name=$1 workload=$2
