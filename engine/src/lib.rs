@@ -44,6 +44,7 @@ pub use core_storage::{CoreStorage, CoreStorageOptions};
 pub use data_dir::DataDir;
 pub use io::StorageIo;
 pub use log::{
-    AppendInfo, DeleteBefore, Durability, LogError, PartitionLog, RecoverySummary, TimestampOffset,
+    AppendInfo, DeleteBefore, Durability, LogError, PartitionLog, ReadEnd, RecoverySummary,
+    TimestampOffset,
 };
 pub use partition::{Partition, PartitionError, Produced};

@@ -5,7 +5,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use crate::batch::BatchHeader;
-use crate::log::{LogError, PartitionLog};
+use crate::log::{LogError, PartitionLog, ReadEnd};
 use crate::txn::{TxnRebuild, TxnState};
 
 /// Batches remembered per producer (Kafka's `max.in.flight.requests.per.connection` limit for
@@ -255,13 +255,19 @@ pub async fn rebuild(log: &PartitionLog) -> Result<(ProducerStates, TxnState), L
         .durable_end()
         .saturating_sub(PRODUCER_STATE_REBUILD_OFFSETS);
     let mut txn = TxnRebuild::new(from.max(log.log_start_offset()));
-    log.for_each_durable_batch(from, u64::MAX, REBUILD_READ_BYTES, |h, bytes| {
-        if let Some((pid, epoch)) = txn.batch(h, bytes) {
-            states.record_marker(pid, epoch);
-        } else if !h.is_control() {
-            states.record(h, h.base_offset as u64)
-        }
-    })
+    log.for_each_batch(
+        from,
+        u64::MAX,
+        REBUILD_READ_BYTES,
+        ReadEnd::Durable,
+        |h, bytes| {
+            if let Some((pid, epoch)) = txn.batch(h, bytes) {
+                states.record_marker(pid, epoch);
+            } else if !h.is_control() {
+                states.record(h, h.base_offset as u64)
+            }
+        },
+    )
     .await?;
     Ok((states, txn.finish()))
 }

@@ -273,10 +273,16 @@ pub fn segment_recovery(data: &[u8]) {
             let at = log.log_start_offset();
             let mut batches = 0u64;
             let end = log
-                .for_each_batch(at, hwm, 1 << 20, |_, stored| {
-                    engine::batch::validate(stored).expect("only valid batches are served");
-                    batches += 1;
-                })
+                .for_each_batch(
+                    at,
+                    hwm,
+                    1 << 20,
+                    engine::ReadEnd::HighWatermark,
+                    |_, stored| {
+                        engine::batch::validate(stored).expect("only valid batches are served");
+                        batches += 1;
+                    },
+                )
                 .await
                 .expect("recovered data reads back");
             assert_eq!(end, hwm, "every offset below the high watermark reads back");

@@ -7,7 +7,7 @@
 
 use std::cell::RefCell;
 
-use engine::{LogError, Partition};
+use engine::{LogError, Partition, ReadEnd};
 
 use crate::barrier::BarrierStates;
 use crate::coordinator::{replay_batches, CoordinatorState};
@@ -69,9 +69,15 @@ pub(crate) async fn replay_coordinator<S: CoordinatorState>(
     let mut records = 0;
     partition
         .log()
-        .for_each_durable_batch(0, u64::MAX, COORDINATOR_REPLAY_READ_BYTES, |_, batch| {
-            records += replay_batches(&mut *target.borrow_mut(), args, batch, index);
-        })
+        .for_each_batch(
+            0,
+            u64::MAX,
+            COORDINATOR_REPLAY_READ_BYTES,
+            ReadEnd::Durable,
+            |_, batch| {
+                records += replay_batches(&mut *target.borrow_mut(), args, batch, index);
+            },
+        )
         .await?;
     tracing::info!(
         partition = index,

@@ -23,6 +23,7 @@ mod segment_set;
 
 pub use append::AdmitError;
 pub use compact::{CleanOptions, CleanReason, CleanSummary, DirtyInfo};
+pub use read::ReadEnd;
 pub use recovery::{request_restart_at, request_truncation, TRUNCATE_TO_FILE_NAME};
 
 use std::cell::RefCell;

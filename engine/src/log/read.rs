@@ -11,42 +11,20 @@ use crate::segment::ClosedSegment;
 use crate::tail_cache::TailWindow;
 
 /// Where a read stops.
-#[derive(Clone, Copy)]
-enum ReadEnd {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadEnd {
+    /// The high watermark: what consumers may see.
     HighWatermark,
+    /// The durable end: a replicated partition's batches above its high watermark too.
     Durable,
 }
 
 impl PartitionLog {
-    /// Walks the stored batches from the one holding `from` up to the high watermark (or
-    /// `until`, whichever is lower), reading `chunk_bytes` at a time, and gives each to `f`
-    /// (header, bytes). Returns the offset after the last batch walked. The one log walker:
-    /// producer-state rebuild and group replay use it.
+    /// Walks the stored batches from the one holding `from` up to `read_end` (or `until`,
+    /// whichever is lower), reading `chunk_bytes` at a time, and gives each to `f` (header,
+    /// bytes). Returns the offset after the last batch walked. The one log walker:
+    /// producer-state rebuild and group replay use it, up to the durable end.
     pub async fn for_each_batch(
-        &self,
-        from: u64,
-        until: u64,
-        chunk_bytes: usize,
-        f: impl FnMut(&batch::BatchHeader, &[u8]),
-    ) -> Result<u64, LogError> {
-        self.walk_batches(from, until, chunk_bytes, ReadEnd::HighWatermark, f)
-            .await
-    }
-
-    /// `for_each_batch` up to the durable end (a replicated partition's batches above its
-    /// high watermark too): what the producer-state rebuild reads.
-    pub async fn for_each_durable_batch(
-        &self,
-        from: u64,
-        until: u64,
-        chunk_bytes: usize,
-        f: impl FnMut(&batch::BatchHeader, &[u8]),
-    ) -> Result<u64, LogError> {
-        self.walk_batches(from, until, chunk_bytes, ReadEnd::Durable, f)
-            .await
-    }
-
-    async fn walk_batches(
         &self,
         from: u64,
         until: u64,
