@@ -18,6 +18,19 @@ pub(super) struct Ticket<'a> {
     used: bool,
 }
 
+impl<'a> Ticket<'a> {
+    /// `log`'s next ticket in admission order.
+    fn take(log: &'a PartitionLog) -> Self {
+        let mut st = log.st.borrow_mut();
+        st.next_ticket += 1;
+        Ticket {
+            log,
+            n: st.next_ticket - 1,
+            used: false,
+        }
+    }
+}
+
 impl Drop for Ticket<'_> {
     fn drop(&mut self) {
         if self.used {
@@ -131,15 +144,7 @@ impl PartitionLog {
                 },
             }));
         }
-        let mut ticket = {
-            let mut st = self.st.borrow_mut();
-            st.next_ticket += 1;
-            Ticket {
-                log: self,
-                n: st.next_ticket - 1,
-                used: false,
-            }
-        };
+        let mut ticket = Ticket::take(self);
         self.wait_turn(&h, ticket.n, false).await?;
         // No await from here to `append_now`: what `admit` saw is what the batch follows.
         admit(self.log_end_offset()).map_err(AdmitError::Refused)?;
@@ -200,15 +205,7 @@ impl PartitionLog {
         batch: &[u8],
         h: &BatchHeader,
     ) -> Result<(), LogError> {
-        let mut ticket = {
-            let mut st = self.st.borrow_mut();
-            st.next_ticket += 1;
-            Ticket {
-                log: self,
-                n: st.next_ticket - 1,
-                used: false,
-            }
-        };
+        let mut ticket = Ticket::take(self);
         self.wait_turn(h, ticket.n, true).await?;
         if self.log_end_offset() > h.base_offset as u64 {
             // Another append went in while this one waited: not this replica's log any more.
