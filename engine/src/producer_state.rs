@@ -293,25 +293,18 @@ mod tests {
 
     #[test]
     fn sequences_duplicates_gaps_and_epochs() {
+        let duplicate = |base_offset, last_offset| SeqCheck::Duplicate {
+            base_offset,
+            last_offset,
+        };
+        let out_of_order = |expected, got| SeqCheck::OutOfOrder { expected, got };
         let mut s = ProducerStates::default();
         assert_eq!(s.check(&h(-1, -1, -1, 3)), SeqCheck::Append);
         assert_eq!(s.check(&h(7, 0, 0, 3)), SeqCheck::Append);
         s.record(&h(7, 0, 0, 3), 10);
-        assert_eq!(
-            s.check(&h(7, 0, 0, 3)),
-            SeqCheck::Duplicate {
-                base_offset: 10,
-                last_offset: 12
-            }
-        );
+        assert_eq!(s.check(&h(7, 0, 0, 3)), duplicate(10, 12));
         assert_eq!(s.check(&h(7, 0, 3, 2)), SeqCheck::Append);
-        assert_eq!(
-            s.check(&h(7, 0, 5, 1)),
-            SeqCheck::OutOfOrder {
-                expected: 3,
-                got: 5
-            }
-        );
+        assert_eq!(s.check(&h(7, 0, 5, 1)), out_of_order(3, 5));
         assert_eq!(s.check(&h(7, 1, 0, 1)), SeqCheck::Append);
         s.record(&h(7, 1, 0, 1), 20);
         assert_eq!(
