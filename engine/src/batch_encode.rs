@@ -19,6 +19,28 @@ pub struct NewRecord {
     pub timestamp_ms: i64,
 }
 
+impl NewRecord {
+    /// This record as `kafka-protocol` encodes it: a data record of no producer (sequence -1)
+    /// at offset 0, its timestamp a creation time.
+    pub fn into_record(self) -> Record {
+        Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: 0,
+            sequence: -1,
+            timestamp: self.timestamp_ms,
+            key: self.key,
+            value: self.value,
+            headers: self.headers,
+        }
+    }
+}
+
 /// An idempotent producer's identity and the sequence of a batch's first record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProducerSeq {
@@ -64,12 +86,8 @@ fn encode(
         .enumerate()
         .map(|(i, r)| Record {
             transactional,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
             producer_id,
             producer_epoch,
-            timestamp_type: TimestampType::Creation,
             offset: i as i64,
             // The encoder keeps records in one batch while offset - sequence is constant, and
             // writes base sequence = first sequence: -1 (none) for a non-idempotent producer.
@@ -78,10 +96,7 @@ fn encode(
             } else {
                 base_sequence + i as i32
             },
-            timestamp: r.timestamp_ms,
-            key: r.key,
-            value: r.value,
-            headers: r.headers,
+            ..r.into_record()
         })
         .collect();
     let mut buf = BytesMut::new();

@@ -117,9 +117,7 @@ pub fn rekey(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::BytesMut;
     use kafka_protocol::protocol::StrBytes;
-    use kafka_protocol::records::{RecordBatchEncoder, RecordEncodeOptions, TimestampType};
 
     #[test]
     fn null_keys_round_robin() {
@@ -133,53 +131,25 @@ mod tests {
     }
 
     fn rec(key: Option<&str>, value: &str, ts: i64) -> Record {
-        let mut headers = indexmap_like();
-        headers.insert(
-            StrBytes::from_static_str("h"),
-            Some(Bytes::from(value.to_string())),
-        );
-        Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: 0,
-            sequence: -1,
-            timestamp: ts,
+        engine::batch_encode::NewRecord {
             key: key.map(|k| Bytes::from(k.to_string())),
             value: Some(Bytes::from(value.to_string())),
-            headers,
+            headers: [(
+                StrBytes::from_static_str("h"),
+                Some(Bytes::from(value.to_string())),
+            )]
+            .into_iter()
+            .collect(),
+            timestamp_ms: ts,
         }
+        .into_record()
     }
 
-    fn indexmap_like() -> kafka_protocol::indexmap::IndexMap<StrBytes, Option<Bytes>> {
-        Default::default()
-    }
-
-    fn parent_bytes(recs: &[Record], base: i64, compression: Compression) -> Vec<u8> {
-        let recs: Vec<Record> = recs
-            .iter()
-            .enumerate()
-            .map(|(i, r)| Record {
-                offset: base + i as i64,
-                sequence: i as i32 - 1,
-                ..r.clone()
-            })
-            .collect();
-        let mut buf = BytesMut::new();
-        RecordBatchEncoder::encode(
-            &mut buf,
-            recs.iter(),
-            &RecordEncodeOptions {
-                version: 2,
-                compression,
-            },
-        )
-        .unwrap();
-        buf.to_vec()
+    /// One uncompressed parent batch of `recs`, its offsets from `base`.
+    fn parent_bytes(recs: &[Record], base: i64) -> Vec<u8> {
+        let mut bytes = encode_child_batch(&recs.iter().collect::<Vec<_>>());
+        engine::batch::set_base_offset(&mut bytes, base);
+        bytes
     }
 
     #[test]
@@ -196,8 +166,8 @@ mod tests {
             .collect();
         // Two parent batches. (Compressed batches go through engine::compression::decompress,
         // tested in the engine; kafka-protocol's own compressors are not enabled here.)
-        let mut bytes = parent_bytes(&recs[..10], 100, Compression::None);
-        bytes.extend(parent_bytes(&recs[10..], 110, Compression::None));
+        let mut bytes = parent_bytes(&recs[..10], 100);
+        bytes.extend(parent_bytes(&recs[10..], 110));
         let got = decode_parent(&bytes, 103).unwrap();
         assert_eq!(got.len(), 17);
         assert_eq!(got[0].offset, 103);

@@ -503,22 +503,15 @@ mod tests {
     /// Kafka's own test vectors (UtilsTest.testMurmur2).
     #[test]
     fn format_placeholders() {
-        use kafka_protocol::indexmap::IndexMap;
-        use kafka_protocol::records::TimestampType;
         let r = Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
             offset: 7,
-            sequence: -1,
-            timestamp: 5,
-            key: Some(Bytes::from_static(b"k")),
-            value: Some(Bytes::from_static(b"v")),
-            headers: IndexMap::new(),
+            ..engine::batch_encode::NewRecord {
+                key: Some(Bytes::from_static(b"k")),
+                value: Some(Bytes::from_static(b"v")),
+                timestamp_ms: 5,
+                ..Default::default()
+            }
+            .into_record()
         };
         assert_eq!(
             format_record("%t %p %o %k %v %T %%", "t", 3, &r),
