@@ -62,6 +62,7 @@ pub mod legacy;
 pub mod reader;
 pub mod wire;
 
+pub use reader::DecodeError;
 use reader::ErrorContext;
 
 /// The compacted topic holding the barrier groups' records.
@@ -101,28 +102,9 @@ const TARGET_MIN_BYTES: usize = 2 + 4;
 /// The fewest bytes of one snapshot entry (its two lengths).
 const SNAPSHOT_ENTRY_MIN_BYTES: usize = 4 + 4;
 
-/// A record that could not be decoded: what was being decoded, where, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FormatError {
-    /// The record being decoded ("state key", "cut value", "snapshot", ...).
-    pub what: &'static str,
-    /// The offset in the input of the field that was refused.
-    pub at_byte: usize,
-    /// The field and the reason.
-    pub detail: String,
-}
-
-impl fmt::Display for FormatError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "barrier record: {} at byte {}: {}",
-            self.what, self.at_byte, self.detail
-        )
-    }
-}
-
-impl std::error::Error for FormatError {}
+/// A record that could not be decoded: `what` names the record being decoded ("state key",
+/// "cut value", "snapshot", ...).
+pub type FormatError = DecodeError<&'static str>;
 
 /// Kafka's murmur2 (`org.apache.kafka.common.utils.Utils.murmur2`): the partitioner's hash,
 /// and the one that picks a group's coordinator partition.
@@ -647,13 +629,9 @@ fn put_topic_offsets(out: &mut Vec<u8>, topics: &[(String, Vec<(i32, i64)>)]) {
 
 /// The record kind a format error names.
 impl ErrorContext for &'static str {
-    type Error = FormatError;
-    fn error(self, at_byte: usize, detail: String) -> FormatError {
-        FormatError {
-            what: self,
-            at_byte,
-            detail,
-        }
+    const WHOLE: &'static str = "record";
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "barrier record: {self}")
     }
 }
 
@@ -673,15 +651,6 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
-    /// Reads a non-null `str16` of at most `max_bytes`.
-    fn str16(&mut self, field: &str, max_bytes: usize) -> Result<String, FormatError> {
-        let at = self.pos;
-        let len = self.i16(field)?;
-        let len = usize::try_from(len)
-            .map_err(|_| self.err_at(at, format!("{field}: negative length {len}")))?;
-        self.utf8(field, at, len, max_bytes)
-    }
-
     /// Reads an array: an `i32` count (checked against the bytes left) then its elements.
     fn array<T>(
         &mut self,
@@ -694,11 +663,7 @@ impl<'a> Reader<'a> {
         let count = usize::try_from(count)
             .map_err(|_| self.err_at(at, format!("{field}: negative count {count}")))?;
         self.check_count(field, at, count, min_element_bytes)?;
-        let mut items = Vec::with_capacity(count);
-        for _ in 0..count {
-            items.push(each(self)?);
-        }
-        Ok(items)
+        (0..count).map(|_| each(self)).collect()
     }
 
     /// Reads `[topic str16 | partitions [partition i32 | offset i64]]`.
@@ -710,17 +675,6 @@ impl<'a> Reader<'a> {
             })?;
             Ok((topic, partitions))
         })
-    }
-
-    /// Refuses bytes after the record.
-    fn finish(&self) -> Result<(), FormatError> {
-        if self.remaining() != 0 {
-            return Err(self.err_at(
-                self.pos,
-                format!("{} trailing bytes after the record", self.remaining()),
-            ));
-        }
-        Ok(())
     }
 }
 

@@ -50,7 +50,7 @@ use std::fmt;
 
 use bytes::BufMut;
 
-use crate::reader::ErrorContext;
+use crate::reader::{DecodeError, ErrorContext};
 
 use crate::{Cut, CutStatus, MAX_TOPIC_NAME_BYTES};
 
@@ -110,28 +110,10 @@ const MARKER_TARGET_MIN_BYTES: usize = 4 + 4 + 1;
 /// The fewest bytes of a [`MarkerResult`].
 const MARKER_RESULT_MIN_BYTES: usize = 4 + 2 + 8 + 1;
 
-/// A frame that could not be decoded: of which API, where, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WireError {
-    /// The API key of the frame ([`UNKNOWN_API_KEY`] when it holds none).
-    pub api_key: i16,
-    /// The offset in the frame (after its size prefix) of the field that was refused.
-    pub at_byte: usize,
-    /// The field and the reason.
-    pub detail: String,
-}
-
-impl fmt::Display for WireError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "barrier api {} frame at byte {}: {}",
-            self.api_key, self.at_byte, self.detail
-        )
-    }
-}
-
-impl std::error::Error for WireError {}
+/// A frame that could not be decoded: `what` is the API key of the frame
+/// ([`UNKNOWN_API_KEY`] when it holds none), `at_byte` an offset in the frame after its size
+/// prefix.
+pub type WireError = DecodeError<i16>;
 
 /// Whether `key` is one of the five barrier APIs.
 pub fn is_barrier_api(key: i16) -> bool {
@@ -410,7 +392,7 @@ impl BarrierResponse {
 pub fn decode_request_frame(frame: &[u8]) -> Result<(RequestHeader, BarrierRequest), WireError> {
     let mut r = Reader::new(UNKNOWN_API_KEY, frame);
     let api_key = r.i16("api_key")?;
-    r.ctx = Api(api_key);
+    r.ctx = api_key;
     if !is_barrier_api(api_key) {
         return Err(r.err_at(0, format!("api_key: {api_key} is not a barrier API")));
     }
@@ -426,7 +408,7 @@ pub fn decode_request_frame(frame: &[u8]) -> Result<(RequestHeader, BarrierReque
         ));
     }
     let correlation_id = r.i32("correlation_id")?;
-    let client_id = r.classic_nullable_string("client_id")?;
+    let client_id = r.nullable_str16("client_id", MAX_WIRE_STRING_BYTES)?;
     r.tagged_fields("header")?;
     let header = RequestHeader {
         api_key,
@@ -885,25 +867,18 @@ fn put_no_tags(out: &mut Vec<u8>) {
 }
 
 /// The API key a wire error names.
-#[derive(Debug, Clone, Copy)]
-struct Api(i16);
-
-impl ErrorContext for Api {
-    type Error = WireError;
-    fn error(self, at_byte: usize, detail: String) -> WireError {
-        WireError {
-            api_key: self.0,
-            at_byte,
-            detail,
-        }
+impl ErrorContext for i16 {
+    const WHOLE: &'static str = "body";
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "barrier api {self} frame")
     }
 }
 
 /// The shared bounds-checked cursor, with the flexible framing's reads on top.
-struct Reader<'a>(crate::reader::Reader<'a, Api>);
+struct Reader<'a>(crate::reader::Reader<'a, i16>);
 
 impl<'a> std::ops::Deref for Reader<'a> {
-    type Target = crate::reader::Reader<'a, Api>;
+    type Target = crate::reader::Reader<'a, i16>;
     fn deref(&self) -> &Self::Target {
         &self.0
     }
@@ -917,7 +892,7 @@ impl std::ops::DerefMut for Reader<'_> {
 
 impl<'a> Reader<'a> {
     fn new(api_key: i16, buf: &'a [u8]) -> Self {
-        Reader(crate::reader::Reader::new(Api(api_key), buf))
+        Reader(crate::reader::Reader::new(api_key, buf))
     }
 
     /// Kafka's BOOLEAN: any byte but 0 is true.
@@ -977,18 +952,6 @@ impl<'a> Reader<'a> {
         self.string_max(field, MAX_TOPIC_NAME_BYTES)
     }
 
-    /// A CLASSIC NULLABLE_STRING (the request header's client id).
-    fn classic_nullable_string(&mut self, field: &str) -> Result<Option<String>, WireError> {
-        let at = self.pos;
-        let len = self.i16(field)?;
-        if len == -1 {
-            return Ok(None);
-        }
-        let len = usize::try_from(len)
-            .map_err(|_| self.err_at(at, format!("{field}: negative length {len}")))?;
-        self.utf8(field, at, len, MAX_WIRE_STRING_BYTES).map(Some)
-    }
-
     /// A COMPACT_ARRAY (never null in these layouts): its count, checked against the bytes
     /// left before anything is allocated, then its elements.
     fn array<T>(
@@ -1003,11 +966,7 @@ impl<'a> Reader<'a> {
             .checked_sub(1)
             .ok_or_else(|| self.err_at(at, format!("{field}: null where an array is required")))?;
         self.check_count(field, at, count, min_element_bytes)?;
-        let mut items = Vec::with_capacity(count);
-        for _ in 0..count {
-            items.push(each(self)?);
-        }
-        Ok(items)
+        (0..count).map(|_| each(self)).collect()
     }
 
     /// A cut status (0 complete, 1 partial; any other value is refused).
@@ -1077,17 +1036,6 @@ impl<'a> Reader<'a> {
             self.uvarint(field)?;
             let size = self.uvarint(field)? as usize;
             self.take(size, field)?;
-        }
-        Ok(())
-    }
-
-    /// Refuses bytes after the body.
-    fn finish(&self) -> Result<(), WireError> {
-        if self.remaining() != 0 {
-            return Err(self.err_at(
-                self.pos,
-                format!("{} trailing bytes after the body", self.remaining()),
-            ));
         }
         Ok(())
     }

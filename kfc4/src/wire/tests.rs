@@ -593,7 +593,7 @@ fn refusals_name_what_they_refuse() {
     let mut v1 = frame[4..].to_vec();
     v1[3] = 1;
     let e = decode_request_frame(&v1).expect_err("version 1");
-    assert_eq!((e.api_key, e.at_byte), (TRIGGER_BARRIER, 2));
+    assert_eq!((e.what, e.at_byte), (TRIGGER_BARRIER, 2));
     assert!(e.detail.contains("version 1 of api 1012"), "{e}");
     assert!(e
         .to_string()
@@ -604,7 +604,7 @@ fn refusals_name_what_they_refuse() {
     let e = decode_request_frame(&other).expect_err("key 18");
     assert!(e.detail.contains("not a barrier API"), "{e}");
     assert_eq!(
-        decode_request_frame(&[0x03]).expect_err("short").api_key,
+        decode_request_frame(&[0x03]).expect_err("short").what,
         UNKNOWN_API_KEY
     );
 
