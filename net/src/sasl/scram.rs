@@ -184,7 +184,17 @@ impl ServerFirst {
         cred: ScramCredential,
         server_nonce: &[u8; SERVER_NONCE_BYTES],
     ) -> ServerFirst {
-        let nonce = format!("{}{}", first.nonce, B64.encode(server_nonce));
+        Self::with_nonce_suffix(mech, first, cred, &B64.encode(server_nonce))
+    }
+
+    /// `start` with the text the server's nonce adds to the client's given as is.
+    fn with_nonce_suffix(
+        mech: ScramMechanism,
+        first: ClientFirst,
+        cred: ScramCredential,
+        suffix: &str,
+    ) -> ServerFirst {
+        let nonce = format!("{}{suffix}", first.nonce);
         let message = format!(
             "r={nonce},s={},i={}",
             B64.encode(&cred.salt),
@@ -276,19 +286,14 @@ mod tests {
         );
         let first = ClientFirst::parse(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO").unwrap();
         assert_eq!(first.user, "user");
-        // The RFC's server nonce suffix, as our base64 of some bytes would not give it: built
-        // by hand instead of through `start`.
-        let nonce = "rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0".to_string();
-        let message = format!("r={nonce},s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096");
-        let server = ServerFirst {
-            mech,
-            user: first.user,
-            cred,
-            client_first_bare: first.bare,
-            gs2_header: first.gs2_header,
-            nonce,
-            message,
-        };
+        // The RFC's server nonce suffix, as our base64 of some bytes would not give it: given
+        // as is instead of through `start`.
+        let server =
+            ServerFirst::with_nonce_suffix(mech, first, cred, "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0");
+        assert_eq!(
+            std::str::from_utf8(server.message()).unwrap(),
+            "r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
+        );
         let (user, last) = server
             .finish(b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
             .unwrap();
