@@ -133,6 +133,15 @@ pub fn allowed(
     allow || (!named && (!who.authenticated || cfg.allow_everyone_if_no_acl_found))
 }
 
+/// `Err((INVALID_REQUEST, why))` unless `ok`.
+fn require(ok: bool, why: impl FnOnce() -> String) -> Result<(), (i16, String)> {
+    if ok {
+        Ok(())
+    } else {
+        Err((ResponseError::InvalidRequest.code(), why()))
+    }
+}
+
 /// A binding a client asks to create, checked: Kafka's codes, nothing ANY or MATCH, a
 /// principal of the form `TYPE:NAME`. `Err` is (INVALID_REQUEST, why).
 pub fn binding_of(
@@ -144,46 +153,37 @@ pub fn binding_of(
     operation: i8,
     permission: i8,
 ) -> Result<AclBinding, (i16, String)> {
-    let bad = |why: String| (ResponseError::InvalidRequest.code(), why);
-    if !(RESOURCE_TOPIC..=RESOURCE_TRANSACTIONAL_ID).contains(&resource_type) {
-        return Err(bad(format!(
-            "resource type {resource_type}: want topic (2), group (3), cluster (4) or transactional id (5)"
-        )));
-    }
-    if !matches!(pattern_type, PATTERN_LITERAL | PATTERN_PREFIXED) {
-        return Err(bad(format!(
-            "pattern type {pattern_type}: want literal (3) or prefixed (4)"
-        )));
-    }
-    if resource_name.is_empty() {
-        return Err(bad("an empty resource name".into()));
-    }
-    if resource_type == RESOURCE_CLUSTER && resource_name != CLUSTER_RESOURCE_NAME {
-        return Err(bad(format!(
-            "the cluster resource is named {CLUSTER_RESOURCE_NAME}"
-        )));
-    }
-    if !principal
-        .split_once(':')
-        .is_some_and(|(t, n)| !t.is_empty() && !n.is_empty())
-    {
-        return Err(bad(format!(
-            "principal {principal:?}: want TYPE:NAME, e.g. User:alice"
-        )));
-    }
-    if host.is_empty() {
-        return Err(bad("an empty host (use * for any)".into()));
-    }
-    if !(OP_ALL..=OP_IDEMPOTENT_WRITE).contains(&operation) {
-        return Err(bad(format!(
-            "operation {operation} is not one of Kafka's (2..=12)"
-        )));
-    }
-    if !matches!(permission, PERMISSION_DENY | PERMISSION_ALLOW) {
-        return Err(bad(format!(
-            "permission {permission}: want deny (2) or allow (3)"
-        )));
-    }
+    require(
+        (RESOURCE_TOPIC..=RESOURCE_TRANSACTIONAL_ID).contains(&resource_type),
+        || {
+            format!("resource type {resource_type}: want topic (2), group (3), cluster (4) or transactional id (5)")
+        },
+    )?;
+    require(
+        matches!(pattern_type, PATTERN_LITERAL | PATTERN_PREFIXED),
+        || format!("pattern type {pattern_type}: want literal (3) or prefixed (4)"),
+    )?;
+    require(!resource_name.is_empty(), || {
+        "an empty resource name".into()
+    })?;
+    require(
+        resource_type != RESOURCE_CLUSTER || resource_name == CLUSTER_RESOURCE_NAME,
+        || format!("the cluster resource is named {CLUSTER_RESOURCE_NAME}"),
+    )?;
+    require(
+        principal
+            .split_once(':')
+            .is_some_and(|(t, n)| !t.is_empty() && !n.is_empty()),
+        || format!("principal {principal:?}: want TYPE:NAME, e.g. User:alice"),
+    )?;
+    require(!host.is_empty(), || "an empty host (use * for any)".into())?;
+    require((OP_ALL..=OP_IDEMPOTENT_WRITE).contains(&operation), || {
+        format!("operation {operation} is not one of Kafka's (2..=12)")
+    })?;
+    require(
+        matches!(permission, PERMISSION_DENY | PERMISSION_ALLOW),
+        || format!("permission {permission}: want deny (2) or allow (3)"),
+    )?;
     Ok(AclBinding {
         resource_type,
         resource_name: resource_name.to_string(),
@@ -232,8 +232,9 @@ impl Filter {
 mod tests {
     use super::*;
 
-    fn acl(rt: i8, name: &str, pt: i8, who: &str, op: i8, perm: i8) -> AclBinding {
-        binding_of(rt, name, pt, who, "*", op, perm).unwrap()
+    /// A binding on topics `name` (pattern `pt`) for principal `who`, from any host.
+    fn topic_acl(name: &str, pt: i8, who: &str, op: i8, perm: i8) -> AclBinding {
+        binding_of(RESOURCE_TOPIC, name, pt, who, "*", op, perm).unwrap()
     }
 
     fn sasl(user: &str) -> Subject {
@@ -248,24 +249,21 @@ mod tests {
     fn allow_deny_prefixes_implications_and_the_no_acl_rule() {
         let mut m = MetaState {
             acls: vec![
-                acl(
-                    RESOURCE_TOPIC,
+                topic_acl(
                     "orders",
                     PATTERN_LITERAL,
                     "User:alice",
                     OP_READ,
                     PERMISSION_ALLOW,
                 ),
-                acl(
-                    RESOURCE_TOPIC,
+                topic_acl(
                     "pay-",
                     PATTERN_PREFIXED,
                     "User:bob",
                     OP_ALL,
                     PERMISSION_ALLOW,
                 ),
-                acl(
-                    RESOURCE_TOPIC,
+                topic_acl(
                     "pay-secret",
                     PATTERN_LITERAL,
                     "User:bob",
@@ -277,7 +275,10 @@ mod tests {
         };
         m.acls.sort();
         let cfg = AclConfig::default();
-        let t = |who: &Subject, op, name| allowed(&m, &cfg, who, op, RESOURCE_TOPIC, name);
+        let topic = |cfg: &AclConfig, who: &Subject, op, name| {
+            allowed(&m, cfg, who, op, RESOURCE_TOPIC, name)
+        };
+        let t = |who: &Subject, op, name| topic(&cfg, who, op, name);
         assert!(t(&sasl("alice"), OP_READ, "orders"));
         assert!(
             t(&sasl("alice"), OP_DESCRIBE, "orders"),
@@ -306,48 +307,22 @@ mod tests {
             allow_everyone_if_no_acl_found: true,
             ..AclConfig::default()
         };
-        assert!(allowed(
-            &m,
-            &open,
-            &sasl("alice"),
-            OP_READ,
-            RESOURCE_TOPIC,
-            "unnamed"
-        ));
+        assert!(topic(&open, &sasl("alice"), OP_READ, "unnamed"));
         let root = AclConfig {
             super_users: vec!["User:root".into()],
             ..AclConfig::default()
         };
-        assert!(allowed(
-            &m,
-            &root,
-            &sasl("root"),
-            OP_READ,
-            RESOURCE_TOPIC,
-            "pay-secret"
-        ));
+        assert!(topic(&root, &sasl("root"), OP_READ, "pay-secret"));
     }
 
     #[test]
     fn bad_bindings_say_why_and_filters_match_like_kafkas() {
-        assert!(binding_of(9, "t", 3, "User:a", "*", 3, 3)
-            .unwrap_err()
-            .1
-            .contains("resource type"));
-        assert!(binding_of(2, "t", 1, "User:a", "*", 3, 3)
-            .unwrap_err()
-            .1
-            .contains("pattern type"));
-        assert!(binding_of(2, "t", 3, "alice", "*", 3, 3)
-            .unwrap_err()
-            .1
-            .contains("TYPE:NAME"));
-        assert!(binding_of(4, "x", 3, "User:a", "*", 7, 3)
-            .unwrap_err()
-            .1
-            .contains("kafka-cluster"));
-        let b = acl(
-            RESOURCE_TOPIC,
+        let why = |b: Result<AclBinding, (i16, String)>| b.unwrap_err().1;
+        assert!(why(binding_of(9, "t", 3, "User:a", "*", 3, 3)).contains("resource type"));
+        assert!(why(binding_of(2, "t", 1, "User:a", "*", 3, 3)).contains("pattern type"));
+        assert!(why(binding_of(2, "t", 3, "alice", "*", 3, 3)).contains("TYPE:NAME"));
+        assert!(why(binding_of(4, "x", 3, "User:a", "*", 7, 3)).contains("kafka-cluster"));
+        let b = topic_acl(
             "pay-",
             PATTERN_PREFIXED,
             "User:bob",
