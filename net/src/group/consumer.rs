@@ -124,6 +124,33 @@ pub struct Member {
     pub classic: Option<ClassicMeta>,
 }
 
+impl Member {
+    /// Member `id`, just joined (heard from `now`): no client details or subscription yet,
+    /// epoch 0, nothing assigned.
+    fn new(id: String, now: Instant) -> Member {
+        Member {
+            id,
+            instance_id: None,
+            rack_id: None,
+            client_id: String::new(),
+            client_host: String::new(),
+            rebalance_timeout: Duration::ZERO,
+            subscribed: BTreeSet::new(),
+            subscribed_names: BTreeSet::new(),
+            regex: None,
+            assignor: None,
+            epoch: 0,
+            previous_epoch: 0,
+            assigned: TopicPartitions::new(),
+            revoking: TopicPartitions::new(),
+            last_heartbeat: now,
+            revoke_deadline: None,
+            assigned_since: BTreeMap::new(),
+            classic: None,
+        }
+    }
+}
+
 /// A member's subscription regex: its text, and compiled to match whole topic names.
 #[derive(Debug, Clone)]
 pub struct SubscriptionRegex {
@@ -424,24 +451,15 @@ impl ConsumerGroup {
             self.remove_member(&id);
         }
         let mut member = Member {
-            id: id.clone(),
             instance_id: hb.instance_id.clone(),
             rack_id: hb.rack_id.clone(),
             client_id: hb.client_id.clone(),
             client_host: hb.client_host.clone(),
             rebalance_timeout: Duration::from_millis(hb.rebalance_timeout_ms as u64),
-            subscribed: BTreeSet::new(),
             subscribed_names: subscribed_names.clone(),
             regex: regex.clone(),
             assignor: hb.assignor.clone(),
-            epoch: 0,
-            previous_epoch: 0,
-            assigned: TopicPartitions::new(),
-            revoking: TopicPartitions::new(),
-            last_heartbeat: now,
-            revoke_deadline: None,
-            assigned_since: BTreeMap::new(),
-            classic: None,
+            ..Member::new(id.clone(), now)
         };
         if let Some(old) = replaced.and_then(|old| self.members.remove(&old)) {
             member.assigned = old.assigned;
@@ -687,24 +705,18 @@ impl ConsumerGroup {
             g.members.insert(
                 j.member_id.clone(),
                 Member {
-                    id: j.member_id,
                     instance_id: j.instance_id,
-                    rack_id: None,
                     client_id: j.client_id,
                     client_host: j.client_host,
                     rebalance_timeout: j.rebalance_timeout,
                     subscribed: j.subscribed.iter().cloned().collect(),
                     subscribed_names: j.subscribed.into_iter().collect(),
-                    regex: None,
-                    assignor: None,
                     epoch: generation,
                     previous_epoch: generation,
                     assigned,
-                    revoking: TopicPartitions::new(),
-                    last_heartbeat: now,
-                    revoke_deadline: None,
                     assigned_since,
                     classic: Some(j.classic),
+                    ..Member::new(j.member_id, now)
                 },
             );
         }
@@ -758,24 +770,14 @@ impl ConsumerGroup {
                 self.members.insert(
                     id.clone(),
                     Member {
-                        id: id.clone(),
                         instance_id: j.instance_id,
-                        rack_id: None,
                         client_id: j.client_id,
                         client_host: j.client_host,
                         rebalance_timeout: j.rebalance_timeout,
                         subscribed: subscribed.clone(),
                         subscribed_names: subscribed,
-                        regex: None,
-                        assignor: None,
-                        epoch: 0,
-                        previous_epoch: 0,
-                        assigned: TopicPartitions::new(),
-                        revoking: TopicPartitions::new(),
-                        last_heartbeat: now,
-                        revoke_deadline: None,
-                        assigned_since: BTreeMap::new(),
                         classic: Some(j.classic),
+                        ..Member::new(id.clone(), now)
                     },
                 );
                 self.epoch += 1;
@@ -866,6 +868,14 @@ impl ConsumerGroup {
     }
 }
 
+/// Every member of `members`, with nothing assigned yet.
+fn nothing_assigned(members: &BTreeMap<String, Member>) -> BTreeMap<String, TopicPartitions> {
+    members
+        .keys()
+        .map(|id| (id.clone(), TopicPartitions::new()))
+        .collect()
+}
+
 /// Sticky and balanced: every member keeps what it had in the previous target (up to its share:
 /// `n / members`, one more for the first `n % members` that have more), then each remaining
 /// partition goes to the subscribed member holding fewest.
@@ -874,10 +884,7 @@ fn assign_uniform(
     previous: &BTreeMap<String, TopicPartitions>,
     topics: &BTreeMap<String, u32>,
 ) -> BTreeMap<String, TopicPartitions> {
-    let mut out: BTreeMap<String, TopicPartitions> = members
-        .keys()
-        .map(|id| (id.clone(), TopicPartitions::new()))
-        .collect();
+    let mut out = nothing_assigned(members);
     if members.is_empty() {
         return out;
     }
@@ -936,10 +943,7 @@ fn assign_range(
     members: &BTreeMap<String, Member>,
     topics: &BTreeMap<String, u32>,
 ) -> BTreeMap<String, TopicPartitions> {
-    let mut out: BTreeMap<String, TopicPartitions> = members
-        .keys()
-        .map(|id| (id.clone(), TopicPartitions::new()))
-        .collect();
+    let mut out = nothing_assigned(members);
     for (t, n) in topics {
         let subs: Vec<&String> = members
             .values()
@@ -985,6 +989,13 @@ mod tests {
     }
 
     impl Client {
+        fn new(id: impl Into<String>) -> Client {
+            Client {
+                id: id.into(),
+                ..Default::default()
+            }
+        }
+
         fn beat(
             &mut self,
             g: &mut ConsumerGroup,
@@ -1039,6 +1050,21 @@ mod tests {
         }
     }
 
+    /// The error code of heartbeat `hb`, which the group (its topic of `n` partitions) must
+    /// refuse.
+    fn refused(g: &mut ConsumerGroup, hb: Heartbeat, n: u32, now: Instant) -> i16 {
+        g.heartbeat(
+            hb,
+            &ConsumerGroupLimits::default(),
+            &partitions_of(n),
+            &Vec::new,
+            String::new,
+            now,
+        )
+        .unwrap_err()
+        .0
+    }
+
     fn owned_counts(clients: &[Client]) -> Vec<usize> {
         clients.iter().map(|c| count(&c.owned)).collect()
     }
@@ -1049,10 +1075,7 @@ mod tests {
         let mut g = ConsumerGroup::default();
         let mut clients: Vec<Client> = Vec::new();
         for i in 0..3 {
-            clients.push(Client {
-                id: format!("m{i}"),
-                ..Default::default()
-            });
+            clients.push(Client::new(format!("m{i}")));
             rounds(&mut g, &mut clients, 6, now);
             let counts = owned_counts(&clients);
             assert_eq!(counts.iter().sum::<usize>(), 6, "{counts:?}");
@@ -1067,18 +1090,12 @@ mod tests {
     fn a_partition_moves_only_after_its_owner_released_it() {
         let now = Instant::now();
         let mut g = ConsumerGroup::default();
-        let mut a = Client {
-            id: "a".into(),
-            ..Default::default()
-        };
+        let mut a = Client::new("a");
         a.beat(&mut g, 4, now).unwrap();
         a.beat(&mut g, 4, now).unwrap();
         assert_eq!(count(&a.owned), 4);
         let a_epoch = a.epoch;
-        let mut b = Client {
-            id: "b".into(),
-            ..Default::default()
-        };
+        let mut b = Client::new("b");
         let joined = b.beat(&mut g, 4, now).unwrap();
         assert_eq!(
             joined.assignment,
@@ -1104,12 +1121,7 @@ mod tests {
     fn a_member_that_stops_heartbeating_is_fenced_and_its_partitions_reassigned() {
         let now = Instant::now();
         let mut g = ConsumerGroup::default();
-        let mut clients: Vec<Client> = (0..2)
-            .map(|i| Client {
-                id: format!("m{i}"),
-                ..Default::default()
-            })
-            .collect();
+        let mut clients: Vec<Client> = (0..2).map(|i| Client::new(format!("m{i}"))).collect();
         rounds(&mut g, &mut clients, 6, now);
         assert_eq!(owned_counts(&clients), [3, 3]);
         let limits = ConsumerGroupLimits::default();
@@ -1129,27 +1141,14 @@ mod tests {
     fn stale_epochs_are_fenced_and_new_partitions_are_assigned() {
         let now = Instant::now();
         let mut g = ConsumerGroup::default();
-        let mut c = Client {
-            id: "c".into(),
-            ..Default::default()
-        };
+        let mut c = Client::new("c");
         rounds(&mut g, std::slice::from_mut(&mut c), 2, now);
         let hb = Heartbeat {
             member_id: "c".into(),
             member_epoch: c.epoch + 5,
             ..Default::default()
         };
-        let err = g
-            .heartbeat(
-                hb,
-                &ConsumerGroupLimits::default(),
-                &partitions_of(2),
-                &Vec::new,
-                String::new,
-                now,
-            )
-            .unwrap_err();
-        assert_eq!(err.0, codes::FENCED_MEMBER_EPOCH);
+        assert_eq!(refused(&mut g, hb, 2, now), codes::FENCED_MEMBER_EPOCH);
         // The topic grows to 5 partitions: the member gets them all at a new epoch.
         let before = c.epoch;
         for _ in 0..3 {
@@ -1163,10 +1162,7 @@ mod tests {
     fn a_commit_may_carry_an_older_epoch_for_partitions_held_since() {
         let now = Instant::now();
         let mut g = ConsumerGroup::default();
-        let mut a = Client {
-            id: "a".into(),
-            ..Default::default()
-        };
+        let mut a = Client::new("a");
         rounds(&mut g, std::slice::from_mut(&mut a), 2, now);
         let first = a.epoch;
         // The topic grows: a moves to a new epoch and gets partitions 2 and 3.
@@ -1223,10 +1219,7 @@ mod tests {
             codes::NONE,
             "stable as converted"
         );
-        let mut n = Client {
-            id: "n".into(),
-            ..Default::default()
-        };
+        let mut n = Client::new("n");
         n.beat(&mut g, 6, now).unwrap();
         assert_exclusive(&g);
         // The classic members are asked to rejoin; a cooperative one keeps what it owns.
@@ -1305,24 +1298,11 @@ mod tests {
             .iter()
             .map(|id| {
                 let m = Member {
-                    id: id.to_string(),
-                    instance_id: None,
-                    rack_id: None,
-                    client_id: String::new(),
-                    client_host: String::new(),
                     rebalance_timeout: Duration::from_secs(1),
                     subscribed: [TOPIC.to_string()].into(),
                     subscribed_names: [TOPIC.to_string()].into(),
-                    regex: None,
                     assignor: Some("range".into()),
-                    epoch: 0,
-                    previous_epoch: 0,
-                    assigned: TopicPartitions::new(),
-                    revoking: TopicPartitions::new(),
-                    last_heartbeat: Instant::now(),
-                    revoke_deadline: None,
-                    assigned_since: BTreeMap::new(),
-                    classic: None,
+                    ..Member::new(id.to_string(), Instant::now())
                 };
                 (id.to_string(), m)
             })
@@ -1338,16 +1318,9 @@ mod tests {
             assignor: Some("sticky".into()),
             ..Default::default()
         };
-        let err = g
-            .heartbeat(
-                hb,
-                &ConsumerGroupLimits::default(),
-                &partitions_of(1),
-                &Vec::new,
-                String::new,
-                Instant::now(),
-            )
-            .unwrap_err();
-        assert_eq!(err.0, codes::UNSUPPORTED_ASSIGNOR);
+        assert_eq!(
+            refused(&mut g, hb, 1, Instant::now()),
+            codes::UNSUPPORTED_ASSIGNOR
+        );
     }
 }
