@@ -95,7 +95,7 @@ pub async fn serve_as(
     if crate::api::authz::on_cluster(state, who, op) {
         return serve(state, req).await;
     }
-    let why = || Some(format!("{} may not do this on the cluster", who.principal));
+    let why = || format!("{} may not do this on the cluster", who.principal);
     let code = CLUSTER_AUTHORIZATION_FAILED;
     match req {
         BarrierRequest::Alter(r) => BarrierResponse::Alter(AlterBarrierGroupsResponse {
@@ -103,11 +103,7 @@ pub async fn serve_as(
             results: r
                 .groups
                 .iter()
-                .map(|g| GroupResult {
-                    name: g.name.clone(),
-                    error_code: code,
-                    error_message: why(),
-                })
+                .map(|g| group_result(&g.name, Err((code, why()))))
                 .collect(),
         }),
         // One row per group named (none when every group was asked for).
@@ -116,22 +112,17 @@ pub async fn serve_as(
             groups: r
                 .groups
                 .into_iter()
-                .map(|name| DescribedGroup {
-                    name,
-                    error_code: code,
-                    error_message: why(),
-                    ..Default::default()
-                })
+                .map(|name| refused_group(name, (code, why())))
                 .collect(),
         }),
         BarrierRequest::Trigger(_) => BarrierResponse::Trigger(TriggerBarrierResponse {
             error_code: code,
-            error_message: why(),
+            error_message: Some(why()),
             ..Default::default()
         }),
         BarrierRequest::List(_) => BarrierResponse::List(ListBarrierCutsResponse {
             error_code: code,
-            error_message: why(),
+            error_message: Some(why()),
             ..Default::default()
         }),
         BarrierRequest::WriteMarkers(r) => {
@@ -424,16 +415,20 @@ async fn describe_groups(
     }
 }
 
-async fn describe_one(state: &Rc<CoreState>, name: String) -> DescribedGroup {
-    let refused = |name: String, (code, why): Refusal| DescribedGroup {
+/// The row of a group DescribeBarrierGroups refuses to describe.
+fn refused_group(name: String, (code, why): Refusal) -> DescribedGroup {
+    DescribedGroup {
         name,
         error_code: code,
         error_message: Some(why),
         ..Default::default()
-    };
+    }
+}
+
+async fn describe_one(state: &Rc<CoreState>, name: String) -> DescribedGroup {
     let def = match definition(state, &name) {
         Ok(def) => def,
-        Err(refusal) => return refused(name, refusal),
+        Err(refusal) => return refused_group(name, refusal),
     };
     let group = name.clone();
     let last_epoch = on_coordinator(state, &name, move |s, p| async move {
@@ -455,7 +450,7 @@ async fn describe_one(state: &Rc<CoreState>, name: String) -> DescribedGroup {
             // Answered by this node's coordinator core: this node leads the partition.
             coordinator_id: i32::try_from(state.ctx.config.node_id).unwrap_or(-1),
         },
-        Err(refusal) => refused(name, refusal),
+        Err(refusal) => refused_group(name, refusal),
     }
 }
 
