@@ -693,12 +693,12 @@ mod tests {
         }
     }
 
-    /// An empty parent, a one-partition child and a clock at 0.
-    fn one_partition_child() -> (FakeParent, FakeChild, FakeClock) {
+    /// An empty parent, a child of `parts` partitions and a clock at 0.
+    fn fakes(parts: u32) -> (FakeParent, FakeChild, FakeClock) {
         (
             FakeParent::default(),
             FakeChild {
-                parts: 1,
+                parts,
                 ..Default::default()
             },
             FakeClock::default(),
@@ -727,14 +727,7 @@ mod tests {
 
     #[test]
     fn copies_from_attach_offset_then_advances_file() {
-        let (p, c, k) = (
-            FakeParent::default(),
-            FakeChild {
-                parts: 3,
-                ..Default::default()
-            },
-            FakeClock::default(),
-        );
+        let (p, c, k) = fakes(3);
         p.produce(&[Some("a"), Some("b")], 0); // before attach: never copied
         let attach = p.hwm.get();
         p.produce(&[Some("a"), None, Some("c")], 1);
@@ -767,14 +760,7 @@ mod tests {
 
     #[test]
     fn failed_commit_does_not_advance_and_retry_has_no_gap() {
-        let (p, c, k) = (
-            FakeParent::default(),
-            FakeChild {
-                parts: 2,
-                ..Default::default()
-            },
-            FakeClock::default(),
-        );
+        let (p, c, k) = fakes(2);
         p.produce(&[Some("x"); 3], 0);
         let mut cur = Cursor::new(&p, &c, &k, "child".into(), "e1".into(), 0, 0);
         c.fail.set(true);
@@ -790,7 +776,7 @@ mod tests {
 
     #[test]
     fn delay_gate_never_early_and_sleeps_until_due() {
-        let (p, c, k) = one_partition_child();
+        let (p, c, k) = fakes(1);
         k.now.set(10_000);
         p.produce(&[Some("a")], 10_000);
         p.produce(&[Some("b")], 10_500);
@@ -816,7 +802,7 @@ mod tests {
 
     #[test]
     fn drop_behind_is_skipped_and_counted() {
-        let (p, c, k) = one_partition_child();
+        let (p, c, k) = fakes(1);
         p.produce(&[Some("a"); 4], 0);
         p.produce(&[Some("b"); 2], 0);
         p.batches.borrow_mut().remove(0);
@@ -832,7 +818,7 @@ mod tests {
     /// are dropped and counted, the rest of that batch is copied.
     #[test]
     fn a_log_start_inside_a_batch_drops_only_the_records_below_it() {
-        let (p, c, k) = one_partition_child();
+        let (p, c, k) = fakes(1);
         p.produce(&[Some("a"); 4], 0);
         p.produce(&[Some("b"); 2], 0);
         p.log_start.set(2);
@@ -845,14 +831,7 @@ mod tests {
 
     #[test]
     fn slab_is_capped_at_max_records_mid_batch() {
-        let (p, c, k) = (
-            FakeParent::default(),
-            FakeChild {
-                parts: 4,
-                ..Default::default()
-            },
-            FakeClock::default(),
-        );
+        let (p, c, k) = fakes(4);
         let keys: Vec<Option<&str>> = vec![None; 3_000];
         p.produce(&keys, 0);
         p.produce(&keys, 0);
@@ -889,14 +868,7 @@ mod tests {
 
     #[test]
     fn markers_and_aborted_transactions_are_skipped_and_passed_over() {
-        let (p, c, k) = (
-            FakeParent::default(),
-            FakeChild {
-                parts: 2,
-                ..Default::default()
-            },
-            FakeClock::default(),
-        );
+        let (p, c, k) = fakes(2);
         p.produce(&[Some("a")], 0); // 0
         p.produce_txn(7, &[Some("b"), Some("c")]); // 1, 2
         p.marker(7, MarkerKind::Commit, 1); // 3
@@ -926,7 +898,7 @@ mod tests {
 
     #[test]
     fn a_committed_transaction_cut_by_the_record_cap_resumes_inside_it() {
-        let (p, c, k) = one_partition_child();
+        let (p, c, k) = fakes(1);
         let keys: Vec<Option<&str>> = vec![None; SLAB_MAX_RECORDS + 10];
         let n = keys.len() as u64;
         p.produce_txn(3, &keys); // 0..n: the first slab stops inside it
@@ -943,14 +915,7 @@ mod tests {
 
     #[test]
     fn an_open_transaction_holds_the_cursor_at_the_last_stable_offset() {
-        let (p, c, k) = (
-            FakeParent::default(),
-            FakeChild {
-                parts: 3,
-                ..Default::default()
-            },
-            FakeClock::default(),
-        );
+        let (p, c, k) = fakes(3);
         p.produce(&[Some("a")], 0); // 0
         p.produce_txn(7, &[Some("b"), Some("c")]); // 1, 2: open
         p.lso.set(Some(1));
@@ -979,7 +944,7 @@ mod tests {
 
     #[test]
     fn a_delay_child_also_stops_at_the_last_stable_offset() {
-        let (p, c, k) = one_partition_child();
+        let (p, c, k) = fakes(1);
         k.now.set(10_000);
         p.produce(&[Some("a")], 1_000); // 0: due
         p.produce_txn(4, &[Some("b")]); // 1: due (commit time 0) but open
