@@ -36,6 +36,21 @@ struct Stop {
 }
 
 impl Stop {
+    /// A stop at `position` in `bytes`: zero padding (the end of the written data) when every
+    /// byte from there on is zero, else damage for `why`.
+    fn at(bytes: &[u8], position: usize, why: String) -> Stop {
+        let padding = all_zero(&bytes[position..]);
+        Stop {
+            position: position as u64,
+            reason: if padding {
+                "zero padding (end of written data)".into()
+            } else {
+                why
+            },
+            padding,
+        }
+    }
+
     fn json(&self) -> Value {
         json!({
             "position": self.position,
@@ -311,19 +326,11 @@ fn sibling_log(path: &Path, base: Option<u64>) -> Option<Vec<(u64, BatchHeader)>
 fn trailing(bytes: &[u8], entry: usize, stop: &mut Option<Stop>) {
     let whole = bytes.len() - bytes.len() % entry;
     if stop.is_none() && whole < bytes.len() {
-        let padding = all_zero(&bytes[whole..]);
-        *stop = Some(Stop {
-            position: whole as u64,
-            reason: if padding {
-                "zero padding (end of written data)".into()
-            } else {
-                format!(
-                    "partial entry: {} bytes left, an entry is {entry}",
-                    bytes.len() - whole
-                )
-            },
-            padding,
-        });
+        let why = format!(
+            "partial entry: {} bytes left, an entry is {entry}",
+            bytes.len() - whole
+        );
+        *stop = Some(Stop::at(bytes, whole, why));
     }
 }
 
@@ -374,16 +381,7 @@ fn dump_index(path: &Path, bytes: &[u8], base: Option<u64>, args: &DumpArgs) -> 
             }
         });
         if let Some(why) = why {
-            let padding = all_zero(&bytes[pos as usize..]);
-            stop = Some(Stop {
-                position: pos,
-                reason: if padding {
-                    "zero padding (end of written data)".into()
-                } else {
-                    format!("entry {i}: {why}")
-                },
-                padding,
-            });
+            stop = Some(Stop::at(bytes, pos as usize, format!("entry {i}: {why}")));
             break;
         }
         entries.push((pos, e));
@@ -460,16 +458,7 @@ fn dump_timeindex(path: &Path, bytes: &[u8], base: Option<u64>, args: &DumpArgs)
             _ => None,
         };
         if let Some(why) = why {
-            let padding = all_zero(&bytes[pos as usize..]);
-            stop = Some(Stop {
-                position: pos,
-                reason: if padding {
-                    "zero padding (end of written data)".into()
-                } else {
-                    format!("entry {i}: {why}")
-                },
-                padding,
-            });
+            stop = Some(Stop::at(bytes, pos as usize, format!("entry {i}: {why}")));
             break;
         }
         entries.push((pos, e));
