@@ -182,6 +182,28 @@ fn pump(
     let _ = to.shutdown(Shutdown::Both);
 }
 
+/// Logs one decoded frame of connection `id` (a request's with its client id).
+fn log_frame(
+    kind: &str,
+    id: u64,
+    api: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    client_id: Option<&str>,
+    size: usize,
+) {
+    tracing::info!(
+        target: "ringlog::proxy",
+        conn = id,
+        api = ?api,
+        version,
+        correlation_id,
+        client_id = client_id.map(tracing::field::display),
+        size,
+        "{kind} {api:?}"
+    );
+}
+
 fn decode_request(id: u64, body: &[u8], inflight: &InFlight) -> Result<(), String> {
     if body.len() < 8 {
         return Err(format!(
@@ -215,15 +237,14 @@ fn decode_request(id: u64, body: &[u8], inflight: &InFlight) -> Result<(), Strin
         }
         Err(e) => return Err(format!("{api:?} v{version} request body: {e}")),
     }
-    tracing::info!(
-        target: "ringlog::proxy",
-        conn = id,
-        api = ?api,
+    log_frame(
+        "request",
+        id,
+        api,
         version,
-        correlation_id = corr,
-        client_id = %client_id,
-        size = body.len(),
-        "request {api:?}"
+        corr,
+        Some(&client_id),
+        body.len(),
     );
     if expects_response {
         inflight
@@ -255,14 +276,6 @@ fn decode_response(id: u64, body: &[u8], inflight: &InFlight) -> Result<(), Stri
             return Err(format!("{api:?} v{version} response body: {e}"));
         }
     }
-    tracing::info!(
-        target: "ringlog::proxy",
-        conn = id,
-        api = ?api,
-        version,
-        correlation_id = corr,
-        size = body.len(),
-        "response {api:?}"
-    );
+    log_frame("response", id, api, version, corr, None, body.len());
     Ok(())
 }
