@@ -110,22 +110,22 @@ pub fn aggregate(
             }
             let rs = &o.result.summary;
             secs += rs.measured_secs;
-            pr += rs.publish_rate * rs.measured_secs;
-            pmb += rs.publish_mb_s * rs.measured_secs;
-            cr += rs.consume_rate * rs.measured_secs;
-            cmb += rs.consume_mb_s * rs.measured_secs;
-            s.publish_errors += rs.publish_errors;
-            s.consume_errors += rs.consume_errors;
+            pr += rs.rates.publish_rate * rs.measured_secs;
+            pmb += rs.rates.publish_mb_s * rs.measured_secs;
+            cr += rs.rates.consume_rate * rs.measured_secs;
+            cmb += rs.rates.consume_mb_s * rs.measured_secs;
+            s.rates.publish_errors += rs.rates.publish_errors;
+            s.rates.consume_errors += rs.rates.consume_errors;
             s.max_backlog = s.max_backlog.max(rs.max_backlog);
             if let Some(d) = rs.backlog_drain_secs {
                 drains.push(d);
             }
         }
         if secs > 0.0 {
-            s.publish_rate = pr / secs;
-            s.publish_mb_s = pmb / secs;
-            s.consume_rate = cr / secs;
-            s.consume_mb_s = cmb / secs;
+            s.rates.publish_rate = pr / secs;
+            s.rates.publish_mb_s = pmb / secs;
+            s.rates.consume_rate = cr / secs;
+            s.rates.consume_mb_s = cmb / secs;
         }
         s.measured_secs = secs;
         s.publish_latency = Percentiles::of(&publish);
@@ -154,12 +154,12 @@ pub fn aggregate(
 
 fn summary_figures(s: &Summary) -> Vec<(String, f64)> {
     let mut v = vec![
-        ("publish rate (msg/s)".to_string(), s.publish_rate),
-        ("publish MB/s".to_string(), s.publish_mb_s),
-        ("consume rate (msg/s)".to_string(), s.consume_rate),
-        ("consume MB/s".to_string(), s.consume_mb_s),
-        ("publish errors".to_string(), s.publish_errors as f64),
-        ("consume errors".to_string(), s.consume_errors as f64),
+        ("publish rate (msg/s)".to_string(), s.rates.publish_rate),
+        ("publish MB/s".to_string(), s.rates.publish_mb_s),
+        ("consume rate (msg/s)".to_string(), s.rates.consume_rate),
+        ("consume MB/s".to_string(), s.rates.consume_mb_s),
+        ("publish errors".to_string(), s.rates.publish_errors as f64),
+        ("consume errors".to_string(), s.rates.consume_errors as f64),
         ("max backlog (records)".to_string(), s.max_backlog as f64),
     ];
     for (n, x) in s.publish_latency.fields() {
@@ -625,13 +625,13 @@ pub fn html(report: &Report, outcomes: &[RunOutcome], merged: &[MergedHists]) ->
             name: format!("{name} publish"),
             color: c(0),
             dashed: false,
-            pts: iv.iter().map(|x| (x.t_s, x.publish_rate)).collect(),
+            pts: iv.iter().map(|x| (x.t_s, x.rates.publish_rate)).collect(),
         });
         tput.push(Series {
             name: format!("{name} consume"),
             color: c(1),
             dashed: true,
-            pts: iv.iter().map(|x| (x.t_s, x.consume_rate)).collect(),
+            pts: iv.iter().map(|x| (x.t_s, x.rates.consume_rate)).collect(),
         });
         lat.push(Series {
             name: format!("{name} publish p99"),
@@ -707,9 +707,9 @@ pub fn html(report: &Report, outcomes: &[RunOutcome], merged: &[MergedHists]) ->
             c.expected_consumed,
             c.consume_errors,
             r.summary.measured_secs,
-            r.summary.publish_rate,
-            r.summary.publish_mb_s,
-            r.summary.consume_rate,
+            r.summary.rates.publish_rate,
+            r.summary.rates.publish_mb_s,
+            r.summary.rates.consume_rate,
             r.summary.max_backlog,
             r.summary
                 .backlog_drain_secs

@@ -97,18 +97,40 @@ pub enum Phase {
     Drain,
 }
 
-#[derive(Clone, Debug, Serialize)]
-pub struct IntervalRecord {
-    /// Seconds since the producers started (end of this interval).
-    pub t_s: f64,
-    pub secs: f64,
-    pub phase: Phase,
+/// Throughput over a span: records and MiB a second, and the errors counted in it.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Rates {
     pub publish_rate: f64,
     pub publish_mb_s: f64,
     pub consume_rate: f64,
     pub consume_mb_s: f64,
     pub publish_errors: u64,
     pub consume_errors: u64,
+}
+
+impl Rates {
+    /// The rates of what `t` counted in `secs` seconds (0 when `secs` is not positive).
+    fn over(t: &Totals, secs: f64) -> Rates {
+        let per_s = |n: u64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
+        Rates {
+            publish_rate: per_s(t.acked),
+            publish_mb_s: per_s(t.acked_bytes) / 1048576.0,
+            consume_rate: per_s(t.consumed),
+            consume_mb_s: per_s(t.consumed_bytes) / 1048576.0,
+            publish_errors: t.pub_errors,
+            consume_errors: t.cons_errors,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct IntervalRecord {
+    /// Seconds since the producers started (end of this interval).
+    pub t_s: f64,
+    pub secs: f64,
+    pub phase: Phase,
+    #[serde(flatten)]
+    pub rates: Rates,
     pub backlog: i64,
     pub publish_p50_ms: f64,
     pub publish_p99_ms: f64,
@@ -141,12 +163,8 @@ pub struct Counts {
 pub struct Summary {
     /// Seconds of the measurement phase (after warm-up).
     pub measured_secs: f64,
-    pub publish_rate: f64,
-    pub publish_mb_s: f64,
-    pub consume_rate: f64,
-    pub consume_mb_s: f64,
-    pub publish_errors: u64,
-    pub consume_errors: u64,
+    #[serde(flatten)]
+    pub rates: Rates,
     /// Largest backlog seen after warm-up, records.
     pub max_backlog: i64,
     pub publish_latency: Percentiles,
@@ -677,6 +695,31 @@ struct Totals {
     cons_errors: u64,
 }
 
+impl Totals {
+    /// What was counted since `earlier`.
+    fn since(&self, earlier: &Totals) -> Totals {
+        Totals {
+            sent: self.sent.saturating_sub(earlier.sent),
+            acked: self.acked.saturating_sub(earlier.acked),
+            acked_bytes: self.acked_bytes.saturating_sub(earlier.acked_bytes),
+            pub_errors: self.pub_errors.saturating_sub(earlier.pub_errors),
+            consumed: self.consumed.saturating_sub(earlier.consumed),
+            consumed_bytes: self.consumed_bytes.saturating_sub(earlier.consumed_bytes),
+            cons_errors: self.cons_errors.saturating_sub(earlier.cons_errors),
+        }
+    }
+
+    fn add(&mut self, more: &Totals) {
+        self.sent += more.sent;
+        self.acked += more.acked;
+        self.acked_bytes += more.acked_bytes;
+        self.pub_errors += more.pub_errors;
+        self.consumed += more.consumed;
+        self.consumed_bytes += more.consumed_bytes;
+        self.cons_errors += more.cons_errors;
+    }
+}
+
 struct Collector {
     prods: Vec<Arc<ProdShared>>,
     cons: Vec<Arc<ConsShared>>,
@@ -899,7 +942,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
         let now = epoch.elapsed();
         let (ph, eh, tot) = col.collect();
         let secs = (now - prev_t).as_secs_f64().max(1e-9);
-        let d = |a: u64, b: u64| a.saturating_sub(b);
+        let delta = tot.since(&col.last);
         let expected = tot.acked * subs;
         let backlog = expected as i64 - tot.consumed as i64;
         let pp = Percentiles::of(&ph);
@@ -908,12 +951,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
             t_s: (now - t_start).as_secs_f64(),
             secs,
             phase,
-            publish_rate: d(tot.acked, col.last.acked) as f64 / secs,
-            publish_mb_s: d(tot.acked_bytes, col.last.acked_bytes) as f64 / secs / 1048576.0,
-            consume_rate: d(tot.consumed, col.last.consumed) as f64 / secs,
-            consume_mb_s: d(tot.consumed_bytes, col.last.consumed_bytes) as f64 / secs / 1048576.0,
-            publish_errors: d(tot.pub_errors, col.last.pub_errors),
-            consume_errors: d(tot.cons_errors, col.last.cons_errors),
+            rates: Rates::over(&delta, secs),
             backlog,
             publish_p50_ms: pp.p50_ms,
             publish_p99_ms: pp.p99_ms,
@@ -930,9 +968,9 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
                 spec.round,
                 rec.t_s,
                 format!("{:?}", phase).to_lowercase(),
-                rec.publish_rate,
-                rec.publish_mb_s,
-                rec.consume_rate,
+                rec.rates.publish_rate,
+                rec.rates.publish_mb_s,
+                rec.rates.consume_rate,
                 backlog,
                 rec.publish_p99_ms,
                 rec.e2e_p99_ms,
@@ -950,12 +988,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
             max_backlog = max_backlog.max(backlog);
         }
         if phase == Phase::Measure {
-            measured.acked += d(tot.acked, col.last.acked);
-            measured.acked_bytes += d(tot.acked_bytes, col.last.acked_bytes);
-            measured.consumed += d(tot.consumed, col.last.consumed);
-            measured.consumed_bytes += d(tot.consumed_bytes, col.last.consumed_bytes);
-            measured.pub_errors += d(tot.pub_errors, col.last.pub_errors);
-            measured.cons_errors += d(tot.cons_errors, col.last.cons_errors);
+            measured.add(&delta);
         }
         interval_hists.push((prev_t, now - prev_t, ph, eh));
         intervals.push(rec);
@@ -1089,21 +1122,9 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
         (Some(a), Some(b)) => (b - a).as_secs_f64(),
         _ => 0.0,
     };
-    let per_s = |n: u64| {
-        if measured_secs > 0.0 {
-            n as f64 / measured_secs
-        } else {
-            0.0
-        }
-    };
     let summary = Summary {
         measured_secs,
-        publish_rate: per_s(measured.acked),
-        publish_mb_s: per_s(measured.acked_bytes) / 1048576.0,
-        consume_rate: per_s(measured.consumed),
-        consume_mb_s: per_s(measured.consumed_bytes) / 1048576.0,
-        publish_errors: measured.pub_errors,
-        consume_errors: measured.cons_errors,
+        rates: Rates::over(&measured, measured_secs),
         max_backlog,
         publish_latency: Percentiles::of(&total_pub),
         end_to_end_latency: Percentiles::of(&total_e2e),
