@@ -494,30 +494,12 @@ pub fn run(
                     glommio::spawn_local(crate::conn::accept_loop(state.clone(), own, 0)).detach();
                 }
                 crate::log_cleaner::spawn(state.clone());
-                spawn_ticks(
+                crate::coordinators::spawn_ticks(
                     &state,
                     ctx.config.retention_check_interval_ms,
                     |s| async move { crate::reconcile::enforce_retention(&s).await },
                 );
-                // The coordinators' periodic work: groups' timers, offsets expiry,
-                // transaction timeouts and markers, barrier intervals and injections.
-                spawn_ticks(&state, crate::group::GROUP_TICK_MS, |s| async move {
-                    crate::reconcile::group_tick(&s)
-                });
-                let offsets_retention_ms = ctx.config.offsets_retention_ms;
-                spawn_ticks(
-                    &state,
-                    ctx.config.offsets_retention_check_interval_ms,
-                    move |s| async move {
-                        crate::api::group::expire_offsets(&s, offsets_retention_ms).await
-                    },
-                );
-                spawn_ticks(&state, crate::txn::TXN_TICK_MS, |s| async move {
-                    crate::api::txn::txn_tick(&s).await
-                });
-                spawn_ticks(&state, crate::barrier::BARRIER_TICK_MS, |s| async move {
-                    crate::api::barrier::barrier_tick(&s).await
-                });
+                crate::coordinators::start_ticks(&state);
                 glommio::spawn_local(crate::fanout_runtime::reconcile_loop(state.clone())).detach();
                 if let (0, Some(addr)) = (core, ctx.config.metrics_listen) {
                     let admin = glommio::net::TcpListener::bind(addr).map_err(|e| {
@@ -567,22 +549,4 @@ pub fn run(
         tracing::warn!(error = %e, "metastore shutdown");
     }
     res
-}
-
-/// Runs `tick` on `state`'s core every `period_ms` (at least 1) until the core stops: the
-/// one scheduler of each core's periodic work (the coordinators' ticks, retention).
-fn spawn_ticks<F, Fut>(state: &Rc<CoreState>, period_ms: u64, tick: F)
-where
-    F: Fn(Rc<CoreState>) -> Fut + 'static,
-    Fut: std::future::Future<Output = ()> + 'static,
-{
-    let state = state.clone();
-    let period = Duration::from_millis(period_ms.max(1));
-    glommio::spawn_local(async move {
-        loop {
-            glommio::timer::sleep(period).await;
-            tick(state.clone()).await;
-        }
-    })
-    .detach();
 }

@@ -684,10 +684,10 @@ async fn serve_node_rpc(state: &Rc<CoreState>, body: &[u8]) -> Vec<u8> {
             crate::fanout_runtime::serve_node_request(state, req).await
         }
         Ok(req @ (NodeRequest::TxnBegin { .. } | NodeRequest::TxnMarker { .. })) => {
-            crate::api::txn::serve_node_request(state, req).await
+            crate::coordinators::txn::serve_node_request(state, req).await
         }
         Ok(req @ NodeRequest::BarrierMarker { .. }) => {
-            crate::api::barrier::serve_node_request(state, req).await
+            crate::coordinators::barrier::serve_node_request(state, req).await
         }
         Ok(
             req @ (NodeRequest::ReplicaFetch { .. }

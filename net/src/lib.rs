@@ -16,6 +16,7 @@ pub mod conn;
 pub mod conn_table;
 pub mod coordinator;
 pub mod coordinator_load;
+pub(crate) mod coordinators;
 pub mod core;
 pub mod cursor_registry;
 pub mod fanout_runtime;

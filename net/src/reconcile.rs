@@ -48,7 +48,7 @@ pub async fn start_meta_follower(state: &Rc<CoreState>) -> Result<(), FollowErro
             crosswake::home_wake(changes.recv_async()).await
         {
             for name in deleted_topics(&change) {
-                crate::api::group::forget_topic(&me, &name).await;
+                crate::coordinators::group::forget_topic(&me, &name).await;
             }
             me.meta.borrow_mut().apply_change(&change);
             me.index_topic_ids();
@@ -198,34 +198,6 @@ async fn reconcile(state: &CoreState, when: Reconcile) {
             }
         }
     }
-}
-
-/// One tick of this core's groups' timers (session expiry, rebalance deadlines), every
-/// `group::GROUP_TICK_MS`.
-pub fn group_tick(state: &CoreState) {
-    let now = std::time::Instant::now();
-    let mut groups = state.coordinators.groups.borrow_mut();
-    let now_ms = engine::clock::system_now_ms();
-    let limits = state.consumer_group_limits();
-    for g in groups.values_mut() {
-        g.group.tick(now);
-        if let Some(c) = g.consumer.as_mut() {
-            for member in c.tick(&limits, now) {
-                tracing::info!(group = %g.group.id, %member, "consumer-protocol member fenced (session timeout, or revocation past its rebalance timeout)");
-            }
-            if c.is_empty() {
-                g.consumer = None;
-            }
-        }
-        crate::group::migration::downgrade_if_classic_only(g, state.initial_rebalance_delay());
-        g.vacant_since_ms = if !g.has_members() {
-            g.vacant_since_ms.or(Some(now_ms))
-        } else {
-            None
-        };
-    }
-    // A group with nobody in it and nothing committed holds no state worth keeping.
-    groups.retain(|_, g| !(g.is_vacant() && g.offsets.is_empty() && g.pending_txn.is_empty()));
 }
 
 /// Applies retention to every partition of this core (every

@@ -17,9 +17,9 @@ use kafka_protocol::messages::{
     ConsumerGroupHeartbeatResponse, GroupId, TopicName,
 };
 
-use super::group::{on_coordinator, with_existing_group, with_group};
 use super::str_bytes;
 use crate::codes;
+use crate::coordinators::group::{on_coordinator, with_existing_group, with_group};
 use crate::core::CoreState;
 use crate::group::consumer::{self, ConsumerGroup, Heartbeat, TopicPartitions};
 use crate::group::migration::{convert_classic, downgrade_if_classic_only};

@@ -4,13 +4,11 @@
 //! is routed there with the engine's cross-core primitive, like a partition request.
 
 use std::collections::HashSet;
-use std::future::Future;
 use std::rc::Rc;
 use std::time::Instant;
 
 use bytes::Bytes;
 use engine::join::join_all;
-use engine::Durability;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
@@ -41,78 +39,19 @@ use crate::codes::{
     self, COORDINATOR_NOT_AVAILABLE, GROUP_ID_NOT_FOUND, GROUP_SUBSCRIBED_TO_TOPIC,
     INVALID_GROUP_ID, NON_EMPTY_GROUP, OFFSET_METADATA_TOO_LARGE, UNKNOWN_MEMBER_ID,
 };
+use crate::coordinators::group::{
+    on_coordinator, partition_exists, persist_offsets, with_existing_group, with_group,
+    OffsetRecords,
+};
 use crate::core::CoreState;
 use crate::group::state::{JoinArgs, JoinResult, Reply, SyncResult};
-use crate::group::{
-    self, Committed, GroupEntry, GroupState, MAX_OFFSET_METADATA_BYTES, OFFSETS_TOPIC,
-};
+use crate::group::{Committed, GroupState, MAX_OFFSET_METADATA_BYTES, OFFSETS_TOPIC};
 
 const KEY_TYPE_GROUP: i8 = 0;
 pub(super) const KEY_TYPE_TRANSACTION: i8 = 1;
 
 fn now_ms() -> i64 {
     engine::clock::system_now_ms()
-}
-
-/// Runs `f` on the core coordinating `group`; `Err(code)` when no coordinator is available
-/// (a replicated `__consumer_offsets` partition's new leader still loading its groups
-/// answers COORDINATOR_LOAD_IN_PROGRESS, a former one NOT_COORDINATOR).
-pub(crate) async fn on_coordinator<R, F, Fut>(
-    state: &Rc<CoreState>,
-    group: &str,
-    f: F,
-) -> Result<R, i16>
-where
-    R: Send + 'static,
-    F: FnOnce(Rc<CoreState>, u32) -> Fut + Send + 'static,
-    Fut: Future<Output = R> + 'static,
-{
-    if group.is_empty() || group.len() > crate::group::MAX_GROUP_ID_BYTES {
-        return Err(INVALID_GROUP_ID);
-    }
-    crate::route::on_coordinator_core(
-        state,
-        OFFSETS_TOPIC,
-        state.group_coordinator(group),
-        state.group_partition(group),
-        f,
-    )
-    .await
-}
-
-/// Whether `topic` has partition `index`, by this core's metadata copy (OffsetCommit and
-/// OffsetDelete answer UNKNOWN_TOPIC_OR_PARTITION otherwise).
-fn partition_exists(state: &CoreState, topic: &str) -> impl Fn(i32) -> bool {
-    let count = state.meta.borrow().topic(topic).map(|m| m.partitions);
-    move |i| count.is_some_and(|n| i >= 0 && (i as u32) < n)
-}
-
-/// Runs `f` on the group, creating it if needed (JoinGroup, and an OffsetCommit that passes
-/// its check). `Err(code)` when the core already coordinates `MAX_GROUPS_PER_CORE` groups.
-pub(crate) fn with_group<R>(
-    state: &CoreState,
-    id: &str,
-    partition: u32,
-    f: impl FnOnce(&mut GroupEntry) -> R,
-) -> Result<R, i16> {
-    let mut groups = state.coordinators.groups.borrow_mut();
-    if !groups.contains_key(id) && groups.len() >= crate::group::MAX_GROUPS_PER_CORE {
-        tracing::warn!(group = %id, limit = crate::group::MAX_GROUPS_PER_CORE, "group refused: this core coordinates the most groups it may (MAX_GROUPS_PER_CORE)");
-        return Err(codes::GROUP_MAX_SIZE_REACHED);
-    }
-    let entry = groups
-        .entry(id.to_string())
-        .or_insert_with(|| GroupEntry::new(id, partition, state.initial_rebalance_delay()));
-    Ok(f(entry))
-}
-
-/// Runs `f` on an existing group; a group id nobody joined creates no state (`None`).
-pub(crate) fn with_existing_group<R>(
-    state: &CoreState,
-    id: &str,
-    f: impl FnOnce(&mut GroupEntry) -> R,
-) -> Option<R> {
-    state.coordinators.groups.borrow_mut().get_mut(id).map(f)
 }
 
 pub async fn find_coordinator(
@@ -496,64 +435,8 @@ fn classic_join_to_consumer_group(
 
 /// The offsets of one commit, as (topic, partition, committed).
 type CommitItems = Vec<(String, i32, Committed)>;
-/// Records to persist for one group: (topic, partition, committed offset or tombstone).
-type OffsetRecords = Vec<(String, i32, Option<Committed>)>;
 /// Per topic of an OffsetCommit: each partition's offset to store, or the code refusing it.
 type CommitSlots = Vec<(String, Vec<(i32, Result<Committed, i16>)>)>;
-
-/// Appends the records to the group's `__consumer_offsets` partition on this core (durable
-/// before it returns) and applies them to the in-memory offsets.
-async fn persist_offsets(
-    s: &CoreState,
-    group_id: &str,
-    partition: u32,
-    items: &[(String, i32, Option<Committed>)],
-) -> Result<(), i16> {
-    if items.is_empty() {
-        return Ok(());
-    }
-    s.check_coordinates(OFFSETS_TOPIC, partition)?;
-    let Some(part) = crate::opening::partition(s, OFFSETS_TOPIC, partition).await else {
-        return Err(COORDINATOR_NOT_AVAILABLE);
-    };
-    let now = now_ms();
-    let batch = engine::batch_encode::encode_uncompressed(items.iter().map(|(t, p, c)| {
-        engine::batch_encode::NewRecord {
-            key: Some(group::encode_key(group_id, t, *p)),
-            value: c.as_ref().map(group::encode_value),
-            headers: Default::default(),
-            timestamp_ms: now,
-        }
-    }));
-    let key = (OFFSETS_TOPIC.to_string(), partition);
-    crate::replica::coordinator_append(s, &key, &part, &batch, Durability::Sync)
-        .await
-        .map_err(|(code, why)| {
-            tracing::warn!(group = %group_id, error = %why, "persisting offsets failed");
-            code
-        })?;
-    let mut groups = s.coordinators.groups.borrow_mut();
-    // The group may have been dropped meanwhile (a memberless group with no offsets yet, e.g.
-    // the first commit of a simple consumer, is vacant to the tick while the append waits):
-    // what is now in the log exists, as a replay would find it.
-    if !groups.contains_key(group_id) && items.iter().all(|(_, _, c)| c.is_none()) {
-        return Ok(());
-    }
-    let g = groups
-        .entry(group_id.to_string())
-        .or_insert_with(|| GroupEntry::new(group_id, partition, s.initial_rebalance_delay()));
-    for (t, p, c) in items {
-        match c {
-            Some(c) => {
-                g.offsets.insert((t.clone(), *p), c.clone());
-            }
-            None => {
-                g.offsets.remove(&(t.clone(), *p));
-            }
-        }
-    }
-    Ok(())
-}
 
 /// The first OffsetCommit version told GROUP_ID_NOT_FOUND for a member's commit to a group
 /// that does not exist; older clients are told ILLEGAL_GENERATION (as Kafka answers them).
@@ -1176,76 +1059,6 @@ pub async fn offset_delete(
         })
         .collect();
     OffsetDeleteResponse::default().with_topics(topics)
-}
-
-/// Forgets (with tombstones) every committed offset of a deleted topic in this core's groups.
-/// Forgets (with tombstones) the committed offsets of this core's memberless groups that are
-/// older than `retention_ms` (`GroupEntry::expired_offsets`).
-pub async fn expire_offsets(state: &Rc<CoreState>, retention_ms: i64) {
-    let now = now_ms();
-    let doomed: Vec<(String, u32, OffsetRecords)> = state
-        .coordinators
-        .groups
-        .borrow()
-        .values()
-        .filter_map(|g| {
-            let items: OffsetRecords = g
-                .expired_offsets(now, retention_ms)
-                .into_iter()
-                .map(|(t, p)| (t, p, None))
-                .collect();
-            (!items.is_empty()).then(|| (g.group.id.clone(), g.partition, items))
-        })
-        .collect();
-    for (group_id, partition, items) in doomed {
-        // Checked again right before the tombstones go: a commit since (a consumer back)
-        // keeps its offset.
-        let items: OffsetRecords = {
-            let groups = state.coordinators.groups.borrow();
-            let Some(g) = groups.get(&group_id) else {
-                continue;
-            };
-            let still = g.expired_offsets(now_ms(), retention_ms);
-            items
-                .into_iter()
-                .filter(|(t, p, _)| still.iter().any(|(st, sp)| st == t && sp == p))
-                .collect()
-        };
-        if items.is_empty() {
-            continue;
-        }
-        match persist_offsets(state, &group_id, partition, &items).await {
-            Ok(()) => {
-                tracing::info!(group = %group_id, offsets = items.len(), "committed offsets expired (offsets-retention-ms)")
-            }
-            Err(code) => {
-                tracing::warn!(group = %group_id, code, "could not expire committed offsets; retrying at the next check")
-            }
-        }
-    }
-}
-
-pub async fn forget_topic(state: &Rc<CoreState>, topic: &str) {
-    let doomed: Vec<(String, u32, OffsetRecords)> = state
-        .coordinators
-        .groups
-        .borrow()
-        .values()
-        .filter_map(|g| {
-            let items: Vec<_> = g
-                .offsets
-                .keys()
-                .filter(|(t, _)| t == topic)
-                .map(|(t, p)| (t.clone(), *p, None))
-                .collect();
-            (!items.is_empty()).then(|| (g.group.id.clone(), g.partition, items))
-        })
-        .collect();
-    for (group_id, partition, items) in doomed {
-        if let Err(code) = persist_offsets(state, &group_id, partition, &items).await {
-            tracing::warn!(group = %group_id, %topic, code, "could not forget offsets of a deleted topic");
-        }
-    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 //! A group belongs to partition `murmur2(group) % 50` of the compacted `__barrier_state` and
 //! is coordinated by the core that owns that partition, like a consumer group and
 //! `__consumer_offsets`. The coordinator's work (injection, the interval tick, finishing an
-//! injection a crash interrupted) is in `crate::api::barrier`. What a coordinator knows comes
+//! injection a crash interrupted) is in `crate::coordinators::barrier`. What a coordinator knows comes
 //! from its partition's records, replayed when the partition opens:
 //! - a group record (kind 0): the definition as last written there, with the epoch of its last
 //!   published cut (the metastore holds the definition itself; the record is for readers of
