@@ -41,17 +41,22 @@ where
     Ok(r)
 }
 
-/// Runs `f(s, partition)` on the core of this node coordinating the keys of internal
-/// partition `internal`/`partition` (`at`: that partition and core as the metadata places
-/// it; `None` when no core here does, `key_partition` naming the partition for the error).
-/// `Err`: NOT_COORDINATOR (another node coordinates it, or the replica here no longer
-/// leads), COORDINATOR_LOAD_IN_PROGRESS (this core leads it but has not loaded it yet) or
-/// COORDINATOR_NOT_AVAILABLE.
+/// Where a coordinator's key (a group, a transactional id, a barrier group) is coordinated:
+/// its internal topic and, as this node's metadata places it, the partition and core (`None`
+/// when no core here coordinates it; `key_partition` names the partition for the error).
+pub struct CoordinatorAt {
+    pub internal: &'static str,
+    pub at: Option<(u32, usize)>,
+    pub key_partition: Option<u32>,
+}
+
+/// Runs `f(s, partition)` on the core of this node coordinating the key `at` names (`Err`:
+/// the key's own refusal, e.g. an invalid id). `Err`: NOT_COORDINATOR (another node
+/// coordinates it, or the replica here no longer leads), COORDINATOR_LOAD_IN_PROGRESS (this
+/// core leads it but has not loaded it yet) or COORDINATOR_NOT_AVAILABLE.
 pub async fn on_coordinator_core<R, F, Fut>(
     state: &Rc<CoreState>,
-    internal: &'static str,
-    at: Option<(u32, usize)>,
-    key_partition: Option<u32>,
+    at: Result<CoordinatorAt, i16>,
     f: F,
 ) -> Result<R, i16>
 where
@@ -59,6 +64,11 @@ where
     F: FnOnce(Rc<CoreState>, u32) -> Fut + Send + 'static,
     Fut: Future<Output = R> + 'static,
 {
+    let CoordinatorAt {
+        internal,
+        at,
+        key_partition,
+    } = at?;
     let Some((partition, core)) = at else {
         return Err(state.not_coordinator_code(internal, key_partition));
     };

@@ -83,15 +83,14 @@ where
     Fut: std::future::Future<Output = R> + 'static,
 {
     let (partition, core) = coordinator(state, group)?;
-    crate::route::on_coordinator_core(
-        state,
-        BARRIER_STATE_TOPIC,
-        Some((partition, core)),
-        Some(partition),
-        f,
-    )
-    .await
-    .map_err(|code| (code, not_loaded(partition)))
+    let at = crate::route::CoordinatorAt {
+        internal: BARRIER_STATE_TOPIC,
+        at: Some((partition, core)),
+        key_partition: Some(partition),
+    };
+    crate::route::on_coordinator_core(state, Ok(at), f)
+        .await
+        .map_err(|code| (code, not_loaded(partition)))
 }
 
 /// Why a replica of `__barrier_state` partition `p` does not coordinate its groups now.

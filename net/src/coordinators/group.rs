@@ -6,34 +6,21 @@
 use crate::codes::{self, COORDINATOR_NOT_AVAILABLE, INVALID_GROUP_ID};
 use crate::core::CoreState;
 use crate::group::{self, Committed, GroupEntry, OFFSETS_TOPIC};
+use crate::route::CoordinatorAt;
 use engine::Durability;
-use std::future::Future;
 use std::rc::Rc;
 
-/// Runs `f` on the core coordinating `group`; `Err(code)` when no coordinator is available
-/// (a replicated `__consumer_offsets` partition's new leader still loading its groups
-/// answers COORDINATOR_LOAD_IN_PROGRESS, a former one NOT_COORDINATOR).
-pub(crate) async fn on_coordinator<R, F, Fut>(
-    state: &Rc<CoreState>,
-    group: &str,
-    f: F,
-) -> Result<R, i16>
-where
-    R: Send + 'static,
-    F: FnOnce(Rc<CoreState>, u32) -> Fut + Send + 'static,
-    Fut: Future<Output = R> + 'static,
-{
-    if group.is_empty() || group.len() > crate::group::MAX_GROUP_ID_BYTES {
+/// Where a consumer group is coordinated (`Err`: INVALID_GROUP_ID for an empty or too long id), for
+/// `route::on_coordinator_core`.
+pub(crate) fn coordinator_at(state: &CoreState, id: &str) -> Result<CoordinatorAt, i16> {
+    if id.is_empty() || id.len() > crate::group::MAX_GROUP_ID_BYTES {
         return Err(INVALID_GROUP_ID);
     }
-    crate::route::on_coordinator_core(
-        state,
-        OFFSETS_TOPIC,
-        state.group_coordinator(group),
-        state.group_partition(group),
-        f,
-    )
-    .await
+    Ok(CoordinatorAt {
+        internal: OFFSETS_TOPIC,
+        at: state.group_coordinator(id),
+        key_partition: state.group_partition(id),
+    })
 }
 
 /// Whether `topic` has partition `index`, by this core's metadata copy (OffsetCommit and
@@ -125,25 +112,11 @@ pub(crate) async fn persist_offsets(
     Ok(())
 }
 
-/// Forgets (with tombstones) every committed offset of a deleted topic in this core's groups.
 /// Forgets (with tombstones) the committed offsets of this core's memberless groups that are
 /// older than `retention_ms` (`GroupEntry::expired_offsets`).
 pub(crate) async fn expire_offsets(state: &Rc<CoreState>, retention_ms: i64) {
     let now = engine::clock::system_now_ms();
-    let doomed: Vec<(String, u32, OffsetRecords)> = state
-        .coordinators
-        .groups
-        .borrow()
-        .values()
-        .filter_map(|g| {
-            let items: OffsetRecords = g
-                .expired_offsets(now, retention_ms)
-                .into_iter()
-                .map(|(t, p)| (t, p, None))
-                .collect();
-            (!items.is_empty()).then(|| (g.group.id.clone(), g.partition, items))
-        })
-        .collect();
+    let doomed = tombstones_in_groups(state, |g| g.expired_offsets(now, retention_ms));
     for (group_id, partition, items) in doomed {
         // Checked again right before the tombstones go: a commit since (a consumer back)
         // keeps its offset.
@@ -172,22 +145,15 @@ pub(crate) async fn expire_offsets(state: &Rc<CoreState>, retention_ms: i64) {
     }
 }
 
+/// Forgets (with tombstones) every committed offset of a deleted topic in this core's groups.
 pub(crate) async fn forget_topic(state: &Rc<CoreState>, topic: &str) {
-    let doomed: Vec<(String, u32, OffsetRecords)> = state
-        .coordinators
-        .groups
-        .borrow()
-        .values()
-        .filter_map(|g| {
-            let items: Vec<_> = g
-                .offsets
-                .keys()
-                .filter(|(t, _)| t == topic)
-                .map(|(t, p)| (t.clone(), *p, None))
-                .collect();
-            (!items.is_empty()).then(|| (g.group.id.clone(), g.partition, items))
-        })
-        .collect();
+    let doomed = tombstones_in_groups(state, |g| {
+        g.offsets
+            .keys()
+            .filter(|(t, _)| t == topic)
+            .cloned()
+            .collect()
+    });
     for (group_id, partition, items) in doomed {
         if let Err(code) = persist_offsets(state, &group_id, partition, &items).await {
             tracing::warn!(group = %group_id, %topic, code, "could not forget offsets of a deleted topic");
@@ -221,6 +187,24 @@ pub(crate) fn group_tick(state: &CoreState) {
     }
     // A group with nobody in it and nothing committed holds no state worth keeping.
     groups.retain(|_, g| !(g.is_vacant() && g.offsets.is_empty() && g.pending_txn.is_empty()));
+}
+
+/// This core's groups with the offsets `pick` chooses of each, as tombstones to append: (group,
+/// its `__consumer_offsets` partition, the records); groups with none are left out.
+fn tombstones_in_groups(
+    state: &CoreState,
+    pick: impl Fn(&GroupEntry) -> Vec<(String, i32)>,
+) -> Vec<(String, u32, OffsetRecords)> {
+    state
+        .coordinators
+        .groups
+        .borrow()
+        .values()
+        .filter_map(|g| {
+            let items: OffsetRecords = pick(g).into_iter().map(|(t, p)| (t, p, None)).collect();
+            (!items.is_empty()).then(|| (g.group.id.clone(), g.partition, items))
+        })
+        .collect()
 }
 
 /// Records to persist for one group: (topic, partition, committed offset or tombstone).
