@@ -570,249 +570,257 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
+    use std::path::PathBuf;
 
     use super::*;
-    use crate::state::{Assignment, BarrierSectionV1, Command};
+    use crate::state::{
+        AclBinding, Assignment, BarrierSectionV1, ClientQuota, Command, ListenerEndpoint,
+        NewReplicatedTopic, QuotaEntity, QuotaPart, ScramCredential, UserCredentials,
+    };
 
-    /// Snapshots of every older version (1: before fan-out links, 2: before the broker
-    /// registry, 3: before SCRAM users, 4: before client quotas, 5: before barrier groups, 6: before replicated partitions) are
-    /// read and migrated (the newer sections empty).
-    #[test]
-    fn older_snapshots_are_migrated() {
-        let mut now = MetaState::default();
-        now.apply(&Command::create_topic(
-            "orders",
-            2,
-            BTreeMap::new(),
-            vec![
-                Assignment {
-                    node_id: 1,
-                    core_index: 0
+    fn node(node_id: u64) -> Assignment {
+        Assignment {
+            node_id,
+            core_index: 0,
+        }
+    }
+
+    fn create_topic(name: &str, partitions: u32, id: u8) -> Command {
+        Command::CreateTopic {
+            name: name.into(),
+            partitions,
+            configs: BTreeMap::new(),
+            assignments: vec![node(1); partitions as usize],
+            incarnation_id: format!("{id:016x}"),
+            topic_id: [id; 16],
+        }
+    }
+
+    /// What a snapshot of state version `version` holds in the fixture: each version adds
+    /// to the one before it the section that version introduced, so a migration that loses
+    /// any section fails. Fixed ids throughout: the bytes are the same at every run.
+    fn fixture_state(version: u32) -> MetaState {
+        let mut s = MetaState::default();
+        let mut apply = |s: &mut MetaState, c: Command| s.apply(&c).unwrap();
+        apply(&mut s, create_topic("orders", 2, 1));
+        if version >= 2 {
+            apply(&mut s, create_topic("orders.audit", 2, 2));
+            apply(
+                &mut s,
+                Command::AttachChild {
+                    parent: "orders".into(),
+                    child: "orders.audit".into(),
+                    delay_ms: 1_000,
+                    epoch: "00000000000000aa".into(),
+                    attach_offsets: vec![0, 7],
+                },
+            );
+        }
+        if version >= 3 {
+            for node_id in 1..=3 {
+                let registration = BrokerRegistration {
+                    node_id,
+                    host: format!("10.0.0.{node_id}"),
+                    port: 9092,
+                    core_ports: vec![9100, 9101],
+                    cores: 2,
+                    rack: Some("r1".into()),
+                    incarnation: 40 + node_id,
+                    fenced: node_id == 2,
                 };
-                2
-            ],
-        ))
-        .unwrap();
-        let v1_barriers = BarrierSectionV1 { section_version: 1 };
-        let meta = WSnapshotMeta {
+                s.brokers.insert(node_id, registration);
+            }
+            s.cluster_id = Some("c-1".into());
+            s.producer_id_blocks = 3;
+        }
+        if version >= 4 {
+            let credential = ScramCredential {
+                salt: vec![1; 16],
+                stored_key: vec![2; 32],
+                server_key: vec![3; 32],
+                iterations: 4096,
+            };
+            s.scram_users.insert(
+                "alice".into(),
+                UserCredentials {
+                    sha256: Some(credential),
+                    sha512: None,
+                },
+            );
+            let listener = ListenerEndpoint {
+                name: "SASL".into(),
+                host: "10.0.0.1".into(),
+                port: 9093,
+            };
+            s.broker_listeners.insert(1, vec![listener]);
+            s.acls.push(AclBinding {
+                resource_type: 2,
+                resource_name: "orders".into(),
+                pattern_type: 3,
+                principal: "User:alice".into(),
+                host: "*".into(),
+                operation: 3,
+                permission: 3,
+            });
+        }
+        if version >= 5 {
+            s.client_quotas.push(ClientQuota {
+                entity: QuotaEntity {
+                    user: QuotaPart::Absent,
+                    client_id: QuotaPart::Named("slow".into()),
+                },
+                values: [("producer_byte_rate".to_string(), 1048576f64.to_bits())].into(),
+            });
+        }
+        if version >= 6 {
+            apply(
+                &mut s,
+                Command::define_barrier_group("g", ["orders"], 5_000, 10),
+            );
+        }
+        if version >= 7 {
+            let topic = NewReplicatedTopic {
+                name: "r".into(),
+                partitions: 2,
+                configs: BTreeMap::new(),
+                replicas: vec![vec![node(1), node(2)], vec![node(2), node(1)]],
+                incarnation_id: "0123456789abcdef".into(),
+                topic_id: [3; 16],
+            };
+            apply(
+                &mut s,
+                Command::CreateReplicatedTopic {
+                    topic: Box::new(topic),
+                },
+            );
+        }
+        if version >= 8 {
+            apply(
+                &mut s,
+                Command::ReassignReplicas {
+                    name: "r".into(),
+                    partition: 1,
+                    target: Some(vec![node(3), node(1)]),
+                },
+            );
+            assert!(s.replicas["r"][1].reassigning());
+        }
+        s
+    }
+
+    fn fixture_meta() -> WSnapshotMeta {
+        WSnapshotMeta {
             last_log_id: None,
             last_membership: (&StoredMembership::<u64, BasicNode>::default()).into(),
-            snapshot_id: "old".into(),
+            snapshot_id: "fixture".into(),
+        }
+    }
+
+    /// `state` (a [`fixture_state`]) as a snapshot file of `version`, written in that
+    /// version's layout.
+    fn image_in_layout(version: u32, s: &MetaState) -> Vec<u8> {
+        let v1_barriers = || BarrierSectionV1 { section_version: 1 };
+        let v7_replicas = || -> BTreeMap<String, Vec<v7::PartitionReplicas>> {
+            let strip = |r: &crate::state::PartitionReplicas| {
+                assert!(!r.reassigning(), "version 7 has no reassignments");
+                v7::PartitionReplicas {
+                    replicas: r.replicas.clone(),
+                    isr: r.isr.clone(),
+                    leader: r.leader,
+                    leader_epoch: r.leader_epoch,
+                    partition_epoch: r.partition_epoch,
+                }
+            };
+            let parts = |(name, parts): (&String, &Vec<_>)| {
+                (name.clone(), parts.iter().map(strip).collect())
+            };
+            s.replicas.iter().map(parts).collect()
         };
-        let old = v1::SnapshotBody {
-            meta: meta.clone(),
-            state: v1::MetaState {
-                version: 1,
-                topics: now.topics.clone(),
-                assignments: now.assignments.clone(),
+        // One layout's body: its version, the listed fields copied from `s`, then the
+        // ones written out.
+        macro_rules! body {
+            ($v:ident { $($f:ident),* } $(, $g:ident: $e:expr)*) => {
+                wire::encode(&$v::SnapshotBody {
+                    meta: fixture_meta(),
+                    state: $v::MetaState {
+                        version,
+                        $($f: s.$f.clone(),)*
+                        $($g: $e,)*
+                    },
+                })
+            };
+        }
+        let payload = match version {
+            1 => body!(v1 { topics, assignments },
                 fanout_links: v1::FanoutLinks { section_version: 1 },
-                barrier_groups: v1_barriers.clone(),
-            },
+                barrier_groups: v1_barriers()),
+            2 => body!(v2 { topics, assignments, fanout_links },
+                barrier_groups: v1_barriers()),
+            3 => body!(v3 { topics, assignments, fanout_links, brokers, cluster_id,
+                producer_id_blocks }, barrier_groups: v1_barriers()),
+            4 => body!(v4 { topics, assignments, fanout_links, brokers, cluster_id,
+                producer_id_blocks, scram_users, broker_listeners, acls },
+                barrier_groups: v1_barriers()),
+            5 => body!(v5 { topics, assignments, fanout_links, brokers, cluster_id,
+                producer_id_blocks, scram_users, broker_listeners, acls, client_quotas },
+                barrier_groups: v1_barriers()),
+            6 => body!(v6 {
+                topics,
+                assignments,
+                fanout_links,
+                barrier_groups,
+                brokers,
+                cluster_id,
+                producer_id_blocks,
+                scram_users,
+                broker_listeners,
+                acls,
+                client_quotas
+            }),
+            7 => body!(v7 { topics, assignments, fanout_links, barrier_groups, brokers,
+                cluster_id, producer_id_blocks, scram_users, broker_listeners, acls,
+                client_quotas }, replicas: v7_replicas()),
+            SNAPSHOT_VERSION => wire::encode(&SnapshotBody {
+                meta: fixture_meta(),
+                state: s.clone(),
+            }),
+            _ => panic!("no layout for snapshot version {version}"),
         };
-        let img = wire::checked_file_bytes(SNAPSHOT_MAGIC, 1, &wire::encode(&old).unwrap());
-        let body = decode_snapshot(&img, "test").unwrap();
-        assert_eq!(body.state, now);
-        assert_eq!(body.meta.snapshot_id, "old");
-        // A version-2 snapshot (no broker registry) is migrated the same way.
-        let old = v2::SnapshotBody {
-            meta: meta.clone(),
-            state: v2::MetaState {
-                version: 2,
-                topics: now.topics.clone(),
-                assignments: now.assignments.clone(),
-                fanout_links: now.fanout_links.clone(),
-                barrier_groups: v1_barriers.clone(),
-            },
-        };
-        let img = wire::checked_file_bytes(SNAPSHOT_MAGIC, 2, &wire::encode(&old).unwrap());
-        assert_eq!(decode_snapshot(&img, "test").unwrap().state, now);
-        // A version-3 snapshot (no SCRAM users) keeps its registry and cluster id.
-        let mut registered = now.clone();
-        registered.cluster_id = Some("c-1".into());
-        registered.producer_id_blocks = 3;
-        let old = v3::SnapshotBody {
-            meta: meta.clone(),
-            state: v3::MetaState {
-                version: 3,
-                topics: now.topics.clone(),
-                assignments: now.assignments.clone(),
-                fanout_links: now.fanout_links.clone(),
-                barrier_groups: v1_barriers.clone(),
-                brokers: now.brokers.clone(),
-                cluster_id: registered.cluster_id.clone(),
-                producer_id_blocks: 3,
-            },
-        };
-        let img = wire::checked_file_bytes(SNAPSHOT_MAGIC, 3, &wire::encode(&old).unwrap());
-        assert_eq!(decode_snapshot(&img, "test").unwrap().state, registered);
-        // A version-4 snapshot (no client quotas) keeps its users and ACLs.
-        let mut secured = registered.clone();
-        secured.acls.push(crate::state::AclBinding {
-            resource_type: 2,
-            resource_name: "t".into(),
-            pattern_type: 3,
-            principal: "User:alice".into(),
-            host: "*".into(),
-            operation: 3,
-            permission: 3,
-        });
-        let old = v4::SnapshotBody {
-            meta: meta.clone(),
-            state: v4::MetaState {
-                version: 4,
-                topics: secured.topics.clone(),
-                assignments: secured.assignments.clone(),
-                fanout_links: secured.fanout_links.clone(),
-                barrier_groups: v1_barriers.clone(),
-                brokers: secured.brokers.clone(),
-                cluster_id: secured.cluster_id.clone(),
-                producer_id_blocks: 3,
-                scram_users: secured.scram_users.clone(),
-                broker_listeners: secured.broker_listeners.clone(),
-                acls: secured.acls.clone(),
-            },
-        };
-        let img = wire::checked_file_bytes(SNAPSHOT_MAGIC, 4, &wire::encode(&old).unwrap());
-        assert_eq!(decode_snapshot(&img, "test").unwrap().state, secured);
-        // A version-5 snapshot (an empty barrier section, version 1) keeps its quotas and gets
-        // the current, empty barrier section.
-        let mut quotas = secured.clone();
-        quotas.client_quotas.push(crate::state::ClientQuota {
-            entity: crate::state::QuotaEntity {
-                user: crate::state::QuotaPart::Absent,
-                client_id: crate::state::QuotaPart::Named("slow".into()),
-            },
-            values: [("producer_byte_rate".to_string(), 1048576f64.to_bits())].into(),
-        });
-        let old = v5::SnapshotBody {
-            meta: meta.clone(),
-            state: v5::MetaState {
-                version: 5,
-                topics: quotas.topics.clone(),
-                assignments: quotas.assignments.clone(),
-                fanout_links: quotas.fanout_links.clone(),
-                barrier_groups: v1_barriers.clone(),
-                brokers: quotas.brokers.clone(),
-                cluster_id: quotas.cluster_id.clone(),
-                producer_id_blocks: 3,
-                scram_users: quotas.scram_users.clone(),
-                broker_listeners: quotas.broker_listeners.clone(),
-                acls: quotas.acls.clone(),
-                client_quotas: quotas.client_quotas.clone(),
-            },
-        };
-        let img = wire::checked_file_bytes(SNAPSHOT_MAGIC, 5, &wire::encode(&old).unwrap());
-        let migrated = decode_snapshot(&img, "test").unwrap().state;
-        assert_eq!(migrated, quotas);
-        assert_eq!(migrated.version, crate::state::STATE_VERSION);
-        assert_eq!(
-            migrated.barrier_groups.section_version,
-            crate::state::BARRIER_SECTION_VERSION
-        );
-        assert!(migrated.barrier_groups.groups.is_empty());
-        // The current version round-trips, barrier groups included.
-        let mut grouped = quotas.clone();
-        grouped
-            .apply(&Command::define_barrier_group("g", ["orders"], 5_000, 10))
-            .unwrap();
-        let cur = SnapshotBody {
-            meta: meta.clone(),
-            state: grouped.clone(),
-        };
-        let img = wire::checked_file_bytes(
-            SNAPSHOT_MAGIC,
-            SNAPSHOT_VERSION,
-            &wire::encode(&cur).unwrap(),
-        );
-        assert_eq!(decode_snapshot(&img, "test").unwrap().state, grouped);
-        // Version 6 (barrier groups, no replicated partitions) migrates with none.
-        let old6 = v6::SnapshotBody {
-            meta: meta.clone(),
-            state: v6::MetaState {
-                version: 6,
-                topics: grouped.topics.clone(),
-                assignments: grouped.assignments.clone(),
-                fanout_links: grouped.fanout_links.clone(),
-                barrier_groups: grouped.barrier_groups.clone(),
-                brokers: grouped.brokers.clone(),
-                cluster_id: grouped.cluster_id.clone(),
-                producer_id_blocks: grouped.producer_id_blocks,
-                scram_users: grouped.scram_users.clone(),
-                broker_listeners: grouped.broker_listeners.clone(),
-                acls: grouped.acls.clone(),
-                client_quotas: grouped.client_quotas.clone(),
-            },
-        };
-        let img = wire::checked_file_bytes(SNAPSHOT_MAGIC, 6, &wire::encode(&old6).unwrap());
-        let migrated = decode_snapshot(&img, "test").unwrap().state;
-        assert_eq!(migrated, grouped);
-        assert!(migrated.replicas.is_empty());
-        // Version 7 (replicated partitions, no reassignments) migrates with none under way.
-        let mut replicated = grouped.clone();
-        let node = |n| Assignment {
-            node_id: n,
-            core_index: 0,
-        };
-        replicated
-            .apply(&Command::CreateReplicatedTopic {
-                topic: Box::new(crate::state::NewReplicatedTopic {
-                    name: "r".into(),
-                    partitions: 1,
-                    configs: BTreeMap::new(),
-                    replicas: vec![vec![node(1), node(2)]],
-                    incarnation_id: "0123456789abcdef".into(),
-                    topic_id: [3; 16],
-                }),
-            })
-            .unwrap();
-        let old7 = v7::SnapshotBody {
-            meta: meta.clone(),
-            state: v7::MetaState {
-                version: 7,
-                topics: replicated.topics.clone(),
-                assignments: replicated.assignments.clone(),
-                fanout_links: replicated.fanout_links.clone(),
-                barrier_groups: replicated.barrier_groups.clone(),
-                brokers: replicated.brokers.clone(),
-                cluster_id: replicated.cluster_id.clone(),
-                producer_id_blocks: replicated.producer_id_blocks,
-                scram_users: replicated.scram_users.clone(),
-                broker_listeners: replicated.broker_listeners.clone(),
-                acls: replicated.acls.clone(),
-                client_quotas: replicated.client_quotas.clone(),
-                replicas: replicated
-                    .replicas
-                    .iter()
-                    .map(|(name, parts)| {
-                        let parts = parts
-                            .iter()
-                            .map(|r| v7::PartitionReplicas {
-                                replicas: r.replicas.clone(),
-                                isr: r.isr.clone(),
-                                leader: r.leader,
-                                leader_epoch: r.leader_epoch,
-                                partition_epoch: r.partition_epoch,
-                            })
-                            .collect();
-                        (name.clone(), parts)
-                    })
-                    .collect(),
-            },
-        };
-        let img = wire::checked_file_bytes(SNAPSHOT_MAGIC, 7, &wire::encode(&old7).unwrap());
-        let migrated = decode_snapshot(&img, "test").unwrap().state;
-        assert_eq!(migrated, replicated);
-        assert!(!migrated.replicas["r"][0].reassigning());
-        // The current version round-trips.
-        let cur = SnapshotBody {
-            meta,
-            state: now.clone(),
-        };
-        let img = wire::checked_file_bytes(
-            SNAPSHOT_MAGIC,
-            SNAPSHOT_VERSION,
-            &wire::encode(&cur).unwrap(),
-        );
-        assert_eq!(decode_snapshot(&img, "test").unwrap().state, now);
+        wire::checked_file_bytes(SNAPSHOT_MAGIC, version, &payload.unwrap())
+    }
+
+    fn fixture_path(version: u32) -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/snapshots")
+            .join(format!("v{version}.snapshot"))
+    }
+
+    /// A snapshot file of every version ringlog has written is stored in
+    /// `meta/tests/snapshots/`. Each must still be exactly what its layout writes (an old
+    /// layout, or the current state's, edited in place fails here: add a version instead),
+    /// and must read back as its fixture state, migrated to the current version.
+    /// `RINGLOG_WRITE_SNAPSHOT_FIXTURES=1` writes the files that are missing, never an
+    /// existing one: after adding a version, it stores that version's fixture.
+    #[test]
+    fn stored_snapshots_of_every_version_are_read() {
+        let write = std::env::var_os("RINGLOG_WRITE_SNAPSHOT_FIXTURES").is_some();
+        for version in 1..=SNAPSHOT_VERSION {
+            let expected = fixture_state(version);
+            let image = image_in_layout(version, &expected);
+            let path = fixture_path(version);
+            if write && !path.exists() {
+                std::fs::write(&path, &image).unwrap();
+            }
+            let stored = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert!(
+                stored == image,
+                "snapshot version {version}: its layout no longer writes {}",
+                path.display()
+            );
+            let body = decode_snapshot(&stored, "fixture").unwrap();
+            assert_eq!(body.state, expected, "snapshot version {version}");
+            assert_eq!(body.state.version, crate::state::STATE_VERSION);
+            assert_eq!(body.meta.snapshot_id, "fixture");
+        }
     }
 }

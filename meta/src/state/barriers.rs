@@ -13,6 +13,13 @@ pub struct BarrierSectionV1 {
     pub section_version: u32,
 }
 
+/// The empty section, as state versions 1 to 5 held it.
+impl Default for BarrierSectionV1 {
+    fn default() -> Self {
+        BarrierSectionV1 { section_version: 1 }
+    }
+}
+
 /// The most barrier groups the metastore holds.
 pub const MAX_BARRIER_GROUPS: usize = 100;
 /// The most topics in one barrier group.
@@ -60,6 +67,16 @@ pub struct BarrierGroupDef {
 pub struct BarrierGroups {
     pub section_version: u32,
     pub groups: BTreeMap<String, BarrierGroupDef>,
+}
+
+/// The empty section of the current version.
+impl Default for BarrierGroups {
+    fn default() -> Self {
+        BarrierGroups {
+            section_version: BARRIER_SECTION_VERSION,
+            groups: BTreeMap::new(),
+        }
+    }
 }
 
 impl BarrierGroups {

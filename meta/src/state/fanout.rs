@@ -30,6 +30,16 @@ pub struct FanoutLinks {
     pub links: BTreeMap<String, FanoutLink>,
 }
 
+/// The empty section of the current version.
+impl Default for FanoutLinks {
+    fn default() -> Self {
+        FanoutLinks {
+            section_version: super::FANOUT_SECTION_VERSION,
+            links: BTreeMap::new(),
+        }
+    }
+}
+
 impl FanoutLinks {
     /// The link whose child is `child`.
     pub fn of_child(&self, child: &str) -> Option<&FanoutLink> {

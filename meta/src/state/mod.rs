@@ -109,14 +109,8 @@ impl Default for MetaState {
             version: STATE_VERSION,
             topics: BTreeMap::new(),
             assignments: BTreeMap::new(),
-            fanout_links: FanoutLinks {
-                section_version: FANOUT_SECTION_VERSION,
-                links: BTreeMap::new(),
-            },
-            barrier_groups: BarrierGroups {
-                section_version: BARRIER_SECTION_VERSION,
-                groups: BTreeMap::new(),
-            },
+            fanout_links: FanoutLinks::default(),
+            barrier_groups: BarrierGroups::default(),
             brokers: BTreeMap::new(),
             cluster_id: None,
             producer_id_blocks: 0,
