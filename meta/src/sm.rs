@@ -45,21 +45,39 @@ trait OldBody {
     fn into_current(self) -> SnapshotBody;
 }
 
-/// Declares an older snapshot layout (module `$v`: a `MetaState` of the version field and
-/// the fields listed, in their stored order, and a `SnapshotBody`) and how its state becomes
-/// the current one: a `keep` field is carried as it is, a `drop` one (a section that layout
-/// held empty) is left to the current default, a `with(f)` one is carried through `f`.
+/// A state layout on its way to the current one: an older layout takes its one step to the
+/// next version and goes on from there; the current layout is where the chain ends.
+trait Migrate {
+    fn into_current(self) -> MetaState;
+}
+
+impl Migrate for MetaState {
+    fn into_current(self) -> MetaState {
+        self
+    }
+}
+
+/// Declares an older snapshot layout, frozen as that version wrote it, and its one step to
+/// the next version (`-> $next`). Module `$v` holds `VERSION`, a `MetaState` of the version
+/// field and the fields listed in their stored order, and a `SnapshotBody`.
+///
+/// The step, `MetaState::into_next`, starts from the next layout's empty state and carries
+/// each field by its mark: `keep` as it is, `with(f)` through `f`; a `drop` field (a section
+/// whose type changed while it was empty) stays as the next layout's default has it, as does
+/// every field the next layout adds. Adding a version freezes the current layout as one more
+/// `old_layout!` whose step leads to `crate::state::MetaState`, and points the step before
+/// it at that frozen layout: no older step changes.
 macro_rules! old_layout {
-    (@field keep, $now:ident, $old:ident, $f:ident) => {
-        $now.$f = $old.$f;
+    (@field keep, $next:ident, $old:ident, $f:ident) => {
+        $next.$f = $old.$f;
     };
-    (@field drop, $now:ident, $old:ident, $f:ident) => {
+    (@field drop, $next:ident, $old:ident, $f:ident) => {
         let _ = $old.$f;
     };
-    (@field with($conv:path), $now:ident, $old:ident, $f:ident) => {
-        $now.$f = $conv($old.$f);
+    (@field with($conv:path), $next:ident, $old:ident, $f:ident) => {
+        $next.$f = $conv($old.$f);
     };
-    ($(#[$doc:meta])* $v:ident {
+    ($(#[$doc:meta])* $v:ident = $version:literal -> $next_layout:path {
         $($field:ident: $ty:ty => $how:ident $(($conv:path))?),* $(,)?
     } $($extra:item)*) => {
         $(#[$doc])*
@@ -73,12 +91,40 @@ macro_rules! old_layout {
             use crate::state::*;
             use crate::wire::WSnapshotMeta;
 
+            pub(super) const VERSION: u32 = $version;
+
             $($extra)*
 
             #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
             pub(super) struct MetaState {
                 pub(super) version: u32,
                 $(pub(super) $field: $ty),*
+            }
+
+            impl Default for MetaState {
+                fn default() -> Self {
+                    MetaState {
+                        version: VERSION,
+                        $($field: Default::default()),*
+                    }
+                }
+            }
+
+            impl MetaState {
+                /// This version's one step: the same state in the next version's layout.
+                pub(super) fn into_next(self) -> $next_layout {
+                    let mut next = <$next_layout>::default();
+                    let old = self;
+                    $(old_layout!(@field $how $(($conv))?, next, old, $field);)*
+                    assert_eq!(next.version, VERSION + 1, "a step skips or repeats a version");
+                    next
+                }
+            }
+
+            impl super::Migrate for MetaState {
+                fn into_current(self) -> crate::state::MetaState {
+                    super::Migrate::into_current(self.into_next())
+                }
             }
 
             #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
@@ -93,12 +139,9 @@ macro_rules! old_layout {
                 }
 
                 fn into_current(self) -> super::SnapshotBody {
-                    let mut now = crate::state::MetaState::default();
-                    let old = self.state;
-                    $(old_layout!(@field $how $(($conv))?, now, old, $field);)*
                     super::SnapshotBody {
                         meta: self.meta,
-                        state: now,
+                        state: super::Migrate::into_current(self.state),
                     }
                 }
             }
@@ -107,38 +150,47 @@ macro_rules! old_layout {
 }
 
 old_layout! {
-    /// Snapshot version 1 (state version 1: an empty fan-out section).
-    v1 {
+    /// Snapshot version 1: topics and their assignments, the fan-out and barrier sections
+    /// empty. Its step: the fan-out section starts empty in its version 2 form.
+    v1 = 1 -> super::v2::MetaState {
         topics: BTreeMap<String, TopicMeta> => keep,
         assignments: BTreeMap<String, Vec<Assignment>> => keep,
         fanout_links: FanoutLinks => drop,
-        barrier_groups: BarrierSectionV1 => drop,
+        barrier_groups: BarrierSectionV1 => keep,
     }
 
+    /// The fan-out section of version 1: versioned and empty.
     #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
     pub(super) struct FanoutLinks {
         pub(super) section_version: u32,
     }
-}
 
-old_layout! {
-    /// Snapshot version 2 (state version 2: fan-out links, no broker registry: every node
-    /// registers again at its start).
-    v2 {
-        topics: BTreeMap<String, TopicMeta> => keep,
-        assignments: BTreeMap<String, Vec<Assignment>> => keep,
-        fanout_links: FanoutLinks => keep,
-        barrier_groups: BarrierSectionV1 => drop,
+    impl Default for FanoutLinks {
+        fn default() -> Self {
+            FanoutLinks { section_version: 1 }
+        }
     }
 }
 
 old_layout! {
-    /// Snapshot version 3 (state version 3: the broker registry, no SCRAM credentials).
-    v3 {
+    /// Snapshot version 2: fan-out links. Its step: the broker registry starts empty (every
+    /// node registers again at its start).
+    v2 = 2 -> super::v3::MetaState {
         topics: BTreeMap<String, TopicMeta> => keep,
         assignments: BTreeMap<String, Vec<Assignment>> => keep,
         fanout_links: FanoutLinks => keep,
-        barrier_groups: BarrierSectionV1 => drop,
+        barrier_groups: BarrierSectionV1 => keep,
+    }
+}
+
+old_layout! {
+    /// Snapshot version 3: the broker registry, the cluster id and the producer-id blocks.
+    /// Its step: no SCRAM users, listeners or ACLs yet.
+    v3 = 3 -> super::v4::MetaState {
+        topics: BTreeMap<String, TopicMeta> => keep,
+        assignments: BTreeMap<String, Vec<Assignment>> => keep,
+        fanout_links: FanoutLinks => keep,
+        barrier_groups: BarrierSectionV1 => keep,
         brokers: BTreeMap<u64, BrokerRegistration> => keep,
         cluster_id: Option<String> => keep,
         producer_id_blocks: u64 => keep,
@@ -146,13 +198,12 @@ old_layout! {
 }
 
 old_layout! {
-    /// Snapshot version 4 (state version 4: SCRAM users, listeners and ACLs, no client
-    /// quotas).
-    v4 {
+    /// Snapshot version 4: SCRAM users, listeners and ACLs. Its step: no client quotas yet.
+    v4 = 4 -> super::v5::MetaState {
         topics: BTreeMap<String, TopicMeta> => keep,
         assignments: BTreeMap<String, Vec<Assignment>> => keep,
         fanout_links: FanoutLinks => keep,
-        barrier_groups: BarrierSectionV1 => drop,
+        barrier_groups: BarrierSectionV1 => keep,
         brokers: BTreeMap<u64, BrokerRegistration> => keep,
         cluster_id: Option<String> => keep,
         producer_id_blocks: u64 => keep,
@@ -163,9 +214,9 @@ old_layout! {
 }
 
 old_layout! {
-    /// Snapshot version 5 (state version 5: client quotas; an empty barrier section of
-    /// version 1, which becomes the current, empty one).
-    v5 {
+    /// Snapshot version 5: client quotas. Its step: the barrier section of version 1, always
+    /// empty, becomes the empty section of barrier groups.
+    v5 = 5 -> super::v6::MetaState {
         topics: BTreeMap<String, TopicMeta> => keep,
         assignments: BTreeMap<String, Vec<Assignment>> => keep,
         fanout_links: FanoutLinks => keep,
@@ -181,8 +232,8 @@ old_layout! {
 }
 
 old_layout! {
-    /// Snapshot version 6 (state version 6: barrier groups, no replicated partitions).
-    v6 {
+    /// Snapshot version 6: barrier groups. Its step: no replicated partitions yet.
+    v6 = 6 -> super::v7::MetaState {
         topics: BTreeMap<String, TopicMeta> => keep,
         assignments: BTreeMap<String, Vec<Assignment>> => keep,
         fanout_links: FanoutLinks => keep,
@@ -198,8 +249,9 @@ old_layout! {
 }
 
 old_layout! {
-    /// Snapshot version 7 (state version 7: replicated partitions, without reassignments).
-    v7 {
+    /// Snapshot version 7: replicated partitions. Its step: none has a reassignment under
+    /// way.
+    v7 = 7 -> crate::state::MetaState {
         topics: BTreeMap<String, TopicMeta> => keep,
         assignments: BTreeMap<String, Vec<Assignment>> => keep,
         fanout_links: FanoutLinks => keep,
@@ -601,7 +653,7 @@ mod tests {
     /// any section fails. Fixed ids throughout: the bytes are the same at every run.
     fn fixture_state(version: u32) -> MetaState {
         let mut s = MetaState::default();
-        let mut apply = |s: &mut MetaState, c: Command| s.apply(&c).unwrap();
+        let apply = |s: &mut MetaState, c: Command| s.apply(&c).unwrap();
         apply(&mut s, create_topic("orders", 2, 1));
         if version >= 2 {
             apply(&mut s, create_topic("orders.audit", 2, 2));
