@@ -22,7 +22,9 @@ fi
 
 if ! cargo afl --version >/dev/null 2>&1; then
   echo "fuzz.sh: installing cargo-afl (builds AFL++ from the crate's bundled source)" >&2
-  cargo install cargo-afl --locked --version 0.18.2
+  . scripts/install-step.sh
+  install_step cargo-afl "$CARGO_INSTALL_LIMIT_SECS" "cargo install cargo-afl --locked --version 0.18.2" \
+    cargo install cargo-afl --locked --version 0.18.2
 fi
 # AFL++ itself (built once into ~/.local/share/afl.rs by cargo-afl).
 cargo afl config --build >/dev/null 2>&1 || true

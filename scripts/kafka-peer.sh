@@ -25,7 +25,8 @@
 # cannot be had here (no Java, no Maven, no repository) every subcommand exits 3 with one line
 # on stderr that starts "kafka-peer: unavailable:", for tests to skip with.
 # Environment: RINGLOG_PEER_CACHE, RINGLOG_PEER_HEAP (broker -Xmx, default 512m),
-# RINGLOG_PEER_START_TIMEOUT (s, default 90), RINGLOG_PEER_STOP_TIMEOUT (s, default 30).
+# RINGLOG_PEER_START_TIMEOUT (s, default 90), RINGLOG_PEER_STOP_TIMEOUT (s, default 30),
+# RINGLOG_PEER_FETCH_LIMIT_SECS (the most one Maven fetch may take, default 900).
 set -euo pipefail
 
 KAFKA_VERSION=4.4.0
@@ -37,6 +38,7 @@ SLF4J_VERSION=2.0.17 # Kafka's poms name slf4j 1.7; log4j-slf4j2-impl needs 2.x
 # (org.apache.kafka.common.utils.AppInfoParser and Exit went to ...utils.internals).
 CONNECT_PLUGINS_VERSION=4.3.1
 CACHE_ROOT=${RINGLOG_PEER_CACHE:-$HOME/.cache/ringlog-peer}
+FETCH_LIMIT_SECS=${RINGLOG_PEER_FETCH_LIMIT_SECS:-900}
 CACHE=$CACHE_ROOT/kafka-$KAFKA_VERSION
 LIBS=$CACHE/libs
 CONNECT_CACHE=$CACHE_ROOT/connect-$CONNECT_PLUGINS_VERSION
@@ -187,9 +189,14 @@ fetch_set() { # DIR ARTIFACTS_FUNCTION WHAT
   log4j_config WARN SYSTEM_ERR >"$dir/log4j2-tools.properties"
   echo "kafka-peer: fetching $3 with Maven into $dir" >&2
   # -U: retry what an earlier, failed fetch left marked as missing in ~/.m2.
-  if ! mvn -B -q -U -f "$dir/pom.xml" \
+  local rc=0
+  timeout --kill-after=10 "$FETCH_LIMIT_SECS" mvn -B -q -U -f "$dir/pom.xml" \
     org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
-    -DincludeScope=runtime -DoutputDirectory="$libs.tmp" >"$dir/fetch.log" 2>&1; then
+    -DincludeScope=runtime -DoutputDirectory="$libs.tmp" >"$dir/fetch.log" 2>&1 || rc=$?
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    unavailable "Maven did not fetch $3 within $FETCH_LIMIT_SECS s (Maven Central slow or unreachable?); see $dir/fetch.log"
+  fi
+  if [ "$rc" -ne 0 ]; then
     # A repository that cannot be reached is "unavailable" for tests to skip on; anything else
     # (an artifact that is not there, say) is a real failure.
     local net='Could not transfer|Unknown ?host|Connection refused|Connect timed out|Read timed out'

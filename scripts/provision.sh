@@ -9,6 +9,7 @@
 # cargo-nextest. System packages need root (or sudo).
 # Called by scripts/test.sh (the README's test command) and by .ci/run.
 set -euo pipefail
+. "$(dirname "$0")/install-step.sh"
 
 need=()
 command -v kcat >/dev/null 2>&1 || need+=(kcat)
@@ -33,18 +34,24 @@ if [ ${#need[@]} -gt 0 ]; then
     fi
   fi
   export DEBIAN_FRONTEND=noninteractive
-  "${sudo[@]}" apt-get update -q
-  "${sudo[@]}" apt-get install -y -q "${need[@]}"
+  by_hand="apt-get update && apt-get install -y ${need[*]} (as root)"
+  install_step "the package lists (apt-get update)" "$APT_UPDATE_LIMIT_SECS" "$by_hand" \
+    "${sudo[@]}" apt-get update -q
+  install_step "${need[*]}" "$APT_INSTALL_LIMIT_SECS" "$by_hand" \
+    "${sudo[@]}" apt-get install -y -q "${need[@]}"
 fi
 
 if ! cargo nextest --version >/dev/null 2>&1; then
   echo "provision: installing cargo-nextest" >&2
-  cargo install cargo-nextest --locked
+  install_step cargo-nextest "$CARGO_INSTALL_LIMIT_SECS" "cargo install cargo-nextest --locked" \
+    cargo install cargo-nextest --locked
 fi
 
 # mdBook builds docs/ as one book; the docs test builds it (about 2 minutes to install on
 # 2 cores; without its default features: no local server or file watcher).
 if ! mdbook --version >/dev/null 2>&1; then
   echo "provision: installing mdbook" >&2
-  cargo install mdbook --locked --no-default-features
+  install_step mdbook "$CARGO_INSTALL_LIMIT_SECS" \
+    "cargo install mdbook --locked --no-default-features" \
+    cargo install mdbook --locked --no-default-features
 fi
