@@ -6,8 +6,10 @@
 //! through the checkpoints MirrorMaker keeps on each target: exactly for a group that has read
 //! everything, and never past where it stopped for one in the middle.
 //!
-//! Maven Central has no `connect-mirror` of Kafka 4.4.0: the newest there (4.3.1) runs on 4.4.0's
-//! Connect runtime and clients (`scripts/kafka-peer.sh`).
+//! Maven Central has no `connect-mirror` of Kafka 4.4.0, so MirrorMaker 2 is the newest there,
+//! 4.3.1, on 4.3.1's own Connect runtime and clients (it does not run on 4.4.0's clients,
+//! which moved classes it uses): `scripts/kafka-peer.sh classpath connect`. The two
+//! brokers it copies between are the Kafka 4.4.0 peer and ringlog, as everywhere else.
 
 mod support;
 

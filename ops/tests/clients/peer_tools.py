@@ -1264,6 +1264,42 @@ def groups_reset_dry(ctx):
         ctx.expect(b, after[b] == {0: 1, 1: 1}, f"--dry-run changed the offsets: {after[b]}")
 
 
+@check("tools.kafka-consumer-groups.reset-to-current", lane="groups")
+def groups_reset_current(ctx):
+    fx = GROUPS.get(ctx.drv, ctx)
+    topic, group = fx["topic"], fx["group"]
+    reset(ctx, fx, ["--to-offset", "2"], {0: 2}, scope=f"{topic}:0", compare=False)
+    reset(ctx, fx, ["--to-offset", "4"], {1: 4}, scope=f"{topic}:1", compare=False)
+    # Each partition stays at its committed offset.
+    reset(ctx, fx, ["--to-current"], {0: 2, 1: 4})
+    # A partition without a committed offset goes to its log end.
+    d = ctx.both("kafka-consumer-groups", BS + ["--delete-offsets", "--group", group, "--topic", f"{topic}:0"])
+    for b in BROKERS:
+        ctx.expect(b, "Successful" in d[b].out, f"delete-offsets printed {d[b].out!r}")
+    reset(ctx, fx, ["--to-current"], {b: {0: fx["data"][b]["ends"][0], 1: 4} for b in BROKERS})
+
+
+@check("tools.kafka-consumer-groups.reset-from-file", lane="groups")
+def groups_reset_from_file(ctx):
+    fx = GROUPS.get(ctx.drv, ctx)
+    topic, group = fx["topic"], fx["group"]
+    reset(ctx, fx, ["--to-offset", "1"], {0: 1, 1: 1}, compare=False)
+    with tempfile.TemporaryDirectory(prefix="peer-tools-") as d:
+        both_csv = os.path.join(d, "both.csv")
+        one_csv = os.path.join(d, "one.csv")
+        with open(both_csv, "w") as f:
+            # Past the end: the tool clamps to the log end offset, as for --to-offset.
+            f.write(f"{topic},0,4\n{topic},1,100\n")
+        with open(one_csv, "w") as f:
+            f.write(f"{topic},1,2\n")
+        reset(ctx, fx, ["--from-file", both_csv], {b: {0: 4, 1: fx["data"][b]["ends"][1]} for b in BROKERS})
+        # A file naming one partition: the other keeps its offset.
+        reset(ctx, fx, ["--from-file", one_csv], {1: 2})
+    after = ctx.per_broker(lambda b: group_offsets(ctx, b, group, topic))
+    for b in BROKERS:
+        ctx.expect(b, after[b] == {0: 4, 1: 2}, f"after resetting partition 1 from a file: {after[b]}")
+
+
 @check("tools.kafka-consumer-groups.delete-offsets", lane="groups")
 def groups_delete_offsets(ctx):
     fx = GROUPS.get(ctx.drv, ctx)
@@ -1686,17 +1722,23 @@ def delete_records(ctx):
 # Cluster-wide descriptions ---------------------------------------------------------------------
 
 
+def parse_features(text):
+    """kafka-features describe: {feature: (supported min, supported max, finalized level)}."""
+    f = {}
+    for line in text.splitlines():
+        m = re.match(r"^Feature: (\S+)\s+SupportedMinVersion: (\S+)\s+SupportedMaxVersion: (\S+)\s+"
+                     r"FinalizedVersionLevel: (\S+)\s+Epoch: (\S+)", line.strip())
+        if m:
+            f[m.group(1)] = m.groups()[1:4]
+    return f
+
+
 @check("tools.kafka-features.describe")
 def features(ctx):
     d = ctx.both("kafka-features", BS + ["describe"])
     feats = {}
     for b in BROKERS:
-        f = {}
-        for line in d[b].out.splitlines():
-            m = re.match(r"^Feature: (\S+)\s+SupportedMinVersion: (\S+)\s+SupportedMaxVersion: (\S+)\s+"
-                         r"FinalizedVersionLevel: (\S+)\s+Epoch: (\S+)", line.strip())
-            if m:
-                f[m.group(1)] = m.groups()[1:4]
+        f = parse_features(d[b].out)
         feats[b] = f
         ctx.expect(b, f, f"no features in {d[b].out!r}")
     for name, (lo, hi, fin) in feats[RINGLOG].items():
@@ -1708,6 +1750,55 @@ def features(ctx):
     if feats[KAFKA] != feats[RINGLOG]:
         ctx.diff("ringlog reports only group.version and transaction.version, at the levels it implements",
                  f"kafka {feats[KAFKA]} ringlog {feats[RINGLOG]}")
+
+
+# What kafka-features prints when the broker has no UpdateFeatures (the admin client's
+# UnsupportedVersionException, one line per feature, and the count of failures).
+NO_UPDATE_FEATURES = "The node does not support UPDATE_FEATURES"
+
+
+@check("tools.kafka-features.upgrade")
+def features_upgrade(ctx):
+    """kafka-features upgrade --feature group.version=LEVEL, at the level both finalize (a no-op
+    upgrade), with --dry-run and without, and to a level past what either supports."""
+    feat = "group.version"
+    before = ctx.per_broker(lambda b: parse_features(ctx.tool(b, "kafka-features", BS + ["describe"]).out))
+    for b in BROKERS:
+        ctx.expect(b, feat in before[b], f"no {feat} in describe: {before[b]}")
+    if not all(feat in before[b] for b in BROKERS):
+        ctx.fail(f"{feat} is not described on both")
+    ctx.same(f"{feat}'s finalized level", before[KAFKA][feat][2], before[RINGLOG][feat][2])
+    level = before[RINGLOG][feat][2]
+    past = max(int(before[b][feat][1]) for b in BROKERS) + 4
+    runs = [("dry-run", level, ["--dry-run"], f"{feat} can be upgraded to {level}."),
+            ("execute", level, [], f"{feat} was upgraded to {level}."),
+            ("past the supported levels", str(past), [], None)]
+    for what, lvl, extra, ok_line in runs:
+        r = ctx.both("kafka-features", BS + ["upgrade", "--feature", f"{feat}={lvl}"] + extra, ok=False)
+        if ok_line:
+            ctx.expect(KAFKA, r[KAFKA].rc == 0 and r[KAFKA].out.strip() == ok_line,
+                       f"upgrade {what}: {r[KAFKA].summary()}")
+        else:
+            ctx.expect(KAFKA, r[KAFKA].rc != 0 and f"Invalid update version {lvl}" in r[KAFKA].out,
+                       f"upgrade {what}: rc={r[KAFKA].rc} {one_line(r[KAFKA].both, 600)!r}")
+        rr = r[RINGLOG]
+        if ok_line and rr.rc == 0:
+            ctx.same(f"upgrade {what}", r[KAFKA].out, rr.out)
+        elif ok_line or (rr.rc != 0 and NO_UPDATE_FEATURES in rr.both):
+            # ringlog has no UpdateFeatures: the tool must report that, promptly, and fail.
+            ctx.expect(RINGLOG, rr.rc == 1 and f"upgrade {feat} to {lvl}. {NO_UPDATE_FEATURES}" in rr.out
+                       and "1 out of 1 operation(s) failed." in rr.err,
+                       f"upgrade {what}: want the tool to say the node does not support UPDATE_FEATURES: "
+                       f"rc={rr.rc} {one_line(rr.both, 600)!r}")
+            ctx.diff("ringlog has no UpdateFeatures: kafka-features upgrade fails with UNSUPPORTED_VERSION",
+                     f"rc={rr.rc} {one_line(rr.out, 200)!r}")
+        else:
+            ctx.expect(RINGLOG, rr.rc != 0 and f"Invalid update version {lvl}" in rr.out,
+                       f"upgrade {what}: rc={rr.rc} {one_line(rr.both, 600)!r}")
+    # Nothing changed, on either.
+    after = ctx.per_broker(lambda b: parse_features(ctx.tool(b, "kafka-features", BS + ["describe"]).out))
+    for b in BROKERS:
+        ctx.expect(b, after[b] == before[b], f"the features changed: {before[b]} -> {after[b]}")
 
 
 @check("tools.kafka-metadata-quorum.describe-status")
