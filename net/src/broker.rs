@@ -494,7 +494,7 @@ pub fn run(
                     glommio::spawn_local(crate::conn::accept_loop(state.clone(), own, 0)).detach();
                 }
                 crate::log_cleaner::spawn(state.clone());
-                crate::coordinators::spawn_ticks(
+                crate::periodic::every(
                     &state,
                     ctx.config.retention_check_interval_ms,
                     |s| async move { crate::reconcile::enforce_retention(&s).await },

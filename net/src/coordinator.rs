@@ -4,8 +4,8 @@
 //! the state of the keys whose partitions it leads; that state is rebuilt from the
 //! partition's records when the core starts leading it ([`replay_batches`], the one replay
 //! loop, which `coordinator_load::replay_coordinator` runs), dropped when it stops
-//! ([`CoordinatorState::unload`]), and driven by a periodic tick (`coordinators::start_ticks`,
-//! the one scheduler). Requests reach the coordinator's core through
+//! ([`CoordinatorState::unload`]), and driven by a periodic tick (`coordinators::start_ticks`
+//! on `periodic::every`, the one scheduler). Requests reach the coordinator's core through
 //! `route::on_coordinator_core`.
 //!
 //! This file sits below the three state machines (they implement the trait) and above

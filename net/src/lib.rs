@@ -30,6 +30,7 @@ pub mod node_rpc;
 pub mod oauth;
 pub mod opening;
 pub mod partition_move;
+pub(crate) mod periodic;
 pub mod quota;
 pub mod reconcile;
 pub mod replica;

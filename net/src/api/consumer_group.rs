@@ -19,11 +19,10 @@ use kafka_protocol::messages::{
 
 use super::str_bytes;
 use crate::codes;
-use crate::coordinators::group::{coordinator_at, with_existing_group, with_group};
+use crate::coordinators::group::{on_group_core, with_existing_group, with_group};
 use crate::core::CoreState;
 use crate::group::consumer::{self, ConsumerGroup, Heartbeat, TopicPartitions};
 use crate::group::migration::{convert_classic, downgrade_if_classic_only};
-use crate::route::on_coordinator_core;
 
 /// `member_type` of ConsumerGroupDescribe v1: a member speaking the consumer protocol, or
 /// the classic one.
@@ -89,58 +88,54 @@ pub async fn consumer_group_heartbeat(
         client_host,
     };
     let gid = group_id.clone();
-    let outcome = on_coordinator_core(
-        state,
-        coordinator_at(state, &group_id),
-        move |s, partition| async move {
-            let limits = s.consumer_group_limits();
-            let partitions_of = |t: &str| s.meta.borrow().topic(t).map(|m| m.partitions);
-            let delay = s.initial_rebalance_delay();
-            let answer = with_group(&s, &gid, partition, |g| {
-                if !g.group.members.is_empty() {
-                    // A consumer-protocol member joining a live classic group converts it.
-                    if hb.member_epoch != 0 {
-                        return Err((
-                            codes::UNKNOWN_MEMBER_ID,
-                            format!("group '{gid}' is a classic group; join with epoch 0"),
-                        ));
-                    }
-                    convert_classic(g, delay)?;
+    let outcome = on_group_core(state, &group_id, move |s, partition| async move {
+        let limits = s.consumer_group_limits();
+        let partitions_of = |t: &str| s.meta.borrow().topic(t).map(|m| m.partitions);
+        let delay = s.initial_rebalance_delay();
+        let answer = with_group(&s, &gid, partition, |g| {
+            if !g.group.members.is_empty() {
+                // A consumer-protocol member joining a live classic group converts it.
+                if hb.member_epoch != 0 {
+                    return Err((
+                        codes::UNKNOWN_MEMBER_ID,
+                        format!("group '{gid}' is a classic group; join with epoch 0"),
+                    ));
                 }
-                let cg = g.consumer.get_or_insert_with(ConsumerGroup::default);
-                let client = hb.client_id.clone();
-                // What a subscription regex may match: every topic but the internal ones.
-                let all_topics = || {
-                    s.meta
-                        .borrow()
-                        .topics
-                        .keys()
-                        .filter(|t| !crate::core::is_internal_topic(t))
-                        .cloned()
-                        .collect()
-                };
-                let r = cg.heartbeat(
-                    hb,
-                    &limits,
-                    &partitions_of,
-                    &all_topics,
-                    || crate::group::state::new_member_id(&client),
-                    Instant::now(),
-                );
-                if cg.is_empty() {
-                    g.consumer = None;
-                }
-                downgrade_if_classic_only(g, delay);
-                r
-            });
-            let heartbeat_ms = match &answer {
-                Ok(Ok(a)) => a.heartbeat_interval(&limits),
-                _ => limits.heartbeat_interval,
+                convert_classic(g, delay)?;
             }
-            .as_millis() as i32;
-            (answer, heartbeat_ms)
-        },
-    )
+            let cg = g.consumer.get_or_insert_with(ConsumerGroup::default);
+            let client = hb.client_id.clone();
+            // What a subscription regex may match: every topic but the internal ones.
+            let all_topics = || {
+                s.meta
+                    .borrow()
+                    .topics
+                    .keys()
+                    .filter(|t| !crate::core::is_internal_topic(t))
+                    .cloned()
+                    .collect()
+            };
+            let r = cg.heartbeat(
+                hb,
+                &limits,
+                &partitions_of,
+                &all_topics,
+                || crate::group::state::new_member_id(&client),
+                Instant::now(),
+            );
+            if cg.is_empty() {
+                g.consumer = None;
+            }
+            downgrade_if_classic_only(g, delay);
+            r
+        });
+        let heartbeat_ms = match &answer {
+            Ok(Ok(a)) => a.heartbeat_interval(&limits),
+            _ => limits.heartbeat_interval,
+        }
+        .as_millis() as i32;
+        (answer, heartbeat_ms)
+    })
     .await;
     let (answer, heartbeat_ms) = match outcome {
         Ok(x) => x,
@@ -244,20 +239,16 @@ pub async fn consumer_group_describe(
         let state = state.clone();
         async move {
             let id2 = id.clone();
-            let described = on_coordinator_core(
-                &state,
-                coordinator_at(&state, &id),
-                move |s, _partition| async move {
-                    with_existing_group(&s, &id2, |g| {
-                        g.consumer
-                            .as_ref()
-                            .filter(|c| !c.is_empty())
-                            .map(|c| describe_group(&s, &id2, c))
-                            .ok_or("is a classic group (DescribeGroups describes it)")
-                    })
-                    .unwrap_or(Err("does not exist"))
-                },
-            )
+            let described = on_group_core(&state, &id, move |s, _partition| async move {
+                with_existing_group(&s, &id2, |g| {
+                    g.consumer
+                        .as_ref()
+                        .filter(|c| !c.is_empty())
+                        .map(|c| describe_group(&s, &id2, c))
+                        .ok_or("is a classic group (DescribeGroups describes it)")
+                })
+                .unwrap_or(Err("does not exist"))
+            })
             .await;
             match described {
                 Ok(Ok(d)) => d,

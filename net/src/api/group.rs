@@ -40,13 +40,12 @@ use crate::codes::{
     INVALID_GROUP_ID, NON_EMPTY_GROUP, OFFSET_METADATA_TOO_LARGE, UNKNOWN_MEMBER_ID,
 };
 use crate::coordinators::group::{
-    coordinator_at, partition_exists, persist_offsets, with_existing_group, with_group,
+    on_group_core, partition_exists, persist_offsets, with_existing_group, with_group,
     OffsetRecords,
 };
 use crate::core::CoreState;
 use crate::group::state::{JoinArgs, JoinResult, Reply, SyncResult};
 use crate::group::{Committed, GroupState, MAX_OFFSET_METADATA_BYTES, OFFSETS_TOPIC};
-use crate::route::on_coordinator_core;
 
 const KEY_TYPE_GROUP: i8 = 0;
 pub(super) const KEY_TYPE_TRANSACTION: i8 = 1;
@@ -177,39 +176,35 @@ pub async fn join_group(
         require_known_member_id: version >= 4,
     };
     let gid = group_id.clone();
-    let result = on_coordinator_core(
-        state,
-        coordinator_at(state, &group_id),
-        move |s, partition| async move {
-            let limits = s.consumer_group_limits();
-            let partitions_of = |t: &str| s.meta.borrow().topic(t).map(|m| m.partitions);
-            let reply = with_group(&s, &gid, partition, |g| {
-                // A consumer group (KIP-848) serves classic members itself.
-                if let Some(c) = g.consumer.as_mut().filter(|c| !c.is_empty()) {
-                    return Reply::Now(classic_join_to_consumer_group(
-                        c,
-                        &args,
-                        &limits,
-                        &partitions_of,
-                    ));
-                }
-                g.group.join(args, Instant::now())
-            });
-            match reply {
-                Err(code) => JoinResult {
-                    error: code,
-                    generation: -1,
-                    ..Default::default()
-                },
-                Ok(Reply::Now(r)) => r,
-                Ok(Reply::Later(rx)) => rx.recv_async().await.unwrap_or(JoinResult {
-                    error: codes::UNKNOWN_SERVER_ERROR,
-                    generation: -1,
-                    ..Default::default()
-                }),
+    let result = on_group_core(state, &group_id, move |s, partition| async move {
+        let limits = s.consumer_group_limits();
+        let partitions_of = |t: &str| s.meta.borrow().topic(t).map(|m| m.partitions);
+        let reply = with_group(&s, &gid, partition, |g| {
+            // A consumer group (KIP-848) serves classic members itself.
+            if let Some(c) = g.consumer.as_mut().filter(|c| !c.is_empty()) {
+                return Reply::Now(classic_join_to_consumer_group(
+                    c,
+                    &args,
+                    &limits,
+                    &partitions_of,
+                ));
             }
-        },
-    )
+            g.group.join(args, Instant::now())
+        });
+        match reply {
+            Err(code) => JoinResult {
+                error: code,
+                generation: -1,
+                ..Default::default()
+            },
+            Ok(Reply::Now(r)) => r,
+            Ok(Reply::Later(rx)) => rx.recv_async().await.unwrap_or(JoinResult {
+                error: codes::UNKNOWN_SERVER_ERROR,
+                generation: -1,
+                ..Default::default()
+            }),
+        }
+    })
     .await
     .unwrap_or_else(|code| JoinResult {
         error: code,
@@ -265,51 +260,45 @@ pub async fn sync_group(
         .map(|a| (a.member_id.to_string(), a.assignment.clone()))
         .collect();
     let gid = group_id.clone();
-    let result = on_coordinator_core(
-        state,
-        coordinator_at(state, &group_id),
-        move |s, _partition| async move {
-            let reply = with_existing_group(&s, &gid, |g| {
-                if let Some(c) = g.consumer.as_ref().filter(|c| !c.is_empty()) {
-                    return Reply::Now(match c.classic_sync(&member, generation) {
-                        Ok(m) => SyncResult {
-                            error: codes::NONE,
-                            protocol_type: Some(
-                                crate::group::migration::CONSUMER_PROTOCOL_TYPE.into(),
-                            ),
-                            protocol_name: m
-                                .classic
-                                .as_ref()
-                                .and_then(|c| c.protocols.first().map(|(n, _)| n.clone())),
-                            assignment: crate::group::migration::encode_assignment(&m.assigned),
-                        },
-                        Err(error) => SyncResult {
-                            error,
-                            ..Default::default()
-                        },
-                    });
-                }
-                g.group.sync(
-                    &member,
-                    instance.as_deref(),
-                    generation,
-                    assignments,
-                    Instant::now(),
-                )
-            });
-            match reply {
-                None => SyncResult {
-                    error: UNKNOWN_MEMBER_ID,
-                    ..Default::default()
-                },
-                Some(Reply::Now(r)) => r,
-                Some(Reply::Later(rx)) => rx.recv_async().await.unwrap_or(SyncResult {
-                    error: codes::UNKNOWN_SERVER_ERROR,
-                    ..Default::default()
-                }),
+    let result = on_group_core(state, &group_id, move |s, _partition| async move {
+        let reply = with_existing_group(&s, &gid, |g| {
+            if let Some(c) = g.consumer.as_ref().filter(|c| !c.is_empty()) {
+                return Reply::Now(match c.classic_sync(&member, generation) {
+                    Ok(m) => SyncResult {
+                        error: codes::NONE,
+                        protocol_type: Some(crate::group::migration::CONSUMER_PROTOCOL_TYPE.into()),
+                        protocol_name: m
+                            .classic
+                            .as_ref()
+                            .and_then(|c| c.protocols.first().map(|(n, _)| n.clone())),
+                        assignment: crate::group::migration::encode_assignment(&m.assigned),
+                    },
+                    Err(error) => SyncResult {
+                        error,
+                        ..Default::default()
+                    },
+                });
             }
-        },
-    )
+            g.group.sync(
+                &member,
+                instance.as_deref(),
+                generation,
+                assignments,
+                Instant::now(),
+            )
+        });
+        match reply {
+            None => SyncResult {
+                error: UNKNOWN_MEMBER_ID,
+                ..Default::default()
+            },
+            Some(Reply::Now(r)) => r,
+            Some(Reply::Later(rx)) => rx.recv_async().await.unwrap_or(SyncResult {
+                error: codes::UNKNOWN_SERVER_ERROR,
+                ..Default::default()
+            }),
+        }
+    })
     .await
     .unwrap_or_else(|code| SyncResult {
         error: code,
@@ -331,22 +320,17 @@ pub async fn heartbeat(state: &Rc<CoreState>, req: HeartbeatRequest) -> Heartbea
     let instance = req.group_instance_id.as_ref().map(|s| s.to_string());
     let generation = req.generation_id;
     let gid = group_id.clone();
-    let code = on_coordinator_core(
-        state,
-        coordinator_at(state, &group_id),
-        move |s, _partition| async move {
-            with_existing_group(&s, &gid, |g| {
-                match g.consumer.as_mut().filter(|c| !c.is_empty()) {
-                    Some(c) => c.classic_heartbeat(&member, generation, Instant::now()),
-                    None => {
-                        g.group
-                            .heartbeat(&member, instance.as_deref(), generation, Instant::now())
-                    }
-                }
-            })
-            .unwrap_or(UNKNOWN_MEMBER_ID)
-        },
-    )
+    let code = on_group_core(state, &group_id, move |s, _partition| async move {
+        with_existing_group(&s, &gid, |g| {
+            match g.consumer.as_mut().filter(|c| !c.is_empty()) {
+                Some(c) => c.classic_heartbeat(&member, generation, Instant::now()),
+                None => g
+                    .group
+                    .heartbeat(&member, instance.as_deref(), generation, Instant::now()),
+            }
+        })
+        .unwrap_or(UNKNOWN_MEMBER_ID)
+    })
     .await
     .unwrap_or_else(|c| c);
     HeartbeatResponse::default().with_error_code(code)
@@ -373,25 +357,21 @@ pub async fn leave_group(
     };
     let gid = group_id.clone();
     let who2 = who.clone();
-    let result = on_coordinator_core(
-        state,
-        coordinator_at(state, &group_id),
-        move |s, _partition| async move {
-            with_existing_group(&s, &gid, |g| {
-                match g.consumer.as_mut().filter(|c| !c.is_empty()) {
-                    Some(c) => {
-                        let codes = c.classic_leave(&who2);
-                        if c.is_empty() {
-                            g.consumer = None;
-                        }
-                        codes
+    let result = on_group_core(state, &group_id, move |s, _partition| async move {
+        with_existing_group(&s, &gid, |g| {
+            match g.consumer.as_mut().filter(|c| !c.is_empty()) {
+                Some(c) => {
+                    let codes = c.classic_leave(&who2);
+                    if c.is_empty() {
+                        g.consumer = None;
                     }
-                    None => g.group.leave(&who2, Instant::now()),
+                    codes
                 }
-            })
-            .unwrap_or_else(|| vec![UNKNOWN_MEMBER_ID; who2.len()])
-        },
-    )
+                None => g.group.leave(&who2, Instant::now()),
+            }
+        })
+        .unwrap_or_else(|| vec![UNKNOWN_MEMBER_ID; who2.len()])
+    })
     .await;
     match result {
         Err(code) => LeaveGroupResponse::default().with_error_code(code),
@@ -518,10 +498,8 @@ pub async fn offset_commit(
         })
         .collect();
     let gid = group_id.clone();
-    let outcome: Result<Result<(), i16>, i16> = on_coordinator_core(
-        state,
-        coordinator_at(state, &group_id),
-        move |s, partition| async move {
+    let outcome: Result<Result<(), i16>, i16> =
+        on_group_core(state, &group_id, move |s, partition| async move {
             // Nothing to store (every partition refused up front): no group state is touched
             // or created. Otherwise the commit may create its group (a simple consumer commits
             // with generation -1 and no member) and must pass the group's check.
@@ -550,9 +528,8 @@ pub async fn offset_commit(
             let items: Vec<(String, i32, Option<Committed>)> =
                 items.into_iter().map(|(t, p, c)| (t, p, Some(c))).collect();
             persist_offsets(&s, &gid, partition, &items).await
-        },
-    )
-    .await;
+        })
+        .await;
     let group_code = match outcome {
         Ok(Ok(())) => codes::NONE,
         Ok(Err(c)) | Err(c) => c,
@@ -596,44 +573,40 @@ async fn fetch_group(
     require_stable: bool,
 ) -> Result<FetchAnswer, i16> {
     let gid = group_id.clone();
-    on_coordinator_core(
-        state,
-        coordinator_at(state, &group_id),
-        move |s, _partition| async move {
-            let groups = s.coordinators.groups.borrow();
-            let group = groups.get(&gid);
-            let offsets = group.map(|g| &g.offsets);
-            let answer = |t: &str, p: i32| {
-                if require_stable && group.is_some_and(|g| g.has_pending_txn_offset(t, p)) {
-                    Err(codes::UNSTABLE_OFFSET_COMMIT)
-                } else {
-                    Ok(offsets.and_then(|o| o.get(&(t.to_string(), p)).cloned()))
-                }
-            };
-            match wanted {
-                Some(w) => w
-                    .into_iter()
-                    .map(|(t, ps)| {
-                        let got = ps.into_iter().map(|p| (p, answer(&t, p))).collect();
-                        (t, got)
-                    })
-                    .collect(),
-                None => {
-                    let mut by_topic: std::collections::BTreeMap<String, Vec<FetchedPartition>> =
-                        Default::default();
-                    if let Some(o) = offsets {
-                        for (t, p) in o.keys() {
-                            by_topic
-                                .entry(t.clone())
-                                .or_default()
-                                .push((*p, answer(t, *p)));
-                        }
-                    }
-                    by_topic.into_iter().collect()
-                }
+    on_group_core(state, &group_id, move |s, _partition| async move {
+        let groups = s.coordinators.groups.borrow();
+        let group = groups.get(&gid);
+        let offsets = group.map(|g| &g.offsets);
+        let answer = |t: &str, p: i32| {
+            if require_stable && group.is_some_and(|g| g.has_pending_txn_offset(t, p)) {
+                Err(codes::UNSTABLE_OFFSET_COMMIT)
+            } else {
+                Ok(offsets.and_then(|o| o.get(&(t.to_string(), p)).cloned()))
             }
-        },
-    )
+        };
+        match wanted {
+            Some(w) => w
+                .into_iter()
+                .map(|(t, ps)| {
+                    let got = ps.into_iter().map(|p| (p, answer(&t, p))).collect();
+                    (t, got)
+                })
+                .collect(),
+            None => {
+                let mut by_topic: std::collections::BTreeMap<String, Vec<FetchedPartition>> =
+                    Default::default();
+                if let Some(o) = offsets {
+                    for (t, p) in o.keys() {
+                        by_topic
+                            .entry(t.clone())
+                            .or_default()
+                            .push((*p, answer(t, *p)));
+                    }
+                }
+                by_topic.into_iter().collect()
+            }
+        }
+    })
     .await
 }
 
@@ -820,7 +793,7 @@ pub async fn describe_groups(
         async move {
             let id = gid.0.to_string();
             let id2 = id.clone();
-            let described = on_coordinator_core(&state, coordinator_at(&state, &id), move |s, _partition| async move {
+            let described = on_group_core(&state, &id, move |s, _partition| async move {
                 let groups = s.coordinators.groups.borrow();
                 let Some(g) = groups.get(&id2) else {
                     // v6 (KIP-1043) says so with GROUP_ID_NOT_FOUND, as Kafka does.
@@ -890,43 +863,39 @@ pub async fn delete_groups(
         async move {
             let id = gid.0.to_string();
             let id2 = id.clone();
-            let code = on_coordinator_core(
-                &state,
-                coordinator_at(&state, &id),
-                move |s, partition| async move {
-                    let tombstones: Vec<(String, i32, Option<Committed>)> = {
-                        let groups = s.coordinators.groups.borrow();
-                        let Some(g) = groups.get(&id2) else {
-                            return GROUP_ID_NOT_FOUND;
-                        };
-                        if g.has_members() {
-                            return NON_EMPTY_GROUP;
-                        }
-                        g.offsets
-                            .keys()
-                            .map(|(t, p)| (t.clone(), *p, None))
-                            .collect()
+            let code = on_group_core(&state, &id, move |s, partition| async move {
+                let tombstones: Vec<(String, i32, Option<Committed>)> = {
+                    let groups = s.coordinators.groups.borrow();
+                    let Some(g) = groups.get(&id2) else {
+                        return GROUP_ID_NOT_FOUND;
                     };
-                    match persist_offsets(&s, &id2, partition, &tombstones).await {
-                        Ok(()) => {
-                            let removable = s
-                                .coordinators
-                                .groups
-                                .borrow()
-                                .get(&id2)
-                                .is_some_and(|g| !g.has_members());
-                            if removable {
-                                s.coordinators.groups.borrow_mut().remove(&id2);
-                                tracing::info!(group = %id2, "group deleted");
-                                codes::NONE
-                            } else {
-                                NON_EMPTY_GROUP
-                            }
-                        }
-                        Err(c) => c,
+                    if g.has_members() {
+                        return NON_EMPTY_GROUP;
                     }
-                },
-            )
+                    g.offsets
+                        .keys()
+                        .map(|(t, p)| (t.clone(), *p, None))
+                        .collect()
+                };
+                match persist_offsets(&s, &id2, partition, &tombstones).await {
+                    Ok(()) => {
+                        let removable = s
+                            .coordinators
+                            .groups
+                            .borrow()
+                            .get(&id2)
+                            .is_some_and(|g| !g.has_members());
+                        if removable {
+                            s.coordinators.groups.borrow_mut().remove(&id2);
+                            tracing::info!(group = %id2, "group deleted");
+                            codes::NONE
+                        } else {
+                            NON_EMPTY_GROUP
+                        }
+                    }
+                    Err(c) => c,
+                }
+            })
             .await
             .unwrap_or_else(|c| c);
             DeletableGroupResult::default()
@@ -1032,7 +1001,7 @@ pub async fn offset_delete(
     let gid = group_id.clone();
     // The topics refused as subscribed, or the group's error.
     let outcome: Result<Result<HashSet<String>, i16>, i16> =
-        on_coordinator_core(state, coordinator_at(state, &group_id), move |s, partition| async move {
+        on_group_core(state, &group_id, move |s, partition| async move {
             let (subscribed, tombstones) = {
                 let groups = s.coordinators.groups.borrow();
                 let Some(g) = groups.get(&gid) else {

@@ -44,12 +44,11 @@ use crate::codes::{
     INVALID_TXN_STATE, NONE, PRODUCER_FENCED, UNKNOWN_TOPIC_OR_PARTITION,
 };
 use crate::coordinators::txn::{
-    abort_open, add_to_txn, check_producer, coordinator_at, current, finish, mark_partitions,
-    next_epoch, persist, persist_txn_offsets, release, take,
+    abort_open, add_to_txn, check_producer, current, finish, mark_partitions, next_epoch,
+    on_txn_core, persist, persist_txn_offsets, release, take,
 };
 use crate::core::CoreState;
 use crate::group::{self, Committed, OFFSETS_TOPIC};
-use crate::route::on_coordinator_core;
 use crate::route::Scatter;
 use crate::txn::{TxnEntry, TxnMeta, TxnStatus, COORDINATOR_EPOCH, MAX_TRANSACTIONAL_IDS_PER_CORE};
 
@@ -175,7 +174,7 @@ pub async fn init_producer_id(
     }
     let (req_pid, req_epoch) = (req.producer_id.0, req.producer_epoch);
     let id2 = id.clone();
-    let r = on_coordinator_core(state, coordinator_at(state, &id), move |s, partition| async move {
+    let r = on_txn_core(state, &id, move |s, partition| async move {
         let id = id2;
         let existing = {
             let mut txns = s.coordinators.txns.borrow_mut();
@@ -364,41 +363,37 @@ pub async fn end_txn(state: &Rc<CoreState>, version: i16, req: EndTxnRequest) ->
     let id = req.transactional_id.0.to_string();
     let (pid, epoch, commit) = (req.producer_id.0, req.producer_epoch, req.committed);
     let id2 = id.clone();
-    let r = on_coordinator_core(
-        state,
-        coordinator_at(state, &id),
-        move |s, partition| async move {
-            let id = id2;
-            let mut meta = take(&s, &id)?;
-            let result = async {
-                check_producer(&meta, pid, epoch)?;
-                match (meta.status, commit) {
-                    (TxnStatus::Ongoing, _) => {}
-                    // A retry of what already happened.
-                    (TxnStatus::CompleteCommit, true) | (TxnStatus::CompleteAbort, false) => {
-                        return Ok(())
-                    }
-                    (TxnStatus::PrepareCommit, true) | (TxnStatus::PrepareAbort, false) => {
-                        return Err(CONCURRENT_TRANSACTIONS)
-                    }
-                    _ => return Err(INVALID_TXN_STATE),
+    let r = on_txn_core(state, &id, move |s, partition| async move {
+        let id = id2;
+        let mut meta = take(&s, &id)?;
+        let result = async {
+            check_producer(&meta, pid, epoch)?;
+            match (meta.status, commit) {
+                (TxnStatus::Ongoing, _) => {}
+                // A retry of what already happened.
+                (TxnStatus::CompleteCommit, true) | (TxnStatus::CompleteAbort, false) => {
+                    return Ok(())
                 }
-                meta.status = if commit {
-                    TxnStatus::PrepareCommit
-                } else {
-                    TxnStatus::PrepareAbort
-                };
-                meta.updated_ms = now_ms();
-                persist(&s, &id, partition, meta.clone()).await?;
-                // The decision is durable: from here the transaction completes, now or later.
-                let _ = finish(&s, &id, partition, meta).await;
-                Ok(())
+                (TxnStatus::PrepareCommit, true) | (TxnStatus::PrepareAbort, false) => {
+                    return Err(CONCURRENT_TRANSACTIONS)
+                }
+                _ => return Err(INVALID_TXN_STATE),
             }
-            .await;
-            release(&s, &id);
-            result
-        },
-    )
+            meta.status = if commit {
+                TxnStatus::PrepareCommit
+            } else {
+                TxnStatus::PrepareAbort
+            };
+            meta.updated_ms = now_ms();
+            persist(&s, &id, partition, meta.clone()).await?;
+            // The decision is durable: from here the transaction completes, now or later.
+            let _ = finish(&s, &id, partition, meta).await;
+            Ok(())
+        }
+        .await;
+        release(&s, &id);
+        result
+    })
     .await;
     let code = match r.and_then(|r| r) {
         Ok(()) => NONE,
@@ -489,7 +484,7 @@ pub async fn describe_transactions(
     for tid in req.transactional_ids {
         let id = tid.0.to_string();
         let id2 = id.clone();
-        let r = on_coordinator_core(state, coordinator_at(state, &id), move |s, _| async move {
+        let r = on_txn_core(state, &id, move |s, _| async move {
             s.coordinators
                 .txns
                 .borrow()

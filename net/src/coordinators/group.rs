@@ -10,9 +10,8 @@ use crate::route::CoordinatorAt;
 use engine::Durability;
 use std::rc::Rc;
 
-/// Where a consumer group is coordinated (`Err`: INVALID_GROUP_ID for an empty or too long id), for
-/// `route::on_coordinator_core`.
-pub(crate) fn coordinator_at(state: &CoreState, id: &str) -> Result<CoordinatorAt, i16> {
+/// Where a consumer group is coordinated (`Err`: INVALID_GROUP_ID for an empty or too long id).
+fn coordinator_at(state: &CoreState, id: &str) -> Result<CoordinatorAt, i16> {
     if id.is_empty() || id.len() > crate::group::MAX_GROUP_ID_BYTES {
         return Err(INVALID_GROUP_ID);
     }
@@ -21,6 +20,22 @@ pub(crate) fn coordinator_at(state: &CoreState, id: &str) -> Result<CoordinatorA
         at: state.group_coordinator(id),
         key_partition: state.group_partition(id),
     })
+}
+
+/// Runs `f` on the core that coordinates consumer group `id`, with that core's state and the
+/// coordinating partition: [`route::on_coordinator_core`](crate::route::on_coordinator_core)
+/// at [`coordinator_at`]`(id)`.
+pub(crate) async fn on_group_core<R, F, Fut>(
+    state: &Rc<CoreState>,
+    id: &str,
+    f: F,
+) -> Result<R, i16>
+where
+    R: Send + 'static,
+    F: FnOnce(Rc<CoreState>, u32) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = R> + 'static,
+{
+    crate::route::on_coordinator_core(state, coordinator_at(state, id), f).await
 }
 
 /// Whether `topic` has partition `index`, by this core's metadata copy (OffsetCommit and

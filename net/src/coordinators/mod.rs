@@ -13,45 +13,26 @@ pub(crate) mod group;
 pub(crate) mod txn;
 
 use std::rc::Rc;
-use std::time::Duration;
 
 use crate::core::CoreState;
-
-/// Runs `tick` on `state`'s core every `period_ms` (at least 1) until the core stops: the one
-/// scheduler of each core's periodic work (the coordinators' ticks, retention).
-pub(crate) fn spawn_ticks<F, Fut>(state: &Rc<CoreState>, period_ms: u64, tick: F)
-where
-    F: Fn(Rc<CoreState>) -> Fut + 'static,
-    Fut: std::future::Future<Output = ()> + 'static,
-{
-    let state = state.clone();
-    let period = Duration::from_millis(period_ms.max(1));
-    glommio::spawn_local(async move {
-        loop {
-            glommio::timer::sleep(period).await;
-            tick(state.clone()).await;
-        }
-    })
-    .detach();
-}
 
 /// Starts the coordinators' periodic work on `state`'s core: groups' timers, offsets expiry,
 /// transaction timeouts and markers, barrier intervals and injections.
 pub(crate) fn start_ticks(state: &Rc<CoreState>) {
     let config = &state.ctx.config;
-    spawn_ticks(state, crate::group::GROUP_TICK_MS, |s| async move {
+    crate::periodic::every(state, crate::group::GROUP_TICK_MS, |s| async move {
         group::group_tick(&s)
     });
     let offsets_retention_ms = config.offsets_retention_ms;
-    spawn_ticks(
+    crate::periodic::every(
         state,
         config.offsets_retention_check_interval_ms,
         move |s| async move { group::expire_offsets(&s, offsets_retention_ms).await },
     );
-    spawn_ticks(state, crate::txn::TXN_TICK_MS, |s| async move {
+    crate::periodic::every(state, crate::txn::TXN_TICK_MS, |s| async move {
         txn::txn_tick(&s).await
     });
-    spawn_ticks(state, crate::barrier::BARRIER_TICK_MS, |s| async move {
+    crate::periodic::every(state, crate::barrier::BARRIER_TICK_MS, |s| async move {
         barrier::barrier_tick(&s).await
     });
 }

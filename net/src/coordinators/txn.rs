@@ -12,7 +12,7 @@ use crate::codes::{
 use crate::core::CoreState;
 use crate::group::{self, Committed, OFFSETS_TOPIC};
 use crate::node_rpc::{NodeRequest, NodeResponse};
-use crate::route::{on_coordinator_core, CoordinatorAt, Scatter};
+use crate::route::{CoordinatorAt, Scatter};
 use crate::txn::{
     TxnMeta, TxnStatus, COORDINATOR_EPOCH, MAX_PARTITIONS_PER_TRANSACTION,
     MAX_TRANSACTIONAL_ID_BYTES, TXN_STATE_TOPIC,
@@ -22,9 +22,8 @@ use engine::txn::MarkerKind;
 use engine::Durability;
 use std::rc::Rc;
 
-/// Where a transactional id is coordinated (`Err`: INVALID_REQUEST for an empty or too long id), for
-/// `route::on_coordinator_core`.
-pub(crate) fn coordinator_at(state: &CoreState, id: &str) -> Result<CoordinatorAt, i16> {
+/// Where a transactional id is coordinated (`Err`: INVALID_REQUEST for an empty or too long id).
+fn coordinator_at(state: &CoreState, id: &str) -> Result<CoordinatorAt, i16> {
     if id.is_empty() || id.len() > MAX_TRANSACTIONAL_ID_BYTES {
         return Err(INVALID_REQUEST);
     }
@@ -33,6 +32,18 @@ pub(crate) fn coordinator_at(state: &CoreState, id: &str) -> Result<CoordinatorA
         at: state.txn_coordinator(id),
         key_partition: state.txn_partition(id),
     })
+}
+
+/// Runs `f` on the core that coordinates transactional id `id`, with that core's state and the
+/// coordinating partition: [`route::on_coordinator_core`](crate::route::on_coordinator_core)
+/// at [`coordinator_at`]`(id)`.
+pub(crate) async fn on_txn_core<R, F, Fut>(state: &Rc<CoreState>, id: &str, f: F) -> Result<R, i16>
+where
+    R: Send + 'static,
+    F: FnOnce(Rc<CoreState>, u32) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = R> + 'static,
+{
+    crate::route::on_coordinator_core(state, coordinator_at(state, id), f).await
 }
 
 /// Appends `meta` as `id`'s newest record to its `__transaction_state` partition on this
@@ -542,37 +553,33 @@ pub(crate) async fn add_to_txn(
 ) -> Result<Vec<i16>, i16> {
     let id2 = id.to_string();
     let wanted = partitions.clone();
-    on_coordinator_core(
-        state,
-        coordinator_at(state, id),
-        move |s, partition| async move {
-            let id = id2;
-            let mut meta = take(&s, &id)?;
-            let result = async {
-                check_producer(&meta, producer_id, epoch)?;
-                if meta.status.is_prepared() {
-                    return Err(CONCURRENT_TRANSACTIONS);
-                }
-                let before = meta.partitions.len();
-                meta.partitions.extend(wanted.iter().cloned());
-                if meta.partitions.len() > MAX_PARTITIONS_PER_TRANSACTION {
-                    return Err(INVALID_REQUEST);
-                }
-                if meta.status != TxnStatus::Ongoing {
-                    meta.status = TxnStatus::Ongoing;
-                    meta.started_ms = engine::clock::system_now_ms();
-                }
-                if meta.partitions.len() != before || before == 0 {
-                    meta.updated_ms = engine::clock::system_now_ms();
-                    persist(&s, &id, partition, meta).await?;
-                }
-                Ok(())
+    on_txn_core(state, id, move |s, partition| async move {
+        let id = id2;
+        let mut meta = take(&s, &id)?;
+        let result = async {
+            check_producer(&meta, producer_id, epoch)?;
+            if meta.status.is_prepared() {
+                return Err(CONCURRENT_TRANSACTIONS);
             }
-            .await;
-            release(&s, &id);
-            result
-        },
-    )
+            let before = meta.partitions.len();
+            meta.partitions.extend(wanted.iter().cloned());
+            if meta.partitions.len() > MAX_PARTITIONS_PER_TRANSACTION {
+                return Err(INVALID_REQUEST);
+            }
+            if meta.status != TxnStatus::Ongoing {
+                meta.status = TxnStatus::Ongoing;
+                meta.started_ms = engine::clock::system_now_ms();
+            }
+            if meta.partitions.len() != before || before == 0 {
+                meta.updated_ms = engine::clock::system_now_ms();
+                persist(&s, &id, partition, meta).await?;
+            }
+            Ok(())
+        }
+        .await;
+        release(&s, &id);
+        result
+    })
     .await??;
     // The coordinator knows them: open the transaction on each partition.
     let mut scatter: Scatter<(String, u32)> = Scatter::default();
