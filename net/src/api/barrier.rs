@@ -20,7 +20,7 @@ use crate::codes::{
     REQUEST_TIMED_OUT,
 };
 use crate::coordinators::barrier::{
-    coordinator, definition, ensure_loaded, on_coordinator, start_injection, sync_group_record,
+    coordinator, definition, ensure_loaded, on_barrier_core, start_injection, sync_group_record,
     wire_interval, write_marker_here, MarkerAt, Refusal,
 };
 use crate::core::CoreState;
@@ -241,7 +241,7 @@ async fn alter_one(
     crate::api::admin::write(state, cmd).await?;
     let name = group.to_string();
     if coordinator(state, group).is_ok() {
-        let synced = on_coordinator(state, group, move |s, p| async move {
+        let synced = on_barrier_core(state, group, move |s, p| async move {
             sync_group_record(&s, &name, p).await
         })
         .await
@@ -332,7 +332,7 @@ async fn describe_one(state: &Rc<CoreState>, name: String) -> DescribedGroup {
         Err(refusal) => return refused_group(name, refusal),
     };
     let group = name.clone();
-    let last_epoch = on_coordinator(state, &name, move |s, p| async move {
+    let last_epoch = on_barrier_core(state, &name, move |s, p| async move {
         ensure_loaded(&s, p).await?;
         let states = s.coordinators.barriers.borrow();
         Ok::<_, Refusal>(states.get(&group).map_or(0, |g| g.last_published_epoch()))
@@ -366,7 +366,7 @@ async fn trigger(state: &Rc<CoreState>, req: TriggerBarrierRequest) -> TriggerBa
     };
     let group = req.group.clone();
     let wait = Duration::from_millis(timeout_ms + TRIGGER_WAIT_MARGIN_MS);
-    let answer = on_coordinator(state, &req.group, move |s, p| async move {
+    let answer = on_barrier_core(state, &req.group, move |s, p| async move {
         let (epoch, _, done) = start_injection(&s, &group, p, timeout_ms).await?;
         // Some(cut): published; Some(None): the injection failed (the coordinator's tick
         // finishes it); None: not published within the wait.
@@ -427,7 +427,7 @@ async fn list_cuts(state: &Rc<CoreState>, req: ListBarrierCutsRequest) -> ListBa
             // Negative: every cut (up to the bound of one answer).
             let most = usize::try_from(req.max_results)
                 .map_or(MAX_CUTS_PER_LIST, |n| n.min(MAX_CUTS_PER_LIST));
-            on_coordinator(state, &req.group, move |s, p| async move {
+            on_barrier_core(state, &req.group, move |s, p| async move {
                 ensure_loaded(&s, p).await?;
                 let states = s.coordinators.barriers.borrow();
                 Ok::<_, Refusal>(states.get(&group).map_or_else(Vec::new, |g| {

@@ -72,7 +72,7 @@ pub(crate) fn coordinator(state: &CoreState, group: &str) -> Result<(u32, usize)
 }
 
 /// Runs `f` on the core coordinating `group`, with its `__barrier_state` partition.
-pub(crate) async fn on_coordinator<R, F, Fut>(
+pub(crate) async fn on_barrier_core<R, F, Fut>(
     state: &Rc<CoreState>,
     group: &str,
     f: F,
