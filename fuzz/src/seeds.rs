@@ -321,6 +321,14 @@ pub fn sample_request(key: ApiKey) -> Option<RequestKind> {
                 .with_operation(1)
                 .with_permission_type(1)],
         )),
+        ApiKey::UpdateFeatures => RequestKind::UpdateFeatures(
+            UpdateFeaturesRequest::default().with_feature_updates(vec![
+                update_features_request::FeatureUpdateKey::default()
+                    .with_feature(StrBytes::from_static_str("group.version"))
+                    .with_max_version_level(1)
+                    .with_upgrade_type(1),
+            ]),
+        ),
         _ => return None,
     })
 }

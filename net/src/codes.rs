@@ -39,6 +39,7 @@ pub const INVALID_REPLICA_ASSIGNMENT: i16 = E::InvalidReplicaAssignment.code();
 pub const INVALID_CONFIG: i16 = E::InvalidConfig.code();
 pub const NOT_CONTROLLER: i16 = E::NotController.code();
 pub const INVALID_REQUEST: i16 = E::InvalidRequest.code();
+pub const INVALID_UPDATE_VERSION: i16 = E::InvalidUpdateVersion.code();
 pub const POLICY_VIOLATION: i16 = E::PolicyViolation.code();
 pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = E::OutOfOrderSequenceNumber.code();
 pub const INVALID_PRODUCER_EPOCH: i16 = E::InvalidProducerEpoch.code();

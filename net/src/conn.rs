@@ -910,6 +910,7 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::DescribeProducers => "DescribeProducers",
         ApiKey::DescribeLogDirs => "DescribeLogDirs",
         ApiKey::DescribeQuorum => "DescribeQuorum",
+        ApiKey::UpdateFeatures => "UpdateFeatures",
         ApiKey::AlterReplicaLogDirs => "AlterReplicaLogDirs",
         ApiKey::ElectLeaders => "ElectLeaders",
         ApiKey::AlterPartitionReassignments => "AlterPartitionReassignments",

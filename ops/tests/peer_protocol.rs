@@ -356,6 +356,7 @@ macro_rules! with_api_types {
             DescribeProducers => DescribeProducersRequest, DescribeProducersResponse;
             DescribeLogDirs => DescribeLogDirsRequest, DescribeLogDirsResponse;
             DescribeQuorum => DescribeQuorumRequest, DescribeQuorumResponse;
+            UpdateFeatures => UpdateFeaturesRequest, UpdateFeaturesResponse;
             AlterReplicaLogDirs => AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse;
             ElectLeaders => ElectLeadersRequest, ElectLeadersResponse;
             AlterPartitionReassignments => AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse;

@@ -7,6 +7,7 @@ pub mod barrier;
 mod client_quotas;
 mod consumer_group;
 mod epochs;
+mod features;
 pub mod fetch;
 pub mod group;
 mod leader_hint;
@@ -80,6 +81,9 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeLogDirs, 1, 4),
     (ApiKey::DescribeQuorum, 0, 2),
+    // Features fixed by the release: an update to the finalized level succeeds, any other
+    // is refused (`features`).
+    (ApiKey::UpdateFeatures, 0, 2),
     (ApiKey::AlterReplicaLogDirs, 1, 2),
     (ApiKey::ElectLeaders, 0, 2),
     (ApiKey::AlterPartitionReassignments, 0, 1),
@@ -124,9 +128,6 @@ pub struct Request {
     pub throttle_ms: u64,
 }
 
-/// The finalized features never change (no feature upgrades): one epoch for ever.
-const FINALIZED_FEATURES_EPOCH: i64 = 1;
-
 pub fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
     SUPPORTED_APIS
         .iter()
@@ -134,11 +135,7 @@ pub fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
         .map(|&(_, min, max)| (min, max))
 }
 
-/// The features ApiVersions v3+ reports (KIP-584; what `kafka-features describe` prints), each
-/// with the version range ringlog supports, all finalized at their only level: transactions
-/// as version 1 of the protocol (`transaction.version` 0: no KIP-890), and the KIP-848
-/// consumer group protocol beside classic groups (`group.version` 1).
-pub const FEATURES: &[(&str, i16)] = &[("group.version", 1), ("transaction.version", 0)];
+pub use features::{FEATURES, FINALIZED_FEATURES_EPOCH};
 
 /// The ApiVersions response: the ranges above and the features (tagged fields of v3+; older
 /// versions do not carry them).
@@ -239,6 +236,7 @@ pub fn first_error(resp: &ResponseKind) -> i16 {
             ),
         ),
         ResponseKind::DescribeCluster(r) => r.error_code,
+        ResponseKind::UpdateFeatures(r) => r.error_code,
         ResponseKind::ApiVersions(r) => r.error_code,
         ResponseKind::AddPartitionsToTxn(r) => first(&mut std::iter::once(r.error_code).chain(
             r.results_by_topic_v3_and_below.iter().flat_map(|t| {
@@ -377,6 +375,9 @@ async fn handle_kind(state: &Rc<CoreState>, version: i16, req: Request) -> Optio
         }
         RequestKind::DescribeQuorum(r) => {
             ResponseKind::DescribeQuorum(quorum::describe_quorum(state, version, r).await)
+        }
+        RequestKind::UpdateFeatures(r) => {
+            ResponseKind::UpdateFeatures(features::update_features(version, &r))
         }
         RequestKind::AlterReplicaLogDirs(r) => {
             ResponseKind::AlterReplicaLogDirs(log_dirs::alter_replica_log_dirs(state, r))
@@ -537,6 +538,7 @@ mod tests {
             }
             ApiKey::DescribeLogDirs => both::<DescribeLogDirsRequest, DescribeLogDirsResponse>(),
             ApiKey::DescribeQuorum => both::<DescribeQuorumRequest, DescribeQuorumResponse>(),
+            ApiKey::UpdateFeatures => both::<UpdateFeaturesRequest, UpdateFeaturesResponse>(),
             ApiKey::AlterReplicaLogDirs => {
                 both::<AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse>()
             }

@@ -277,6 +277,7 @@ guards! {
     DescribeClientQuotas:         Cluster,         OP_DESCRIBE_CONFIGS, Whole;
     DescribeLogDirs:              Cluster,         OP_DESCRIBE,         Whole;
     DescribeQuorum:               Cluster,         OP_DESCRIBE,         Whole;
+    UpdateFeatures:               Cluster,         OP_ALTER,            Whole;
     ElectLeaders:                 Cluster,         OP_ALTER,            Whole;
     AlterPartitionReassignments:  Cluster,         OP_ALTER,            Whole;
     ListPartitionReassignments:   Cluster,         OP_DESCRIBE,         Whole;

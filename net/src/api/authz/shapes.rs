@@ -137,6 +137,7 @@ refused_by_code! {
     DescribeUserScramCredentialsRequest => DescribeUserScramCredentialsResponse;
     DescribeLogDirsRequest => DescribeLogDirsResponse;
     DescribeQuorumRequest => DescribeQuorumResponse;
+    UpdateFeaturesRequest => UpdateFeaturesResponse;
     DescribeClientQuotasRequest => DescribeClientQuotasResponse,
         "Authorization failed: no DESCRIBE_CONFIGS on the cluster";
     AlterPartitionReassignmentsRequest => AlterPartitionReassignmentsResponse,
