@@ -215,7 +215,13 @@ pub fn describe(
         .collect()
 }
 
-fn default_value(name: &str, d: &LogConfig) -> String {
+/// The type of topic config `name`, if the broker knows it.
+pub fn config_type(name: &str) -> Option<ConfigType> {
+    TOPIC_CONFIGS.iter().find(|(n, _)| *n == name).map(|&(_, ty)| ty)
+}
+
+/// What topic config `name` is when a topic does not set it (the broker's default).
+pub fn default_value(name: &str, d: &LogConfig) -> String {
     match name {
         "cleanup.policy" => d.cleanup_policy.to_string(),
         "delete.retention.ms" => d.delete_retention_ms.to_string(),

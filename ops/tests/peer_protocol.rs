@@ -895,6 +895,98 @@ fn scenarios(side: &mut Side, key: ApiKey, v: i16) -> Vec<(&'static str, Answer)
                 ),
             ]
         }
+        ApiKey::IncrementalAlterConfigs => {
+            use kafka_protocol::messages::incremental_alter_configs_request::{
+                AlterConfigsResource, AlterableConfig,
+            };
+            // A topic of this version's own: APPEND and SUBTRACT change its cleanup.policy.
+            let topic: &'static str = match v {
+                0 => "lists-v0",
+                _ => "lists-v1",
+            };
+            let create = CreateTopicsRequest::default()
+                .with_timeout_ms(10_000)
+                .with_topics(vec![CreatableTopic::default()
+                    .with_name(TopicName(name(topic)))
+                    .with_num_partitions(1)
+                    .with_replication_factor(1)]);
+            let created = side.call::<_, CreateTopicsResponse>(ApiKey::CreateTopics, 5, &create);
+            assert!(
+                matches!(&created, Ok(r) if r.topics.iter().all(|t| t.error_code == 0)),
+                "{}: creating {topic}: {created:?}",
+                side.name
+            );
+            let alter = |key: &str, op: i8, value: &str| {
+                IncrementalAlterConfigsRequest::default().with_resources(vec![
+                    AlterConfigsResource::default()
+                        .with_resource_type(2)
+                        .with_resource_name(name(topic))
+                        .with_configs(vec![AlterableConfig::default()
+                            .with_name(name(key))
+                            .with_config_operation(op)
+                            .with_value(Some(name(value)))]),
+                ])
+            };
+            let describe = DescribeConfigsRequest::default().with_resources(vec![
+                DescribeConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(name(topic))
+                    .with_configuration_keys(Some(vec![name("cleanup.policy")])),
+            ]);
+            let error_of = |want: i16, text: &'static str| {
+                move |r: &IncrementalAlterConfigsResponse, own: &mut Own| {
+                    if let Some(t) = own.only("responses", &r.responses) {
+                        own.eq("error_code", t.error_code, want);
+                        let message = t.error_message.as_ref().map_or("", |m| m.as_str());
+                        own.that(&format!("{message:?} says {text:?}"), message.contains(text));
+                    }
+                }
+            };
+            let policy_is = |want: &'static str| {
+                move |r: &DescribeConfigsResponse, own: &mut Own| {
+                    if let Some(t) = own.only("results", &r.results) {
+                        let values: Vec<Option<&str>> =
+                            t.configs.iter().map(|c| c.value.as_ref().map(|x| x.as_str())).collect();
+                        own.eq("cleanup.policy", values, vec![Some(want)]);
+                    }
+                }
+            };
+            const APPEND: i8 = 2;
+            const SUBTRACT: i8 = 3;
+            let (describe_key, describe_v) = (ApiKey::DescribeConfigs, 4);
+            vec![
+                (
+                    "append",
+                    side.checked(key, v, "append", &alter("cleanup.policy", APPEND, "compact"), error_of(0, "")),
+                ),
+                (
+                    "appended",
+                    side.checked(describe_key, describe_v, "appended", &describe, policy_is("delete,compact")),
+                ),
+                (
+                    "append-again",
+                    side.checked(key, v, "append-again", &alter("cleanup.policy", APPEND, "compact"), error_of(0, "")),
+                ),
+                (
+                    "subtract",
+                    side.checked(key, v, "subtract", &alter("cleanup.policy", SUBTRACT, "delete"), error_of(0, "")),
+                ),
+                (
+                    "subtracted",
+                    side.checked(describe_key, describe_v, "subtracted", &describe, policy_is("compact")),
+                ),
+                (
+                    "append-not-a-list",
+                    side.checked(
+                        key,
+                        v,
+                        "append-not-a-list",
+                        &alter("retention.ms", APPEND, "1"),
+                        error_of(INVALID_CONFIG, "Can't APPEND to key retention.ms because its type is not LIST."),
+                    ),
+                ),
+            ]
+        }
         ApiKey::DescribeGroups => {
             let req = DescribeGroupsRequest::default().with_groups(vec![GroupId(name("nobody"))]);
             vec![(

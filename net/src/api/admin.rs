@@ -38,6 +38,32 @@ const SOURCE_DEFAULT_CONFIG: i8 = 5;
 /// IncrementalAlterConfigs operations.
 const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
+const OP_APPEND: i8 = 2;
+const OP_SUBTRACT: i8 = 3;
+
+/// A config resource type as Kafka users know it (`ConfigResource.Type`), with its code.
+fn config_resource_type_name(code: i8) -> String {
+    let name = match code {
+        RESOURCE_TOPIC => "TOPIC",
+        RESOURCE_BROKER => "BROKER",
+        8 => "BROKER_LOGGER",
+        16 => "CLIENT_METRICS",
+        32 => "GROUP",
+        _ => "UNKNOWN",
+    };
+    format!("{name} ({code})")
+}
+
+/// An IncrementalAlterConfigs operation as Kafka users know it (`AlterConfigOp.OpType`).
+fn config_operation_name(op: i8) -> String {
+    match op {
+        OP_SET => "SET".into(),
+        OP_DELETE => "DELETE".into(),
+        OP_APPEND => "APPEND".into(),
+        OP_SUBTRACT => "SUBTRACT".into(),
+        other => format!("operation {other}"),
+    }
+}
 /// The broker configs of Kafka's replication throttles. ringlog has no replication throttle,
 /// so none of them is ever set: deleting one (what `kafka-reassign-partitions --verify` does
 /// once a reassignment is done) changes nothing and is answered as done.
@@ -793,8 +819,11 @@ pub fn describe_configs(
                     RESOURCE_BROKER => topic_config_entries(state, &BTreeMap::new()),
                     other => {
                         out.error_code = codes::INVALID_REQUEST;
-                        out.error_message =
-                            Some(str_bytes(format!("resource type {other} is not supported")));
+                        out.error_message = Some(str_bytes(format!(
+                            "resource type {} is not supported: ringlog describes TOPIC and \
+                             BROKER configs",
+                            config_resource_type_name(other)
+                        )));
                         return out;
                     }
                 };
@@ -820,6 +849,34 @@ pub fn describe_configs(
         })
         .collect();
     DescribeConfigsResponse::default().with_results(results)
+}
+
+/// APPEND (each value not there yet, at the end) or SUBTRACT (each value taken out) on list
+/// config `key` of a topic, whose value is `current` (its own) or else the broker's default:
+/// the new value, or INVALID_CONFIG in Kafka's words when `key` is not a list.
+fn list_operation(
+    op: i8,
+    key: &str,
+    current: Option<&String>,
+    values: &str,
+    defaults: &engine::LogConfig,
+) -> Result<String, Refusal> {
+    if topic_config::config_type(key) != Some(topic_config::ConfigType::List) {
+        return Err((
+            codes::INVALID_CONFIG,
+            format!("Can't {} to key {key} because its type is not LIST.", config_operation_name(op)),
+        ));
+    }
+    let current = current.cloned().unwrap_or_else(|| topic_config::default_value(key, defaults));
+    let mut parts: Vec<&str> = current.split(',').filter(|p| !p.is_empty()).collect();
+    for v in values.split(',') {
+        if op == OP_APPEND && !parts.contains(&v) {
+            parts.push(v);
+        } else if op == OP_SUBTRACT {
+            parts.retain(|p| *p != v);
+        }
+    }
+    Ok(parts.join(","))
 }
 
 /// An IncrementalAlterConfigs of a broker: only the deletion of a replication throttle (none is
@@ -858,7 +915,13 @@ pub async fn incremental_alter_configs(
                 return broker_config_alteration(&res.configs);
             }
             if res.resource_type != RESOURCE_TOPIC {
-                return Err((codes::INVALID_REQUEST, format!("resource type {} cannot be altered", res.resource_type)));
+                return Err((
+                    codes::INVALID_REQUEST,
+                    format!(
+                        "resource type {} cannot be altered: ringlog alters TOPIC and BROKER configs",
+                        config_resource_type_name(res.resource_type)
+                    ),
+                ));
             }
             let current = state
                 .meta
@@ -881,10 +944,21 @@ pub async fn incremental_alter_configs(
                         next.remove(&key);
                         remove.push(key);
                     }
+                    op @ (OP_APPEND | OP_SUBTRACT) => {
+                        let value = c.value.as_ref().map(|v| v.as_str()).unwrap_or_default();
+                        let defaults = &state.ctx.config.log_defaults;
+                        let joined = list_operation(op, &key, next.get(&key), value, defaults)?;
+                        remove.retain(|k| k != &key);
+                        next.insert(key.clone(), joined.clone());
+                        set.insert(key, joined);
+                    }
                     op => {
                         return Err((
                             codes::INVALID_CONFIG,
-                            format!("operation {op} on {key}: only SET (0) and DELETE (1) apply to these configs"),
+                            format!(
+                                "{} on {key}: the operations are SET, DELETE, APPEND and SUBTRACT",
+                                config_operation_name(op)
+                            ),
                         ))
                     }
                 }
@@ -941,4 +1015,36 @@ pub async fn incremental_alter_configs(
         responses.push(r);
     }
     IncrementalAlterConfigsResponse::default().with_responses(responses)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn append_and_subtract_work_on_list_configs_only() {
+        let defaults = engine::LogConfig::default();
+        let policy = "cleanup.policy";
+        // Unset: the default ("delete") is what APPEND adds to.
+        assert_eq!(list_operation(OP_APPEND, policy, None, "compact", &defaults).unwrap(), "delete,compact");
+        let set = "compact".to_string();
+        assert_eq!(list_operation(OP_APPEND, policy, Some(&set), "compact", &defaults).unwrap(), "compact");
+        assert_eq!(list_operation(OP_APPEND, policy, Some(&set), "delete,compact", &defaults).unwrap(), "compact,delete");
+        let both = "delete,compact".to_string();
+        assert_eq!(list_operation(OP_SUBTRACT, policy, Some(&both), "delete", &defaults).unwrap(), "compact");
+        assert_eq!(list_operation(OP_SUBTRACT, policy, Some(&both), "shred", &defaults).unwrap(), "delete,compact");
+        for (op, name) in [(OP_APPEND, "APPEND"), (OP_SUBTRACT, "SUBTRACT")] {
+            let (code, message) = list_operation(op, "retention.ms", None, "1", &defaults).unwrap_err();
+            assert_eq!(code, codes::INVALID_CONFIG);
+            assert_eq!(message, format!("Can't {name} to key retention.ms because its type is not LIST."));
+        }
+    }
+
+    #[test]
+    fn resource_types_and_operations_are_named_as_kafka_names_them() {
+        assert_eq!(config_resource_type_name(8), "BROKER_LOGGER (8)");
+        assert_eq!(config_resource_type_name(4), "BROKER (4)");
+        assert_eq!(config_operation_name(OP_APPEND), "APPEND");
+        assert_eq!(config_operation_name(9), "operation 9");
+    }
 }
