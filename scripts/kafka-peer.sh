@@ -26,7 +26,8 @@
 # on stderr that starts "kafka-peer: unavailable:", for tests to skip with.
 # Environment: RINGLOG_PEER_CACHE, RINGLOG_PEER_HEAP (broker -Xmx, default 512m),
 # RINGLOG_PEER_START_TIMEOUT (s, default 90), RINGLOG_PEER_STOP_TIMEOUT (s, default 30),
-# RINGLOG_PEER_FETCH_LIMIT_SECS (the most one Maven fetch may take, default 900).
+# RINGLOG_PEER_FETCH_LIMIT_SECS (the most one Maven fetch may take, default 240: below the
+# 300 s the tests give a peer to start, so that they report this script's reason).
 set -euo pipefail
 
 KAFKA_VERSION=4.4.0
@@ -38,7 +39,7 @@ SLF4J_VERSION=2.0.17 # Kafka's poms name slf4j 1.7; log4j-slf4j2-impl needs 2.x
 # (org.apache.kafka.common.utils.AppInfoParser and Exit went to ...utils.internals).
 CONNECT_PLUGINS_VERSION=4.3.1
 CACHE_ROOT=${RINGLOG_PEER_CACHE:-$HOME/.cache/ringlog-peer}
-FETCH_LIMIT_SECS=${RINGLOG_PEER_FETCH_LIMIT_SECS:-900}
+FETCH_LIMIT_SECS=${RINGLOG_PEER_FETCH_LIMIT_SECS:-240}
 CACHE=$CACHE_ROOT/kafka-$KAFKA_VERSION
 LIBS=$CACHE/libs
 CONNECT_CACHE=$CACHE_ROOT/connect-$CONNECT_PLUGINS_VERSION
@@ -190,7 +191,9 @@ fetch_set() { # DIR ARTIFACTS_FUNCTION WHAT
   echo "kafka-peer: fetching $3 with Maven into $dir" >&2
   # -U: retry what an earlier, failed fetch left marked as missing in ~/.m2.
   local rc=0
-  timeout --kill-after=10 "$FETCH_LIMIT_SECS" mvn -B -q -U -f "$dir/pom.xml" \
+  # Maven does not inherit the fetch lock (fd 9): a fetch killed with this script must not
+  # keep the lock from the next one.
+  timeout --kill-after=10 "$FETCH_LIMIT_SECS" mvn -B -q -U -f "$dir/pom.xml" 9>&- \
     org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
     -DincludeScope=runtime -DoutputDirectory="$libs.tmp" >"$dir/fetch.log" 2>&1 || rc=$?
   if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then

@@ -34,7 +34,9 @@ if [ ${#need[@]} -gt 0 ]; then
     fi
   fi
   export DEBIAN_FRONTEND=noninteractive
-  by_hand="apt-get update && apt-get install -y ${need[*]} (as root)"
+  # sudo asks for its password here, in the foreground, not under a time limit.
+  [ ${#sudo[@]} -eq 0 ] || sudo -v
+  by_hand="apt-get update && apt-get install -y ${need[*]} (as root; after an interrupted install, dpkg --configure -a first)"
   install_step "the package lists (apt-get update)" "$APT_UPDATE_LIMIT_SECS" "$by_hand" \
     "${sudo[@]}" apt-get update -q
   install_step "${need[*]}" "$APT_INSTALL_LIMIT_SECS" "$by_hand" \

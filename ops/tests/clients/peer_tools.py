@@ -1755,7 +1755,8 @@ def features(ctx):
 @check("tools.kafka-features.upgrade")
 def features_upgrade(ctx):
     """kafka-features upgrade --feature group.version=LEVEL, at the level both finalize (a no-op
-    upgrade), with --dry-run and without, and to a level past what either supports."""
+    upgrade), with --dry-run and without, and to a level past what either supports; a downgrade
+    to 0, as a dry run (Kafka would disable the feature)."""
     feat = "group.version"
     before = ctx.per_broker(lambda b: parse_features(ctx.tool(b, "kafka-features", BS + ["describe"]).out))
     for b in BROKERS:
@@ -1786,6 +1787,14 @@ def features_upgrade(ctx):
             # Past what ringlog supports: INVALID_UPDATE_VERSION, the tool fails.
             ctx.expect(RINGLOG, rr.rc != 0 and f"Invalid update version {lvl} for feature {feat}" in rr.out,
                        f"upgrade {what}: rc={rr.rc} {one_line(rr.both, 600)!r}")
+    # A downgrade Kafka accepts (group.version supported from 0); ringlog's features are fixed.
+    r = ctx.both("kafka-features", BS + ["downgrade", "--feature", f"{feat}=0", "--dry-run"], ok=False)
+    ctx.expect(KAFKA, r[KAFKA].rc == 0, f"downgrade dry-run: {r[KAFKA].summary()}")
+    rr = r[RINGLOG]
+    ctx.expect(RINGLOG, rr.rc != 0 and f"Invalid update version 0 for feature {feat}" in rr.out,
+               f"downgrade dry-run: rc={rr.rc} {one_line(rr.both, 600)!r}")
+    if r[KAFKA].rc == 0 and rr.rc != 0:
+        ctx.diff("ringlog's features are fixed: a downgrade is refused", f"rc={rr.rc} {one_line(rr.out, 200)!r}")
     # Nothing changed, on either.
     after = ctx.per_broker(lambda b: parse_features(ctx.tool(b, "kafka-features", BS + ["describe"]).out))
     for b in BROKERS:
