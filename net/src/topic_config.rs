@@ -217,7 +217,10 @@ pub fn describe(
 
 /// The type of topic config `name`, if the broker knows it.
 pub fn config_type(name: &str) -> Option<ConfigType> {
-    TOPIC_CONFIGS.iter().find(|(n, _)| *n == name).map(|&(_, ty)| ty)
+    TOPIC_CONFIGS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|&(_, ty)| ty)
 }
 
 /// What topic config `name` is when a topic does not set it (the broker's default).

@@ -938,15 +938,21 @@ fn scenarios(side: &mut Side, key: ApiKey, v: i16) -> Vec<(&'static str, Answer)
                     if let Some(t) = own.only("responses", &r.responses) {
                         own.eq("error_code", t.error_code, want);
                         let message = t.error_message.as_ref().map_or("", |m| m.as_str());
-                        own.that(&format!("{message:?} says {text:?}"), message.contains(text));
+                        own.that(
+                            &format!("{message:?} says {text:?}"),
+                            message.contains(text),
+                        );
                     }
                 }
             };
             let policy_is = |want: &'static str| {
                 move |r: &DescribeConfigsResponse, own: &mut Own| {
                     if let Some(t) = own.only("results", &r.results) {
-                        let values: Vec<Option<&str>> =
-                            t.configs.iter().map(|c| c.value.as_ref().map(|x| x.as_str())).collect();
+                        let values: Vec<Option<&str>> = t
+                            .configs
+                            .iter()
+                            .map(|c| c.value.as_ref().map(|x| x.as_str()))
+                            .collect();
                         own.eq("cleanup.policy", values, vec![Some(want)]);
                     }
                 }
@@ -957,23 +963,53 @@ fn scenarios(side: &mut Side, key: ApiKey, v: i16) -> Vec<(&'static str, Answer)
             vec![
                 (
                     "append",
-                    side.checked(key, v, "append", &alter("cleanup.policy", APPEND, "compact"), error_of(0, "")),
+                    side.checked(
+                        key,
+                        v,
+                        "append",
+                        &alter("cleanup.policy", APPEND, "compact"),
+                        error_of(0, ""),
+                    ),
                 ),
                 (
                     "appended",
-                    side.checked(describe_key, describe_v, "appended", &describe, policy_is("delete,compact")),
+                    side.checked(
+                        describe_key,
+                        describe_v,
+                        "appended",
+                        &describe,
+                        policy_is("delete,compact"),
+                    ),
                 ),
                 (
                     "append-again",
-                    side.checked(key, v, "append-again", &alter("cleanup.policy", APPEND, "compact"), error_of(0, "")),
+                    side.checked(
+                        key,
+                        v,
+                        "append-again",
+                        &alter("cleanup.policy", APPEND, "compact"),
+                        error_of(0, ""),
+                    ),
                 ),
                 (
                     "subtract",
-                    side.checked(key, v, "subtract", &alter("cleanup.policy", SUBTRACT, "delete"), error_of(0, "")),
+                    side.checked(
+                        key,
+                        v,
+                        "subtract",
+                        &alter("cleanup.policy", SUBTRACT, "delete"),
+                        error_of(0, ""),
+                    ),
                 ),
                 (
                     "subtracted",
-                    side.checked(describe_key, describe_v, "subtracted", &describe, policy_is("compact")),
+                    side.checked(
+                        describe_key,
+                        describe_v,
+                        "subtracted",
+                        &describe,
+                        policy_is("compact"),
+                    ),
                 ),
                 (
                     "append-not-a-list",
@@ -982,7 +1018,10 @@ fn scenarios(side: &mut Side, key: ApiKey, v: i16) -> Vec<(&'static str, Answer)
                         v,
                         "append-not-a-list",
                         &alter("retention.ms", APPEND, "1"),
-                        error_of(INVALID_CONFIG, "Can't APPEND to key retention.ms because its type is not LIST."),
+                        error_of(
+                            INVALID_CONFIG,
+                            "Can't APPEND to key retention.ms because its type is not LIST.",
+                        ),
                     ),
                 ),
             ]

@@ -864,10 +864,15 @@ fn list_operation(
     if topic_config::config_type(key) != Some(topic_config::ConfigType::List) {
         return Err((
             codes::INVALID_CONFIG,
-            format!("Can't {} to key {key} because its type is not LIST.", config_operation_name(op)),
+            format!(
+                "Can't {} to key {key} because its type is not LIST.",
+                config_operation_name(op)
+            ),
         ));
     }
-    let current = current.cloned().unwrap_or_else(|| topic_config::default_value(key, defaults));
+    let current = current
+        .cloned()
+        .unwrap_or_else(|| topic_config::default_value(key, defaults));
     let mut parts: Vec<&str> = current.split(',').filter(|p| !p.is_empty()).collect();
     for v in values.split(',') {
         if op == OP_APPEND && !parts.contains(&v) {
@@ -1026,17 +1031,36 @@ mod tests {
         let defaults = engine::LogConfig::default();
         let policy = "cleanup.policy";
         // Unset: the default ("delete") is what APPEND adds to.
-        assert_eq!(list_operation(OP_APPEND, policy, None, "compact", &defaults).unwrap(), "delete,compact");
+        assert_eq!(
+            list_operation(OP_APPEND, policy, None, "compact", &defaults).unwrap(),
+            "delete,compact"
+        );
         let set = "compact".to_string();
-        assert_eq!(list_operation(OP_APPEND, policy, Some(&set), "compact", &defaults).unwrap(), "compact");
-        assert_eq!(list_operation(OP_APPEND, policy, Some(&set), "delete,compact", &defaults).unwrap(), "compact,delete");
+        assert_eq!(
+            list_operation(OP_APPEND, policy, Some(&set), "compact", &defaults).unwrap(),
+            "compact"
+        );
+        assert_eq!(
+            list_operation(OP_APPEND, policy, Some(&set), "delete,compact", &defaults).unwrap(),
+            "compact,delete"
+        );
         let both = "delete,compact".to_string();
-        assert_eq!(list_operation(OP_SUBTRACT, policy, Some(&both), "delete", &defaults).unwrap(), "compact");
-        assert_eq!(list_operation(OP_SUBTRACT, policy, Some(&both), "shred", &defaults).unwrap(), "delete,compact");
+        assert_eq!(
+            list_operation(OP_SUBTRACT, policy, Some(&both), "delete", &defaults).unwrap(),
+            "compact"
+        );
+        assert_eq!(
+            list_operation(OP_SUBTRACT, policy, Some(&both), "shred", &defaults).unwrap(),
+            "delete,compact"
+        );
         for (op, name) in [(OP_APPEND, "APPEND"), (OP_SUBTRACT, "SUBTRACT")] {
-            let (code, message) = list_operation(op, "retention.ms", None, "1", &defaults).unwrap_err();
+            let (code, message) =
+                list_operation(op, "retention.ms", None, "1", &defaults).unwrap_err();
             assert_eq!(code, codes::INVALID_CONFIG);
-            assert_eq!(message, format!("Can't {name} to key retention.ms because its type is not LIST."));
+            assert_eq!(
+                message,
+                format!("Can't {name} to key retention.ms because its type is not LIST.")
+            );
         }
     }
 

@@ -40,7 +40,9 @@ pub fn update_features(version: i16, req: &UpdateFeaturesRequest) -> UpdateFeatu
             .with_error_message(Some(str_bytes(format!("{FEATURE_ERROR_PREFIX}{why}"))));
     }
     let results = if version <= 1 {
-        let ok = |u: &FeatureUpdateKey| UpdatableFeatureResult::default().with_feature(u.feature.clone());
+        let ok = |u: &FeatureUpdateKey| {
+            UpdatableFeatureResult::default().with_feature(u.feature.clone())
+        };
         req.feature_updates.iter().map(ok).collect()
     } else {
         Vec::new()
@@ -56,7 +58,11 @@ fn refusal(version: i16, u: &FeatureUpdateKey) -> Option<String> {
         (0, false) => UPGRADE,
         _ => u.upgrade_type,
     };
-    let invalid = |why: String| Some(format!("Invalid update version {level} for feature {name}. {why}"));
+    let invalid = |why: String| {
+        Some(format!(
+            "Invalid update version {level} for feature {name}. {why}"
+        ))
+    };
     if !(UPGRADE..=UNSAFE_DOWNGRADE).contains(&upgrade_type) {
         return invalid("The controller does not support the given upgrade type.".into());
     }
@@ -90,12 +96,19 @@ mod tests {
 
     #[test]
     fn the_finalized_level_is_accepted_and_changes_nothing() {
-        let req = request(vec![update("group.version", 1, UPGRADE), update("transaction.version", 0, UPGRADE)]);
+        let req = request(vec![
+            update("group.version", 1, UPGRADE),
+            update("transaction.version", 0, UPGRADE),
+        ]);
         for version in 0..=2 {
             let r = update_features(version, &req);
             assert_eq!(r.error_code, 0, "v{version}: {:?}", r.error_message);
             let names: Vec<&str> = r.results.iter().map(|x| x.feature.as_str()).collect();
-            let want: &[&str] = if version <= 1 { &["group.version", "transaction.version"] } else { &[] };
+            let want: &[&str] = if version <= 1 {
+                &["group.version", "transaction.version"]
+            } else {
+                &[]
+            };
             assert_eq!(names, want, "v{version}");
             assert!(r.results.iter().all(|x| x.error_code == 0));
         }
@@ -131,8 +144,14 @@ mod tests {
     fn version_0_reads_allow_downgrade_instead_of_the_upgrade_type() {
         let mut down = update("group.version", 1, 0);
         down.allow_downgrade = true;
-        assert_eq!(update_features(0, &request(vec![down.clone()])).error_code, 0);
+        assert_eq!(
+            update_features(0, &request(vec![down.clone()])).error_code,
+            0
+        );
         // From v1 the same key's upgrade type 0 is no type Kafka knows.
-        assert_eq!(update_features(1, &request(vec![down])).error_code, INVALID_UPDATE_VERSION);
+        assert_eq!(
+            update_features(1, &request(vec![down])).error_code,
+            INVALID_UPDATE_VERSION
+        );
     }
 }
