@@ -64,6 +64,11 @@ fn config_operation_name(op: i8) -> String {
         other => format!("operation {other}"),
     }
 }
+
+/// The most values one APPEND or SUBTRACT may name (a list config holds a handful: each value
+/// is looked up in the list, so the request's count is bounded before that work).
+const MAX_LIST_OPERATION_VALUES: usize = 64;
+
 /// The broker configs of Kafka's replication throttles. ringlog has no replication throttle,
 /// so none of them is ever set: deleting one (what `kafka-reassign-partitions --verify` does
 /// once a reassignment is done) changes nothing and is answered as done.
@@ -870,6 +875,17 @@ fn list_operation(
             ),
         ));
     }
+    let count = values.split(',').count();
+    if count > MAX_LIST_OPERATION_VALUES {
+        return Err((
+            codes::INVALID_CONFIG,
+            format!(
+                "{} on {key} names {count} values; at most {MAX_LIST_OPERATION_VALUES} are \
+                 accepted",
+                config_operation_name(op)
+            ),
+        ));
+    }
     let current = current
         .cloned()
         .unwrap_or_else(|| topic_config::default_value(key, defaults));
@@ -1053,6 +1069,11 @@ mod tests {
             list_operation(OP_SUBTRACT, policy, Some(&both), "shred", &defaults).unwrap(),
             "delete,compact"
         );
+        let many = vec!["delete"; MAX_LIST_OPERATION_VALUES + 1].join(",");
+        let (code, message) =
+            list_operation(OP_APPEND, policy, None, &many, &defaults).unwrap_err();
+        assert_eq!(code, codes::INVALID_CONFIG);
+        assert!(message.contains("at most 64"), "{message}");
         for (op, name) in [(OP_APPEND, "APPEND"), (OP_SUBTRACT, "SUBTRACT")] {
             let (code, message) =
                 list_operation(op, "retention.ms", None, "1", &defaults).unwrap_err();
