@@ -38,33 +38,28 @@ struct SnapshotBody {
     state: MetaState,
 }
 
-/// A snapshot body of an older layout: its state's version and the body in the current
-/// layout.
+/// A snapshot body of an older layout: the version its header and state must say, its
+/// state's version, and the body in the current layout.
 trait OldBody {
+    const VERSION: u32;
     fn state_version(&self) -> u32;
     fn into_current(self) -> SnapshotBody;
 }
 
-/// A state layout on its way to the current one: an older layout takes its one step to the
-/// next version and goes on from there; the current layout is where the chain ends.
-trait Migrate {
-    fn into_current(self) -> MetaState;
-}
-
-impl Migrate for MetaState {
-    fn into_current(self) -> MetaState {
-        self
-    }
-}
-
-/// A state layout's version: each step leads to the layout one version up (checked when the
-/// step compiles).
+/// A state layout: its version, and its way to the current one (an older layout takes its one
+/// step to the next version, one up, as checked when the step compiles, and goes on from
+/// there; the current layout is where the chain ends).
 trait Layout {
     const VERSION: u32;
+    fn into_current(self) -> MetaState;
 }
 
 impl Layout for MetaState {
     const VERSION: u32 = crate::state::STATE_VERSION;
+
+    fn into_current(self) -> MetaState {
+        self
+    }
 }
 
 /// Declares an older snapshot layout, frozen as the last build of that version wrote it (state
@@ -134,18 +129,16 @@ macro_rules! old_layout {
 
             impl super::Layout for MetaState {
                 const VERSION: u32 = VERSION;
+
+                fn into_current(self) -> crate::state::MetaState {
+                    super::Layout::into_current(self.into_next())
+                }
             }
 
             const _: () = assert!(
                 <$next_layout as super::Layout>::VERSION == VERSION + 1,
                 "a step skips or repeats a version"
             );
-
-            impl super::Migrate for MetaState {
-                fn into_current(self) -> crate::state::MetaState {
-                    super::Migrate::into_current(self.into_next())
-                }
-            }
 
             #[derive(Archive, Serialize, Deserialize, Clone, Debug)]
             pub(super) struct SnapshotBody {
@@ -154,6 +147,8 @@ macro_rules! old_layout {
             }
 
             impl super::OldBody for SnapshotBody {
+                const VERSION: u32 = VERSION;
+
                 fn state_version(&self) -> u32 {
                     self.state.version
                 }
@@ -161,7 +156,7 @@ macro_rules! old_layout {
                 fn into_current(self) -> super::SnapshotBody {
                     super::SnapshotBody {
                         meta: self.meta,
-                        state: super::Migrate::into_current(self.state),
+                        state: super::Layout::into_current(self.state),
                     }
                 }
             }
@@ -320,14 +315,15 @@ old_layout! {
     }
 }
 
-/// Reads a snapshot of an older `version` in its layout `B` (whose state must say
-/// `version` too) and migrates it to the current body.
-fn decode_old_snapshot<B>(bytes: &[u8], version: u32, what: &str) -> Result<SnapshotBody, MetaError>
+/// Reads a snapshot of an older version in its layout `B` (whose header and state must both
+/// say `B::VERSION`) and migrates it to the current body.
+fn decode_old_snapshot<B>(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError>
 where
     B: Archive + OldBody,
     B::Archived: for<'a> rkyv::bytecheck::CheckBytes<rkyv::api::high::HighValidator<'a, rkyv::rancor::Error>>
         + Deserialize<B, rkyv::rancor::Strategy<rkyv::de::Pool, rkyv::rancor::Error>>,
 {
+    let version = B::VERSION;
     let payload = wire::checked_file_payload(bytes, SNAPSHOT_MAGIC, version, what)?;
     let old = wire::decode::<B>(payload, what)?;
     let found = old.state_version();
@@ -362,33 +358,30 @@ pub fn check_snapshot_bytes(bytes: &[u8]) -> Result<(), MetaError> {
 }
 
 fn decode_snapshot(bytes: &[u8], what: &str) -> Result<SnapshotBody, MetaError> {
-    let old_version = [1u32, 2, 3, 4, 5, 6, 7]
-        .into_iter()
-        .find(|v| bytes.len() >= 12 && bytes[8..12] == v.to_le_bytes());
-    if let Some(v) = old_version {
-        let body = match v {
-            1 => decode_old_snapshot::<v1::SnapshotBody>(bytes, v, what)?,
-            2 => decode_old_snapshot::<v2::SnapshotBody>(bytes, v, what)?,
-            3 => decode_old_snapshot::<v3::SnapshotBody>(bytes, v, what)?,
-            4 => decode_old_snapshot::<v4::SnapshotBody>(bytes, v, what)?,
-            5 => decode_old_snapshot::<v5::SnapshotBody>(bytes, v, what)?,
-            6 => decode_old_snapshot::<v6::SnapshotBody>(bytes, v, what)?,
-            _ => decode_old_snapshot::<v7::SnapshotBody>(bytes, v, what)?,
-        };
-        body.state
-            .check_invariants()
-            .map_err(|e| MetaError::Corrupt {
-                context: format!("{what}: {e}"),
-            })?;
-        return Ok(body);
-    }
-    let payload = wire::checked_file_payload(bytes, SNAPSHOT_MAGIC, SNAPSHOT_VERSION, what)?;
-    let body = wire::decode::<SnapshotBody>(payload, what)?;
-    if body.state.version != crate::state::STATE_VERSION {
-        return Err(MetaError::Corrupt {
-            context: format!("{what}: state version {}", body.state.version),
-        });
-    }
+    // The header's version picks the layout; `checked_file_payload` checks the rest.
+    let header_version = bytes
+        .get(8..12)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    let body = match header_version {
+        Some(v1::VERSION) => decode_old_snapshot::<v1::SnapshotBody>(bytes, what)?,
+        Some(v2::VERSION) => decode_old_snapshot::<v2::SnapshotBody>(bytes, what)?,
+        Some(v3::VERSION) => decode_old_snapshot::<v3::SnapshotBody>(bytes, what)?,
+        Some(v4::VERSION) => decode_old_snapshot::<v4::SnapshotBody>(bytes, what)?,
+        Some(v5::VERSION) => decode_old_snapshot::<v5::SnapshotBody>(bytes, what)?,
+        Some(v6::VERSION) => decode_old_snapshot::<v6::SnapshotBody>(bytes, what)?,
+        Some(v7::VERSION) => decode_old_snapshot::<v7::SnapshotBody>(bytes, what)?,
+        _ => {
+            let payload =
+                wire::checked_file_payload(bytes, SNAPSHOT_MAGIC, SNAPSHOT_VERSION, what)?;
+            let body = wire::decode::<SnapshotBody>(payload, what)?;
+            if body.state.version != crate::state::STATE_VERSION {
+                return Err(MetaError::Corrupt {
+                    context: format!("{what}: state version {}", body.state.version),
+                });
+            }
+            body
+        }
+    };
     body.state
         .check_invariants()
         .map_err(|e| MetaError::Corrupt {

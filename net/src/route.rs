@@ -50,13 +50,13 @@ pub struct CoordinatorAt {
     pub key_partition: Option<u32>,
 }
 
-/// Runs `f(s, partition)` on the core of this node coordinating the key `at` names (`Err`:
-/// the key's own refusal, e.g. an invalid id). `Err`: NOT_COORDINATOR (another node
+/// Runs `f(s, partition)` on the core of this node coordinating the key `at` names. `Err`:
+/// NOT_COORDINATOR (another node
 /// coordinates it, or the replica here no longer leads), COORDINATOR_LOAD_IN_PROGRESS (this
 /// core leads it but has not loaded it yet) or COORDINATOR_NOT_AVAILABLE.
 pub async fn on_coordinator_core<R, F, Fut>(
     state: &Rc<CoreState>,
-    at: Result<CoordinatorAt, i16>,
+    at: CoordinatorAt,
     f: F,
 ) -> Result<R, i16>
 where
@@ -68,7 +68,7 @@ where
         internal,
         at,
         key_partition,
-    } = at?;
+    } = at;
     let Some((partition, core)) = at else {
         return Err(state.not_coordinator_code(internal, key_partition));
     };

@@ -88,7 +88,7 @@ where
         at: Some((partition, core)),
         key_partition: Some(partition),
     };
-    crate::route::on_coordinator_core(state, Ok(at), f)
+    crate::route::on_coordinator_core(state, at, f)
         .await
         .map_err(|code| (code, not_loaded(partition)))
 }

@@ -35,7 +35,7 @@ where
     F: FnOnce(Rc<CoreState>, u32) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = R> + 'static,
 {
-    crate::route::on_coordinator_core(state, coordinator_at(state, id), f).await
+    crate::route::on_coordinator_core(state, coordinator_at(state, id)?, f).await
 }
 
 /// Whether `topic` has partition `index`, by this core's metadata copy (OffsetCommit and

@@ -43,7 +43,7 @@ where
     F: FnOnce(Rc<CoreState>, u32) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = R> + 'static,
 {
-    crate::route::on_coordinator_core(state, coordinator_at(state, id), f).await
+    crate::route::on_coordinator_core(state, coordinator_at(state, id)?, f).await
 }
 
 /// Appends `meta` as `id`'s newest record to its `__transaction_state` partition on this
