@@ -73,9 +73,44 @@ impl Subject {
     }
 }
 
+/// Which authorizer the broker runs (`--authorizer`): whether ACLs are enforced at all.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Authorizer {
+    /// The ACLs of the metastore are enforced (the rules at the top of this module).
+    #[default]
+    Acls,
+    /// No authorizer, as Kafka without `authorizer.class.name`: every principal may do
+    /// everything, and the ACL APIs answer SECURITY_DISABLED.
+    None,
+}
+
+impl Authorizer {
+    /// `acls` or `none`, as `--authorizer` takes it.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "acls" => Some(Self::Acls),
+            "none" => Some(Self::None),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Acls => "acls",
+            Self::None => "none",
+        }
+    }
+}
+
+/// What the ACL APIs answer, in Kafka's words, when the broker runs without an authorizer.
+pub const NO_AUTHORIZER_MESSAGE: &str = "No Authorizer is configured.";
+pub const SECURITY_DISABLED: i16 = ResponseError::SecurityDisabled.code();
+
 /// The authorizer's settings.
 #[derive(Clone, Debug, Default)]
 pub struct AclConfig {
+    /// Whether ACLs are enforced (`--authorizer`).
+    pub authorizer: Authorizer,
     /// Principals that may do everything (`super-users`, e.g. `User:admin`).
     pub super_users: Vec<String>,
     /// Whether a resource no ACL names is open on authenticated listeners too.
@@ -108,7 +143,7 @@ pub fn allowed(
     rtype: i8,
     name: &str,
 ) -> bool {
-    if cfg.super_users.contains(&who.principal) {
+    if cfg.authorizer == Authorizer::None || cfg.super_users.contains(&who.principal) {
         return true;
     }
     let mut named = false;
@@ -313,6 +348,18 @@ mod tests {
             ..AclConfig::default()
         };
         assert!(topic(&root, &sasl("root"), OP_READ, "pay-secret"));
+        let none = AclConfig {
+            authorizer: Authorizer::None,
+            ..AclConfig::default()
+        };
+        assert!(
+            topic(&none, &sasl("bob"), OP_READ, "pay-secret"),
+            "no authorizer: a DENY is not enforced"
+        );
+        assert!(topic(&none, &anon, OP_READ, "orders"));
+        assert_eq!(Authorizer::parse("none"), Some(Authorizer::None));
+        assert_eq!(Authorizer::parse(Authorizer::Acls.name()), Some(Authorizer::Acls));
+        assert_eq!(Authorizer::parse("kafka"), None);
     }
 
     #[test]

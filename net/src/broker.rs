@@ -219,6 +219,30 @@ fn create_internal_topic(
     }
 }
 
+/// Says at start which authorizer runs and what it means for the ACLs stored.
+fn log_authorizer(acl: &crate::acl::AclConfig, stored_acls: usize) {
+    use crate::acl::Authorizer;
+    match acl.authorizer {
+        Authorizer::Acls => tracing::info!(
+            authorizer = acl.authorizer.name(),
+            stored_acls,
+            super_users = acl.super_users.len(),
+            allow_everyone_if_no_acl_found = acl.allow_everyone_if_no_acl_found,
+            "ACLs are enforced: a resource no ACL names is open on listeners without authentication{}",
+            if acl.allow_everyone_if_no_acl_found { " and on authenticating ones" } else { " only" }
+        ),
+        Authorizer::None if stored_acls > 0 => tracing::warn!(
+            authorizer = acl.authorizer.name(),
+            stored_acls,
+            "no authorizer: every principal may do everything, and the {stored_acls} stored ACLs are not enforced (start with --authorizer acls to enforce them)"
+        ),
+        Authorizer::None => tracing::info!(
+            authorizer = acl.authorizer.name(),
+            "no authorizer: every principal may do everything, and the ACL APIs answer SECURITY_DISABLED"
+        ),
+    }
+}
+
 /// Before the cores start: moves partitions placed on cores this run does not have (started
 /// earlier with more `--cores`) onto existing ones, and creates the internal topics
 /// (`__consumer_offsets`, `__transaction_state`) on the cluster's first start.
@@ -254,6 +278,7 @@ fn prepare_placement(meta: &MetaHandle, config: &BrokerConfig) -> Result<(), Sta
             }
         }
     }
+    log_authorizer(&config.acl, state.acls.len());
     // A data dir from before compaction: its offsets topic becomes compacted too.
     if let Some(t) = state.topic(crate::group::OFFSETS_TOPIC) {
         if !t.configs.contains_key("cleanup.policy") {

@@ -163,7 +163,14 @@ fn broker_config(s: Settings) -> Result<BrokerConfig, String> {
 
     // Listeners and security.
     c.security_protocol = protocol;
+    let authorizer = match security.authorizer.as_deref() {
+        None => net::acl::Authorizer::default(),
+        Some(mode) => net::acl::Authorizer::parse(mode).ok_or_else(|| {
+            format!("--authorizer {mode:?}: expected acls (enforce the ACLs) or none (no authorizer: everything is allowed)")
+        })?,
+    };
     c.acl = net::acl::AclConfig {
+        authorizer,
         super_users: security.super_users.clone(),
         allow_everyone_if_no_acl_found: security.allow_everyone_if_no_acl_found.unwrap_or(false),
     };

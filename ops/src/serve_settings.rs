@@ -194,6 +194,12 @@ pub struct SecuritySettings {
     /// Default: `false`.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub allow_everyone_if_no_acl_found: Option<bool>,
+    /// Which authorizer checks requests: `acls` (the ACLs that `kafka-acls` manages are
+    /// enforced; a resource no ACL names is open on listeners without authentication) or
+    /// `none` (no authorizer, as Kafka without `authorizer.class.name`: every principal may do
+    /// everything, and the ACL APIs answer SECURITY_DISABLED). Default: `acls`.
+    #[arg(long, value_name = "MODE")]
+    pub authorizer: Option<String>,
     /// Offer SASL/OAUTHBEARER, checking tokens' RS256/ES256 signatures against the keys of
     /// this JWKS file (JSON, `{"keys": [...]}`). Default: none.
     #[arg(long, value_name = "FILE")]

@@ -777,3 +777,60 @@ fn node_rpc_frames_need_the_cluster_secret() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// `--authorizer none` is Kafka without `authorizer.class.name`. ACLs stored under the default
+/// (`acls`) close a topic they name to anonymous clients; under `none` the same stored ACLs
+/// are not enforced (the broker warns at start that they are not), and `kafka-acls` is refused
+/// with SecurityDisabledException ("No Authorizer is configured."), on ringlog as on a Kafka
+/// 4.4 peer started without an authorizer.
+#[test]
+fn without_an_authorizer_acls_are_off_and_kafka_acls_says_so_as_on_kafka() {
+    use support::peer::KafkaPeer;
+    let mut broker = Broker::start(1);
+    create_topic(&broker, "locked", 1, &[]);
+    kcat_write(&broker, "locked", 0, &["before"]);
+    let acls = |bootstrap: &str, args: &[&str]| {
+        let mut all = vec!["--bootstrap-server", bootstrap];
+        all.extend_from_slice(args);
+        KafkaPeer::tool("kafka-acls", &all)
+    };
+    let allow_alice = [
+        "--add",
+        "--allow-principal",
+        "User:alice",
+        "--operation",
+        "Read",
+        "--topic",
+        "locked",
+    ];
+    let o = acls(&broker.bootstrap(), &allow_alice);
+    assert!(o.status.success(), "{}\n{}", o.stdout, o.stderr);
+    let topic_metadata = |b: &Broker| {
+        let mut c = std::process::Command::new(kcat());
+        c.args(["-b", &b.bootstrap(), "-L", "-t", "locked"]);
+        run_ok(c, None, Duration::from_secs(60))
+    };
+    let md = topic_metadata(&broker);
+    assert!(md.contains("Topic authorization failed"), "acls: anonymous is refused a named topic: {md}");
+
+    broker.set_extra_args(&["--authorizer", "none"]);
+    broker.restart();
+    broker.wait_for_log_line(&["1 stored ACLs are not enforced"], Duration::from_secs(30));
+    let md = topic_metadata(&broker);
+    assert!(md.contains("1 partitions"), "none: the stored ACL is not enforced: {md}");
+    assert_eq!(kcat_read(&broker, "locked", 0), vec!["before".to_string()]);
+
+    let Some(peer) = KafkaPeer::start(&[]) else {
+        return;
+    };
+    for args in [&allow_alice[..], &["--list"][..]] {
+        for (who, bootstrap) in [("ringlog", broker.bootstrap()), ("kafka", peer.bootstrap())] {
+            let o = acls(&bootstrap, args);
+            let text = format!("{}{}", o.stdout, o.stderr);
+            assert!(
+                text.contains("SecurityDisabledException") && text.contains("No Authorizer is configured"),
+                "{who}: kafka-acls {args:?}: {text}"
+            );
+        }
+    }
+}

@@ -1,6 +1,7 @@
 //! CreateAcls, DescribeAcls, DeleteAcls (KIP-140): the ACLs of the metastore
 //! (`MetaState::acls`), what `kafka-acls` manages. Each is allowed by ALTER (create, delete) or
-//! DESCRIBE (describe) on the cluster (`api::authz`).
+//! DESCRIBE (describe) on the cluster (`api::authz`). A broker without an authorizer
+//! (`--authorizer none`) answers each with SECURITY_DISABLED, as Kafka without one.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -14,13 +15,27 @@ use kafka_protocol::messages::{
     CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
     DescribeAclsRequest, DescribeAclsResponse,
 };
+use kafka_protocol::protocol::StrBytes;
 use meta::{AclBinding, Command};
 
 use super::str_bytes;
 use crate::acl::{self, Filter};
 use crate::core::CoreState;
 
+/// `Some((SECURITY_DISABLED, Kafka's message))` when the broker runs without an authorizer.
+fn disabled(state: &CoreState) -> Option<(i16, StrBytes)> {
+    (state.ctx.config.acl.authorizer == acl::Authorizer::None)
+        .then(|| (acl::SECURITY_DISABLED, str_bytes(acl::NO_AUTHORIZER_MESSAGE)))
+}
+
 pub async fn create(state: &Rc<CoreState>, req: CreateAclsRequest) -> CreateAclsResponse {
+    if let Some((code, msg)) = disabled(state) {
+        let refused = AclCreationResult::default()
+            .with_error_code(code)
+            .with_error_message(Some(msg));
+        return CreateAclsResponse::default()
+            .with_results(vec![refused; req.creations.len()]);
+    }
     let checked: Vec<Result<AclBinding, (i16, String)>> = req
         .creations
         .iter()
@@ -90,6 +105,11 @@ fn filter(
 }
 
 pub fn describe(state: &CoreState, req: DescribeAclsRequest) -> DescribeAclsResponse {
+    if let Some((code, msg)) = disabled(state) {
+        return DescribeAclsResponse::default()
+            .with_error_code(code)
+            .with_error_message(Some(msg));
+    }
     let f = filter(
         req.resource_type_filter,
         req.resource_name_filter.as_deref(),
@@ -127,6 +147,12 @@ pub fn describe(state: &CoreState, req: DescribeAclsRequest) -> DescribeAclsResp
 }
 
 pub async fn delete(state: &Rc<CoreState>, req: DeleteAclsRequest) -> DeleteAclsResponse {
+    if let Some((code, msg)) = disabled(state) {
+        let refused = DeleteAclsFilterResult::default()
+            .with_error_code(code)
+            .with_error_message(Some(msg));
+        return DeleteAclsResponse::default().with_filter_results(vec![refused; req.filters.len()]);
+    }
     let matched: Vec<Vec<AclBinding>> = {
         let m = state.meta.borrow();
         req.filters

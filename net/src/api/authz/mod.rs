@@ -44,8 +44,10 @@ pub fn may(state: &CoreState, who: &Subject, op: i8, rtype: i8, name: &str) -> b
 /// Whether everything is allowed to `who` without looking (no ACL at all, and the no-ACL
 /// rule opens resources to it): the common case, kept free of per-item work.
 fn all_open(state: &CoreState, who: &Subject) -> bool {
-    state.meta.borrow().acls.is_empty()
-        && (!who.authenticated || state.ctx.config.acl.allow_everyone_if_no_acl_found)
+    let cfg = &state.ctx.config.acl;
+    cfg.authorizer == acl::Authorizer::None
+        || (state.meta.borrow().acls.is_empty()
+            && (!who.authenticated || cfg.allow_everyone_if_no_acl_found))
 }
 
 pub(crate) fn on_cluster(state: &CoreState, who: &Subject, op: i8) -> bool {
