@@ -8,6 +8,7 @@ pub mod admin_http;
 pub mod api;
 pub mod barrier;
 pub mod broker;
+pub mod broker_configs;
 pub mod brokers;
 pub mod cluster;
 pub mod codes;

@@ -9,8 +9,10 @@ use engine::{CleanupPolicy, LogConfig, TimestampType};
 /// Kafka's DescribeConfigs `config_type` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConfigType {
+    Boolean = 1,
     String = 2,
     Int = 3,
+    Short = 4,
     Long = 5,
     Double = 6,
     List = 7,

@@ -811,17 +811,26 @@ pub fn describe_configs(
             let mut out = DescribeConfigsResult::default()
                 .with_resource_type(res.resource_type)
                 .with_resource_name(res.resource_name.clone());
-            let entries: Vec<(String, String, i8, topic_config::ConfigType)> =
+            // (name, value (None: null), source, type, read-only)
+            type Entry = (String, Option<String>, i8, topic_config::ConfigType, bool);
+            let entries: Vec<Entry> =
                 match res.resource_type {
                     RESOURCE_TOPIC => match m.topic(&name) {
-                        Some(t) => topic_config_entries(state, &t.configs),
+                        Some(t) => topic_config_entries(state, &t.configs)
+                            .into_iter()
+                            .map(|(k, v, source, ty)| (k, Some(v), source, ty, false))
+                            .collect(),
                         None => {
                             out.error_code = codes::UNKNOWN_TOPIC_OR_PARTITION;
                             out.error_message = Some(str_bytes(format!("unknown topic '{name}'")));
                             return out;
                         }
                     },
-                    RESOURCE_BROKER => topic_config_entries(state, &BTreeMap::new()),
+                    // Fixed for the life of the process: read-only (see `broker_configs`).
+                    RESOURCE_BROKER => crate::broker_configs::describe(&state.ctx.config)
+                        .into_iter()
+                        .map(|e| (e.name.to_string(), e.value, e.source, e.config_type, true))
+                        .collect(),
                     other => {
                         out.error_code = codes::INVALID_REQUEST;
                         out.error_message = Some(str_bytes(format!(
@@ -838,11 +847,11 @@ pub fn describe_configs(
             out.configs = entries
                 .into_iter()
                 .filter(|(k, ..)| wanted.as_ref().is_none_or(|w| w.contains(k)))
-                .map(|(k, v, source, ty)| {
+                .map(|(k, v, source, ty, read_only)| {
                     let mut e = DescribeConfigsResourceResult::default()
                         .with_name(str_bytes(k))
-                        .with_value(Some(str_bytes(v)))
-                        .with_read_only(false)
+                        .with_value(v.map(str_bytes))
+                        .with_read_only(read_only)
                         .with_config_source(source);
                     if version >= 3 {
                         e.config_type = ty as i8;
