@@ -9,6 +9,7 @@ pub mod api;
 pub mod barrier;
 pub mod broker;
 pub mod broker_configs;
+pub mod broker_loggers;
 pub mod brokers;
 pub mod cluster;
 pub mod codes;

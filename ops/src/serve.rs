@@ -458,23 +458,34 @@ fn read_cluster_secret(path: &std::path::Path) -> Result<Vec<u8>, String> {
 /// The tracing target of the request spans (`--trace-requests`).
 const TRACE_TARGET_DIRECTIVE: &str = "ringlog::trace=trace";
 
+/// The log filter when `RINGLOG_LOG` is unset (or not a filter).
+const DEFAULT_LOG_FILTER: &str = "info,openraft=warn";
+
+/// Logs to stderr through a filter that Kafka's BROKER_LOGGER requests can change at run
+/// time (`net::broker_loggers`, which gets the filter's directives and the way to reload it).
 fn init_logging(trace_requests: bool) {
-    let mut filter = tracing_subscriber::EnvFilter::try_from_env("RINGLOG_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn"));
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let mut directives = std::env::var("RINGLOG_LOG")
+        .ok()
+        .filter(|d| tracing_subscriber::EnvFilter::try_new(d).is_ok())
+        .unwrap_or_else(|| DEFAULT_LOG_FILTER.to_string());
     if trace_requests {
-        filter = filter.add_directive(
-            TRACE_TARGET_DIRECTIVE
-                .parse()
-                .expect("the trace directive is a valid filter directive"),
-        );
+        directives = format!("{directives},{TRACE_TARGET_DIRECTIVE}");
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let filter = tracing_subscriber::EnvFilter::try_new(&directives)
+        .expect("the directives were checked, and the trace directive is a valid one");
+    let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
+    let fmt = tracing_subscriber::fmt::layer()
         // Only enabled spans close with a line: the request spans, when traced.
         .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    tracing_subscriber::registry().with(filter).with(fmt).init();
+    net::broker_loggers::install(&directives, move |d| {
+        let next = tracing_subscriber::EnvFilter::try_new(d).map_err(|e| e.to_string())?;
+        handle.reload(next).map_err(|e| e.to_string())
+    });
 }
 
 /// Blocks SIGINT and SIGTERM in this thread (and so in every thread started after) and returns

@@ -32,9 +32,11 @@ use crate::topic_config;
 /// DescribeConfigs / AlterConfigs resource types.
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
+const RESOURCE_BROKER_LOGGER: i8 = 8;
 /// DescribeConfigs config sources.
 const SOURCE_TOPIC_CONFIG: i8 = 1;
 const SOURCE_DEFAULT_CONFIG: i8 = 5;
+const SOURCE_DYNAMIC_BROKER_LOGGER_CONFIG: i8 = 6;
 /// IncrementalAlterConfigs operations.
 const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
@@ -46,7 +48,7 @@ fn config_resource_type_name(code: i8) -> String {
     let name = match code {
         RESOURCE_TOPIC => "TOPIC",
         RESOURCE_BROKER => "BROKER",
-        8 => "BROKER_LOGGER",
+        RESOURCE_BROKER_LOGGER => "BROKER_LOGGER",
         16 => "CLIENT_METRICS",
         32 => "GROUP",
         _ => "UNKNOWN",
@@ -831,11 +833,19 @@ pub fn describe_configs(
                         .into_iter()
                         .map(|e| (e.name.to_string(), e.value, e.source, e.config_type, true))
                         .collect(),
+                    // Each logger's level, changed at run time (see `broker_loggers`).
+                    RESOURCE_BROKER_LOGGER => crate::broker_loggers::describe()
+                        .into_iter()
+                        .map(|(logger, level)| {
+                            let source = SOURCE_DYNAMIC_BROKER_LOGGER_CONFIG;
+                            (logger.to_string(), Some(level.to_string()), source, topic_config::ConfigType::String, false)
+                        })
+                        .collect(),
                     other => {
                         out.error_code = codes::INVALID_REQUEST;
                         out.error_message = Some(str_bytes(format!(
-                            "resource type {} is not supported: ringlog describes TOPIC and \
-                             BROKER configs",
+                            "resource type {} is not supported: ringlog describes TOPIC, \
+                             BROKER and BROKER_LOGGER configs",
                             config_resource_type_name(other)
                         )));
                         return out;
@@ -930,6 +940,33 @@ fn broker_config_alteration(
     Ok(())
 }
 
+/// An IncrementalAlterConfigs of the broker's loggers: SET a level, or DELETE a logger's own
+/// level (it then logs at its parent's); all or none of them.
+fn broker_logger_alteration(
+    configs: &[kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig],
+    validate_only: bool,
+) -> Result<(), Refusal> {
+    let mut changes = Vec::with_capacity(configs.len());
+    for c in configs {
+        let logger = c.name.to_string();
+        match c.config_operation {
+            OP_SET => changes.push((logger, Some(c.value.as_deref().unwrap_or_default().to_string()))),
+            OP_DELETE => changes.push((logger, None)),
+            op => {
+                return Err((
+                    codes::INVALID_CONFIG,
+                    format!(
+                        "{} on logger {logger}: a BROKER_LOGGER takes SET and DELETE",
+                        config_operation_name(op)
+                    ),
+                ))
+            }
+        }
+    }
+    crate::broker_loggers::alter(&changes, validate_only)
+        .map_err(|e| (codes::INVALID_CONFIG, e.to_string()))
+}
+
 pub async fn incremental_alter_configs(
     state: &Rc<CoreState>,
     req: IncrementalAlterConfigsRequest,
@@ -944,11 +981,14 @@ pub async fn incremental_alter_configs(
             if res.resource_type == RESOURCE_BROKER {
                 return broker_config_alteration(&res.configs);
             }
+            if res.resource_type == RESOURCE_BROKER_LOGGER {
+                return broker_logger_alteration(&res.configs, req.validate_only);
+            }
             if res.resource_type != RESOURCE_TOPIC {
                 return Err((
                     codes::INVALID_REQUEST,
                     format!(
-                        "resource type {} cannot be altered: ringlog alters TOPIC and BROKER configs",
+                        "resource type {} cannot be altered: ringlog alters TOPIC, BROKER and BROKER_LOGGER configs",
                         config_resource_type_name(res.resource_type)
                     ),
                 ));

@@ -856,6 +856,40 @@ def configs_broker_all(ctx):
                  f"ringlog lists topic-level {topic_level} for a broker")
 
 
+@check("tools.kafka-configs.broker-loggers")
+def configs_broker_loggers(ctx):
+    """Log levels at run time (KIP-412): each broker names its own loggers (Kafka's are Java
+    classes, ringlog's its crates), so the comparison is on what both have: the root logger,
+    setting it, and the refusals of an unknown logger, a bad level and removing root."""
+    ent = ["--entity-type", "broker-loggers", "--entity-name", "1"]
+
+    def loggers(b, text):
+        found = dict(re.findall(r"^\s+([\w.:$]+)=(\w+) sensitive=false", text, re.M))
+        ctx.expect(b, found.get("root") in ("INFO", "DEBUG"), f"root logger missing or odd: {found.get('root')!r}")
+        return found
+
+    d = ctx.both("kafka-configs", BS + ent + ["--describe"])
+    first = {b: loggers(b, d[b].out) for b in BROKERS}
+    ctx.expect(RINGLOG, {"net", "engine", "meta"} <= set(first[RINGLOG]), f"ringlog's loggers: {sorted(first[RINGLOG])}")
+    try:
+        a = ctx.both("kafka-configs", BS + ent + ["--alter", "--add-config", "root=DEBUG"])
+        ctx.same("set root=DEBUG", a[KAFKA].out, a[RINGLOG].out)
+        d = ctx.both("kafka-configs", BS + ent + ["--describe"])
+        for b in BROKERS:
+            ctx.expect(b, loggers(b, d[b].out).get("root") == "DEBUG", "root is DEBUG after the set")
+        # A logger with no level of its own follows root's.
+        ctx.expect(RINGLOG, loggers(RINGLOG, d[RINGLOG].out).get("engine") == "DEBUG", "engine follows root")
+    finally:
+        ctx.both("kafka-configs", BS + ent + ["--alter", "--add-config", "root=INFO"])
+    for what, args in (("unknown logger", ["--add-config", "no.such.logger.x=INFO"]),
+                       ("bad level", ["--add-config", "root=LOUD"]),
+                       ("remove root", ["--delete-config", "root"])):
+        a = ctx.both("kafka-configs", BS + ent + ["--alter"] + args, ok=False)
+        for b in BROKERS:
+            ctx.expect(b, a[b].rc != 0, f"{what}: accepted: {a[b].summary()}")
+        ctx.same(f"{what}: error class", a[KAFKA].error_class(), a[RINGLOG].error_class())
+
+
 @check("tools.kafka-configs.client-quotas")
 def configs_quotas(ctx):
     c1, c2, u1 = ctx.name("qc1"), ctx.name("qc2"), ctx.name("qu1")
