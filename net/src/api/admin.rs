@@ -963,8 +963,14 @@ fn broker_logger_alteration(
             }
         }
     }
-    crate::broker_loggers::alter(&changes, validate_only)
-        .map_err(|e| (codes::INVALID_CONFIG, e.to_string()))
+    crate::broker_loggers::alter(&changes, validate_only).map_err(|e| {
+        // Kafka refuses the removal of root's level as a bad request, the rest as bad configs.
+        let code = match e {
+            crate::broker_loggers::LoggerRefusal::RootRemoved => codes::INVALID_REQUEST,
+            _ => codes::INVALID_CONFIG,
+        };
+        (code, e.to_string())
+    })
 }
 
 pub async fn incremental_alter_configs(
