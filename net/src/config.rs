@@ -137,6 +137,9 @@ pub struct BrokerConfig {
     /// (`sasl-authentication-deadline-ms`, by default the request timeout); then it is closed.
     pub sasl_authentication_deadline_ms: u64,
     pub fetch_max_bytes: usize,
+    /// Fetch sessions the node keeps, split between its cores (Kafka's
+    /// `max.incremental.fetch.session.cache.slots`; `crate::fetch_session`); 0: none.
+    pub max_incremental_fetch_session_cache_slots: usize,
     pub auto_create_topics: bool,
     /// Partitions of a topic created without a count (`num.partitions`).
     pub default_partitions: u32,
@@ -276,6 +279,8 @@ impl BrokerConfig {
             sasl_server_max_receive_bytes: DEFAULT_SASL_SERVER_MAX_RECEIVE_BYTES,
             sasl_authentication_deadline_ms: DEFAULT_REQUEST_TIMEOUT_MS,
             fetch_max_bytes: DEFAULT_FETCH_MAX_BYTES,
+            max_incremental_fetch_session_cache_slots:
+                crate::fetch_session::DEFAULT_MAX_INCREMENTAL_FETCH_SESSION_CACHE_SLOTS,
             auto_create_topics: false,
             default_partitions: 1,
             log_defaults: LogConfig::default(),

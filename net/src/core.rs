@@ -218,6 +218,9 @@ pub struct Admission {
     pub pre_auth_request_bytes: Rc<glommio::sync::Semaphore>,
     /// The client-quota buckets of this core's clients (`crate::quota`).
     pub quotas: RefCell<crate::quota::Quotas>,
+    /// The fetch sessions of this core's clients (`crate::fetch_session`), at most this core's
+    /// share of `max-incremental-fetch-session-cache-slots`.
+    pub fetch_sessions: RefCell<crate::fetch_session::FetchSessions>,
 }
 
 /// Faults injected for tests (`--enable-fault-injection` only).
@@ -251,6 +254,17 @@ impl CoreState {
         let request_bytes = ctx.config.queued_max_request_bytes_per_core as u64;
         let pre_auth_request_bytes =
             PRE_AUTH_FRAMES_PER_CORE * ctx.config.sasl_server_max_receive_bytes as u64;
+        // The node's session slots, split between its cores (each has one at least unless
+        // the node has none).
+        let (slots, cores) = (
+            ctx.config.max_incremental_fetch_session_cache_slots,
+            ctx.config.cores(),
+        );
+        let session_slots = if slots == 0 { 0 } else { (slots / cores).max(1) };
+        let session_seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+            ^ ((core as u64) << 48);
         Ok(Rc::new_cyclic(|me| Self {
             core,
             me: me.clone(),
@@ -278,6 +292,12 @@ impl CoreState {
                     pre_auth_request_bytes,
                 )),
                 quotas: RefCell::default(),
+                fetch_sessions: RefCell::new(crate::fetch_session::FetchSessions::new(
+                    session_slots,
+                    session_seed,
+                    core,
+                    cores,
+                )),
             },
             metrics: Default::default(),
             fault_injection: FaultInjection {
@@ -569,6 +589,8 @@ impl CoreState {
                 m.get()
             },
             groups: self.coordinators.groups.borrow().len() as u64,
+            fetch_sessions: self.admission.fetch_sessions.borrow().len() as u64,
+            fetch_session_evictions: self.admission.fetch_sessions.borrow().evictions,
             group_offsets: self
                 .coordinators
                 .groups

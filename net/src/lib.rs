@@ -23,6 +23,7 @@ pub mod core;
 pub mod cursor_registry;
 pub mod fanout_runtime;
 pub mod fd_budget;
+pub mod fetch_session;
 pub mod group;
 pub mod lazy_reserve;
 pub mod leader_balance;

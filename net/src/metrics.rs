@@ -229,6 +229,9 @@ pub struct Snapshot {
     pub inbox_depth: u64,
     pub busy_seconds: f64,
     pub groups: u64,
+    /// Fetch sessions the core holds, and those evicted for new ones since start.
+    pub fetch_sessions: u64,
+    pub fetch_session_evictions: u64,
     pub recovered_partitions: u64,
     pub recovery_segments_scanned: u64,
     pub recovery_truncations: u64,
@@ -609,6 +612,18 @@ pub fn render(snaps: &[Snapshot]) -> String {
             "gauge",
             "Bytes of log data of the core's partitions.",
             |s| s.partitions.iter().map(|p| p.log_bytes).sum::<u64>() as f64,
+        ),
+        (
+            "ringlog_fetch_sessions",
+            "gauge",
+            "Incremental fetch sessions the core holds (Kafka's NumIncrementalFetchSessions).",
+            |s| s.fetch_sessions as f64,
+        ),
+        (
+            "ringlog_fetch_session_evictions_total",
+            "counter",
+            "Fetch sessions the core evicted to make room for new ones.",
+            |s| s.fetch_session_evictions as f64,
         ),
         (
             "ringlog_consumer_groups",

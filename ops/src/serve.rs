@@ -280,6 +280,10 @@ fn broker_config(s: Settings) -> Result<BrokerConfig, String> {
         .sasl_authentication_deadline_ms
         .unwrap_or(c.request_timeout_ms);
     set(&mut c.fetch_max_bytes, connections.fetch_max_bytes);
+    set(
+        &mut c.max_incremental_fetch_session_cache_slots,
+        connections.max_incremental_fetch_session_cache_slots,
+    );
     set(&mut c.quota_burst_ms, connections.quota_burst_ms);
 
     // Topics and logs.

@@ -271,6 +271,11 @@ pub struct ConnectionSettings {
     /// `fetch.max.bytes`). Default: `57671680`.
     #[arg(long, value_name = "BYTES")]
     pub fetch_max_bytes: Option<usize>,
+    /// Incremental fetch sessions the node keeps for its clients, split between its cores
+    /// (Kafka's `max.incremental.fetch.session.cache.slots`); 0: every fetch names all its
+    /// partitions. Default: `1000`.
+    #[arg(long, value_name = "N")]
+    pub max_incremental_fetch_session_cache_slots: Option<usize>,
     /// How much of a client quota a client may send at once before it is throttled, in ms of
     /// the quota. Default: `1000`.
     #[arg(long, value_name = "MS")]

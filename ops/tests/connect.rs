@@ -549,6 +549,19 @@ fn file_source_and_sink_survive_a_worker_crash(
         values, want,
         "topic 'lines' (JSON strings): each line once, in order"
     );
+    // The worker's consumers fetch in incremental sessions: a broker answering a session's
+    // fetch with partitions it did not ask for makes the Java client log so (and drop it).
+    let log = String::from_utf8_lossy(&fs::read(&worker.log).unwrap_or_default()).into_owned();
+    let invalid: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("sent an invalid") && l.contains("fetch response"))
+        .collect();
+    assert!(
+        invalid.is_empty(),
+        "{}: the Java client found fetch responses that break its session:\n{}",
+        broker.kind(),
+        invalid.join("\n")
+    );
     worker.kill();
     also(&broker.bootstrap());
     broker.assert_alive();

@@ -59,6 +59,8 @@ const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const ILLEGAL_GENERATION: i16 = 22;
 const UNKNOWN_MEMBER_ID: i16 = 25;
 const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
+const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
 const TOPIC_ALREADY_EXISTS: i16 = 36;
 const INVALID_PARTITIONS: i16 = 37;
 const INVALID_CONFIG: i16 = 40;
@@ -470,6 +472,72 @@ fn fetch_of(side: &Side, v: i16, topic: &str, offset: i64, epoch: i32) -> FetchR
         .with_topics(vec![t])
 }
 
+/// A fetch session (KIP-227) at Fetch `v`, each request on a connection of its own (a
+/// session is the broker's, not a connection's): a full fetch opens it; an incremental fetch
+/// at the end of the log answers no partition (nothing new); the same epoch again is refused;
+/// the final epoch closes it; a fetch of it after that finds no session.
+fn session_scenarios(side: &mut Side, v: i16) -> Vec<(&'static str, Answer)> {
+    let key = ApiKey::Fetch;
+    let produced = side.produced;
+    let mut open = fetch(side, v, 0);
+    open.session_epoch = 0;
+    let opened = side.call::<FetchRequest, FetchResponse>(key, v, &open);
+    let id = opened.as_ref().map_or(0, |r| r.session_id);
+    if side.name == "ringlog" {
+        let mut own = Own {
+            at: format!("ringlog Fetch v{v} session-open"),
+            failures: &mut side.failures,
+        };
+        match &opened {
+            Ok(r) => {
+                own.eq("error_code", r.error_code, 0);
+                own.that("a session id", r.session_id > 0);
+            }
+            Err(e) => own.fail(format!("no answer: {e}")),
+        }
+    }
+    let at = |epoch: i32, offset: i64| {
+        let mut r = fetch(side, v, offset);
+        r.session_id = id;
+        r.session_epoch = epoch;
+        r
+    };
+    let (at_end, stale, close, after) = (at(1, produced), at(1, produced), at(-1, produced), at(2, produced));
+    let refused = |want: i16| {
+        move |r: &FetchResponse, own: &mut Own| {
+            own.eq("error_code", r.error_code, want);
+            own.eq("session_id", r.session_id, 0);
+            own.that("no partitions", r.responses.is_empty());
+        }
+    };
+    vec![
+        ("session-open", opened.map(|r| normalise(&format!("{r:?}")))),
+        (
+            "session-nothing-new",
+            side.checked(key, v, "session-nothing-new", &at_end, |r: &FetchResponse, own| {
+                own.eq("error_code", r.error_code, 0);
+                own.eq("session_id", r.session_id, id);
+                own.that("no partitions: nothing new", r.responses.is_empty());
+            }),
+        ),
+        (
+            "session-stale-epoch",
+            side.checked(key, v, "session-stale-epoch", &stale, refused(INVALID_FETCH_SESSION_EPOCH)),
+        ),
+        (
+            "session-close",
+            side.checked(key, v, "session-close", &close, |r: &FetchResponse, own| {
+                own.eq("error_code", r.error_code, 0);
+                own.eq("session_id", r.session_id, 0);
+            }),
+        ),
+        (
+            "session-closed",
+            side.checked(key, v, "session-closed", &after, refused(FETCH_SESSION_ID_NOT_FOUND)),
+        ),
+    ]
+}
+
 /// The scenarios of `key` at version `v`: (scenario, answer), in order (both brokers go
 /// through the same ones, so a produce's offsets agree).
 fn scenarios(side: &mut Side, key: ApiKey, v: i16) -> Vec<(&'static str, Answer)> {
@@ -739,6 +807,9 @@ fn scenarios(side: &mut Side, key: ApiKey, v: i16) -> Vec<(&'static str, Answer)
                         error_of(TOPIC, topic_id, UNKNOWN_LEADER_EPOCH),
                     ),
                 ));
+            }
+            if v >= 7 {
+                answers.extend(session_scenarios(side, v));
             }
             answers
         }

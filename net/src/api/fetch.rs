@@ -285,6 +285,115 @@ async fn read_one(state: &Rc<CoreState>, item: &ReadItem, limit: usize) -> (Part
     }
 }
 
+/// What a fetch does about its session (`crate::fetch_session`), decided before its ACLs are
+/// checked: an incremental fetch names every partition of its session from then on, so each is
+/// checked on every fetch.
+pub struct SessionStep {
+    plan: crate::fetch_session::Plan,
+    /// The partitions a full fetch that may open a session asked for, as sent.
+    asked: Vec<kafka_protocol::messages::fetch_request::FetchTopic>,
+    privileged: bool,
+}
+
+/// Runs `f` on the sessions of the core that holds session `id` (this core's for a new one).
+async fn with_sessions<R: Send + 'static>(
+    state: &Rc<CoreState>,
+    id: i32,
+    f: impl FnOnce(&mut crate::fetch_session::FetchSessions) -> R + Send + 'static,
+) -> Result<R, crate::route::CoreGone> {
+    let home = crate::fetch_session::home_core(id, state.core, state.ctx.config.cores());
+    crate::route::on_core(state, home, move |s| async move {
+        f(&mut s.admission.fetch_sessions.borrow_mut())
+    })
+    .await
+}
+
+/// Plans `req`'s session on its home core and, for an incremental fetch, makes it name all
+/// the session's partitions.
+pub async fn begin_session(
+    state: &Rc<CoreState>,
+    version: i16,
+    req: &mut FetchRequest,
+) -> SessionStep {
+    use crate::fetch_session::Plan;
+    let replica = if version >= 15 {
+        req.replica_state.replica_id.0
+    } else {
+        req.replica_id.0
+    };
+    let mut moved = std::mem::take(req);
+    let planned = with_sessions(state, moved.session_id, move |c| {
+        let plan = c.plan(version, &mut moved, Instant::now());
+        (plan, moved)
+    })
+    .await;
+    let plan = match planned {
+        Ok((plan, back)) => {
+            *req = back;
+            plan
+        }
+        // The session's core is shutting down: so is the node.
+        Err(_) => Plan::Refused(codes::FETCH_SESSION_ID_NOT_FOUND),
+    };
+    let asked = match plan {
+        Plan::Full { open: true } => req.topics.clone(),
+        _ => Vec::new(),
+    };
+    SessionStep {
+        plan,
+        asked,
+        privileged: replica >= 0,
+    }
+}
+
+impl SessionStep {
+    /// The whole answer when the session refuses the fetch (an unknown session, a wrong
+    /// epoch): the error, no partitions, no session.
+    pub fn refusal(&self) -> Option<FetchResponse> {
+        match self.plan {
+            crate::fetch_session::Plan::Refused(code) => Some(
+                FetchResponse::default()
+                    .with_error_code(code)
+                    .with_session_id(crate::fetch_session::NO_SESSION),
+            ),
+            _ => None,
+        }
+    }
+
+    /// After the answer is made: opens the session a full fetch asked for (on this core), or
+    /// keeps only the changed partitions of an incremental one (on its home core); sets the
+    /// answer's session id.
+    pub async fn finish(self, state: &Rc<CoreState>, version: i16, resp: &mut FetchResponse) {
+        use crate::fetch_session::{Plan, NO_SESSION};
+        resp.session_id = match self.plan {
+            Plan::Full { open: true } if resp.error_code == codes::NONE => {
+                state.admission.fetch_sessions.borrow_mut().open(
+                    version,
+                    &self.asked,
+                    self.privileged,
+                    resp,
+                    Instant::now(),
+                )
+            }
+            Plan::Incremental { id } => {
+                let mut moved = std::mem::take(resp);
+                let answered = with_sessions(state, id, move |c| {
+                    c.answer(id, &mut moved);
+                    moved
+                })
+                .await;
+                // A core shutting down: the whole answer is sent (a client accepts any of
+                // its session's partitions).
+                if let Ok(answered) = answered {
+                    *resp = answered;
+                }
+                id
+            }
+            _ => NO_SESSION,
+        };
+    }
+}
+
 /// The largest response a Fetch may produce: the request's `max_bytes`, capped by the broker's
 /// `fetch-max-bytes` (≤ 0 means the cap). The connection reserves this much for the response.
 pub fn response_cap_bytes(req: &FetchRequest, cfg: &crate::config::BrokerConfig) -> usize {

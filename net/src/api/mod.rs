@@ -301,9 +301,21 @@ pub async fn dispatch(state: &Rc<CoreState>, req: Request) -> Option<ResponseKin
         return Some(refusal);
     }
     let mut req = req;
+    // A fetch's session before the ACLs: an incremental fetch names all its session's
+    // partitions from here on, so that each is checked on every fetch.
+    let session = match &mut req.body {
+        RequestKind::Fetch(f) => Some(fetch::begin_session(state, version, f).await),
+        _ => None,
+    };
+    if let Some(refusal) = session.as_ref().and_then(fetch::SessionStep::refusal) {
+        return Some(ResponseKind::Fetch(refusal));
+    }
     let refused = authz::take_refused(state, &req.subject, &mut req.body);
     let mut resp = handle_kind(state, version, req).await?;
     authz::restore_refused(state, refused, &mut resp);
+    if let (Some(session), ResponseKind::Fetch(f)) = (session, &mut resp) {
+        session.finish(state, version, f).await;
+    }
     Some(resp)
 }
 
