@@ -31,12 +31,13 @@
 #            against durable Kafka, whose fsync per append makes it far slower; acks=all,
 #            unthrottled) then kafka-consumer-perf-test reading them back
 #   backlog  a BACKLOG_GB (default 1) GiB backlog built at BACKLOG_RATE msg/s (default 30,000)
-#            on 6 partitions before the 2 consumers start; the time to drain it. Only in the
-#            Kafka modes of BACKLOG_MODES (default "default": durable Kafka would take far too
-#            long to write the backlog, and the drain reads what is already on disk)
+#            on 6 partitions before the 2 consumers start; the time to drain it. In the Kafka
+#            modes of BACKLOG_MODES (default both: durable Kafka keeps the 30,000 msg/s)
 #   p10000   max rate, the 10,000-partition workload (bench/workloads/1-topic-10000-...) with
-#            P10000_PARTITIONS (default 9,999) partitions and a P10000_WARMUP (default 90 s)
-#            warm-up, in the Kafka modes of P10000_MODES (default "default"). 9,999: Kafka 4.4's
+#            P10000_PARTITIONS (default 9,999) partitions and a P10000_WARMUP (default 400 s:
+#            Kafka takes one to two minutes to create the 9,999 logs here, and its producers
+#            time out on the partitions it has not created yet) warm-up, in the Kafka modes of
+#            P10000_MODES (default both). 9,999: Kafka 4.4's
 #            KRaft controller refuses a CreateTopics of 10,000 partitions ("Unable to perform
 #            excessively large batch operation": a topic record and 10,000 partition records
 #            exceed its 10,000 records per operation). ringlog-bench gives CreateTopics a fixed
@@ -73,10 +74,10 @@ backlog_gb=${BACKLOG_GB:-1}
 backlog_rate=${BACKLOG_RATE:-30000}
 perf_records=${PERF_RECORDS:-300000}
 perf_records_durable=${PERF_RECORDS_DURABLE:-100000}
-backlog_modes=${BACKLOG_MODES:-default}
-p10000_modes=${P10000_MODES:-default}
+backlog_modes=${BACKLOG_MODES:-"default durable"}
+p10000_modes=${P10000_MODES:-"default durable"}
 p10000_partitions=${P10000_PARTITIONS:-9999}
-p10000_warmup=${P10000_WARMUP:-90}
+p10000_warmup=${P10000_WARMUP:-400}
 part_warmup=${PART_WARMUP:-45}
 export RINGLOG_PEER_HEAP=${RINGLOG_PEER_HEAP:-512m}
 export RINGLOG_PEER_START_TIMEOUT=${KAFKA_START_TIMEOUT:-180}
