@@ -1416,7 +1416,8 @@ mod tests {
             change(throttle, OP_SET, Some("100")),
             change("log.retention.ms", OP_SET, Some("1")),
         ] {
-            let (code, message) = broker_config_alteration(&[refused.clone()]).unwrap_err();
+            let (code, message) =
+                broker_config_alteration(std::slice::from_ref(&refused)).unwrap_err();
             assert_eq!(code, codes::INVALID_CONFIG);
             assert!(message.contains(&refused.key), "{message}");
         }
