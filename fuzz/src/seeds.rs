@@ -78,6 +78,22 @@ pub fn sample_request(key: ApiKey) -> Option<RequestKind> {
                     .with_configs(vec![Default::default()]),
             ]),
         ),
+        ApiKey::AlterConfigs => {
+            RequestKind::AlterConfigs(AlterConfigsRequest::default().with_resources(vec![
+                alter_configs_request::AlterConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(StrBytes::from_static_str("fuzz"))
+                    .with_configs(vec![alter_configs_request::AlterableConfig::default()
+                        .with_name(StrBytes::from_static_str("retention.ms"))
+                        .with_value(Some(StrBytes::from_static_str("60000")))]),
+            ]))
+        }
+        ApiKey::GetTelemetrySubscriptions => {
+            RequestKind::GetTelemetrySubscriptions(Default::default())
+        }
+        ApiKey::PushTelemetry => RequestKind::PushTelemetry(
+            PushTelemetryRequest::default().with_metrics(Bytes::from_static(b"metrics")),
+        ),
         ApiKey::FindCoordinator => RequestKind::FindCoordinator(Default::default()),
         ApiKey::JoinGroup => RequestKind::JoinGroup(
             JoinGroupRequest::default().with_protocols(vec![Default::default()]),
@@ -349,11 +365,11 @@ pub fn sample_frame_body(key: ApiKey, version: i16, correlation_id: i32) -> Opti
     Some(buf.to_vec())
 }
 
-/// `sample_frame_body` of every advertised API and version, in the request targets' input
+/// `sample_frame_body` of every served API and version, in the request targets' input
 /// format (API pick, version pick, then the frame after the correlation id).
 pub fn request_inputs() -> Vec<Vec<u8>> {
     let mut out = Vec::new();
-    for (i, &(key, min, max)) in net::api::SUPPORTED_APIS.iter().enumerate() {
+    for (i, &(key, min, max)) in net::api::served_apis().enumerate() {
         for v in min..=max {
             if let Some(body) = sample_frame_body(key, v, 7) {
                 let mut input = vec![i as u8, (v - min) as u8];

@@ -74,6 +74,9 @@ pub const PRODUCER_FENCED: i16 = E::ProducerFenced.code();
 pub const NOT_COORDINATOR: i16 = E::NotCoordinator.code();
 pub const RESOURCE_NOT_FOUND: i16 = E::ResourceNotFound.code();
 pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = E::CoordinatorLoadInProgress.code();
+pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = E::UnsupportedCompressionType.code();
+pub const UNKNOWN_SUBSCRIPTION_ID: i16 = E::UnknownSubscriptionId.code();
+pub const TELEMETRY_TOO_LARGE: i16 = E::TelemetryTooLarge.code();
 
 /// The Kafka error code for an invalid record batch.
 pub fn for_batch_error(e: &BatchError) -> i16 {

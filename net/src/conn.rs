@@ -897,6 +897,7 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::CreatePartitions => "CreatePartitions",
         ApiKey::DeleteGroups => "DeleteGroups",
         ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
+        ApiKey::AlterConfigs => "AlterConfigs",
         ApiKey::OffsetDelete => "OffsetDelete",
         ApiKey::DescribeCluster => "DescribeCluster",
         ApiKey::DeleteRecords => "DeleteRecords",
@@ -925,6 +926,8 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::AlterUserScramCredentials => "AlterUserScramCredentials",
         ApiKey::DescribeClientQuotas => "DescribeClientQuotas",
         ApiKey::AlterClientQuotas => "AlterClientQuotas",
+        ApiKey::GetTelemetrySubscriptions => "GetTelemetrySubscriptions",
+        ApiKey::PushTelemetry => "PushTelemetry",
         _ => "Other",
     }
 }

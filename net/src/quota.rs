@@ -311,6 +311,7 @@ pub fn set_throttle(resp: &mut ResponseKind, ms: i32) {
         AlterPartitionReassignments,
         ListPartitionReassignments,
         IncrementalAlterConfigs,
+        AlterConfigs,
         OffsetDelete,
         DescribeClientQuotas,
         AlterClientQuotas,
@@ -322,6 +323,8 @@ pub fn set_throttle(resp: &mut ResponseKind, ms: i32) {
         ListTransactions,
         ConsumerGroupHeartbeat,
         ConsumerGroupDescribe,
+        GetTelemetrySubscriptions,
+        PushTelemetry,
     );
 }
 

@@ -12,6 +12,8 @@
 //! batch, a leader epoch the broker has not reached, a fenced producer epoch, a member of no
 //! group, and a topic this client is not authorized for (`secret`: every operation denied to
 //! `User:ANONYMOUS` by an ACL on both); every other API gets its default (empty) request.
+//! Client telemetry (GetTelemetrySubscriptions, PushTelemetry), which neither broker
+//! advertises, is sent to both as well: both answer it (`telemetry_scenarios`).
 //! Wrong-coordinator answers need more than one node: `peer_cluster_tools.rs` compares them.
 //!
 //! Equal to Kafka is not yet right, so ringlog's own decoded answers are also checked on
@@ -65,6 +67,8 @@ const TOPIC_ALREADY_EXISTS: i16 = 36;
 const INVALID_PARTITIONS: i16 = 37;
 const INVALID_CONFIG: i16 = 40;
 const INVALID_REQUEST: i16 = 42;
+const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
+const UNKNOWN_SUBSCRIPTION_ID: i16 = 117;
 const INVALID_PRODUCER_EPOCH: i16 = 47;
 const GROUP_ID_NOT_FOUND: i16 = 69;
 const UNKNOWN_LEADER_EPOCH: i16 = 75;
@@ -332,6 +336,7 @@ macro_rules! with_api_types {
             DescribeConfigs => DescribeConfigsRequest, DescribeConfigsResponse;
             CreatePartitions => CreatePartitionsRequest, CreatePartitionsResponse;
             IncrementalAlterConfigs => IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse;
+            AlterConfigs => AlterConfigsRequest, AlterConfigsResponse;
             FindCoordinator => FindCoordinatorRequest, FindCoordinatorResponse;
             JoinGroup => JoinGroupRequest, JoinGroupResponse;
             SyncGroup => SyncGroupRequest, SyncGroupResponse;
@@ -372,6 +377,8 @@ macro_rules! with_api_types {
             AlterUserScramCredentials => AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse;
             DescribeClientQuotas => DescribeClientQuotasRequest, DescribeClientQuotasResponse;
             AlterClientQuotas => AlterClientQuotasRequest, AlterClientQuotasResponse;
+            GetTelemetrySubscriptions => GetTelemetrySubscriptionsRequest, GetTelemetrySubscriptionsResponse;
+            PushTelemetry => PushTelemetryRequest, PushTelemetryResponse;
         }
     };
 }
@@ -1097,6 +1104,200 @@ fn scenarios(side: &mut Side, key: ApiKey, v: i16) -> Vec<(&'static str, Answer)
                 ),
             ]
         }
+        ApiKey::AlterConfigs => {
+            use kafka_protocol::messages::alter_configs_request::{
+                AlterConfigsResource, AlterableConfig,
+            };
+            // A topic of this version's own. Legacy AlterConfigs replaces a topic's whole set
+            // of configs: a key the second request does not name goes back to its default.
+            let topic: &'static str = match v {
+                0 => "legacy-v0",
+                1 => "legacy-v1",
+                _ => "legacy-v2",
+            };
+            let create = CreateTopicsRequest::default()
+                .with_timeout_ms(10_000)
+                .with_topics(vec![CreatableTopic::default()
+                    .with_name(TopicName(name(topic)))
+                    .with_num_partitions(1)
+                    .with_replication_factor(1)]);
+            let created = side.call::<_, CreateTopicsResponse>(ApiKey::CreateTopics, 5, &create);
+            assert!(
+                matches!(&created, Ok(r) if r.topics.iter().all(|t| t.error_code == 0)),
+                "{}: creating {topic}: {created:?}",
+                side.name
+            );
+            let alter_of = |rtype: i8,
+                            resource: &str,
+                            validate_only: bool,
+                            configs: &[(&str, Option<&str>)]| {
+                AlterConfigsRequest::default()
+                    .with_validate_only(validate_only)
+                    .with_resources(vec![AlterConfigsResource::default()
+                        .with_resource_type(rtype)
+                        .with_resource_name(name(resource))
+                        .with_configs(
+                            configs
+                                .iter()
+                                .map(|(k, v)| {
+                                    AlterableConfig::default()
+                                        .with_name(name(k))
+                                        .with_value(v.map(name))
+                                })
+                                .collect(),
+                        )])
+            };
+            let alter = |configs: &[(&str, Option<&str>)]| alter_of(2, topic, false, configs);
+            let describe = DescribeConfigsRequest::default().with_resources(vec![
+                DescribeConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(name(topic))
+                    .with_configuration_keys(Some(vec![
+                        name("cleanup.policy"),
+                        name("max.message.bytes"),
+                    ])),
+            ]);
+            let error_of = |resource: &'static str, want: i16| {
+                move |r: &AlterConfigsResponse, own: &mut Own| {
+                    if let Some(t) = own.only("responses", &r.responses) {
+                        own.eq("resource_name", t.resource_name.as_str(), resource);
+                        own.eq("error_code", t.error_code, want);
+                    }
+                }
+            };
+            // (value, is it the default) of cleanup.policy and max.message.bytes.
+            let configs_are = |want: [(&'static str, bool); 2]| {
+                move |r: &DescribeConfigsResponse, own: &mut Own| {
+                    if let Some(t) = own.only("results", &r.results) {
+                        own.eq("error_code", t.error_code, 0);
+                        let got: Vec<(Option<&str>, bool)> = t
+                            .configs
+                            .iter()
+                            .map(|c| (c.value.as_ref().map(|x| x.as_str()), c.config_source == 5))
+                            .collect();
+                        let want: Vec<(Option<&str>, bool)> =
+                            want.iter().map(|&(v, d)| (Some(v), d)).collect();
+                        own.eq("(value, is the default) of each config", got, want);
+                    }
+                }
+            };
+            let (describe_key, describe_v) = (ApiKey::DescribeConfigs, 4);
+            vec![
+                (
+                    "set-two",
+                    side.checked(
+                        key,
+                        v,
+                        "set-two",
+                        &alter(&[
+                            ("cleanup.policy", Some("compact")),
+                            ("max.message.bytes", Some("2000000")),
+                        ]),
+                        error_of(topic, 0),
+                    ),
+                ),
+                (
+                    "two-set",
+                    side.checked(
+                        describe_key,
+                        describe_v,
+                        "two-set",
+                        &describe,
+                        configs_are([("compact", false), ("2000000", false)]),
+                    ),
+                ),
+                (
+                    "replace",
+                    side.checked(
+                        key,
+                        v,
+                        "replace",
+                        &alter(&[("max.message.bytes", Some("3000000"))]),
+                        error_of(topic, 0),
+                    ),
+                ),
+                (
+                    "replaced",
+                    side.checked(
+                        describe_key,
+                        describe_v,
+                        "replaced",
+                        &describe,
+                        configs_are([("delete", true), ("3000000", false)]),
+                    ),
+                ),
+                (
+                    "validate-only",
+                    side.checked(
+                        key,
+                        v,
+                        "validate-only",
+                        &alter_of(2, topic, true, &[("cleanup.policy", Some("compact"))]),
+                        error_of(topic, 0),
+                    ),
+                ),
+                (
+                    "bad-value",
+                    side.checked(
+                        key,
+                        v,
+                        "bad-value",
+                        &alter(&[("cleanup.policy", Some("sometimes"))]),
+                        error_of(topic, INVALID_CONFIG),
+                    ),
+                ),
+                (
+                    "null-value",
+                    side.checked(
+                        key,
+                        v,
+                        "null-value",
+                        &alter(&[("cleanup.policy", None)]),
+                        error_of(topic, INVALID_REQUEST),
+                    ),
+                ),
+                (
+                    "unchanged",
+                    side.checked(
+                        describe_key,
+                        describe_v,
+                        "unchanged",
+                        &describe,
+                        configs_are([("delete", true), ("3000000", false)]),
+                    ),
+                ),
+                (
+                    "unknown-topic",
+                    side.checked(
+                        key,
+                        v,
+                        "unknown-topic",
+                        &alter_of(2, "nope", false, &[("cleanup.policy", Some("compact"))]),
+                        error_of("nope", UNKNOWN_TOPIC_OR_PARTITION),
+                    ),
+                ),
+                (
+                    "unauthorized",
+                    side.checked(
+                        key,
+                        v,
+                        "unauthorized",
+                        &alter_of(2, SECRET, false, &[("cleanup.policy", Some("compact"))]),
+                        error_of(SECRET, TOPIC_AUTHORIZATION_FAILED),
+                    ),
+                ),
+                (
+                    "broker-logger",
+                    side.checked(
+                        key,
+                        v,
+                        "broker-logger",
+                        &alter_of(8, "1", false, &[("kafka", Some("DEBUG"))]),
+                        error_of("1", INVALID_REQUEST),
+                    ),
+                ),
+            ]
+        }
         ApiKey::DescribeGroups => {
             let req = DescribeGroupsRequest::default().with_groups(vec![GroupId(name("nobody"))]);
             vec![(
@@ -1414,6 +1615,111 @@ fn scenarios(side: &mut Side, key: ApiKey, v: i16) -> Vec<(&'static str, Answer)
     }
 }
 
+/// Client telemetry (KIP-714), which neither broker advertises (Kafka 4.4 advertises it only
+/// with a client-metrics receiver, and ringlog has none) but both answer: a known client's
+/// subscription (empty: no metric requested), a new client's (its new id and the
+/// subscription id made from it are blanked), a push with the subscription id the client was
+/// given, one with another, one from the reserved id zero, and one with an unknown compression
+/// type. Each client id is used once (Kafka throttles a client's second push in an interval).
+fn telemetry_scenarios(side: &mut Side) -> Vec<(ApiKey, &'static str, Answer)> {
+    let (get_key, push_key) = (ApiKey::GetTelemetrySubscriptions, ApiKey::PushTelemetry);
+    let known = Uuid::from_u128(0x7269_6e67_6c6f_6700_0000_0000_0000_0001);
+    let stranger = Uuid::from_u128(0x7269_6e67_6c6f_6700_0000_0000_0000_0002);
+    let compressing = Uuid::from_u128(0x7269_6e67_6c6f_6700_0000_0000_0000_0003);
+    let get_of = |id: Uuid| GetTelemetrySubscriptionsRequest::default().with_client_instance_id(id);
+    let push_of = |id: Uuid, subscription: i32| {
+        PushTelemetryRequest::default()
+            .with_client_instance_id(id)
+            .with_subscription_id(subscription)
+            .with_metrics(Bytes::from_static(b"not read"))
+    };
+    let subscription_of = |r: &Answer| -> i32 {
+        r.as_ref()
+            .ok()
+            .and_then(|s| s.split("subscription_id: ").nth(1))
+            .and_then(|s| s.split(|c: char| c != '-' && !c.is_ascii_digit()).next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0)
+    };
+    let empty_subscription = |id: Option<Uuid>| {
+        move |r: &GetTelemetrySubscriptionsResponse, own: &mut Own| {
+            own.eq("error_code", r.error_code, 0);
+            match id {
+                Some(id) => own.eq("client_instance_id", r.client_instance_id, id),
+                None => own.that("a new client id", !r.client_instance_id.is_nil()),
+            }
+            own.that("no metric requested", r.requested_metrics.is_empty());
+            own.eq("push_interval_ms", r.push_interval_ms, 300_000);
+            own.eq("telemetry_max_bytes", r.telemetry_max_bytes, 1 << 20);
+        }
+    };
+    let code_of = |want: i16| {
+        move |r: &PushTelemetryResponse, own: &mut Own| own.eq("error_code", r.error_code, want)
+    };
+    let subscribed = side.checked(
+        get_key,
+        0,
+        "known-client",
+        &get_of(known),
+        empty_subscription(Some(known)),
+    );
+    let new_client = side
+        .checked(
+            get_key,
+            0,
+            "new-client",
+            &get_of(Uuid::nil()),
+            empty_subscription(None),
+        )
+        .map(|a| blank_field(&blank_field(&a, "client_instance_id"), "subscription_id"));
+    let subscription = subscription_of(&subscribed);
+    let accepted = side.checked(
+        push_key,
+        0,
+        "accepted",
+        &push_of(known, subscription),
+        code_of(0),
+    );
+    // Another client's subscription id is not this one's (they differ in the client id's hash).
+    let unknown = side.checked(
+        push_key,
+        0,
+        "unknown-subscription",
+        &push_of(stranger, subscription),
+        code_of(UNKNOWN_SUBSCRIPTION_ID),
+    );
+    let reserved = side.checked(
+        push_key,
+        0,
+        "reserved-client-id",
+        &push_of(Uuid::nil(), subscription),
+        code_of(INVALID_REQUEST),
+    );
+    let before = side.checked(
+        get_key,
+        0,
+        "before-compression",
+        &get_of(compressing),
+        empty_subscription(Some(compressing)),
+    );
+    let compression = side.checked(
+        push_key,
+        0,
+        "unknown-compression",
+        &push_of(compressing, subscription_of(&before)).with_compression_type(9),
+        code_of(UNSUPPORTED_COMPRESSION_TYPE),
+    );
+    vec![
+        (get_key, "known-client", subscribed),
+        (get_key, "new-client", new_client),
+        (push_key, "accepted", accepted),
+        (push_key, "unknown-subscription", unknown),
+        (push_key, "reserved-client-id", reserved),
+        (get_key, "before-compression", before),
+        (push_key, "unknown-compression", compression),
+    ]
+}
+
 /// Three records whose batch fails its CRC (a value byte flipped after it was sealed).
 fn corrupt_records() -> Bytes {
     let mut b = three_records().to_vec();
@@ -1671,6 +1977,38 @@ fn first_difference(a: &str, b: &str) -> String {
     format!("ringlog: …{}…\n      kafka:   …{}…", clip(a), clip(b))
 }
 
+/// The differences between the two brokers' answers: those `docs/kafka-differences.md`
+/// lists (id → versions) and those it does not (id → versions, and the first one's detail).
+struct Differences {
+    listed: std::collections::BTreeSet<String>,
+    expected: BTreeMap<String, Vec<i16>>,
+    unlisted: BTreeMap<String, (Vec<i16>, String)>,
+}
+
+impl Differences {
+    /// Compares ringlog's answer `ra` with Kafka's `rb` to scenario `scenario` of `api` at
+    /// version `v`; a difference is kept under `protocol.<Api>.<scenario>`.
+    fn note(&mut self, api: ApiKey, v: i16, scenario: &str, ra: Answer, rb: Answer) {
+        if ra == rb {
+            return;
+        }
+        let id = format!("protocol.{api:?}.{scenario}");
+        let detail = match (&ra, &rb) {
+            (Ok(x), Ok(y)) => first_difference(x, y),
+            _ => format!("ringlog: {ra:?}\n      kafka:   {rb:?}"),
+        };
+        if self.listed.contains(&id) {
+            self.expected.entry(id).or_default().push(v);
+        } else {
+            let e = self
+                .unlisted
+                .entry(id)
+                .or_insert_with(|| (Vec::new(), detail));
+            e.0.push(v);
+        }
+    }
+}
+
 #[test]
 fn every_api_ringlog_advertises_answers_as_kafka_does() {
     let Some(peer) = KafkaPeer::start(PEER_OPTIONS) else {
@@ -1702,10 +2040,12 @@ fn every_api_ringlog_advertises_answers_as_kafka_does() {
     for side in sides.iter_mut() {
         set_up(side);
     }
-    let listed = listed_differences();
+    let mut differences = Differences {
+        listed: listed_differences(),
+        expected: BTreeMap::new(),
+        unlisted: BTreeMap::new(),
+    };
     let mut compared = 0usize;
-    let mut expected: BTreeMap<String, Vec<i16>> = BTreeMap::new();
-    let mut unlisted: BTreeMap<String, (Vec<i16>, String)> = BTreeMap::new();
     let mut not_by_kafka = Vec::new();
     for (&key, &(min, max)) in &ours {
         let Ok(api) = ApiKey::try_from(key) else {
@@ -1724,23 +2064,43 @@ fn every_api_ringlog_advertises_answers_as_kafka_does() {
             let b = scenarios(theirs_side, api, v);
             compared += 1;
             for ((scenario, ra), (_, rb)) in a.into_iter().zip(b) {
-                if ra == rb {
-                    continue;
-                }
-                let id = format!("protocol.{api:?}.{scenario}");
-                let detail = match (&ra, &rb) {
-                    (Ok(x), Ok(y)) => first_difference(x, y),
-                    _ => format!("ringlog: {ra:?}\n      kafka:   {rb:?}"),
-                };
-                if listed.contains(&id) {
-                    expected.entry(id).or_default().push(v);
-                } else {
-                    let e = unlisted.entry(id).or_insert_with(|| (Vec::new(), detail));
-                    e.0.push(v);
-                }
+                differences.note(api, v, scenario, ra, rb);
             }
         }
     }
+    // Client telemetry: advertised by neither, answered by both.
+    let telemetry = [
+        ApiKey::GetTelemetrySubscriptions as i16,
+        ApiKey::PushTelemetry as i16,
+    ];
+    let advertises = |versions: &BTreeMap<i16, (i16, i16)>| {
+        Ok(format!(
+            "{:?}",
+            telemetry.map(|k| versions.contains_key(&k))
+        ))
+    };
+    differences.note(
+        ApiKey::ApiVersions,
+        3,
+        "telemetry-unadvertised",
+        advertises(&ours),
+        advertises(&theirs),
+    );
+    if telemetry.iter().any(|k| ours.contains_key(k)) {
+        sides[0]
+            .failures
+            .push("ApiVersions advertises client telemetry, which ringlog does not receive".into());
+    }
+    let [ours_side, theirs_side] = &mut sides;
+    let a = telemetry_scenarios(ours_side);
+    let b = telemetry_scenarios(theirs_side);
+    compared += 2;
+    for ((api, scenario, ra), (_, _, rb)) in a.into_iter().zip(b) {
+        differences.note(api, 0, scenario, ra, rb);
+    }
+    let Differences {
+        expected, unlisted, ..
+    } = differences;
     for (id, versions) in &expected {
         eprintln!("DIFF-EXPECTED {id} (versions {versions:?})");
     }

@@ -1,12 +1,13 @@
 //! Topic administration: CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs,
-//! IncrementalAlterConfigs. Each change goes through the metastore; the handler answers once
-//! every core has applied it (partitions opened or closed), so a client can use the topic as
-//! soon as it hears back.
+//! IncrementalAlterConfigs and legacy AlterConfigs (one path for both). Each change goes
+//! through the metastore; the handler answers once every core has applied it (partitions
+//! opened or closed), so a client can use the topic as soon as it hears back.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use engine::join::join_all;
+use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse as LegacyResourceResponse;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
@@ -17,9 +18,10 @@ use kafka_protocol::messages::describe_configs_response::{
 };
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{
-    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
-    DeleteTopicsRequest, DeleteTopicsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
-    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, TopicName,
+    AlterConfigsRequest, AlterConfigsResponse, CreatePartitionsRequest, CreatePartitionsResponse,
+    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse, TopicName,
 };
 use meta::{Assignment, Command};
 use uuid::Uuid;
@@ -919,14 +921,82 @@ fn list_operation(
     Ok(parts.join(","))
 }
 
-/// An IncrementalAlterConfigs of a broker: only the deletion of a replication throttle (none is
-/// ever set) is accepted; ringlog has no dynamic broker config to set.
-fn broker_config_alteration(
-    configs: &[kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig],
-) -> Result<(), Refusal> {
-    for c in configs {
-        let key = c.name.as_str();
-        if c.config_operation != OP_DELETE || !REPLICATION_THROTTLE_BROKER_CONFIGS.contains(&key) {
+/// One config a request alters: its key, its operation (a legacy AlterConfigs names only
+/// SETs), and its value (null where the client sent none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ConfigChange {
+    key: String,
+    op: i8,
+    value: Option<String>,
+}
+
+/// One resource of an IncrementalAlterConfigs or a legacy AlterConfigs, read the same way.
+#[derive(Debug)]
+struct ResourceAlteration {
+    resource_type: i8,
+    name: String,
+    changes: Vec<ConfigChange>,
+}
+
+/// How an alteration treats the configs a resource has and the request does not name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unnamed {
+    /// IncrementalAlterConfigs: they stay as they are.
+    Kept,
+    /// Legacy AlterConfigs: the request is the resource's whole set of configs; they are
+    /// removed (back to the broker default).
+    Removed,
+}
+
+/// The checks Kafka's brokers make of every resource before anything else
+/// (`ConfigAdminManager.preprocess`, for both APIs): a resource named twice is refused twice,
+/// a key named twice in one resource and a null value (but a DELETE's) are refused with
+/// INVALID_REQUEST in Kafka's words.
+fn preprocess(resources: &[ResourceAlteration]) -> Vec<Option<Refusal>> {
+    let mut seen: BTreeMap<(i8, &str), usize> = BTreeMap::new();
+    for r in resources {
+        *seen.entry((r.resource_type, r.name.as_str())).or_default() += 1;
+    }
+    resources
+        .iter()
+        .map(|r| {
+            if seen[&(r.resource_type, r.name.as_str())] > 1 {
+                return Some((
+                    codes::INVALID_REQUEST,
+                    "Each resource must appear at most once.".to_string(),
+                ));
+            }
+            let mut keys = std::collections::BTreeSet::new();
+            if !r.changes.iter().all(|c| keys.insert(c.key.as_str())) {
+                return Some((
+                    codes::INVALID_REQUEST,
+                    "Error due to duplicate config keys".to_string(),
+                ));
+            }
+            let nulls: Vec<&str> = r
+                .changes
+                .iter()
+                .filter(|c| c.op != OP_DELETE && c.value.is_none())
+                .map(|c| c.key.as_str())
+                .collect();
+            if !nulls.is_empty() {
+                return Some((
+                    codes::INVALID_REQUEST,
+                    format!("Null value not supported for : {}", nulls.join(", ")),
+                ));
+            }
+            None
+        })
+        .collect()
+}
+
+/// An alteration of a broker's configs: only the deletion of a replication throttle (none is
+/// ever set) is accepted; ringlog has no dynamic broker config to set. A legacy AlterConfigs
+/// naming no config (which removes every dynamic one) changes nothing and is accepted.
+fn broker_config_alteration(changes: &[ConfigChange]) -> Result<(), Refusal> {
+    for c in changes {
+        let key = c.key.as_str();
+        if c.op != OP_DELETE || !REPLICATION_THROTTLE_BROKER_CONFIGS.contains(&key) {
             return Err((
                 codes::INVALID_CONFIG,
                 format!(
@@ -942,28 +1012,25 @@ fn broker_config_alteration(
 
 /// An IncrementalAlterConfigs of the broker's loggers: SET a level, or DELETE a logger's own
 /// level (it then logs at its parent's); all or none of them.
-fn broker_logger_alteration(
-    configs: &[kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig],
-    validate_only: bool,
-) -> Result<(), Refusal> {
-    let mut changes = Vec::with_capacity(configs.len());
-    for c in configs {
-        let logger = c.name.to_string();
-        match c.config_operation {
-            OP_SET => changes.push((logger, Some(c.value.as_deref().unwrap_or_default().to_string()))),
-            OP_DELETE => changes.push((logger, None)),
+fn broker_logger_alteration(changes: &[ConfigChange], validate_only: bool) -> Result<(), Refusal> {
+    let mut levels = Vec::with_capacity(changes.len());
+    for c in changes {
+        match c.op {
+            OP_SET => levels.push((c.key.clone(), Some(c.value.clone().unwrap_or_default()))),
+            OP_DELETE => levels.push((c.key.clone(), None)),
             op => {
                 return Err((
                     codes::INVALID_CONFIG,
                     format!(
-                        "{} on logger {logger}: a BROKER_LOGGER takes SET and DELETE",
-                        config_operation_name(op)
+                        "{} on logger {}: a BROKER_LOGGER takes SET and DELETE",
+                        config_operation_name(op),
+                        c.key
                     ),
                 ))
             }
         }
     }
-    crate::broker_loggers::alter(&changes, validate_only).map_err(|e| {
+    crate::broker_loggers::alter(&levels, validate_only).map_err(|e| {
         // Kafka refuses the removal of root's level as a bad request, the rest as bad configs.
         let code = match e {
             crate::broker_loggers::LoggerRefusal::RootRemoved => codes::INVALID_REQUEST,
@@ -973,124 +1040,262 @@ fn broker_logger_alteration(
     })
 }
 
+/// A topic's configs after `changes`, from `current` (the topic's own) when the configs the
+/// request does not name are kept, from nothing when they are removed.
+fn altered_topic_configs(
+    current: &BTreeMap<String, String>,
+    changes: &[ConfigChange],
+    unnamed: Unnamed,
+    defaults: &engine::LogConfig,
+) -> Result<BTreeMap<String, String>, Refusal> {
+    let mut next = match unnamed {
+        Unnamed::Kept => current.clone(),
+        Unnamed::Removed => BTreeMap::new(),
+    };
+    for c in changes {
+        let key = c.key.clone();
+        let value = c.value.clone().unwrap_or_default();
+        match c.op {
+            OP_SET => {
+                next.insert(key, value);
+            }
+            OP_DELETE => {
+                next.remove(&key);
+            }
+            op @ (OP_APPEND | OP_SUBTRACT) => {
+                let joined = list_operation(op, &key, next.get(&key), &value, defaults)?;
+                next.insert(key, joined);
+            }
+            op => {
+                return Err((
+                    codes::INVALID_CONFIG,
+                    format!(
+                        "{} on {key}: the operations are SET, DELETE, APPEND and SUBTRACT",
+                        config_operation_name(op)
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(next)
+}
+
+/// What the metastore's AlterConfigs is given to turn `current` into `next`: the keys set
+/// (new or changed) and the keys removed.
+fn config_difference(
+    current: &BTreeMap<String, String>,
+    next: &BTreeMap<String, String>,
+) -> (BTreeMap<String, String>, Vec<String>) {
+    let set = next
+        .iter()
+        .filter(|(k, v)| current.get(*k) != Some(*v))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let remove = current
+        .keys()
+        .filter(|k| !next.contains_key(*k))
+        .cloned()
+        .collect();
+    (set, remove)
+}
+
+/// One resource of either API after [`preprocess`]: a broker's (see
+/// [`broker_config_alteration`]) or a topic's, whose new configs are checked as a CreateTopics'
+/// are (every key known, every value in range), against its replication factor and its fan-out
+/// links, and written unless `validate_only`. Any other resource type is refused with
+/// INVALID_REQUEST naming it.
+async fn alter_resource(
+    state: &Rc<CoreState>,
+    res: &ResourceAlteration,
+    unnamed: Unnamed,
+    validate_only: bool,
+) -> Result<(), Refusal> {
+    if res.resource_type == RESOURCE_BROKER {
+        return broker_config_alteration(&res.changes);
+    }
+    // The loggers' levels are set incrementally only, as on Kafka.
+    if res.resource_type == RESOURCE_BROKER_LOGGER && unnamed == Unnamed::Kept {
+        return broker_logger_alteration(&res.changes, validate_only);
+    }
+    if res.resource_type != RESOURCE_TOPIC {
+        return Err((
+            codes::INVALID_REQUEST,
+            format!(
+                "resource type {} cannot be altered: ringlog alters TOPIC, BROKER and (incrementally) BROKER_LOGGER configs",
+                config_resource_type_name(res.resource_type)
+            ),
+        ));
+    }
+    let name = &res.name;
+    let current = state
+        .meta
+        .borrow()
+        .topic(name)
+        .map(|t| t.configs.clone())
+        .ok_or((
+            codes::UNKNOWN_TOPIC_OR_PARTITION,
+            format!("unknown topic '{name}'"),
+        ))?;
+    let defaults = &state.ctx.config.log_defaults;
+    let next = altered_topic_configs(&current, &res.changes, unnamed, defaults)?;
+    topic_config::to_log_config(&next, defaults)
+        .map_err(|e| (codes::INVALID_CONFIG, e.to_string()))?;
+    check_replicated_configs(state.meta.borrow().replication_factor(name), &next)?;
+    // A parent keeps records at least as long as its longest-delayed child needs (delay +
+    // 1 h), whether its retention.ms is lowered or removed (the broker default then applies).
+    let longest_delay = state.meta.borrow().fanout_links.max_child_delay_ms(name);
+    if let Some(floor) = meta::state::fanout_retention_floor_ms(longest_delay) {
+        if let Some(r) = effective_retention_ms(state, &next).filter(|r| (*r as u64) < floor) {
+            return Err((
+                codes::INVALID_CONFIG,
+                format!(
+                    "'{name}' has a child delayed {longest_delay} ms: retention.ms {r} is below \
+                     delay + 1 h = {floor}"
+                ),
+            ));
+        }
+    }
+    let (was, will) = (fanout_request(&current)?, fanout_request(&next)?);
+    let attached = state.meta.borrow().fanout_links.of_child(name).cloned();
+    if let (Some(link), Some((parent, delay))) = (&attached, &will) {
+        if link.delay_ms != *delay || parent != &link.parent || was.is_none() {
+            return Err((
+                codes::INVALID_CONFIG,
+                format!(
+                    "'{name}' is attached to '{}' with delay {} ms; the link and its delay are \
+                     immutable: detach (delete fanout.parent) and attach again",
+                    link.parent, link.delay_ms
+                ),
+            ));
+        }
+    }
+    if validate_only {
+        return Ok(());
+    }
+    match (&attached, &will) {
+        (None, Some((parent, delay))) => attach(state, parent, name, *delay).await?,
+        (Some(link), None) => {
+            let detach = Command::DetachChild {
+                parent: link.parent.clone(),
+                child: name.clone(),
+            };
+            write(state, detach).await?;
+            tracing::info!(parent = %link.parent, child = %name, "fan-out child detached");
+        }
+        _ => {}
+    }
+    let (set, remove) = config_difference(&current, &next);
+    write(
+        state,
+        Command::AlterConfigs {
+            name: name.clone(),
+            set,
+            remove,
+        },
+    )
+    .await
+}
+
+/// Every resource of either API, in order: each one's refusal, or `None` once it is altered
+/// (or found valid, with `validate_only`).
+async fn alter_resources(
+    state: &Rc<CoreState>,
+    resources: &[ResourceAlteration],
+    unnamed: Unnamed,
+    validate_only: bool,
+) -> Vec<Option<Refusal>> {
+    let mut outcomes = preprocess(resources);
+    for (res, outcome) in resources.iter().zip(outcomes.iter_mut()) {
+        if outcome.is_none() {
+            *outcome = alter_resource(state, res, unnamed, validate_only)
+                .await
+                .err();
+        }
+    }
+    outcomes
+}
+
 pub async fn incremental_alter_configs(
     state: &Rc<CoreState>,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
-    let mut responses = Vec::with_capacity(req.resources.len());
-    for res in req.resources {
-        let name = res.resource_name.to_string();
-        let mut r = AlterConfigsResourceResponse::default()
-            .with_resource_type(res.resource_type)
-            .with_resource_name(res.resource_name.clone());
-        let outcome: Result<(), Refusal> = async {
-            if res.resource_type == RESOURCE_BROKER {
-                return broker_config_alteration(&res.configs);
+    let resources: Vec<ResourceAlteration> = req
+        .resources
+        .iter()
+        .map(|r| ResourceAlteration {
+            resource_type: r.resource_type,
+            name: r.resource_name.to_string(),
+            changes: r
+                .configs
+                .iter()
+                .map(|c| ConfigChange {
+                    key: c.name.to_string(),
+                    op: c.config_operation,
+                    value: c.value.as_ref().map(|v| v.to_string()),
+                })
+                .collect(),
+        })
+        .collect();
+    let outcomes = alter_resources(state, &resources, Unnamed::Kept, req.validate_only).await;
+    let responses = req
+        .resources
+        .into_iter()
+        .zip(outcomes)
+        .map(|(res, outcome)| {
+            let mut r = AlterConfigsResourceResponse::default()
+                .with_resource_type(res.resource_type)
+                .with_resource_name(res.resource_name);
+            if let Some((code, msg)) = outcome {
+                r.error_code = code;
+                r.error_message = Some(str_bytes(msg));
             }
-            if res.resource_type == RESOURCE_BROKER_LOGGER {
-                return broker_logger_alteration(&res.configs, req.validate_only);
-            }
-            if res.resource_type != RESOURCE_TOPIC {
-                return Err((
-                    codes::INVALID_REQUEST,
-                    format!(
-                        "resource type {} cannot be altered: ringlog alters TOPIC, BROKER and BROKER_LOGGER configs",
-                        config_resource_type_name(res.resource_type)
-                    ),
-                ));
-            }
-            let current = state
-                .meta
-                .borrow()
-                .topic(&name)
-                .map(|t| t.configs.clone())
-                .ok_or((codes::UNKNOWN_TOPIC_OR_PARTITION, format!("unknown topic '{name}'")))?;
-            let mut next = current.clone();
-            let mut set = BTreeMap::new();
-            let mut remove = Vec::new();
-            for c in &res.configs {
-                let key = c.name.to_string();
-                match c.config_operation {
-                    OP_SET => {
-                        let v = c.value.as_ref().map(|v| v.to_string()).unwrap_or_default();
-                        next.insert(key.clone(), v.clone());
-                        set.insert(key, v);
-                    }
-                    OP_DELETE => {
-                        next.remove(&key);
-                        remove.push(key);
-                    }
-                    op @ (OP_APPEND | OP_SUBTRACT) => {
-                        let value = c.value.as_ref().map(|v| v.as_str()).unwrap_or_default();
-                        let defaults = &state.ctx.config.log_defaults;
-                        let joined = list_operation(op, &key, next.get(&key), value, defaults)?;
-                        remove.retain(|k| k != &key);
-                        next.insert(key.clone(), joined.clone());
-                        set.insert(key, joined);
-                    }
-                    op => {
-                        return Err((
-                            codes::INVALID_CONFIG,
-                            format!(
-                                "{} on {key}: the operations are SET, DELETE, APPEND and SUBTRACT",
-                                config_operation_name(op)
-                            ),
-                        ))
-                    }
-                }
-            }
-            topic_config::to_log_config(&next, &state.ctx.config.log_defaults).map_err(|e| (codes::INVALID_CONFIG, e.to_string()))?;
-            check_replicated_configs(state.meta.borrow().replication_factor(&name), &next)?;
-            // A parent keeps records at least as long as its longest-delayed child needs
-            // (delay + 1 h), whether its retention.ms is lowered or removed (the broker
-            // default then applies).
-            let longest_delay = state.meta.borrow().fanout_links.max_child_delay_ms(&name);
-            if let Some(floor) = meta::state::fanout_retention_floor_ms(longest_delay) {
-                if let Some(r) = effective_retention_ms(state, &next).filter(|r| (*r as u64) < floor) {
-                    return Err((
-                        codes::INVALID_CONFIG,
-                        format!("'{name}' has a child delayed {} ms: retention.ms {r} is below delay + 1 h = {floor}", longest_delay),
-                    ));
-                }
-            }
-            let (was, will) = (fanout_request(&current)?, fanout_request(&next)?);
-            let attached = state.meta.borrow().fanout_links.of_child(&name).cloned();
-            if let (Some(link), Some((parent, delay))) = (&attached, &will) {
-                if link.delay_ms != *delay || parent != &link.parent || was.is_none() {
-                    return Err((
-                        codes::INVALID_CONFIG,
-                        format!(
-                            "'{name}' is attached to '{}' with delay {} ms; the link and its delay are immutable: detach (delete fanout.parent) and attach again",
-                            link.parent, link.delay_ms
-                        ),
-                    ));
-                }
-            }
-            if req.validate_only {
-                return Ok(());
-            }
-            match (&attached, &will) {
-                (None, Some((parent, delay))) => attach(state, parent, &name, *delay).await?,
-                (Some(link), None) => {
-                    let detach = Command::DetachChild {
-                        parent: link.parent.clone(),
-                        child: name.clone(),
-                    };
-                    write(state, detach).await?;
-                    tracing::info!(parent = %link.parent, child = %name, "fan-out child detached");
-                }
-                _ => {}
-            }
-            write(state, Command::AlterConfigs { name: name.clone(), set, remove }).await
-        }
-        .await;
-        if let Err((code, msg)) = outcome {
-            r.error_code = code;
-            r.error_message = Some(str_bytes(msg));
-        }
-        responses.push(r);
-    }
+            r
+        })
+        .collect();
     IncrementalAlterConfigsResponse::default().with_responses(responses)
+}
+
+/// Legacy AlterConfigs (`Admin.alterConfigs`): each resource's configs become exactly the
+/// ones named, those it does not name go back to the broker default. Checked and written as
+/// IncrementalAlterConfigs' SETs are.
+pub async fn alter_configs(
+    state: &Rc<CoreState>,
+    req: AlterConfigsRequest,
+) -> AlterConfigsResponse {
+    let resources: Vec<ResourceAlteration> = req
+        .resources
+        .iter()
+        .map(|r| ResourceAlteration {
+            resource_type: r.resource_type,
+            name: r.resource_name.to_string(),
+            changes: r
+                .configs
+                .iter()
+                .map(|c| ConfigChange {
+                    key: c.name.to_string(),
+                    op: OP_SET,
+                    value: c.value.as_ref().map(|v| v.to_string()),
+                })
+                .collect(),
+        })
+        .collect();
+    let outcomes = alter_resources(state, &resources, Unnamed::Removed, req.validate_only).await;
+    let responses = req
+        .resources
+        .into_iter()
+        .zip(outcomes)
+        .map(|(res, outcome)| {
+            let mut r = LegacyResourceResponse::default()
+                .with_resource_type(res.resource_type)
+                .with_resource_name(res.resource_name);
+            if let Some((code, msg)) = outcome {
+                r.error_code = code;
+                r.error_message = Some(str_bytes(msg));
+            }
+            r
+        })
+        .collect();
+    AlterConfigsResponse::default().with_responses(responses)
 }
 
 #[cfg(test)]
@@ -1146,5 +1351,128 @@ mod tests {
         assert_eq!(config_resource_type_name(4), "BROKER (4)");
         assert_eq!(config_operation_name(OP_APPEND), "APPEND");
         assert_eq!(config_operation_name(9), "operation 9");
+    }
+
+    fn change(key: &str, op: i8, value: Option<&str>) -> ConfigChange {
+        ConfigChange {
+            key: key.into(),
+            op,
+            value: value.map(str::to_string),
+        }
+    }
+
+    fn resource(rtype: i8, name: &str, changes: Vec<ConfigChange>) -> ResourceAlteration {
+        ResourceAlteration {
+            resource_type: rtype,
+            name: name.into(),
+            changes,
+        }
+    }
+
+    #[test]
+    fn preprocess_refuses_repeated_resources_and_keys_and_null_values_in_kafkas_words() {
+        let set = |k: &str| change(k, OP_SET, Some("1"));
+        let outcomes = preprocess(&[
+            resource(RESOURCE_TOPIC, "twice", vec![set("retention.ms")]),
+            resource(
+                RESOURCE_TOPIC,
+                "once",
+                vec![set("retention.ms"), set("retention.ms")],
+            ),
+            resource(RESOURCE_BROKER, "twice", vec![]),
+            resource(RESOURCE_TOPIC, "twice", vec![]),
+            resource(
+                RESOURCE_TOPIC,
+                "nulls",
+                vec![
+                    change("retention.ms", OP_SET, None),
+                    change("segment.ms", OP_DELETE, None),
+                    change("cleanup.policy", OP_APPEND, None),
+                ],
+            ),
+            resource(
+                RESOURCE_TOPIC,
+                "fine",
+                vec![change("segment.ms", OP_DELETE, None)],
+            ),
+        ]);
+        let refused = |text: &str| Some((codes::INVALID_REQUEST, text.to_string()));
+        assert_eq!(
+            outcomes,
+            vec![
+                refused("Each resource must appear at most once."),
+                refused("Error due to duplicate config keys"),
+                // The same name as another type's is another resource.
+                None,
+                refused("Each resource must appear at most once."),
+                refused("Null value not supported for : retention.ms, cleanup.policy"),
+                None,
+            ]
+        );
+    }
+
+    #[test]
+    fn a_legacy_alteration_replaces_the_whole_set_and_an_incremental_one_keeps_the_rest() {
+        let defaults = engine::LogConfig::default();
+        let current: BTreeMap<String, String> = [
+            ("retention.ms".to_string(), "1000".to_string()),
+            ("segment.ms".to_string(), "2000".to_string()),
+        ]
+        .into();
+        let changes = [change("retention.ms", OP_SET, Some("3000"))];
+        let kept = altered_topic_configs(&current, &changes, Unnamed::Kept, &defaults).unwrap();
+        assert_eq!(kept.get("retention.ms").map(String::as_str), Some("3000"));
+        assert_eq!(kept.get("segment.ms").map(String::as_str), Some("2000"));
+        let replaced =
+            altered_topic_configs(&current, &changes, Unnamed::Removed, &defaults).unwrap();
+        assert_eq!(
+            replaced,
+            [("retention.ms".to_string(), "3000".to_string())].into()
+        );
+        // The metastore is told only what changes: one key set, the other removed.
+        let (set, remove) = config_difference(&current, &replaced);
+        assert_eq!(
+            set,
+            [("retention.ms".to_string(), "3000".to_string())].into()
+        );
+        assert_eq!(remove, vec!["segment.ms".to_string()]);
+        // Naming nothing removes everything; an unchanged value is not set again.
+        let (set, remove) = config_difference(&current, &BTreeMap::new());
+        assert!(set.is_empty());
+        assert_eq!(remove.len(), 2);
+        let (set, remove) = config_difference(&current, &current);
+        assert!(set.is_empty() && remove.is_empty());
+        // An unknown operation is refused, naming it.
+        let (code, message) = altered_topic_configs(
+            &current,
+            &[change("retention.ms", 9, Some("1"))],
+            Unnamed::Kept,
+            &defaults,
+        )
+        .unwrap_err();
+        assert_eq!(code, codes::INVALID_CONFIG);
+        assert!(
+            message.starts_with("operation 9 on retention.ms"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_broker_accepts_only_the_deletion_of_a_throttle_or_no_config_at_all() {
+        assert_eq!(broker_config_alteration(&[]), Ok(()));
+        let throttle = REPLICATION_THROTTLE_BROKER_CONFIGS[0];
+        assert_eq!(
+            broker_config_alteration(&[change(throttle, OP_DELETE, None)]),
+            Ok(())
+        );
+        for refused in [
+            change(throttle, OP_SET, Some("100")),
+            change("log.retention.ms", OP_SET, Some("1")),
+        ] {
+            let (code, message) =
+                broker_config_alteration(std::slice::from_ref(&refused)).unwrap_err();
+            assert_eq!(code, codes::INVALID_CONFIG);
+            assert!(message.contains(&refused.key), "{message}");
+        }
     }
 }

@@ -19,6 +19,7 @@ mod quorum;
 mod records;
 mod replica_admin;
 mod scram_users;
+mod telemetry;
 pub mod txn;
 
 use std::rc::Rc;
@@ -51,6 +52,8 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
+    // Legacy AlterConfigs: the named configs replace the resource's whole set (`admin`).
+    (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::FindCoordinator, 0, 6),
     (ApiKey::JoinGroup, 0, 9),
     (ApiKey::SyncGroup, 0, 5),
@@ -102,6 +105,19 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterClientQuotas, 0, 1),
 ];
 
+/// The APIs served but not advertised, with their versions: client telemetry (KIP-714),
+/// which a Kafka 4.4 broker without a client-metrics receiver does not advertise (so clients
+/// do not use it) and still answers (`telemetry`): no metric is requested, a push is dropped.
+pub const UNADVERTISED_APIS: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::GetTelemetrySubscriptions, 0, 0),
+    (ApiKey::PushTelemetry, 0, 0),
+];
+
+/// Every API the broker serves, advertised or not, with its versions.
+pub fn served_apis() -> impl Iterator<Item = &'static (ApiKey, i16, i16)> {
+    SUPPORTED_APIS.iter().chain(UNADVERTISED_APIS)
+}
+
 /// The APIs advertised below the codec's newest version on purpose, with that version's
 /// reason above in `SUPPORTED_APIS`.
 pub const BELOW_THE_CODEC: &[ApiKey] = &[
@@ -128,9 +144,9 @@ pub struct Request {
     pub throttle_ms: u64,
 }
 
+/// The versions of `key` the broker serves (advertised or not: [`served_apis`]).
 pub fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
-    SUPPORTED_APIS
-        .iter()
+    served_apis()
         .find(|(k, _, _)| *k == key)
         .map(|&(_, min, max)| (min, max))
 }
@@ -237,6 +253,12 @@ pub fn first_error(resp: &ResponseKind) -> i16 {
         ),
         ResponseKind::DescribeCluster(r) => r.error_code,
         ResponseKind::UpdateFeatures(r) => r.error_code,
+        ResponseKind::AlterConfigs(r) => first(&mut r.responses.iter().map(|r| r.error_code)),
+        ResponseKind::IncrementalAlterConfigs(r) => {
+            first(&mut r.responses.iter().map(|r| r.error_code))
+        }
+        ResponseKind::GetTelemetrySubscriptions(r) => r.error_code,
+        ResponseKind::PushTelemetry(r) => r.error_code,
         ResponseKind::ApiVersions(r) => r.error_code,
         ResponseKind::AddPartitionsToTxn(r) => first(&mut std::iter::once(r.error_code).chain(
             r.results_by_topic_v3_and_below.iter().flat_map(|t| {
@@ -424,6 +446,13 @@ async fn handle_kind(state: &Rc<CoreState>, version: i16, req: Request) -> Optio
         RequestKind::IncrementalAlterConfigs(r) => {
             ResponseKind::IncrementalAlterConfigs(admin::incremental_alter_configs(state, r).await)
         }
+        RequestKind::AlterConfigs(r) => {
+            ResponseKind::AlterConfigs(admin::alter_configs(state, r).await)
+        }
+        RequestKind::GetTelemetrySubscriptions(r) => {
+            ResponseKind::GetTelemetrySubscriptions(telemetry::get_telemetry_subscriptions(&r))
+        }
+        RequestKind::PushTelemetry(r) => ResponseKind::PushTelemetry(telemetry::push_telemetry(&r)),
         RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(
             group::find_coordinator(state, version, r, listener).await,
         ),
@@ -478,7 +507,7 @@ async fn handle_kind(state: &Rc<CoreState>, version: i16, req: Request) -> Optio
             ResponseKind::OffsetForLeaderEpoch(epochs::offset_for_leader_epoch(state, r).await)
         }
         other => {
-            // decode_request admits only keys in SUPPORTED_APIS.
+            // decode_request admits only the keys of `served_apis`.
             tracing::error!(request = ?other, "no handler for a supported API");
             return None;
         }
@@ -487,7 +516,7 @@ async fn handle_kind(state: &Rc<CoreState>, version: i16, req: Request) -> Optio
 
 #[cfg(test)]
 mod tests {
-    use super::{BELOW_THE_CODEC, SUPPORTED_APIS};
+    use super::{BELOW_THE_CODEC, SUPPORTED_APIS, UNADVERTISED_APIS};
     use kafka_protocol::messages::*;
     use kafka_protocol::protocol::{Message, VersionRange};
 
@@ -512,6 +541,11 @@ mod tests {
             ApiKey::IncrementalAlterConfigs => {
                 both::<IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse>()
             }
+            ApiKey::AlterConfigs => both::<AlterConfigsRequest, AlterConfigsResponse>(),
+            ApiKey::GetTelemetrySubscriptions => {
+                both::<GetTelemetrySubscriptionsRequest, GetTelemetrySubscriptionsResponse>()
+            }
+            ApiKey::PushTelemetry => both::<PushTelemetryRequest, PushTelemetryResponse>(),
             ApiKey::FindCoordinator => both::<FindCoordinatorRequest, FindCoordinatorResponse>(),
             ApiKey::JoinGroup => both::<JoinGroupRequest, JoinGroupResponse>(),
             ApiKey::SyncGroup => both::<SyncGroupRequest, SyncGroupResponse>(),
@@ -597,6 +631,22 @@ mod tests {
             if key != ApiKey::Produce {
                 assert!(min >= cmin, "{key:?}: v{min} is not decodable");
             }
+        }
+    }
+
+    #[test]
+    fn unadvertised_apis_are_served_at_the_codecs_versions_and_not_advertised() {
+        for &(key, min, max) in UNADVERTISED_APIS {
+            assert_eq!((min, max), codec_range(key), "{key:?}");
+            assert_eq!(super::supported_versions(key), Some((min, max)));
+            assert!(
+                SUPPORTED_APIS.iter().all(|&(k, _, _)| k != key),
+                "{key:?} is advertised"
+            );
+            assert!(super::api_versions_response(0)
+                .api_keys
+                .iter()
+                .all(|a| a.api_key != key as i16));
         }
     }
 }

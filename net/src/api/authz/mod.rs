@@ -98,14 +98,14 @@ pub enum Resource {
     Group,
     TransactionalId,
     Cluster,
-    /// A DescribeConfigs/IncrementalAlterConfigs resource: a topic's config is checked on
+    /// A DescribeConfigs/(Incremental)AlterConfigs resource: a topic's config is checked on
     /// the topic, any other (a broker's) on the cluster.
     Config,
     /// A FindCoordinator key: a group, or a transactional id for a transaction key.
     CoordinatorKey,
 }
 
-/// Kafka's config resource type of a topic (DescribeConfigs, IncrementalAlterConfigs).
+/// Kafka's config resource type of a topic (DescribeConfigs, (Incremental)AlterConfigs).
 const CONFIG_RESOURCE_TOPIC: i8 = 2;
 
 impl Resource {
@@ -246,6 +246,7 @@ guards! {
     DescribeProducers:            Topic,           OP_READ,             PerItem;
     DescribeConfigs:              Config,          OP_DESCRIBE_CONFIGS, PerItem;
     IncrementalAlterConfigs:      Config,          OP_ALTER_CONFIGS,    PerItem;
+    AlterConfigs:                 Config,          OP_ALTER_CONFIGS,    PerItem;
     FindCoordinator:              CoordinatorKey,  OP_DESCRIBE,         Whole;
     JoinGroup:                    Group,           OP_READ,             Whole;
     SyncGroup:                    Group,           OP_READ,             Whole;

@@ -736,7 +736,7 @@ impl Shape for DescribeTransactionsRequest {
     }
 }
 
-/// The config resources of a DescribeConfigs or IncrementalAlterConfigs `gate` refuses,
+/// The config resources of a DescribeConfigs or (Incremental)AlterConfigs `gate` refuses,
 /// taken out of `resources` (`key` reads a resource's type and name), and put back at the
 /// end of the response's `list` as `result` makes each from its type, name and code
 /// (a topic's or the cluster's, as its type says).
@@ -787,6 +787,28 @@ impl Shape for IncrementalAlterConfigsRequest {
 
     fn take(&mut self, gate: &Gate) -> Option<Put<IncrementalAlterConfigsResponse>> {
         use incremental_alter_configs_response::AlterConfigsResourceResponse;
+        let why = "Authorization failed: no ALTER_CONFIGS on the resource";
+        take_configs(
+            gate,
+            &mut self.resources,
+            |c| (c.resource_type, &c.resource_name),
+            |r| &mut r.responses,
+            move |rtype, name, code| {
+                AlterConfigsResourceResponse::default()
+                    .with_resource_type(rtype)
+                    .with_resource_name(name)
+                    .with_error_code(code)
+                    .with_error_message(message(why))
+            },
+        )
+    }
+}
+
+impl Shape for AlterConfigsRequest {
+    type Response = AlterConfigsResponse;
+
+    fn take(&mut self, gate: &Gate) -> Option<Put<AlterConfigsResponse>> {
+        use alter_configs_response::AlterConfigsResourceResponse;
         let why = "Authorization failed: no ALTER_CONFIGS on the resource";
         take_configs(
             gate,
