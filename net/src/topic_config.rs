@@ -62,56 +62,130 @@ const INT_MAX: i64 = i32::MAX as i64;
 /// value changes nothing in ringlog (see docs/kafka-apis.md) are checked and stored as Kafka
 /// does, so that tools and clients that set them work.
 pub const TOPIC_CONFIGS: &[TopicConfigKey] = &[
-    key("cleanup.policy", ConfigType::List, Check::Own, |d| d.cleanup_policy.to_string()),
+    key("cleanup.policy", ConfigType::List, Check::Own, |d| {
+        d.cleanup_policy.to_string()
+    }),
     // Stored batches keep the producer's codec: the levels are the broker's recompression's.
-    key("compression.gzip.level", ConfigType::Int, Check::GzipLevel, |_| "-1".into()),
-    key("compression.lz4.level", ConfigType::Int, Check::Range(1, 17), |_| "9".into()),
-    key("compression.type", ConfigType::String, Check::Own, |_| "producer".into()),
-    key("compression.zstd.level", ConfigType::Int, Check::Range(-131_072, 22), |_| "3".into()),
-    key("delete.retention.ms", ConfigType::Long, Check::Range(0, LONG_MAX), |d| {
-        d.delete_retention_ms.to_string()
+    key(
+        "compression.gzip.level",
+        ConfigType::Int,
+        Check::GzipLevel,
+        |_| "-1".into(),
+    ),
+    key(
+        "compression.lz4.level",
+        ConfigType::Int,
+        Check::Range(1, 17),
+        |_| "9".into(),
+    ),
+    key("compression.type", ConfigType::String, Check::Own, |_| {
+        "producer".into()
     }),
-    key("fanout.delay.ms", ConfigType::Long, Check::Range(0, MAX_FANOUT_DELAY_MS), |_| "0".into()),
-    key("fanout.parent", ConfigType::String, Check::Own, |_| String::new()),
+    key(
+        "compression.zstd.level",
+        ConfigType::Int,
+        Check::Range(-131_072, 22),
+        |_| "3".into(),
+    ),
+    key(
+        "delete.retention.ms",
+        ConfigType::Long,
+        Check::Range(0, LONG_MAX),
+        |d| d.delete_retention_ms.to_string(),
+    ),
+    key(
+        "fanout.delay.ms",
+        ConfigType::Long,
+        Check::Range(0, MAX_FANOUT_DELAY_MS),
+        |_| "0".into(),
+    ),
+    key("fanout.parent", ConfigType::String, Check::Own, |_| {
+        String::new()
+    }),
     // Segments are unlinked at once (a reader holds its open file).
-    key("file.delete.delay.ms", ConfigType::Long, Check::Range(0, LONG_MAX), |_| "60000".into()),
+    key(
+        "file.delete.delay.ms",
+        ConfigType::Long,
+        Check::Range(0, LONG_MAX),
+        |_| "60000".into(),
+    ),
     // Every batch is fdatasync'd before it is acknowledged or readable.
-    key("flush.messages", ConfigType::Long, Check::Range(1, LONG_MAX), |_| LONG_MAX.to_string()),
-    key("flush.ms", ConfigType::Long, Check::Range(0, LONG_MAX), |_| LONG_MAX.to_string()),
+    key(
+        "flush.messages",
+        ConfigType::Long,
+        Check::Range(1, LONG_MAX),
+        |_| LONG_MAX.to_string(),
+    ),
+    key(
+        "flush.ms",
+        ConfigType::Long,
+        Check::Range(0, LONG_MAX),
+        |_| LONG_MAX.to_string(),
+    ),
     // No replication throttle rates yet (broker configs): the lists are stored only.
-    key("follower.replication.throttled.replicas", ConfigType::List, Check::ReplicaList, |_| {
-        String::new()
-    }),
-    key("index.interval.bytes", ConfigType::Int, Check::Range(0, INT_MAX), |d| {
-        d.index_interval_bytes.to_string()
-    }),
-    key("leader.replication.throttled.replicas", ConfigType::List, Check::ReplicaList, |_| {
-        String::new()
-    }),
-    key("max.compaction.lag.ms", ConfigType::Long, Check::Range(1, LONG_MAX), |d| {
-        d.max_compaction_lag_ms.to_string()
-    }),
-    key("max.message.bytes", ConfigType::Int, Check::Range(0, INT_MAX), |d| {
-        d.max_batch_bytes.to_string()
-    }),
-    key("message.timestamp.after.max.ms", ConfigType::Long, Check::Range(0, LONG_MAX), |d| {
-        d.message_timestamp_after_max_ms.to_string()
-    }),
-    key("message.timestamp.before.max.ms", ConfigType::Long, Check::Range(0, LONG_MAX), |d| {
-        d.message_timestamp_before_max_ms.to_string()
-    }),
-    key("message.timestamp.type", ConfigType::String, Check::Own, |d| {
-        match d.timestamp_type {
+    key(
+        "follower.replication.throttled.replicas",
+        ConfigType::List,
+        Check::ReplicaList,
+        |_| String::new(),
+    ),
+    key(
+        "index.interval.bytes",
+        ConfigType::Int,
+        Check::Range(0, INT_MAX),
+        |d| d.index_interval_bytes.to_string(),
+    ),
+    key(
+        "leader.replication.throttled.replicas",
+        ConfigType::List,
+        Check::ReplicaList,
+        |_| String::new(),
+    ),
+    key(
+        "max.compaction.lag.ms",
+        ConfigType::Long,
+        Check::Range(1, LONG_MAX),
+        |d| d.max_compaction_lag_ms.to_string(),
+    ),
+    key(
+        "max.message.bytes",
+        ConfigType::Int,
+        Check::Range(0, INT_MAX),
+        |d| d.max_batch_bytes.to_string(),
+    ),
+    key(
+        "message.timestamp.after.max.ms",
+        ConfigType::Long,
+        Check::Range(0, LONG_MAX),
+        |d| d.message_timestamp_after_max_ms.to_string(),
+    ),
+    key(
+        "message.timestamp.before.max.ms",
+        ConfigType::Long,
+        Check::Range(0, LONG_MAX),
+        |d| d.message_timestamp_before_max_ms.to_string(),
+    ),
+    key(
+        "message.timestamp.type",
+        ConfigType::String,
+        Check::Own,
+        |d| match d.timestamp_type {
             TimestampType::CreateTime => "CreateTime".into(),
             TimestampType::LogAppendTime => "LogAppendTime".into(),
-        }
-    }),
-    key("min.cleanable.dirty.ratio", ConfigType::Double, Check::Own, |d| {
-        d.min_cleanable_dirty_ratio.to_string()
-    }),
-    key("min.compaction.lag.ms", ConfigType::Long, Check::Range(0, LONG_MAX), |d| {
-        d.min_compaction_lag_ms.to_string()
-    }),
+        },
+    ),
+    key(
+        "min.cleanable.dirty.ratio",
+        ConfigType::Double,
+        Check::Own,
+        |d| d.min_cleanable_dirty_ratio.to_string(),
+    ),
+    key(
+        "min.compaction.lag.ms",
+        ConfigType::Long,
+        Check::Range(0, LONG_MAX),
+        |d| d.min_compaction_lag_ms.to_string(),
+    ),
     key(
         "min.insync.replicas",
         ConfigType::Int,
@@ -119,22 +193,46 @@ pub const TOPIC_CONFIGS: &[TopicConfigKey] = &[
         |_| "1".into(),
     ),
     // Segment files are always reserved ahead, in growing steps.
-    key("preallocate", ConfigType::Boolean, Check::Bool, |_| "false".into()),
-    key("retention.bytes", ConfigType::Long, Check::Range(-1, LONG_MAX), |d| {
-        d.retention_bytes.map_or(-1, |b| b as i64).to_string()
+    key("preallocate", ConfigType::Boolean, Check::Bool, |_| {
+        "false".into()
     }),
-    key("retention.ms", ConfigType::Long, Check::Range(-1, LONG_MAX), |d| {
-        d.retention_ms.unwrap_or(-1).to_string()
-    }),
-    key("segment.bytes", ConfigType::Int, Check::Range(4096, INT_MAX), |d| {
-        d.segment_bytes.to_string()
-    }),
+    key(
+        "retention.bytes",
+        ConfigType::Long,
+        Check::Range(-1, LONG_MAX),
+        |d| d.retention_bytes.map_or(-1, |b| b as i64).to_string(),
+    ),
+    key(
+        "retention.ms",
+        ConfigType::Long,
+        Check::Range(-1, LONG_MAX),
+        |d| d.retention_ms.unwrap_or(-1).to_string(),
+    ),
+    key(
+        "segment.bytes",
+        ConfigType::Int,
+        Check::Range(4096, INT_MAX),
+        |d| d.segment_bytes.to_string(),
+    ),
     // The offset index grows with the segment (one entry per batch), never full.
-    key("segment.index.bytes", ConfigType::Int, Check::Range(4, INT_MAX), |_| "10485760".into()),
-    key("segment.jitter.ms", ConfigType::Long, Check::Range(0, LONG_MAX), |d| {
-        d.segment_jitter_ms.to_string()
-    }),
-    key("segment.ms", ConfigType::Long, Check::Range(1, LONG_MAX), |d| d.segment_ms.to_string()),
+    key(
+        "segment.index.bytes",
+        ConfigType::Int,
+        Check::Range(4, INT_MAX),
+        |_| "10485760".into(),
+    ),
+    key(
+        "segment.jitter.ms",
+        ConfigType::Long,
+        Check::Range(0, LONG_MAX),
+        |d| d.segment_jitter_ms.to_string(),
+    ),
+    key(
+        "segment.ms",
+        ConfigType::Long,
+        Check::Range(1, LONG_MAX),
+        |d| d.segment_ms.to_string(),
+    ),
     key(
         meta::replication::UNCLEAN_LEADER_ELECTION_CONFIG,
         ConfigType::Boolean,
@@ -219,7 +317,11 @@ fn check(key: &TopicConfigKey, v: &str) -> Result<Option<i64>, InvalidTopicConfi
     match key.check {
         Check::Range(min, max) => parse_i64(k, v, min, max).map(Some),
         Check::GzipLevel => match parse_i64(k, v, -1, 9)? {
-            0 => Err(unsupported(k, v, "use -1 (the codec's default) or a level from 1 to 9")),
+            0 => Err(unsupported(
+                k,
+                v,
+                "use -1 (the codec's default) or a level from 1 to 9",
+            )),
             n => Ok(Some(n)),
         },
         Check::Bool => {
@@ -305,36 +407,30 @@ pub fn to_log_config(
                 }
                 c.min_cleanable_dirty_ratio = r;
             }
-            ("compression.type", _) => {
-                if v != "producer" {
-                    return Err(unsupported(
-                        k,
-                        v,
-                        "only \"producer\" is supported (batches are stored as sent)",
-                    ));
-                }
+            ("compression.type", _) if v != "producer" => {
+                return Err(unsupported(
+                    k,
+                    v,
+                    "only \"producer\" is supported (batches are stored as sent)",
+                ));
             }
-            (meta::replication::UNCLEAN_LEADER_ELECTION_CONFIG, _) => {
-                if v != "true" && v != "false" {
-                    return Err(unsupported(k, v, "use true or false"));
-                }
+            (meta::replication::UNCLEAN_LEADER_ELECTION_CONFIG, _)
+                if v != "true" && v != "false" =>
+            {
+                return Err(unsupported(k, v, "use true or false"));
             }
             // Fan-out links (seed 000); the link itself lives in the metastore.
-            ("fanout.parent", _) => {
-                if v.is_empty() {
-                    return Err(InvalidTopicConfig::Incomplete {
-                        key: k.clone(),
-                        why: "is empty: name the parent topic",
-                    });
-                }
+            ("fanout.parent", _) if v.is_empty() => {
+                return Err(InvalidTopicConfig::Incomplete {
+                    key: k.clone(),
+                    why: "is empty: name the parent topic",
+                });
             }
-            ("fanout.delay.ms", _) => {
-                if !configs.contains_key("fanout.parent") {
-                    return Err(InvalidTopicConfig::Incomplete {
-                        key: k.clone(),
-                        why: "needs fanout.parent",
-                    });
-                }
+            ("fanout.delay.ms", _) if !configs.contains_key("fanout.parent") => {
+                return Err(InvalidTopicConfig::Incomplete {
+                    key: k.clone(),
+                    why: "needs fanout.parent",
+                });
             }
             _ => {}
         }
@@ -432,25 +528,109 @@ mod tests {
         let d = LogConfig::default();
         let max = i64::MAX.to_string();
         // (key, Kafka's type, Kafka's default, accepted values, refused values)
-        let cases: &[(&str, ConfigType, &str, &[&str], &[&str])] = &[
-            ("flush.messages", ConfigType::Long, &max, &["1", &max], &["0", "-1", "x"]),
-            ("flush.ms", ConfigType::Long, &max, &["0", " 5 ", &max], &["-1", "1.5"]),
-            ("compression.gzip.level", ConfigType::Int, "-1", &["-1", "1", "9"], &["0", "10", "-2"]),
-            ("compression.lz4.level", ConfigType::Int, "9", &["1", "17"], &["0", "18"]),
-            ("compression.zstd.level", ConfigType::Int, "3", &["-131072", "0", "22"], &["-131073", "23"]),
-            ("segment.jitter.ms", ConfigType::Long, "0", &["0", "60000", &max], &["-1"]),
-            ("segment.index.bytes", ConfigType::Int, "10485760", &["4", "2147483647"], &["3", "2147483648"]),
-            ("index.interval.bytes", ConfigType::Int, "4096", &["0", "2147483647"], &["-1", "2147483648"]),
-            ("preallocate", ConfigType::Boolean, "false", &["true", "false", "TRUE", " False"], &["yes", "1", ""]),
-            ("file.delete.delay.ms", ConfigType::Long, "60000", &["0", &max], &["-1"]),
-            ("message.timestamp.before.max.ms", ConfigType::Long, &max, &["0", "3600000", &max], &["-1"]),
-            ("message.timestamp.after.max.ms", ConfigType::Long, "3600000", &["0", &max], &["-1"]),
+        type Case<'a> = (&'a str, ConfigType, &'a str, &'a [&'a str], &'a [&'a str]);
+        let cases: &[Case] = &[
+            (
+                "flush.messages",
+                ConfigType::Long,
+                &max,
+                &["1", &max],
+                &["0", "-1", "x"],
+            ),
+            (
+                "flush.ms",
+                ConfigType::Long,
+                &max,
+                &["0", " 5 ", &max],
+                &["-1", "1.5"],
+            ),
+            (
+                "compression.gzip.level",
+                ConfigType::Int,
+                "-1",
+                &["-1", "1", "9"],
+                &["0", "10", "-2"],
+            ),
+            (
+                "compression.lz4.level",
+                ConfigType::Int,
+                "9",
+                &["1", "17"],
+                &["0", "18"],
+            ),
+            (
+                "compression.zstd.level",
+                ConfigType::Int,
+                "3",
+                &["-131072", "0", "22"],
+                &["-131073", "23"],
+            ),
+            (
+                "segment.jitter.ms",
+                ConfigType::Long,
+                "0",
+                &["0", "60000", &max],
+                &["-1"],
+            ),
+            (
+                "segment.index.bytes",
+                ConfigType::Int,
+                "10485760",
+                &["4", "2147483647"],
+                &["3", "2147483648"],
+            ),
+            (
+                "index.interval.bytes",
+                ConfigType::Int,
+                "4096",
+                &["0", "2147483647"],
+                &["-1", "2147483648"],
+            ),
+            (
+                "preallocate",
+                ConfigType::Boolean,
+                "false",
+                &["true", "false", "TRUE", " False"],
+                &["yes", "1", ""],
+            ),
+            (
+                "file.delete.delay.ms",
+                ConfigType::Long,
+                "60000",
+                &["0", &max],
+                &["-1"],
+            ),
+            (
+                "message.timestamp.before.max.ms",
+                ConfigType::Long,
+                &max,
+                &["0", "3600000", &max],
+                &["-1"],
+            ),
+            (
+                "message.timestamp.after.max.ms",
+                ConfigType::Long,
+                "3600000",
+                &["0", &max],
+                &["-1"],
+            ),
             (
                 "leader.replication.throttled.replicas",
                 ConfigType::List,
                 "",
-                &["", "*", " * ", "0:1", "0:1,1:2", "0:1, 1:2", "0:1,", "99999999999:1"],
-                &["x", "0:1,*", "*,*", "0", "0:", ":1", "0:a", "-1:2", "0:1:2", "+1:2"],
+                &[
+                    "",
+                    "*",
+                    " * ",
+                    "0:1",
+                    "0:1,1:2",
+                    "0:1, 1:2",
+                    "0:1,",
+                    "99999999999:1",
+                ],
+                &[
+                    "x", "0:1,*", "*,*", "0", "0:", ":1", "0:a", "-1:2", "0:1:2", "+1:2",
+                ],
             ),
             (
                 "follower.replication.throttled.replicas",
@@ -464,11 +644,18 @@ mod tests {
             assert_eq!(config_type(key), Some(ty), "{key}");
             assert_eq!(default_value(key, &d), default, "{key}");
             let shown = describe(&BTreeMap::new(), &d);
-            assert!(shown.iter().any(|(k, v, is_default, _)| k == key && v == default && *is_default), "{key}");
+            assert!(
+                shown
+                    .iter()
+                    .any(|(k, v, is_default, _)| k == key && v == default && *is_default),
+                "{key}"
+            );
             for v in good {
                 to_log_config(&cfg(&[(key, v)]), &d).unwrap_or_else(|e| panic!("{key}={v:?}: {e}"));
                 let shown = describe(&cfg(&[(key, v)]), &d);
-                assert!(shown.iter().any(|(k, s, is_default, _)| k == key && s == v && !*is_default));
+                assert!(shown
+                    .iter()
+                    .any(|(k, s, is_default, _)| k == key && s == v && !*is_default));
             }
             for v in bad {
                 let e = to_log_config(&cfg(&[(key, v)]), &d)
@@ -479,10 +666,17 @@ mod tests {
         }
         // Range refusals name the range; the throttle lists name Kafka's format.
         let e = to_log_config(&cfg(&[("compression.lz4.level", "18")]), &d).unwrap_err();
-        assert_eq!(e.to_string(), "compression.lz4.level=18 is out of range [1, 17]");
+        assert_eq!(
+            e.to_string(),
+            "compression.lz4.level=18 is out of range [1, 17]"
+        );
         let e = to_log_config(&cfg(&[("compression.gzip.level", "0")]), &d).unwrap_err();
-        assert!(e.to_string().contains("-1") && e.to_string().contains("1 to 9"), "{e}");
-        let e = to_log_config(&cfg(&[("leader.replication.throttled.replicas", "x")]), &d).unwrap_err();
+        assert!(
+            e.to_string().contains("-1") && e.to_string().contains("1 to 9"),
+            "{e}"
+        );
+        let e =
+            to_log_config(&cfg(&[("leader.replication.throttled.replicas", "x")]), &d).unwrap_err();
         assert!(e.to_string().contains("[partitionId]:[brokerId]"), "{e}");
         // The ones with a meaning in ringlog reach the log's config.
         let c = to_log_config(

@@ -177,7 +177,10 @@ fn produced_timestamps_outside_the_topic_window_are_refused() {
         .map(|m| m.to_string())
         .unwrap_or_default();
     assert!(
-        why.starts_with(&format!("Timestamp {} of message with offset 1 is out of range", t - HOUR_MS)),
+        why.starts_with(&format!(
+            "Timestamp {} of message with offset 1 is out of range",
+            t - HOUR_MS
+        )),
         "{why}"
     );
     // Two hours ahead: past Kafka's default message.timestamp.after.max.ms (an hour).
@@ -210,7 +213,10 @@ fn produced_timestamps_outside_the_topic_window_are_refused() {
             break;
         }
         assert_eq!(p.error_code, INVALID_TIMESTAMP, "{p:?}");
-        assert!(Instant::now() < deadline, "the altered config never took effect");
+        assert!(
+            Instant::now() < deadline,
+            "the altered config never took effect"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     broker.assert_alive();

@@ -363,10 +363,7 @@ impl PartitionLog {
     /// of this core's clock (CreateTime topics), as Kafka checks on the produce path only.
     pub fn client_batch_rules(&self) -> crate::record_check::BatchRules {
         crate::record_check::BatchRules {
-            timestamps: self
-                .config
-                .borrow()
-                .timestamp_window(self.core.now_ms()),
+            timestamps: self.config.borrow().timestamp_window(self.core.now_ms()),
             ..self.batch_rules()
         }
     }
