@@ -34,6 +34,9 @@ pub const DEFAULT_MAX_BATCH_BYTES: usize = 1_048_588;
 pub const DEFAULT_DELETE_RETENTION_MS: i64 = 24 * 3600 * 1000;
 /// Kafka's default `min.cleanable.dirty.ratio`.
 pub const DEFAULT_MIN_CLEANABLE_DIRTY_RATIO: f64 = 0.5;
+/// Kafka's default `message.timestamp.after.max.ms` (1 hour): how far past the broker's clock
+/// a produced record's CreateTime may lie.
+pub const DEFAULT_MESSAGE_TIMESTAMP_AFTER_MAX_MS: i64 = 3600 * 1000;
 
 /// What happens to old data (`cleanup.policy`): deleted by retention, compacted to the latest
 /// record per key, or both.
@@ -90,6 +93,31 @@ pub enum TimestampType {
     LogAppendTime,
 }
 
+/// The record timestamps a produced batch may carry (`message.timestamp.before.max.ms` and
+/// `message.timestamp.after.max.ms` around the broker's clock), both ends included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimestampWindow {
+    pub earliest_ms: i64,
+    pub latest_ms: i64,
+}
+
+impl TimestampWindow {
+    pub fn admits(&self, timestamp_ms: i64) -> bool {
+        (self.earliest_ms..=self.latest_ms).contains(&timestamp_ms)
+    }
+}
+
+/// A random u64 from the std library's randomly keyed SipHash (no extra dependency).
+fn random_u64() -> u64 {
+    use std::collections::hash_map::RandomState;
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    h.finish()
+}
+
 #[derive(Debug, Clone)]
 pub struct LogConfig {
     /// Roll the active segment before it grows past this many bytes.
@@ -120,6 +148,16 @@ pub struct LogConfig {
     pub max_compaction_lag_ms: i64,
     /// `delete.retention.ms`: how long a tombstone survives after the cleaner first kept it.
     pub delete_retention_ms: i64,
+    /// `segment.jitter.ms`: each segment rolls by age up to a random share of this earlier
+    /// (drawn once per segment, [`LogConfig::draw_roll_jitter_ms`]), so that partitions created
+    /// together do not all roll at once.
+    pub segment_jitter_ms: i64,
+    /// `message.timestamp.before.max.ms`: how far before the broker's clock a produced
+    /// record's CreateTime may lie (checked on produce; `i64::MAX`: any).
+    pub message_timestamp_before_max_ms: i64,
+    /// `message.timestamp.after.max.ms`: how far after the broker's clock a produced record's
+    /// CreateTime may lie.
+    pub message_timestamp_after_max_ms: i64,
 }
 
 impl Default for LogConfig {
@@ -141,6 +179,9 @@ impl Default for LogConfig {
             min_compaction_lag_ms: 0,
             max_compaction_lag_ms: i64::MAX,
             delete_retention_ms: DEFAULT_DELETE_RETENTION_MS,
+            segment_jitter_ms: 0,
+            message_timestamp_before_max_ms: i64::MAX,
+            message_timestamp_after_max_ms: DEFAULT_MESSAGE_TIMESTAMP_AFTER_MAX_MS,
         }
     }
 }
@@ -154,6 +195,34 @@ impl LogConfig {
             self.segment_ms.min(self.max_compaction_lag_ms)
         } else {
             self.segment_ms
+        }
+    }
+
+    /// The jitter of a new segment (Kafka's): a random time in [0, min(`segment.jitter.ms`,
+    /// `segment.ms`)) by which it rolls earlier than its age limit; 0 without jitter.
+    pub fn draw_roll_jitter_ms(&self) -> i64 {
+        let bound = self.segment_jitter_ms.min(self.segment_ms);
+        if bound <= 0 {
+            return 0;
+        }
+        (random_u64() % bound as u64) as i64
+    }
+
+    /// Whether a segment whose first batch was committed at `first_commit_ms`, and that drew
+    /// `jitter_ms` ([`LogConfig::draw_roll_jitter_ms`]), is due to roll by age at `commit_ms`.
+    pub fn roll_due(&self, first_commit_ms: i64, commit_ms: i64, jitter_ms: i64) -> bool {
+        commit_ms.saturating_sub(first_commit_ms) >= self.roll_after_ms().saturating_sub(jitter_ms)
+    }
+
+    /// The record timestamps a client's batch may carry at `now_ms`: `None` where the log
+    /// stamps its own (LogAppendTime), as Kafka checks only CreateTime.
+    pub fn timestamp_window(&self, now_ms: i64) -> Option<TimestampWindow> {
+        match self.timestamp_type {
+            TimestampType::CreateTime => Some(TimestampWindow {
+                earliest_ms: now_ms.saturating_sub(self.message_timestamp_before_max_ms),
+                latest_ms: now_ms.saturating_add(self.message_timestamp_after_max_ms),
+            }),
+            TimestampType::LogAppendTime => None,
         }
     }
 
@@ -209,6 +278,17 @@ impl LogConfig {
                 self.min_compaction_lag_ms, self.max_compaction_lag_ms, self.delete_retention_ms
             ));
         }
+        if self.segment_jitter_ms < 0
+            || self.message_timestamp_before_max_ms < 0
+            || self.message_timestamp_after_max_ms < 0
+        {
+            return Err(format!(
+                "segment jitter and timestamp bounds must be non-negative (jitter {} ms, before {} ms, after {} ms)",
+                self.segment_jitter_ms,
+                self.message_timestamp_before_max_ms,
+                self.message_timestamp_after_max_ms
+            ));
+        }
         if self.max_compaction_lag_ms < self.min_compaction_lag_ms {
             return Err(format!(
                 "max.compaction.lag.ms {} is below min.compaction.lag.ms {}: raise the first",
@@ -216,5 +296,81 @@ impl LogConfig {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segment_jitter_rolls_earlier_by_a_draw_below_the_jitter() {
+        let hour = 3_600_000;
+        let c = LogConfig {
+            segment_ms: hour,
+            ..LogConfig::default()
+        };
+        // Without jitter every segment rolls at segment.ms.
+        assert_eq!(c.draw_roll_jitter_ms(), 0);
+        assert!(!c.roll_due(0, hour - 1, 0));
+        assert!(c.roll_due(0, hour, 0));
+        // A drawn jitter moves the roll that much earlier.
+        assert!(c.roll_due(0, hour - 600_000, 600_000));
+        assert!(!c.roll_due(0, hour - 600_001, 600_000));
+        // Draws lie in [0, min(segment.jitter.ms, segment.ms)) and differ between segments.
+        let c = LogConfig {
+            segment_jitter_ms: 1000,
+            ..c
+        };
+        let draws: Vec<i64> = (0..200).map(|_| c.draw_roll_jitter_ms()).collect();
+        assert!(draws.iter().all(|d| (0..1000).contains(d)), "{draws:?}");
+        assert!(draws.iter().any(|d| *d != draws[0]), "the draws vary");
+        let wide = LogConfig {
+            segment_jitter_ms: 10 * hour,
+            ..c.clone()
+        };
+        assert!((0..200).all(|_| (0..hour).contains(&wide.draw_roll_jitter_ms())));
+        // A compacted log's roll limit (max.compaction.lag.ms) takes the jitter too.
+        let compact = LogConfig {
+            cleanup_policy: CleanupPolicy::COMPACT,
+            max_compaction_lag_ms: 10_000,
+            ..c
+        };
+        assert!(compact.roll_due(0, 9_000, 1_000));
+        assert!(!compact.roll_due(0, 8_999, 1_000));
+    }
+
+    #[test]
+    fn timestamp_window_bounds_create_time_only() {
+        let now = 1_700_000_000_000;
+        let c = LogConfig {
+            message_timestamp_before_max_ms: 1000,
+            message_timestamp_after_max_ms: 500,
+            ..LogConfig::default()
+        };
+        let w = c.timestamp_window(now).unwrap();
+        assert_eq!((w.earliest_ms, w.latest_ms), (now - 1000, now + 500));
+        assert!(w.admits(now - 1000) && w.admits(now + 500) && w.admits(now));
+        assert!(!w.admits(now - 1001) && !w.admits(now + 501));
+        // Kafka's defaults: any age, at most an hour ahead; the ends saturate.
+        let w = LogConfig::default().timestamp_window(now).unwrap();
+        assert!(w.admits(0) && w.admits(-1_000_000) && w.admits(now + 3_600_000));
+        assert!(!w.admits(now + 3_600_001));
+        let lenient = LogConfig {
+            message_timestamp_after_max_ms: i64::MAX,
+            ..LogConfig::default()
+        };
+        assert!(lenient.timestamp_window(now).unwrap().admits(i64::MAX));
+        let append_time = LogConfig {
+            timestamp_type: TimestampType::LogAppendTime,
+            ..c
+        };
+        assert_eq!(append_time.timestamp_window(now), None);
+        assert!(LogConfig {
+            message_timestamp_after_max_ms: -1,
+            ..LogConfig::default()
+        }
+        .validate()
+        .is_err());
     }
 }

@@ -39,7 +39,7 @@ pub mod shard;
 pub mod tail_cache;
 pub mod txn;
 
-pub use config::{CleanupPolicy, LogConfig, TimestampType};
+pub use config::{CleanupPolicy, LogConfig, TimestampType, TimestampWindow};
 pub use core_storage::{CoreStorage, CoreStorageOptions};
 pub use data_dir::DataDir;
 pub use io::StorageIo;

@@ -12,8 +12,10 @@
 use std::io::{self, Read};
 
 use crate::batch::{
-    decode_varlong, BatchError, BatchHeader, VarlongError, HEADER_BYTES, MAX_VARLONG_BYTES,
+    decode_varlong, BadTimestamps, BatchError, BatchHeader, VarlongError, HEADER_BYTES,
+    MAX_VARLONG_BYTES,
 };
+use crate::config::TimestampWindow;
 
 /// Largest records section a compressed batch may inflate to.
 pub const MAX_DECOMPRESSED_BATCH_BYTES: u64 = 128 << 20;
@@ -28,6 +30,14 @@ fn invalid(why: impl Into<String>) -> BatchError {
     BatchError::InvalidRecords(why.into())
 }
 
+/// Most records with a bad timestamp that one refusal names (the batch is refused whole; the
+/// client is told which records failed, up to this many).
+pub const MAX_LISTED_BAD_TIMESTAMPS: usize = 100;
+
+/// A record timestamp that means "none" (Kafka's `RecordBatch.NO_TIMESTAMP`), never checked
+/// against a timestamp window.
+const NO_TIMESTAMP: i64 = -1;
+
 /// What a log asks of the batches it takes, beyond their being well formed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchRules {
@@ -35,6 +45,9 @@ pub struct BatchRules {
     pub max_bytes: usize,
     /// Every record must have a key (a compacted topic, as Kafka refuses keyless records).
     pub require_keys: bool,
+    /// The record timestamps a client's batch may carry (`message.timestamp.before.max.ms`
+    /// and `message.timestamp.after.max.ms` around now, CreateTime topics); `None`: any.
+    pub timestamps: Option<TimestampWindow>,
 }
 
 impl BatchRules {
@@ -43,18 +56,19 @@ impl BatchRules {
         Self {
             max_bytes,
             require_keys: false,
+            timestamps: None,
         }
     }
 }
 
 /// Checks the records of batch `b` (whose header `h` already passed `batch::validate`).
 pub fn validate_records(b: &[u8], h: &BatchHeader) -> Result<(), BatchError> {
-    validate_records_with(b, h, false)
+    validate_records_with(b, h, BatchRules::max_bytes(usize::MAX))
 }
 
-fn validate_records_with(b: &[u8], h: &BatchHeader, require_keys: bool) -> Result<(), BatchError> {
+fn validate_records_with(b: &[u8], h: &BatchHeader, rules: BatchRules) -> Result<(), BatchError> {
     let data = &b[HEADER_BYTES..];
-    let k = require_keys;
+    let k = rules;
     match h.compression() {
         0 => walk_source(SliceSource(data), h, "uncompressed", k),
         1 => walk(flate2::read::GzDecoder::new(data), h, "gzip", k),
@@ -69,7 +83,7 @@ fn validate_records_with(b: &[u8], h: &BatchHeader, require_keys: bool) -> Resul
     }
 }
 
-fn walk_snappy(data: &[u8], h: &BatchHeader, require_keys: bool) -> Result<(), BatchError> {
+fn walk_snappy(data: &[u8], h: &BatchHeader, rules: BatchRules) -> Result<(), BatchError> {
     let raw = |block: &[u8], budget: u64| -> Result<Vec<u8>, BatchError> {
         let len = snap::raw::decompress_len(block)
             .map_err(|e| invalid(format!("snappy records do not decode: {e}")))?;
@@ -92,7 +106,7 @@ fn walk_snappy(data: &[u8], h: &BatchHeader, require_keys: bool) -> Result<(), B
     };
     if !data.starts_with(XERIAL_MAGIC) {
         let out = raw(data, MAX_DECOMPRESSED_BATCH_BYTES)?;
-        return walk_source(SliceSource(&out), h, "snappy", require_keys);
+        return walk_source(SliceSource(&out), h, "snappy", rules);
     }
     // xerial framing (the Java client): magic, two i32 versions, then [i32 length | raw block].
     let mut rest = data
@@ -111,7 +125,7 @@ fn walk_snappy(data: &[u8], h: &BatchHeader, require_keys: bool) -> Result<(), B
         out.extend(raw(block, budget)?);
         rest = &rest[4 + len..];
     }
-    walk_source(SliceSource(&out), h, "snappy", require_keys)
+    walk_source(SliceSource(&out), h, "snappy", rules)
 }
 
 /// Where records are read from: a slice (uncompressed: skipping a value is a pointer move)
@@ -277,7 +291,7 @@ fn walk(
     r: impl Read,
     h: &BatchHeader,
     codec: &'static str,
-    require_keys: bool,
+    rules: BatchRules,
 ) -> Result<(), BatchError> {
     walk_source(
         StreamSource {
@@ -286,7 +300,7 @@ fn walk(
         },
         h,
         codec,
-        require_keys,
+        rules,
     )
 }
 
@@ -294,9 +308,13 @@ fn walk_source(
     r: impl Source,
     h: &BatchHeader,
     codec: &'static str,
-    require_keys: bool,
+    rules: BatchRules,
 ) -> Result<(), BatchError> {
     let mut rec = Records { r, used: 0, codec };
+    // Records whose timestamp lies outside `rules.timestamps` (the first ones): the batch is
+    // refused whole, after the walk, as Kafka checks every record before refusing.
+    let mut bad_timestamps: Vec<(i32, i64)> = Vec::new();
+    let mut bad_count = 0usize;
     for i in 0..h.records_count {
         let len = rec.varint("length")?;
         if len < 0 {
@@ -312,10 +330,18 @@ fn walk_source(
                 "record {i} has offset delta {offset_delta}; offsets in a batch must be consecutive"
             )));
         }
-        if h.base_timestamp.checked_add(ts_delta).is_none() {
+        let Some(timestamp) = h.base_timestamp.checked_add(ts_delta) else {
             return Err(invalid(format!("record {i} timestamp overflows")));
+        };
+        if let Some(w) = rules.timestamps {
+            if timestamp != NO_TIMESTAMP && !w.admits(timestamp) {
+                bad_count += 1;
+                if bad_timestamps.len() < MAX_LISTED_BAD_TIMESTAMPS {
+                    bad_timestamps.push((i, timestamp));
+                }
+            }
         }
-        if rec.field("key", -1, len)? < 0 && require_keys {
+        if rec.field("key", -1, len)? < 0 && rules.require_keys {
             return Err(BatchError::MissingKey { record: i });
         }
         rec.field("value", -1, len)?;
@@ -348,6 +374,13 @@ fn walk_source(
         }
         Err(e) => return Err(rec.err(e)),
     }
+    if let Some(window) = rules.timestamps.filter(|_| bad_count > 0) {
+        return Err(BatchError::InvalidTimestamp(Box::new(BadTimestamps {
+            records: bad_timestamps,
+            count: bad_count,
+            window,
+        })));
+    }
     Ok(())
 }
 
@@ -373,7 +406,7 @@ impl<'a> ValidBatch<'a> {
             });
         }
         let header = crate::batch::validate(bytes)?;
-        validate_records_with(bytes, &header, rules.require_keys)?;
+        validate_records_with(bytes, &header, rules)?;
         Ok(Self { header, bytes })
     }
 
@@ -542,5 +575,79 @@ mod tests {
             "{:?}",
             check(&s)
         );
+    }
+
+    #[test]
+    fn record_timestamps_outside_the_window_refuse_the_whole_batch() {
+        // records(n) carries timestamps 1_700_000_000_000 + i.
+        let t0 = 1_700_000_000_000;
+        let b = records(5);
+        let rules = |earliest_ms, latest_ms| BatchRules {
+            timestamps: Some(TimestampWindow {
+                earliest_ms,
+                latest_ms,
+            }),
+            ..BatchRules::max_bytes(1 << 20)
+        };
+        ValidBatch::new(&b, rules(t0, t0 + 4)).unwrap();
+        ValidBatch::new(&b, BatchRules::max_bytes(1 << 20)).unwrap();
+        // Records 3 and 4 lie past the window's end, records 0 and 1 before its start: all
+        // four are named and the batch is refused, in every codec.
+        for codec in 0..=4 {
+            let c = if codec == 0 {
+                b.clone()
+            } else {
+                with_section(&b, codec, &compress(codec, &b[HEADER_BYTES..]))
+            };
+            match ValidBatch::new(&c, rules(t0 + 2, t0 + 2)) {
+                Err(BatchError::InvalidTimestamp(bad)) => {
+                    assert_eq!(bad.count, 4, "codec {codec}");
+                    assert_eq!(
+                        bad.records,
+                        vec![(0, t0), (1, t0 + 1), (3, t0 + 3), (4, t0 + 4)]
+                    );
+                    let e = BatchError::InvalidTimestamp(bad.clone()).to_string();
+                    assert!(
+                        e.starts_with(
+                            "One or more records have been rejected due to invalid timestamp"
+                        ),
+                        "{e}"
+                    );
+                    assert_eq!(
+                        bad.record_message(t0, 0),
+                        format!(
+                            "Timestamp {t0} of message with offset 0 is out of range. The timestamp should be within [{}, {}]",
+                            t0 + 2,
+                            t0 + 2
+                        )
+                    );
+                }
+                other => panic!("codec {codec}: {other:?}"),
+            }
+        }
+        // A batch of many bad records names only the first ones.
+        let many = records(MAX_LISTED_BAD_TIMESTAMPS + 20);
+        match ValidBatch::new(&many, rules(0, 1)) {
+            Err(BatchError::InvalidTimestamp(bad)) => {
+                assert_eq!(bad.count, MAX_LISTED_BAD_TIMESTAMPS + 20);
+                assert_eq!(bad.records.len(), MAX_LISTED_BAD_TIMESTAMPS);
+            }
+            other => panic!("{other:?}"),
+        }
+        // A record without a timestamp (-1) is never out of range.
+        let none = encode_uncompressed([NewRecord {
+            value: Some(Bytes::from_static(b"v")),
+            timestamp_ms: NO_TIMESTAMP,
+            ..Default::default()
+        }]);
+        ValidBatch::new(&none, rules(t0, t0)).unwrap();
+        // A malformed batch is refused for what is wrong with it first.
+        let mut lying = b.clone();
+        lying[RECORDS_COUNT_POS..RECORDS_COUNT_POS + 4].copy_from_slice(&4i32.to_be_bytes());
+        let lying = batch::with_records_section(&lying, 0, &b[HEADER_BYTES..]);
+        assert!(!matches!(
+            ValidBatch::new(&lying, rules(t0 + 2, t0 + 2)),
+            Err(BatchError::InvalidTimestamp(_)) | Ok(_)
+        ));
     }
 }

@@ -250,6 +250,7 @@ fn compacted_logs_refuse_keyless_records() {
     let rules = BatchRules {
         max_bytes: 1 << 20,
         require_keys: true,
+        timestamps: None,
     };
     let e = ValidBatch::new(&b, rules).unwrap_err();
     assert!(

@@ -58,6 +58,7 @@ pub const STALE_MEMBER_EPOCH: i16 = E::StaleMemberEpoch.code();
 pub const INVALID_REGULAR_EXPRESSION: i16 = E::InvalidRegularExpression.code();
 pub const FENCED_INSTANCE_ID: i16 = E::FencedInstanceId.code();
 pub const INVALID_RECORD: i16 = E::InvalidRecord.code();
+pub const INVALID_TIMESTAMP: i16 = E::InvalidTimestamp.code();
 pub const UNKNOWN_TOPIC_ID: i16 = E::UnknownTopicId.code();
 pub const GROUP_SUBSCRIBED_TO_TOPIC: i16 = E::GroupSubscribedToTopic.code();
 pub const MISMATCHED_ENDPOINT_TYPE: i16 = E::MismatchedEndpointType.code();
@@ -86,6 +87,7 @@ pub fn for_batch_error(e: &BatchError) -> i16 {
         | BatchError::InvalidRecords(_)
         | BatchError::DecompressedTooLarge { .. }
         | BatchError::MissingKey { .. } => INVALID_RECORD,
+        BatchError::InvalidTimestamp(_) => INVALID_TIMESTAMP,
         _ => CORRUPT_MESSAGE,
     }
 }

@@ -113,3 +113,112 @@ fn retention_bytes_deletes_old_segments() {
     }
     broker.terminate();
 }
+
+/// `message.timestamp.before.max.ms` / `message.timestamp.after.max.ms` through the Kafka
+/// protocol: a produced batch whose CreateTime lies further from the broker's clock than the
+/// topic allows is refused whole with INVALID_TIMESTAMP, naming the records that failed; a
+/// current one is stored; a LogAppendTime topic takes any.
+#[test]
+fn produced_timestamps_outside_the_topic_window_are_refused() {
+    use bytes::Bytes;
+    use engine::batch_encode::{encode_uncompressed, NewRecord};
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::{
+        IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, ProduceResponse,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    use std::net::TcpStream;
+    use support::wire::{call, produce_req};
+
+    const INVALID_TIMESTAMP: i16 = 32;
+    const HOUR_MS: i64 = 3_600_000;
+    let topic = "stamps";
+    let mut broker = Broker::start(1);
+    create_topic(
+        &broker,
+        topic,
+        1,
+        &[("message.timestamp.before.max.ms", "600000")],
+    );
+    let mut s = TcpStream::connect(broker.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    let batch = |stamps: &[i64]| {
+        Bytes::from(encode_uncompressed(stamps.iter().map(|&ts| NewRecord {
+            value: Some(Bytes::from_static(b"v")),
+            timestamp_ms: ts,
+            ..Default::default()
+        })))
+    };
+    let mut corr = 0;
+    let mut produce = |s: &mut TcpStream, records: Bytes| {
+        corr += 1;
+        let r: ProduceResponse = call(s, 0, 9, corr, &produce_req(topic, 0, records));
+        r.responses[0].partition_responses[0].clone()
+    };
+
+    // An hour old (the topic allows ten minutes), beside a current record: the whole batch
+    // is refused and the old record named.
+    let t = now();
+    let p = produce(&mut s, batch(&[t, t - HOUR_MS]));
+    assert_eq!(p.error_code, INVALID_TIMESTAMP, "{p:?}");
+    assert_eq!(p.record_errors.len(), 1, "{p:?}");
+    assert_eq!(p.record_errors[0].batch_index, 1);
+    let why = p.record_errors[0]
+        .batch_index_error_message
+        .as_ref()
+        .map(|m| m.to_string())
+        .unwrap_or_default();
+    assert!(
+        why.starts_with(&format!(
+            "Timestamp {} of message with offset 1 is out of range",
+            t - HOUR_MS
+        )),
+        "{why}"
+    );
+    // Two hours ahead: past Kafka's default message.timestamp.after.max.ms (an hour).
+    let p = produce(&mut s, batch(&[now() + 2 * HOUR_MS]));
+    assert_eq!(p.error_code, INVALID_TIMESTAMP, "{p:?}");
+    // Current records, and ones without a timestamp (-1), are stored; nothing refused was.
+    let p = produce(&mut s, batch(&[now(), now() - 60_000, -1]));
+    assert_eq!((p.error_code, p.base_offset), (0, 0), "{p:?}");
+
+    // On a LogAppendTime topic the broker stamps the batch: any CreateTime goes.
+    let set = |name: &str, value: &str| {
+        AlterableConfig::default()
+            .with_name(StrBytes::from_string(name.into()))
+            .with_config_operation(0)
+            .with_value(Some(StrBytes::from_string(value.into())))
+    };
+    let alter = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_string(topic.into()))
+            .with_configs(vec![set("message.timestamp.type", "LogAppendTime")]),
+    ]);
+    let r: IncrementalAlterConfigsResponse = call(&mut s, 44, 1, 100, &alter);
+    assert_eq!(r.responses[0].error_code, 0, "{r:?}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let p = produce(&mut s, batch(&[now() - 10 * HOUR_MS]));
+        if p.error_code == 0 {
+            assert_eq!(p.base_offset, 3);
+            break;
+        }
+        assert_eq!(p.error_code, INVALID_TIMESTAMP, "{p:?}");
+        assert!(
+            Instant::now() < deadline,
+            "the altered config never took effect"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    broker.assert_alive();
+    broker.terminate();
+}

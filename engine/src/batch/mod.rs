@@ -59,6 +59,46 @@ pub enum BatchError {
     DecompressedTooLarge { max_bytes: u64 },
     #[error("record {record} has no key; a compacted topic (cleanup.policy=compact) accepts only keyed records")]
     MissingKey { record: i32 },
+    /// Records whose CreateTime lies outside the topic's `message.timestamp.before.max.ms` /
+    /// `message.timestamp.after.max.ms` around the broker's clock (Kafka's INVALID_TIMESTAMP).
+    #[error("{0}")]
+    InvalidTimestamp(Box<BadTimestamps>),
+}
+
+/// The records of a batch whose timestamps a topic refuses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadTimestamps {
+    /// (index in the batch, timestamp) of the first bad records, at most
+    /// `record_check::MAX_LISTED_BAD_TIMESTAMPS`.
+    pub records: Vec<(i32, i64)>,
+    /// How many records are bad, listed or not.
+    pub count: usize,
+    /// The timestamps the topic accepts at the time of the check.
+    pub window: crate::config::TimestampWindow,
+}
+
+impl BadTimestamps {
+    /// What Kafka tells the client about one bad record (a produce answer's record error).
+    pub fn record_message(&self, timestamp_ms: i64, record: i32) -> String {
+        format!(
+            "Timestamp {timestamp_ms} of message with offset {record} is out of range. The timestamp should be within [{}, {}]",
+            self.window.earliest_ms, self.window.latest_ms
+        )
+    }
+}
+
+impl std::fmt::Display for BadTimestamps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "One or more records have been rejected due to invalid timestamp: {} record(s) outside [{}, {}] (message.timestamp.before.max.ms and message.timestamp.after.max.ms around the broker's clock)",
+            self.count, self.window.earliest_ms, self.window.latest_ms
+        )?;
+        if let Some((record, ts)) = self.records.first() {
+            write!(f, ", the first: record {record} at {ts}")?;
+        }
+        Ok(())
+    }
 }
 
 /// The parsed fixed header of one batch.

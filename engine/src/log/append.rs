@@ -278,9 +278,11 @@ impl PartitionLog {
         let len = h.size_bytes as u64;
         let non_empty = !a.entries.is_empty();
         let too_big = non_empty && a.log.len() + len > self.config.borrow().segment_bytes;
-        let too_old = a
-            .first_commit_time_ms
-            .is_some_and(|first| commit - first >= self.config.borrow().roll_after_ms());
+        let too_old = a.first_commit_time_ms.is_some_and(|first| {
+            self.config
+                .borrow()
+                .roll_due(first, commit, a.roll_jitter_ms)
+        });
         // Where the batch goes: a stored one keeps its base offset, past the end if the
         // leader's cleaner took the batches between.
         let base = if stored {

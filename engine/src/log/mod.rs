@@ -354,6 +354,17 @@ impl PartitionLog {
         crate::record_check::BatchRules {
             max_bytes: c.max_batch_bytes,
             require_keys: c.cleanup_policy.compact,
+            timestamps: None,
+        }
+    }
+
+    /// `batch_rules` for a batch a client produces: its record timestamps must also lie
+    /// within the topic's `message.timestamp.before.max.ms` / `message.timestamp.after.max.ms`
+    /// of this core's clock (CreateTime topics), as Kafka checks on the produce path only.
+    pub fn client_batch_rules(&self) -> crate::record_check::BatchRules {
+        crate::record_check::BatchRules {
+            timestamps: self.config.borrow().timestamp_window(self.core.now_ms()),
+            ..self.batch_rules()
         }
     }
 

@@ -24,6 +24,9 @@ pub(super) struct ActiveSegment {
     pub(super) max_timestamp_rel: u32,
     pub(super) bytes_since_time_entry: u64,
     pub(super) first_commit_time_ms: Option<i64>,
+    /// How much earlier than its age limit this segment rolls (`segment.jitter.ms`, drawn
+    /// when the segment is opened).
+    pub(super) roll_jitter_ms: i64,
     /// Copies of the newest batches, for reads at the tail (`None`: the core's cache is off).
     pub(super) tail: Option<Rc<TailWindow>>,
 }
@@ -395,6 +398,7 @@ pub(super) async fn open_segment_at(
     Ok(ActiveSegment {
         base_offset: base,
         first_commit_time_ms: c.entries.first().map(|e| e.commit_time_ms),
+        roll_jitter_ms: config.draw_roll_jitter_ms(),
         log,
         index,
         time_index,

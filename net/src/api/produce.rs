@@ -6,7 +6,9 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 use engine::Durability;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 
 use super::str_bytes;
@@ -133,6 +135,7 @@ pub async fn handle(
     let acks_all = AcksAll {
         wanted: acks == -1,
         timeout_ms: req.timeout_ms.max(0) as u64,
+        version,
     };
     let results = scatter
         .gather(state, move |s, items| {
@@ -151,11 +154,42 @@ pub async fn handle(
 }
 
 /// acks=all: whether the producer asked for it, and how long it waits for the in-sync
-/// replicas (the request's `timeout_ms`).
+/// replicas (the request's `timeout_ms`); and the request's version (what the answer may carry).
 #[derive(Clone, Copy)]
 struct AcksAll {
     wanted: bool,
     timeout_ms: u64,
+    version: i16,
+}
+
+/// Produce v8 added the per-record errors of a refused batch (KIP-467).
+const FIRST_VERSION_WITH_RECORD_ERRORS: i16 = 8;
+
+/// The answer to a batch refused for its record timestamps: INVALID_TIMESTAMP, and from v8
+/// on the records that failed, each with the window it missed, as Kafka answers.
+fn refused_timestamps(
+    index: i32,
+    topic: &str,
+    bad: &engine::batch::BadTimestamps,
+    version: i16,
+) -> PartitionProduceResponse {
+    let mut r = answer(
+        index,
+        codes::INVALID_TIMESTAMP,
+        Some(format!("{topic}/{index}: {bad}")),
+    );
+    if version >= FIRST_VERSION_WITH_RECORD_ERRORS {
+        r.record_errors = bad
+            .records
+            .iter()
+            .map(|&(record, ts)| {
+                BatchIndexAndErrorMessage::default()
+                    .with_batch_index(record)
+                    .with_batch_index_error_message(Some(str_bytes(bad.record_message(ts, record))))
+            })
+            .collect();
+    }
+    r
 }
 
 /// Appends the items on this (their owner) core, concurrently; one answer per item.
@@ -217,9 +251,14 @@ async fn append_one(
     let Some(records) = item.records else {
         return answer(index, codes::INVALID_RECORD, Some("null records".into()));
     };
-    // Exactly one v2 batch per partition (Kafka refuses more from Produce v3 on).
-    let valid = match engine::record_check::ValidBatch::new(&records, part.log().batch_rules()) {
+    // Exactly one v2 batch per partition (Kafka refuses more from Produce v3 on); its record
+    // timestamps within the topic's window (`message.timestamp.*.max.ms`).
+    let rules = part.log().client_batch_rules();
+    let valid = match engine::record_check::ValidBatch::new(&records, rules) {
         Ok(v) => v,
+        Err(engine::batch::BatchError::InvalidTimestamp(bad)) => {
+            return refused_timestamps(index, &item.topic, &bad, acks_all.version);
+        }
         Err(e) => {
             let declared = engine::batch::declared_size(&records).unwrap_or(0);
             let code = if declared > 0 && (declared as usize) < records.len() {

@@ -750,9 +750,13 @@ def configs_topic_alter(ctx):
     create_topic(ctx, t, 1, ["retention.ms=1000000"])
     base = BS + ["--entity-type", "topics", "--entity-name", t]
     steps = [
-        (["--alter", "--add-config", "retention.ms=222222,max.message.bytes=65536,segment.ms=7200000"],
-         {"retention.ms": "222222", "max.message.bytes": "65536", "segment.ms": "7200000"}),
-        (["--alter", "--delete-config", "retention.ms,segment.ms"], {"max.message.bytes": "65536"}),
+        (["--alter", "--add-config", "retention.ms=222222,max.message.bytes=65536,segment.ms=7200000,"
+          "message.timestamp.after.max.ms=60000,leader.replication.throttled.replicas=[0:1]"],
+         {"retention.ms": "222222", "max.message.bytes": "65536", "segment.ms": "7200000",
+          "message.timestamp.after.max.ms": "60000", "leader.replication.throttled.replicas": "0:1"}),
+        (["--alter", "--delete-config",
+          "retention.ms,segment.ms,message.timestamp.after.max.ms,leader.replication.throttled.replicas"],
+         {"max.message.bytes": "65536"}),
         (["--alter", "--add-config", "cleanup.policy=[compact,delete]", "--delete-config", "max.message.bytes"],
          {"cleanup.policy": "compact,delete"}),
     ]
@@ -782,6 +786,8 @@ def configs_topic_invalid(ctx):
     base = BS + ["--entity-type", "topics", "--entity-name", t, "--alter"]
     for what, args in [("unknown config", ["--add-config", "no.such.config=1"]),
                        ("bad value", ["--add-config", "retention.ms=abc"]),
+                       ("value out of range", ["--add-config", "compression.lz4.level=18"]),
+                       ("bad replica list", ["--add-config", "leader.replication.throttled.replicas=x"]),
                        ("unknown topic", None)]:
         if args is None:
             full = BS + ["--entity-type", "topics", "--entity-name", ctx.name("nosuch"), "--alter",
