@@ -899,6 +899,7 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
         ApiKey::OffsetDelete => "OffsetDelete",
         ApiKey::DescribeCluster => "DescribeCluster",
+        ApiKey::DescribeTopicPartitions => "DescribeTopicPartitions",
         ApiKey::DeleteRecords => "DeleteRecords",
         ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",
         ApiKey::AddPartitionsToTxn => "AddPartitionsToTxn",
