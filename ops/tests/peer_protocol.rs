@@ -505,7 +505,7 @@ fn scenarios(side: &mut Side, key: ApiKey, v: i16) -> Vec<(&'static str, Answer)
                     }
                 }
             };
-            vec![
+            let mut answers = vec![
                 (
                     "topic",
                     side.checked(key, v, "topic", &of(TOPIC), |r: &MetadataResponse, own| {
@@ -547,7 +547,43 @@ fn scenarios(side: &mut Side, key: ApiKey, v: i16) -> Vec<(&'static str, Answer)
                         error_of(TOPIC_AUTHORIZATION_FAILED),
                     ),
                 ),
-            ]
+            ];
+            // KIP-430 (v8+): each topic's authorized operations, when asked; a refused topic
+            // has none.
+            if v >= 8 {
+                let req = MetadataRequest::default()
+                    .with_allow_auto_topic_creation(false)
+                    .with_include_topic_authorized_operations(true)
+                    .with_topics(Some(vec![topic(TOPIC), topic("nope"), topic(SECRET)]));
+                let answer = side.checked(
+                    key,
+                    v,
+                    "topic-operations",
+                    &req,
+                    |r: &MetadataResponse, own| {
+                        let got: Vec<(String, i16, i32)> = r
+                            .topics
+                            .iter()
+                            .map(|t| {
+                                let n = t.name.as_ref().map(|n| n.to_string()).unwrap_or_default();
+                                (n, t.error_code, t.topic_authorized_operations)
+                            })
+                            .collect();
+                        let want = [
+                            (TOPIC, 0, ALL_TOPIC_OPERATIONS),
+                            ("nope", UNKNOWN_TOPIC_OR_PARTITION, ALL_TOPIC_OPERATIONS),
+                            (SECRET, TOPIC_AUTHORIZATION_FAILED, i32::MIN),
+                        ];
+                        let want: Vec<(String, i16, i32)> = want
+                            .into_iter()
+                            .map(|(n, code, ops)| (n.to_string(), code, ops))
+                            .collect();
+                        own.eq("topics (name, error_code, operations)", got, want);
+                    },
+                );
+                answers.push(("topic-operations", answer));
+            }
+            answers
         }
         ApiKey::CreateTopics => {
             let create = |t: &str, configs: Vec<CreatableTopicConfig>| {
