@@ -123,6 +123,19 @@ pub fn sample_request(key: ApiKey) -> Option<RequestKind> {
             ]))
         }
         ApiKey::DescribeCluster => RequestKind::DescribeCluster(Default::default()),
+        ApiKey::DescribeTopicPartitions => RequestKind::DescribeTopicPartitions(
+            DescribeTopicPartitionsRequest::default()
+                .with_topics(vec![
+                    describe_topic_partitions_request::TopicRequest::default()
+                        .with_name(name("fuzz")),
+                ])
+                .with_response_partition_limit(1)
+                .with_cursor(Some(
+                    describe_topic_partitions_request::Cursor::default()
+                        .with_topic_name(name("fuzz"))
+                        .with_partition_index(1),
+                )),
+        ),
         ApiKey::ConsumerGroupHeartbeat => RequestKind::ConsumerGroupHeartbeat(
             ConsumerGroupHeartbeatRequest::default()
                 .with_group_id(GroupId(StrBytes::from_static_str("fuzz-group")))

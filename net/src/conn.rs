@@ -900,6 +900,7 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::AlterConfigs => "AlterConfigs",
         ApiKey::OffsetDelete => "OffsetDelete",
         ApiKey::DescribeCluster => "DescribeCluster",
+        ApiKey::DescribeTopicPartitions => "DescribeTopicPartitions",
         ApiKey::DeleteRecords => "DeleteRecords",
         ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",
         ApiKey::AddPartitionsToTxn => "AddPartitionsToTxn",

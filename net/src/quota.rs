@@ -318,6 +318,7 @@ pub fn set_throttle(resp: &mut ResponseKind, ms: i32) {
         DescribeUserScramCredentials,
         AlterUserScramCredentials,
         DescribeCluster,
+        DescribeTopicPartitions,
         DescribeProducers,
         DescribeTransactions,
         ListTransactions,

@@ -7,11 +7,13 @@
 //! `protocol.<Api>.<scenario>`; one that is not listed fails the test.
 //!
 //! Scenarios: a topic both brokers hold (`diff`, two partitions, three records in partition
-//! 0), its metadata, produce, fetch, offsets, configs, and the error paths: an unknown topic,
-//! an offset out of range, a topic that exists, a bad config, an unknown group, a corrupt
-//! batch, a leader epoch the broker has not reached, a fenced producer epoch, a member of no
-//! group, and a topic this client is not authorized for (`secret`: every operation denied to
-//! `User:ANONYMOUS` by an ACL on both); every other API gets its default (empty) request.
+//! 0), its metadata, produce, fetch, offsets, configs, its partitions a page at a time beside
+//! another topic's (DescribeTopicPartitions and its cursor), and the error paths: an unknown
+//! topic, an offset out of range, a topic that exists, a bad config, an unknown group, a
+//! corrupt batch, a leader epoch the broker has not reached, a fenced producer epoch, a member
+//! of no group, and a topic this client is not authorized for (`secret`: every operation
+//! denied to `User:ANONYMOUS` by an ACL on both); every other API gets its default (empty)
+//! request.
 //! Client telemetry (GetTelemetrySubscriptions, PushTelemetry), which neither broker
 //! advertises, is sent to both as well: both answer it (`telemetry_scenarios`).
 //! Wrong-coordinator answers need more than one node: `peer_cluster_tools.rs` compares them.
@@ -379,6 +381,7 @@ macro_rules! with_api_types {
             AlterClientQuotas => AlterClientQuotasRequest, AlterClientQuotasResponse;
             GetTelemetrySubscriptions => GetTelemetrySubscriptionsRequest, GetTelemetrySubscriptionsResponse;
             PushTelemetry => PushTelemetryRequest, PushTelemetryResponse;
+            DescribeTopicPartitions => DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse;
         }
     };
 }
@@ -577,7 +580,7 @@ fn scenarios(side: &mut Side, key: ApiKey, v: i16) -> Vec<(&'static str, Answer)
                     }
                 }
             };
-            vec![
+            let mut answers = vec![
                 (
                     "topic",
                     side.checked(key, v, "topic", &of(TOPIC), |r: &MetadataResponse, own| {
@@ -619,7 +622,43 @@ fn scenarios(side: &mut Side, key: ApiKey, v: i16) -> Vec<(&'static str, Answer)
                         error_of(TOPIC_AUTHORIZATION_FAILED),
                     ),
                 ),
-            ]
+            ];
+            // KIP-430 (v8+): each topic's authorized operations, when asked; a refused topic
+            // has none.
+            if v >= 8 {
+                let req = MetadataRequest::default()
+                    .with_allow_auto_topic_creation(false)
+                    .with_include_topic_authorized_operations(true)
+                    .with_topics(Some(vec![topic(TOPIC), topic("nope"), topic(SECRET)]));
+                let answer = side.checked(
+                    key,
+                    v,
+                    "topic-operations",
+                    &req,
+                    |r: &MetadataResponse, own| {
+                        let got: Vec<(String, i16, i32)> = r
+                            .topics
+                            .iter()
+                            .map(|t| {
+                                let n = t.name.as_ref().map(|n| n.to_string()).unwrap_or_default();
+                                (n, t.error_code, t.topic_authorized_operations)
+                            })
+                            .collect();
+                        let want = [
+                            (TOPIC, 0, ALL_TOPIC_OPERATIONS),
+                            ("nope", UNKNOWN_TOPIC_OR_PARTITION, ALL_TOPIC_OPERATIONS),
+                            (SECRET, TOPIC_AUTHORIZATION_FAILED, i32::MIN),
+                        ];
+                        let want: Vec<(String, i16, i32)> = want
+                            .into_iter()
+                            .map(|(n, code, ops)| (n.to_string(), code, ops))
+                            .collect();
+                        own.eq("topics (name, error_code, operations)", got, want);
+                    },
+                );
+                answers.push(("topic-operations", answer));
+            }
+            answers
         }
         ApiKey::CreateTopics => {
             let create = |t: &str, configs: Vec<CreatableTopicConfig>| {
@@ -1611,6 +1650,7 @@ fn scenarios(side: &mut Side, key: ApiKey, v: i16) -> Vec<(&'static str, Answer)
                 ),
             )]
         }
+        ApiKey::DescribeTopicPartitions => describe_topic_partitions(side, key, v),
         _ => vec![("default", default_exchange(side, key, v))],
     }
 }
@@ -1718,6 +1758,198 @@ fn telemetry_scenarios(side: &mut Side) -> Vec<(ApiKey, &'static str, Answer)> {
         (get_key, "before-compression", before),
         (push_key, "unknown-compression", compression),
     ]
+/// The topic the DescribeTopicPartitions scenarios page through beside [`TOPIC`] (its name
+/// sorts right after TOPIC's), with [`PAGED_PARTITIONS`] partitions.
+const PAGED: &str = "diff-paged";
+const PAGED_PARTITIONS: i32 = 3;
+/// Every operation Kafka lists for a topic (KIP-430 bits READ 3, WRITE 4, CREATE 5, DELETE 6,
+/// ALTER 7, DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11): what a topic no ACL names
+/// allows this test's client.
+const ALL_TOPIC_OPERATIONS: i32 = 0b1101_1111_1000;
+
+/// A topic of a DescribeTopicPartitions answer: its name, error code and partition indexes.
+type Described = (String, i16, Vec<i32>);
+
+fn described(r: &DescribeTopicPartitionsResponse) -> Vec<Described> {
+    r.topics
+        .iter()
+        .map(|t| {
+            let name = t.name.as_ref().map(|n| n.to_string()).unwrap_or_default();
+            let parts = t.partitions.iter().map(|p| p.partition_index).collect();
+            (name, t.error_code, parts)
+        })
+        .collect()
+}
+
+/// DescribeTopicPartitions (KIP-966): the topics named (out of order, with an unknown one and
+/// [`SECRET`]) a page at a time, the page after it from its cursor, a page that ends with a
+/// topic, an unknown topic, a refused one, and a cursor at a topic not named.
+fn describe_topic_partitions(side: &mut Side, key: ApiKey, v: i16) -> Vec<(&'static str, Answer)> {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::describe_topic_partitions_request::{Cursor, TopicRequest};
+    let create = CreateTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(name(PAGED)))
+            .with_num_partitions(PAGED_PARTITIONS)
+            .with_replication_factor(1)]);
+    let created = side.call::<_, CreateTopicsResponse>(ApiKey::CreateTopics, 7, &create);
+    assert!(
+        matches!(&created, Ok(r) if r.topics.iter().all(|t| t.error_code == 0)),
+        "{}: CreateTopics {PAGED}: {created:?}",
+        side.name
+    );
+    // Until every partition has a leader (Kafka's creation finishes after its answer).
+    let ready = metadata_until(side, PAGED, |t| {
+        t.error_code == 0
+            && t.partitions.len() == PAGED_PARTITIONS as usize
+            && t.partitions.iter().all(|p| p.leader_id.0 >= 0)
+    });
+    assert!(
+        matches!(&ready, Ok(m) if m.topics[0].error_code == 0),
+        "{}: {PAGED} has no leaders: {ready:?}",
+        side.name
+    );
+    let request = |names: &[&str], limit: i32, cursor: Option<(&str, i32)>| {
+        DescribeTopicPartitionsRequest::default()
+            .with_topics(
+                names
+                    .iter()
+                    .map(|n| TopicRequest::default().with_name(TopicName(name(n))))
+                    .collect(),
+            )
+            .with_response_partition_limit(limit)
+            .with_cursor(cursor.map(|(t, p)| {
+                Cursor::default()
+                    .with_topic_name(TopicName(name(t)))
+                    .with_partition_index(p)
+            }))
+    };
+    let names = [SECRET, "nope", PAGED, TOPIC];
+    let topic_id = side.topic_id;
+    // The answer lists `want` and its cursor is `next`; each topic found has its id, its
+    // operations and its partitions (one replica, the leader, in sync; epoch 0; empty ELRs);
+    // the others have no id, and only an unknown one has operations.
+    let expect = |want: Vec<(&'static str, i16, Vec<i32>)>, next: Option<(&'static str, i32)>| {
+        move |r: &DescribeTopicPartitionsResponse, own: &mut Own| {
+            let want: Vec<Described> = want
+                .into_iter()
+                .map(|(n, code, parts)| (n.to_string(), code, parts))
+                .collect();
+            own.eq("topics (name, error_code, partitions)", described(r), want);
+            let cursor = r
+                .next_cursor
+                .as_ref()
+                .map(|c| (c.topic_name.to_string(), c.partition_index));
+            own.eq("next_cursor", cursor, next.map(|(t, p)| (t.to_string(), p)));
+            for t in &r.topics {
+                let n = t.name.as_ref().map_or("", |n| n.as_str());
+                own.eq(&format!("{n}'s is_internal"), t.is_internal, false);
+                if t.error_code != 0 {
+                    own.eq(&format!("{n}'s topic_id"), t.topic_id, Uuid::nil());
+                    // An unknown topic's operations are listed; a refused one's are not.
+                    let ops = if t.error_code == UNKNOWN_TOPIC_OR_PARTITION {
+                        ALL_TOPIC_OPERATIONS
+                    } else {
+                        i32::MIN
+                    };
+                    own.eq(
+                        &format!("{n}'s operations"),
+                        t.topic_authorized_operations,
+                        ops,
+                    );
+                    continue;
+                }
+                own.that(&format!("{n} has a topic id"), !t.topic_id.is_nil());
+                if n == TOPIC {
+                    own.eq("the topic id", t.topic_id, topic_id);
+                }
+                own.eq(
+                    &format!("{n}'s operations"),
+                    t.topic_authorized_operations,
+                    ALL_TOPIC_OPERATIONS,
+                );
+                for p in &t.partitions {
+                    let at = format!("{n}-{}", p.partition_index);
+                    let leader = p.leader_id;
+                    own.eq(&format!("{at}'s error_code"), p.error_code, 0);
+                    own.that(&format!("{at} led"), leader.0 >= 0);
+                    own.eq(&format!("{at}'s leader_epoch"), p.leader_epoch, 0);
+                    own.eq(&format!("{at}'s replicas"), &p.replica_nodes, &vec![leader]);
+                    own.eq(&format!("{at}'s isr"), &p.isr_nodes, &vec![leader]);
+                    own.that(
+                        &format!("{at} has no offline replica"),
+                        p.offline_replicas.is_empty(),
+                    );
+                    let empty = Some(Vec::new());
+                    own.eq(
+                        &format!("{at}'s eligible leaders"),
+                        &p.eligible_leader_replicas,
+                        &empty,
+                    );
+                    own.eq(&format!("{at}'s last known ELR"), &p.last_known_elr, &empty);
+                }
+            }
+        }
+    };
+    const REFUSED: i16 = TOPIC_AUTHORIZATION_FAILED;
+    let scenarios: [(&'static str, DescribeTopicPartitionsRequest, _); 6] = [
+        // Three partitions: TOPIC's two and the first of PAGED; SECRET refused after them.
+        (
+            "first-page",
+            request(&names, 3, None),
+            expect(
+                vec![
+                    (TOPIC, 0, vec![0, 1]),
+                    (PAGED, 0, vec![0]),
+                    (SECRET, REFUSED, vec![]),
+                ],
+                Some((PAGED, 1)),
+            ),
+        ),
+        // From the cursor: the rest of PAGED, the unknown topic, SECRET again; no cursor.
+        (
+            "next-page",
+            request(&names, 3, Some((PAGED, 1))),
+            expect(
+                vec![
+                    (PAGED, 0, vec![1, 2]),
+                    ("nope", UNKNOWN_TOPIC_OR_PARTITION, vec![]),
+                    (SECRET, REFUSED, vec![]),
+                ],
+                None,
+            ),
+        ),
+        // The limit ends with TOPIC: the cursor is at PAGED's first partition.
+        (
+            "page-ends-with-a-topic",
+            request(&names, 2, None),
+            expect(
+                vec![(TOPIC, 0, vec![0, 1]), (SECRET, REFUSED, vec![])],
+                Some((PAGED, 0)),
+            ),
+        ),
+        (
+            "unknown-topic",
+            request(&["nope"], 10, None),
+            expect(vec![("nope", UNKNOWN_TOPIC_OR_PARTITION, vec![])], None),
+        ),
+        (
+            "unauthorized",
+            request(&[SECRET], 10, None),
+            expect(vec![(SECRET, REFUSED, vec![])], None),
+        ),
+        // A cursor at a topic the request does not name: every topic named is refused.
+        (
+            "cursor-not-named",
+            request(&[TOPIC], 10, Some(("nope", 0))),
+            expect(vec![(TOPIC, INVALID_REQUEST, vec![])], None),
+        ),
+    ];
+    scenarios
+        .into_iter()
+        .map(|(scenario, req, check)| (scenario, side.checked(key, v, scenario, &req, check)))
+        .collect()
 }
 
 /// Three records whose batch fails its CRC (a value byte flipped after it was sealed).

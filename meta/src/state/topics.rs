@@ -17,7 +17,9 @@ pub struct TopicMeta {
     pub configs: BTreeMap<String, String>,
 }
 
-pub(super) fn validate_topic_name(name: &str) -> Result<(), Refusal> {
+/// Kafka's topic name rule (`Topic.validate`): not empty, at most [`MAX_TOPIC_NAME_BYTES`],
+/// only `[a-zA-Z0-9._-]`, not `.` or `..`.
+pub fn validate_topic_name(name: &str) -> Result<(), Refusal> {
     let bad = |reason: &str| {
         Err(Refusal::InvalidTopic {
             name: name.to_string(),

@@ -77,36 +77,23 @@ pub async fn handle(
         };
         let partitions = (0..t.partitions)
             .map(|p| {
-                let part = MetadataResponsePartition::default()
+                let v = partition_view(state, &m, name, p);
+                let mut part = MetadataResponsePartition::default()
                     .with_partition_index(p as i32)
-                    .with_leader_epoch(0);
-                if let Some(r) = m.replica_set(name, p) {
-                    return replicated_partition(state, &m, name, p, r, part, version);
+                    .with_leader_id(BrokerId(v.leader.unwrap_or(-1)))
+                    .with_leader_epoch(v.leader_epoch)
+                    .with_replica_nodes(v.replicas)
+                    .with_isr_nodes(v.isr);
+                // No live replica can lead (Kafka's answer for a partition whose leader is
+                // offline).
+                if v.leader.is_none() {
+                    part.error_code = codes::LEADER_NOT_AVAILABLE;
                 }
-                match state.leader_id_in(&m, name, p) {
-                    Some(id) => {
-                        let leader = BrokerId(id);
-                        part.with_leader_id(leader)
-                            .with_replica_nodes(vec![leader])
-                            .with_isr_nodes(vec![leader])
-                    }
-                    // Its node is fenced (down): no leader until it is back, as Kafka
-                    // answers for a partition whose only replica is offline.
-                    None => {
-                        let replica = BrokerId(offline_broker_id(&m, name, p));
-                        let part = part
-                            .with_error_code(codes::LEADER_NOT_AVAILABLE)
-                            .with_leader_id(BrokerId(-1))
-                            .with_replica_nodes(vec![replica])
-                            .with_isr_nodes(vec![]);
-                        // Offline replicas are listed from v5.
-                        if version >= 5 {
-                            part.with_offline_replicas(vec![replica])
-                        } else {
-                            part
-                        }
-                    }
+                // Offline replicas are listed from v5.
+                if version >= 5 {
+                    part.offline_replicas = v.offline;
                 }
+                part
             })
             .collect();
         let mut topic = MetadataResponseTopic::default()
@@ -165,45 +152,68 @@ pub async fn handle(
     resp
 }
 
-/// A replicated partition as Metadata lists it (issue #18): its leader (none while no
-/// eligible replica is live: LEADER_NOT_AVAILABLE), leader epoch, replicas, ISR and the
-/// replicas on fenced nodes.
-fn replicated_partition(
+/// A partition as the broker describes it (Metadata, DescribeTopicPartitions).
+pub(super) struct PartitionView {
+    /// Its leader's broker id; `None` while no replica can lead.
+    pub leader: Option<i32>,
+    pub leader_epoch: i32,
+    pub replicas: Vec<BrokerId>,
+    pub isr: Vec<BrokerId>,
+    /// The replicas on fenced (down) or unregistered nodes.
+    pub offline: Vec<BrokerId>,
+}
+
+/// `topic`/`partition` as this core's metadata copy `m` has it. A replicated partition
+/// (issue #18): its leader (none while no eligible replica is live), leader epoch, replicas,
+/// ISR and the replicas on fenced nodes. An unreplicated one: its owner's broker, leader epoch
+/// 0; while its node is fenced no leader, no ISR, and its one replica offline (as Kafka answers
+/// for a partition whose only replica is offline).
+pub(super) fn partition_view(
     state: &CoreState,
     m: &meta::MetaState,
     topic: &str,
     partition: u32,
-    r: &meta::PartitionReplicas,
-    part: MetadataResponsePartition,
-    version: i16,
-) -> MetadataResponsePartition {
-    let id_of = |a: meta::Assignment| super::replica_admin::broker_id_of_replica(m, a);
-    let replicas: Vec<BrokerId> = r.replicas.iter().map(|a| BrokerId(id_of(*a))).collect();
-    let isr: Vec<BrokerId> = r
-        .isr
-        .iter()
-        .filter_map(|n| r.replica_on(*n))
-        .map(|a| BrokerId(id_of(a)))
-        .collect();
-    let offline: Vec<BrokerId> = r
-        .replicas
-        .iter()
-        .filter(|a| m.brokers.get(&a.node_id).is_none_or(|b| b.fenced))
-        .map(|a| BrokerId(id_of(*a)))
-        .collect();
+) -> PartitionView {
     let leader = state.leader_id_in(m, topic, partition);
-    let mut part = part
-        .with_leader_epoch(r.leader_epoch)
-        .with_leader_id(BrokerId(leader.unwrap_or(-1)))
-        .with_replica_nodes(replicas)
-        .with_isr_nodes(isr);
-    if leader.is_none() {
-        part.error_code = codes::LEADER_NOT_AVAILABLE;
+    let Some(r) = m.replica_set(topic, partition) else {
+        return match leader {
+            Some(id) => PartitionView {
+                leader,
+                leader_epoch: 0,
+                replicas: vec![BrokerId(id)],
+                isr: vec![BrokerId(id)],
+                offline: vec![],
+            },
+            None => {
+                let replica = BrokerId(offline_broker_id(m, topic, partition));
+                PartitionView {
+                    leader,
+                    leader_epoch: 0,
+                    replicas: vec![replica],
+                    isr: vec![],
+                    offline: vec![replica],
+                }
+            }
+        };
+    };
+    let id_of = |a: meta::Assignment| BrokerId(super::replica_admin::broker_id_of_replica(m, a));
+    PartitionView {
+        leader,
+        leader_epoch: r.leader_epoch,
+        replicas: r.replicas.iter().map(|a| id_of(*a)).collect(),
+        isr: r
+            .isr
+            .iter()
+            .filter_map(|n| r.replica_on(*n))
+            .map(id_of)
+            .collect(),
+        offline: r
+            .replicas
+            .iter()
+            .filter(|a| m.brokers.get(&a.node_id).is_none_or(|b| b.fenced))
+            .map(|a| id_of(*a))
+            .collect(),
     }
-    if version >= 5 {
-        part.offline_replicas = offline;
-    }
-    part
 }
 
 /// The broker id that would lead `topic`/`partition` if its node were up (its registration's,

@@ -20,6 +20,7 @@ mod records;
 mod replica_admin;
 mod scram_users;
 mod telemetry;
+mod topic_partitions;
 pub mod txn;
 
 use std::rc::Rc;
@@ -103,6 +104,9 @@ pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterUserScramCredentials, 0, 0),
     (ApiKey::DescribeClientQuotas, 0, 1),
     (ApiKey::AlterClientQuotas, 0, 1),
+    // KIP-966's paged describe (`kafka-topics --describe`): ringlog has no eligible leader
+    // replicas, so their lists are empty.
+    (ApiKey::DescribeTopicPartitions, 0, 0),
 ];
 
 /// The APIs served but not advertised, with their versions: client telemetry (KIP-714),
@@ -225,6 +229,9 @@ pub fn first_error(resp: &ResponseKind) -> i16 {
                 .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
         ),
         ResponseKind::Metadata(r) => first(&mut r.topics.iter().map(|t| t.error_code)),
+        ResponseKind::DescribeTopicPartitions(r) => {
+            first(&mut r.topics.iter().map(|t| t.error_code))
+        }
         ResponseKind::CreateTopics(r) => first(&mut r.topics.iter().map(|t| t.error_code)),
         ResponseKind::DeleteTopics(r) => first(&mut r.responses.iter().map(|t| t.error_code)),
         ResponseKind::CreatePartitions(r) => first(&mut r.results.iter().map(|t| t.error_code)),
@@ -349,9 +356,14 @@ async fn handle_kind(state: &Rc<CoreState>, version: i16, req: Request) -> Optio
         RequestKind::Metadata(r) => {
             let asked_for_all = r.topics.is_none()
                 || (version == 0 && r.topics.as_ref().is_some_and(Vec::is_empty));
+            // KIP-430: v8+ may ask for each topic's authorized operations.
+            let with_operations = version >= 8 && r.include_topic_authorized_operations;
             let asker = req.header.client_id.as_deref().unwrap_or_default();
             let mut resp = metadata::handle(state, version, r, listener, asker).await;
             authz::filter_metadata(state, subject, asked_for_all, &mut resp);
+            if with_operations {
+                authz::add_topic_operations(state, subject, &mut resp);
+            }
             ResponseKind::Metadata(resp)
         }
         RequestKind::Produce(r) => {
@@ -500,6 +512,9 @@ async fn handle_kind(state: &Rc<CoreState>, version: i16, req: Request) -> Optio
         RequestKind::DescribeCluster(r) => {
             ResponseKind::DescribeCluster(metadata::describe_cluster(state, version, r, listener))
         }
+        RequestKind::DescribeTopicPartitions(r) => {
+            ResponseKind::DescribeTopicPartitions(topic_partitions::describe(state, subject, &r))
+        }
         RequestKind::DeleteRecords(r) => {
             ResponseKind::DeleteRecords(records::delete_records(state, r).await)
         }
@@ -564,6 +579,9 @@ mod tests {
                 both::<ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse>()
             }
             ApiKey::DescribeCluster => both::<DescribeClusterRequest, DescribeClusterResponse>(),
+            ApiKey::DescribeTopicPartitions => {
+                both::<DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse>()
+            }
             ApiKey::DeleteRecords => both::<DeleteRecordsRequest, DeleteRecordsResponse>(),
             ApiKey::OffsetForLeaderEpoch => {
                 both::<OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse>()

@@ -10,7 +10,8 @@
 //!   ([`restore_refused`]);
 //! - [`Scope::Filtered`]: the answer lists only what the principal may describe (ListGroups,
 //!   ListTransactions; Metadata through [`filter_metadata`], which refuses a topic named
-//!   instead of hiding it).
+//!   instead of hiding it; DescribeTopicPartitions through [`TopicAccess`], in its handler,
+//!   which does the same before it pages its answer).
 //!
 //! The engine here does the checks a row names, through a [`Gate`] made from the row. Each
 //! kind's own request and response shapes (which names it asks for, what its refusal looks
@@ -238,6 +239,7 @@ guards! {
     ListOffsets:                  Topic,           OP_DESCRIBE,         PerItem;
     OffsetForLeaderEpoch:         Topic,           OP_DESCRIBE,         PerItem;
     Metadata:                     Topic,           OP_DESCRIBE,         Filtered;
+    DescribeTopicPartitions:      Topic,           OP_DESCRIBE,         Filtered;
     CreateTopics:                 Topic,           OP_CREATE,           PerItem,
                                                                         unless_cluster(OP_CREATE);
     DeleteTopics:                 Topic,           OP_DELETE,           PerItem;
@@ -440,6 +442,62 @@ pub fn restore_refused(state: &CoreState, refused: Refused, resp: &mut ResponseK
     }
 }
 
+/// Kafka's operations on a topic (`AclEntry.supportedOperations(TOPIC)`): those a topic's
+/// authorized operations (KIP-430) are drawn from.
+const TOPIC_OPERATIONS: [i8; 8] = [
+    acl::OP_READ,
+    acl::OP_WRITE,
+    acl::OP_CREATE,
+    acl::OP_DELETE,
+    acl::OP_ALTER,
+    acl::OP_DESCRIBE,
+    acl::OP_DESCRIBE_CONFIGS,
+    acl::OP_ALTER_CONFIGS,
+];
+
+/// The topic ACLs of `who` for a handler that checks them as it goes (DescribeTopicPartitions,
+/// whose pages are counted after the topics it may not describe are set aside): its kind's
+/// row on each topic, and the operations a topic's answer lists.
+pub struct TopicAccess<'a> {
+    state: &'a CoreState,
+    who: &'a Subject,
+    /// Whether everything is open to `who` (no check needed).
+    open: bool,
+    /// The row's gate (`None` for a kind without a row: every topic is refused).
+    gate: Option<Gate<'a>>,
+}
+
+impl<'a> TopicAccess<'a> {
+    /// The access of `who` by the row of `key` (a kind guarded on topics).
+    pub fn new(state: &'a CoreState, who: &'a Subject, key: ApiKey) -> TopicAccess<'a> {
+        TopicAccess {
+            state,
+            who,
+            open: all_open(state, who),
+            gate: row(key).map(|r| Gate::new(state, who, r)),
+        }
+    }
+
+    /// Whether the row's ACL allows `topic`.
+    pub fn allows(&self, topic: &str) -> bool {
+        self.open || self.gate.as_ref().is_some_and(|g| g.allows(topic))
+    }
+
+    /// The error code of a topic the row's ACL refuses.
+    pub fn refusal_code(&self) -> i16 {
+        Acl::Topic.code()
+    }
+
+    /// The operations `who` may do on `topic`, as Kafka's `AuthHelper.authorizedOperations`
+    /// answers them (KIP-430's bit field: bit `op` set for each operation allowed).
+    pub fn operations(&self, topic: &str) -> i32 {
+        TOPIC_OPERATIONS
+            .iter()
+            .filter(|&&op| self.open || may(self.state, self.who, op, acl::RESOURCE_TOPIC, topic))
+            .fold(0, |bits, &op| bits | (1 << op))
+    }
+}
+
 /// Metadata for `who`: topics it may not describe are hidden when it asked for all, and
 /// refused (TOPIC_AUTHORIZATION_FAILED, no partitions) when it named them.
 pub fn filter_metadata(
@@ -453,6 +511,20 @@ pub fn filter_metadata(
     }
     if let Some(row) = row(ApiKey::Metadata) {
         shapes::filter_metadata(&Gate::new(state, who, row), asked_for_all, resp);
+    }
+}
+
+/// Each topic of a Metadata answer `who` may describe with the operations it may do on it, as
+/// Kafka answers `include_topic_authorized_operations` (the refused ones keep none).
+pub fn add_topic_operations(state: &CoreState, who: &Subject, resp: &mut MetadataResponse) {
+    let access = TopicAccess::new(state, who, ApiKey::Metadata);
+    for t in &mut resp.topics {
+        match &t.name {
+            Some(name) if t.error_code != access.refusal_code() => {
+                t.topic_authorized_operations = access.operations(name);
+            }
+            _ => {}
+        }
     }
 }
 

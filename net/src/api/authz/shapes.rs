@@ -855,6 +855,12 @@ impl Shape for MetadataRequest {
     type Response = MetadataResponse;
 }
 
+/// DescribeTopicPartitions checks its topics in its handler, before it pages its answer
+/// (`TopicAccess`).
+impl Shape for DescribeTopicPartitionsRequest {
+    type Response = DescribeTopicPartitionsResponse;
+}
+
 /// Metadata as `gate` lets its principal see it: topics it may not describe are hidden
 /// when it asked for all, and refused (the row's code, no partitions) when it named them.
 pub(super) fn filter_metadata(gate: &Gate, asked_for_all: bool, resp: &mut MetadataResponse) {
