@@ -1758,6 +1758,8 @@ fn telemetry_scenarios(side: &mut Side) -> Vec<(ApiKey, &'static str, Answer)> {
         (get_key, "before-compression", before),
         (push_key, "unknown-compression", compression),
     ]
+}
+
 /// The topic the DescribeTopicPartitions scenarios page through beside [`TOPIC`] (its name
 /// sorts right after TOPIC's), with [`PAGED_PARTITIONS`] partitions.
 const PAGED: &str = "diff-paged";
