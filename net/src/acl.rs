@@ -358,7 +358,10 @@ mod tests {
         );
         assert!(topic(&none, &anon, OP_READ, "orders"));
         assert_eq!(Authorizer::parse("none"), Some(Authorizer::None));
-        assert_eq!(Authorizer::parse(Authorizer::Acls.name()), Some(Authorizer::Acls));
+        assert_eq!(
+            Authorizer::parse(Authorizer::Acls.name()),
+            Some(Authorizer::Acls)
+        );
         assert_eq!(Authorizer::parse("kafka"), None);
     }
 

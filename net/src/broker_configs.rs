@@ -50,45 +50,71 @@ fn retention_ms(c: &BrokerConfig) -> i64 {
 /// Every broker config ringlog has a meaning for, by Kafka's name (sorted by name, as Kafka
 /// lists them), with its Kafka type and where ringlog keeps it.
 const BROKER_CONFIGS: &[(&str, ConfigType, Read)] = &[
-    ("auto.create.topics.enable", ConfigType::Boolean, |c| some(c.auto_create_topics)),
-    ("auto.leader.rebalance.enable", ConfigType::Boolean, |c| some(c.auto_leader_rebalance)),
+    ("auto.create.topics.enable", ConfigType::Boolean, |c| {
+        some(c.auto_create_topics)
+    }),
+    ("auto.leader.rebalance.enable", ConfigType::Boolean, |c| {
+        some(c.auto_leader_rebalance)
+    }),
     ("broker.id", ConfigType::Int, |c| some(c.node_id)),
     ("broker.rack", ConfigType::String, |c| c.rack.clone()),
     ("compression.type", ConfigType::String, |_| some("producer")),
-    ("connections.max.idle.ms", ConfigType::Long, |c| some(c.connections_max_idle_ms)),
-    ("connections.max.reauth.ms", ConfigType::Long, |c| some(c.connections_max_reauth_ms)),
-    ("default.replication.factor", ConfigType::Int, |c| some(c.default_replication_factor)),
-    ("fetch.max.bytes", ConfigType::Int, |c| some(c.fetch_max_bytes)),
-    ("group.consumer.heartbeat.interval.ms", ConfigType::Int, |c| {
-        some(c.group_consumer_heartbeat_interval_ms)
+    ("connections.max.idle.ms", ConfigType::Long, |c| {
+        some(c.connections_max_idle_ms)
     }),
-    ("group.consumer.max.size", ConfigType::Int, |c| some(c.group_consumer_max_size)),
+    ("connections.max.reauth.ms", ConfigType::Long, |c| {
+        some(c.connections_max_reauth_ms)
+    }),
+    ("default.replication.factor", ConfigType::Int, |c| {
+        some(c.default_replication_factor)
+    }),
+    ("fetch.max.bytes", ConfigType::Int, |c| {
+        some(c.fetch_max_bytes)
+    }),
+    (
+        "group.consumer.heartbeat.interval.ms",
+        ConfigType::Int,
+        |c| some(c.group_consumer_heartbeat_interval_ms),
+    ),
+    ("group.consumer.max.size", ConfigType::Int, |c| {
+        some(c.group_consumer_max_size)
+    }),
     ("group.consumer.session.timeout.ms", ConfigType::Int, |c| {
         some(c.group_consumer_session_timeout_ms)
     }),
     ("group.initial.rebalance.delay.ms", ConfigType::Int, |c| {
         some(c.group_initial_rebalance_delay_ms)
     }),
-    ("leader.imbalance.check.interval.seconds", ConfigType::Long, |c| {
-        some(c.leader_imbalance_check_interval_ms / MS_PER_SECOND)
+    (
+        "leader.imbalance.check.interval.seconds",
+        ConfigType::Long,
+        |c| some(c.leader_imbalance_check_interval_ms / MS_PER_SECOND),
+    ),
+    (
+        "leader.imbalance.per.broker.percentage",
+        ConfigType::Int,
+        |c| some(c.leader_imbalance_per_broker_percentage),
+    ),
+    ("log.cleaner.backoff.ms", ConfigType::Long, |c| {
+        some(c.log_cleaner_backoff_ms)
     }),
-    ("leader.imbalance.per.broker.percentage", ConfigType::Int, |c| {
-        some(c.leader_imbalance_per_broker_percentage)
-    }),
-    ("log.cleaner.backoff.ms", ConfigType::Long, |c| some(c.log_cleaner_backoff_ms)),
     ("log.cleaner.dedupe.buffer.size", ConfigType::Long, |c| {
         some(c.log_cleaner_dedupe_buffer_bytes)
     }),
     ("log.cleaner.delete.retention.ms", ConfigType::Long, |c| {
         some(c.log_defaults.delete_retention_ms)
     }),
-    ("log.cleaner.io.max.bytes.per.second", ConfigType::Double, |c| {
-        // Unthrottled (ringlog's none) is Kafka's default, Double.MAX_VALUE, as Java prints it.
-        match c.log_cleaner_io_max_bytes_per_second {
-            None => some("1.7976931348623157E308"),
-            Some(b) => some(b as f64),
-        }
-    }),
+    (
+        "log.cleaner.io.max.bytes.per.second",
+        ConfigType::Double,
+        |c| {
+            // Unthrottled (ringlog's none) is Kafka's default, Double.MAX_VALUE, as Java prints it.
+            match c.log_cleaner_io_max_bytes_per_second {
+                None => some("1.7976931348623157E308"),
+                Some(b) => some(b as f64),
+            }
+        },
+    ),
     ("log.cleaner.max.compaction.lag.ms", ConfigType::Long, |c| {
         some(c.log_defaults.max_compaction_lag_ms)
     }),
@@ -98,9 +124,14 @@ const BROKER_CONFIGS: &[(&str, ConfigType, Read)] = &[
     ("log.cleaner.min.compaction.lag.ms", ConfigType::Long, |c| {
         some(c.log_defaults.min_compaction_lag_ms)
     }),
-    ("log.cleanup.policy", ConfigType::List, |c| some(c.log_defaults.cleanup_policy)),
+    ("log.cleanup.policy", ConfigType::List, |c| {
+        some(c.log_defaults.cleanup_policy)
+    }),
     ("log.message.timestamp.type", ConfigType::String, |c| {
-        some(crate::topic_config::default_value("message.timestamp.type", &c.log_defaults))
+        some(crate::topic_config::default_value(
+            "message.timestamp.type",
+            &c.log_defaults,
+        ))
     }),
     ("log.retention.bytes", ConfigType::Long, |c| {
         some(c.log_defaults.retention_bytes.map_or(-1, |b| b as i64))
@@ -108,38 +139,74 @@ const BROKER_CONFIGS: &[(&str, ConfigType, Read)] = &[
     ("log.retention.check.interval.ms", ConfigType::Long, |c| {
         some(c.retention_check_interval_ms)
     }),
-    ("log.retention.hours", ConfigType::Int, |c| whole(retention_ms(c), MS_PER_HOUR)),
-    ("log.retention.minutes", ConfigType::Int, |c| whole(retention_ms(c), MS_PER_MINUTE)),
-    ("log.retention.ms", ConfigType::Long, |c| some(retention_ms(c))),
-    ("log.roll.hours", ConfigType::Int, |c| whole(c.log_defaults.segment_ms, MS_PER_HOUR)),
-    ("log.roll.ms", ConfigType::Long, |c| some(c.log_defaults.segment_ms)),
-    ("log.segment.bytes", ConfigType::Int, |c| some(c.log_defaults.segment_bytes)),
-    ("max.connections", ConfigType::Int, |c| some(c.max_connections)),
-    ("max.connections.per.ip", ConfigType::Int, |c| some(c.max_connections_per_ip)),
-    ("message.max.bytes", ConfigType::Int, |c| some(c.log_defaults.max_batch_bytes)),
+    ("log.retention.hours", ConfigType::Int, |c| {
+        whole(retention_ms(c), MS_PER_HOUR)
+    }),
+    ("log.retention.minutes", ConfigType::Int, |c| {
+        whole(retention_ms(c), MS_PER_MINUTE)
+    }),
+    ("log.retention.ms", ConfigType::Long, |c| {
+        some(retention_ms(c))
+    }),
+    ("log.roll.hours", ConfigType::Int, |c| {
+        whole(c.log_defaults.segment_ms, MS_PER_HOUR)
+    }),
+    ("log.roll.ms", ConfigType::Long, |c| {
+        some(c.log_defaults.segment_ms)
+    }),
+    ("log.segment.bytes", ConfigType::Int, |c| {
+        some(c.log_defaults.segment_bytes)
+    }),
+    ("max.connections", ConfigType::Int, |c| {
+        some(c.max_connections)
+    }),
+    ("max.connections.per.ip", ConfigType::Int, |c| {
+        some(c.max_connections_per_ip)
+    }),
+    ("message.max.bytes", ConfigType::Int, |c| {
+        some(c.log_defaults.max_batch_bytes)
+    }),
     ("min.insync.replicas", ConfigType::Int, |_| some(1)),
     ("node.id", ConfigType::Int, |c| some(c.node_id)),
-    ("num.partitions", ConfigType::Int, |c| some(c.default_partitions)),
-    ("offsets.retention.check.interval.ms", ConfigType::Long, |c| {
-        some(c.offsets_retention_check_interval_ms)
+    ("num.partitions", ConfigType::Int, |c| {
+        some(c.default_partitions)
     }),
+    (
+        "offsets.retention.check.interval.ms",
+        ConfigType::Long,
+        |c| some(c.offsets_retention_check_interval_ms),
+    ),
     ("offsets.retention.minutes", ConfigType::Int, |c| {
         whole(c.offsets_retention_ms, MS_PER_MINUTE)
     }),
     ("offsets.topic.replication.factor", ConfigType::Short, |c| {
         some(c.offsets_topic_replication_factor)
     }),
-    ("offsets.topic.segment.bytes", ConfigType::Int, |c| some(c.offsets_topic_segment_bytes)),
-    ("replica.lag.time.max.ms", ConfigType::Long, |c| some(c.replica_lag_time_max_ms)),
-    ("socket.request.max.bytes", ConfigType::Int, |c| some(c.max_request_bytes)),
-    ("transaction.max.timeout.ms", ConfigType::Int, |c| some(c.transaction_max_timeout_ms)),
-    ("transaction.state.log.replication.factor", ConfigType::Short, |c| {
-        some(c.transaction_state_replication_factor)
+    ("offsets.topic.segment.bytes", ConfigType::Int, |c| {
+        some(c.offsets_topic_segment_bytes)
     }),
+    ("replica.lag.time.max.ms", ConfigType::Long, |c| {
+        some(c.replica_lag_time_max_ms)
+    }),
+    ("socket.request.max.bytes", ConfigType::Int, |c| {
+        some(c.max_request_bytes)
+    }),
+    ("transaction.max.timeout.ms", ConfigType::Int, |c| {
+        some(c.transaction_max_timeout_ms)
+    }),
+    (
+        "transaction.state.log.replication.factor",
+        ConfigType::Short,
+        |c| some(c.transaction_state_replication_factor),
+    ),
     ("transactional.id.expiration.ms", ConfigType::Int, |c| {
         some(c.transactional_id_expiration_ms)
     }),
-    ("unclean.leader.election.enable", ConfigType::Boolean, |_| some(false)),
+    (
+        "unclean.leader.election.enable",
+        ConfigType::Boolean,
+        |_| some(false),
+    ),
 ];
 
 /// Every broker config of `config` under Kafka's names, sorted by name.
@@ -184,8 +251,16 @@ mod tests {
         sorted.sort_unstable();
         sorted.dedup();
         assert_eq!(names, sorted, "sorted by name, each once");
-        for topic_level in ["retention.ms", "cleanup.policy", "segment.bytes", "max.message.bytes"] {
-            assert!(!names.contains(&topic_level), "{topic_level} is a topic name");
+        for topic_level in [
+            "retention.ms",
+            "cleanup.policy",
+            "segment.bytes",
+            "max.message.bytes",
+        ] {
+            assert!(
+                !names.contains(&topic_level),
+                "{topic_level} is a topic name"
+            );
         }
     }
 
@@ -211,7 +286,11 @@ mod tests {
         let set = |v: &str| (Some(v.to_string()), SOURCE_STATIC_BROKER_CONFIG);
         assert_eq!(value(&d, "log.retention.ms"), set("5400000"));
         assert_eq!(value(&d, "log.retention.minutes"), set("90"));
-        assert_eq!(value(&d, "log.retention.hours"), (None, SOURCE_STATIC_BROKER_CONFIG), "not whole hours");
+        assert_eq!(
+            value(&d, "log.retention.hours"),
+            (None, SOURCE_STATIC_BROKER_CONFIG),
+            "not whole hours"
+        );
         assert_eq!(value(&d, "num.partitions"), set("6"));
         assert_eq!(value(&d, "node.id"), set("3"));
         assert_eq!(value(&d, "broker.rack"), set("r1"));

@@ -99,7 +99,9 @@ pub enum LoggerRefusal {
     RootRemoved,
     #[error("the broker's log filter could not be changed: {0}")]
     Apply(String),
-    #[error("this process has no log filter to change (the levels are managed by `ringlog serve`)")]
+    #[error(
+        "this process has no log filter to change (the levels are managed by `ringlog serve`)"
+    )]
     NotInstalled,
 }
 
@@ -127,7 +129,11 @@ impl Levels {
     fn parse(directives: &str) -> Levels {
         let mut own = BTreeMap::from([(ROOT_LOGGER, Level::Info)]);
         let mut kept = Vec::new();
-        for d in directives.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        for d in directives
+            .split(',')
+            .map(str::trim)
+            .filter(|d| !d.is_empty())
+        {
             let (target, level) = match d.split_once('=') {
                 Some((t, l)) => (t, l),
                 None => (ROOT_LOGGER, d),
@@ -252,7 +258,11 @@ mod tests {
         assert_eq!(l.effective("net"), Level::Info, "root's");
         assert_eq!(l.effective("ringlog::requests"), Level::Info);
         assert_eq!(l.effective("ringlog::trace"), Level::Trace);
-        assert_eq!(l.kept, vec!["net[conn]=debug".to_string()], "a span filter is kept");
+        assert_eq!(
+            l.kept,
+            vec!["net[conn]=debug".to_string()],
+            "a span filter is kept"
+        );
         assert_eq!(
             l.directives(),
             "info,openraft=warn,ringlog::trace=trace,net[conn]=debug"
@@ -263,10 +273,17 @@ mod tests {
     fn changes_set_remove_and_refuse_in_kafkas_terms() {
         let l = Levels::parse("info");
         let next = l
-            .changed(&[change("net", Some("DEBUG")), change("ringlog", Some("warn"))])
+            .changed(&[
+                change("net", Some("DEBUG")),
+                change("ringlog", Some("warn")),
+            ])
             .unwrap();
         assert_eq!(next.effective("net"), Level::Debug);
-        assert_eq!(next.effective("ringlog::trace"), Level::Warn, "the parent's");
+        assert_eq!(
+            next.effective("ringlog::trace"),
+            Level::Warn,
+            "the parent's"
+        );
         assert_eq!(next.directives(), "info,net=debug,ringlog=warn");
         let back = next.changed(&[change("net", None)]).unwrap();
         assert_eq!(back.effective("net"), Level::Info, "removed: root's again");

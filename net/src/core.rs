@@ -260,7 +260,11 @@ impl CoreState {
             ctx.config.max_incremental_fetch_session_cache_slots,
             ctx.config.cores(),
         );
-        let session_slots = if slots == 0 { 0 } else { (slots / cores).max(1) };
+        let session_slots = if slots == 0 {
+            0
+        } else {
+            (slots / cores).max(1)
+        };
         let session_seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64)

@@ -242,7 +242,11 @@ impl FetchSessions {
                     self.remove(id);
                     return Plan::Refused(FETCH_SESSION_ID_NOT_FOUND);
                 }
-                s_request(self.sessions.get_mut(&id).expect("looked up above"), req, now);
+                s_request(
+                    self.sessions.get_mut(&id).expect("looked up above"),
+                    req,
+                    now,
+                );
                 Plan::Incremental { id }
             }
         }
@@ -413,7 +417,8 @@ fn remember(s: &mut Session, resp: &mut FetchResponse, only_changed: bool) {
             changed || !only_changed
         });
     }
-    resp.responses.retain(|t| !t.partitions.is_empty() || !only_changed);
+    resp.responses
+        .retain(|t| !t.partitions.is_empty() || !only_changed);
     if only_changed && !answered.is_empty() {
         let moved: std::collections::HashSet<&PartitionKey> = answered.iter().collect();
         let (rest, last): (Vec<_>, Vec<_>) =
@@ -466,7 +471,11 @@ mod tests {
         FetchTopic::default().with_topic(name(t)).with_partitions(
             parts
                 .iter()
-                .map(|&(p, off)| FetchPartition::default().with_partition(p).with_fetch_offset(off))
+                .map(|&(p, off)| {
+                    FetchPartition::default()
+                        .with_partition(p)
+                        .with_fetch_offset(off)
+                })
                 .collect(),
         )
     }
@@ -523,7 +532,12 @@ mod tests {
     }
 
     /// Opens a session of `topics` answered by `resp`.
-    fn open(c: &mut FetchSessions, topics: Vec<FetchTopic>, resp: &FetchResponse, now: Instant) -> i32 {
+    fn open(
+        c: &mut FetchSessions,
+        topics: Vec<FetchTopic>,
+        resp: &FetchResponse,
+        now: Instant,
+    ) -> i32 {
         let mut req = request(NO_SESSION, INITIAL_EPOCH, topics);
         assert_eq!(c.plan(V, &mut req, now), Plan::Full { open: true });
         c.open(V, &req.topics, false, &mut resp.clone(), now)
@@ -536,7 +550,12 @@ mod tests {
         let mut sessionless = request(NO_SESSION, FINAL_EPOCH, vec![topic("a", &[(0, 0)])]);
         assert_eq!(c.plan(V, &mut sessionless, now), Plan::Full { open: false });
         let full = response(&[("a", 0, 5, 100), ("a", 1, 3, 0), ("b", 0, 0, 0)]);
-        let id = open(&mut c, vec![topic("a", &[(0, 0), (1, 3)]), topic("b", &[(0, 0)])], &full, now);
+        let id = open(
+            &mut c,
+            vec![topic("a", &[(0, 0), (1, 3)]), topic("b", &[(0, 0)])],
+            &full,
+            now,
+        );
         assert_ne!(id, NO_SESSION);
         assert_eq!(c.len(), 1);
 
@@ -555,19 +574,32 @@ mod tests {
 
         // The same epoch again, an unknown session, epoch > 0 without one: refused.
         let mut again = request(id, 1, vec![]);
-        assert_eq!(c.plan(V, &mut again, now), Plan::Refused(INVALID_FETCH_SESSION_EPOCH));
+        assert_eq!(
+            c.plan(V, &mut again, now),
+            Plan::Refused(INVALID_FETCH_SESSION_EPOCH)
+        );
         let mut unknown = request(id ^ 1, 2, vec![]);
-        assert_eq!(c.plan(V, &mut unknown, now), Plan::Refused(FETCH_SESSION_ID_NOT_FOUND));
+        assert_eq!(
+            c.plan(V, &mut unknown, now),
+            Plan::Refused(FETCH_SESSION_ID_NOT_FOUND)
+        );
         let mut none = request(NO_SESSION, 2, vec![]);
-        assert_eq!(c.plan(V, &mut none, now), Plan::Refused(FETCH_SESSION_ID_NOT_FOUND));
+        assert_eq!(
+            c.plan(V, &mut none, now),
+            Plan::Refused(FETCH_SESSION_ID_NOT_FOUND)
+        );
         // By topic id with a session opened by name.
         let mut by_id = request(id, 2, vec![]);
-        assert_eq!(c.plan(13, &mut by_id, now), Plan::Refused(FETCH_SESSION_TOPIC_ID_ERROR));
+        assert_eq!(
+            c.plan(13, &mut by_id, now),
+            Plan::Refused(FETCH_SESSION_TOPIC_ID_ERROR)
+        );
 
         // Epoch 2 forgets b and adds c/0; the answered partitions went to the end.
         let mut req = request(id, 2, vec![topic("c", &[(0, 9)])]);
-        req.forgotten_topics_data =
-            vec![ForgottenTopic::default().with_topic(name("b")).with_partitions(vec![0])];
+        req.forgotten_topics_data = vec![ForgottenTopic::default()
+            .with_topic(name("b"))
+            .with_partitions(vec![0])];
         assert_eq!(c.plan(V, &mut req, now), Plan::Incremental { id });
         assert_eq!(
             asked(&req),
@@ -576,7 +608,11 @@ mod tests {
         assert!(req.forgotten_topics_data.is_empty());
         let mut resp = response(&[("a", 0, 5, 0), ("a", 1, 4, 0), ("c", 0, 9, 0)]);
         c.answer(id, &mut resp);
-        assert_eq!(answered(&resp), vec![("c".into(), 0)], "c/0 is new to the client");
+        assert_eq!(
+            answered(&resp),
+            vec![("c".into(), 0)],
+            "c/0 is new to the client"
+        );
 
         // The final epoch closes it.
         let mut close = request(id, FINAL_EPOCH, vec![]);
@@ -600,8 +636,16 @@ mod tests {
             "smaller than the only session: answered without one"
         );
         let three = response(&[("c", 0, 0, 0), ("c", 1, 0, 0), ("c", 2, 0, 0)]);
-        let bigger = open(&mut c, vec![topic("c", &[(0, 0), (1, 0), (2, 0)])], &three, now);
-        assert_ne!(bigger, NO_SESSION, "a larger session takes the smaller one's place");
+        let bigger = open(
+            &mut c,
+            vec![topic("c", &[(0, 0), (1, 0), (2, 0)])],
+            &three,
+            now,
+        );
+        assert_ne!(
+            bigger, NO_SESSION,
+            "a larger session takes the smaller one's place"
+        );
         assert_eq!((c.len(), c.evictions), (1, 1));
         let later = now + Duration::from_millis(FETCH_SESSION_EVICTION_MS);
         let small = open(&mut c, vec![topic("b", &[(0, 0)])], &one, later);
@@ -609,7 +653,10 @@ mod tests {
         assert_eq!((c.len(), c.evictions, c.cached_partitions), (1, 2, 1));
 
         let mut off = FetchSessions::new(0, 3, 0, 1);
-        assert_eq!(open(&mut off, vec![topic("b", &[(0, 0)])], &one, now), NO_SESSION);
+        assert_eq!(
+            open(&mut off, vec![topic("b", &[(0, 0)])], &one, now),
+            NO_SESSION
+        );
     }
 
     #[test]
@@ -618,8 +665,17 @@ mod tests {
         let mut c = FetchSessions::new(4, 5, 0, 1);
         let mut resp = response(&[("a", 0, 0, 0), ("gone", 0, -1, 0)]);
         resp.responses[1].partitions[0].error_code = UNKNOWN_TOPIC_OR_PARTITION;
-        let id = open(&mut c, vec![topic("a", &[(0, 0)]), topic("gone", &[(0, 0)])], &resp, now);
-        assert_eq!(answered(&resp).len(), 2, "a full answer keeps every partition");
+        let id = open(
+            &mut c,
+            vec![topic("a", &[(0, 0)]), topic("gone", &[(0, 0)])],
+            &resp,
+            now,
+        );
+        assert_eq!(
+            answered(&resp).len(),
+            2,
+            "a full answer keeps every partition"
+        );
         let mut req = request(id, 1, vec![]);
         c.plan(V, &mut req, now);
         assert_eq!(asked(&req), vec![("a".into(), 0, 0)]);

@@ -512,7 +512,12 @@ fn session_scenarios(side: &mut Side, v: i16) -> Vec<(&'static str, Answer)> {
         r.session_epoch = epoch;
         r
     };
-    let (at_end, stale, close, after) = (at(1, produced), at(1, produced), at(-1, produced), at(2, produced));
+    let (at_end, stale, close, after) = (
+        at(1, produced),
+        at(1, produced),
+        at(-1, produced),
+        at(2, produced),
+    );
     let refused = |want: i16| {
         move |r: &FetchResponse, own: &mut Own| {
             own.eq("error_code", r.error_code, want);
@@ -524,15 +529,27 @@ fn session_scenarios(side: &mut Side, v: i16) -> Vec<(&'static str, Answer)> {
         ("session-open", opened.map(|r| normalise(&format!("{r:?}")))),
         (
             "session-nothing-new",
-            side.checked(key, v, "session-nothing-new", &at_end, |r: &FetchResponse, own| {
-                own.eq("error_code", r.error_code, 0);
-                own.eq("session_id", r.session_id, id);
-                own.that("no partitions: nothing new", r.responses.is_empty());
-            }),
+            side.checked(
+                key,
+                v,
+                "session-nothing-new",
+                &at_end,
+                |r: &FetchResponse, own| {
+                    own.eq("error_code", r.error_code, 0);
+                    own.eq("session_id", r.session_id, id);
+                    own.that("no partitions: nothing new", r.responses.is_empty());
+                },
+            ),
         ),
         (
             "session-stale-epoch",
-            side.checked(key, v, "session-stale-epoch", &stale, refused(INVALID_FETCH_SESSION_EPOCH)),
+            side.checked(
+                key,
+                v,
+                "session-stale-epoch",
+                &stale,
+                refused(INVALID_FETCH_SESSION_EPOCH),
+            ),
         ),
         (
             "session-close",
@@ -543,7 +560,13 @@ fn session_scenarios(side: &mut Side, v: i16) -> Vec<(&'static str, Answer)> {
         ),
         (
             "session-closed",
-            side.checked(key, v, "session-closed", &after, refused(FETCH_SESSION_ID_NOT_FOUND)),
+            side.checked(
+                key,
+                v,
+                "session-closed",
+                &after,
+                refused(FETCH_SESSION_ID_NOT_FOUND),
+            ),
         ),
     ]
 }

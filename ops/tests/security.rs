@@ -811,13 +811,19 @@ fn without_an_authorizer_acls_are_off_and_kafka_acls_says_so_as_on_kafka() {
         run_ok(c, None, Duration::from_secs(60))
     };
     let md = topic_metadata(&broker);
-    assert!(md.contains("Topic authorization failed"), "acls: anonymous is refused a named topic: {md}");
+    assert!(
+        md.contains("Topic authorization failed"),
+        "acls: anonymous is refused a named topic: {md}"
+    );
 
     broker.set_extra_args(&["--authorizer", "none"]);
     broker.restart();
     broker.wait_for_log_line(&["1 stored ACLs are not enforced"], Duration::from_secs(30));
     let md = topic_metadata(&broker);
-    assert!(md.contains("1 partitions"), "none: the stored ACL is not enforced: {md}");
+    assert!(
+        md.contains("1 partitions"),
+        "none: the stored ACL is not enforced: {md}"
+    );
     assert_eq!(kcat_read(&broker, "locked", 0), vec!["before".to_string()]);
 
     let Some(peer) = KafkaPeer::start(&[]) else {
@@ -828,7 +834,8 @@ fn without_an_authorizer_acls_are_off_and_kafka_acls_says_so_as_on_kafka() {
             let o = acls(&bootstrap, args);
             let text = format!("{}{}", o.stdout, o.stderr);
             assert!(
-                text.contains("SecurityDisabledException") && text.contains("No Authorizer is configured"),
+                text.contains("SecurityDisabledException")
+                    && text.contains("No Authorizer is configured"),
                 "{who}: kafka-acls {args:?}: {text}"
             );
         }

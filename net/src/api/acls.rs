@@ -24,8 +24,12 @@ use crate::core::CoreState;
 
 /// `Some((SECURITY_DISABLED, Kafka's message))` when the broker runs without an authorizer.
 fn disabled(state: &CoreState) -> Option<(i16, StrBytes)> {
-    (state.ctx.config.acl.authorizer == acl::Authorizer::None)
-        .then(|| (acl::SECURITY_DISABLED, str_bytes(acl::NO_AUTHORIZER_MESSAGE)))
+    (state.ctx.config.acl.authorizer == acl::Authorizer::None).then(|| {
+        (
+            acl::SECURITY_DISABLED,
+            str_bytes(acl::NO_AUTHORIZER_MESSAGE),
+        )
+    })
 }
 
 pub async fn create(state: &Rc<CoreState>, req: CreateAclsRequest) -> CreateAclsResponse {
@@ -33,8 +37,7 @@ pub async fn create(state: &Rc<CoreState>, req: CreateAclsRequest) -> CreateAcls
         let refused = AclCreationResult::default()
             .with_error_code(code)
             .with_error_message(Some(msg));
-        return CreateAclsResponse::default()
-            .with_results(vec![refused; req.creations.len()]);
+        return CreateAclsResponse::default().with_results(vec![refused; req.creations.len()]);
     }
     let checked: Vec<Result<AclBinding, (i16, String)>> = req
         .creations

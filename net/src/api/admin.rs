@@ -817,42 +817,47 @@ pub fn describe_configs(
                 .with_resource_name(res.resource_name.clone());
             // (name, value (None: null), source, type, read-only)
             type Entry = (String, Option<String>, i8, topic_config::ConfigType, bool);
-            let entries: Vec<Entry> =
-                match res.resource_type {
-                    RESOURCE_TOPIC => match m.topic(&name) {
-                        Some(t) => topic_config_entries(state, &t.configs)
-                            .into_iter()
-                            .map(|(k, v, source, ty)| (k, Some(v), source, ty, false))
-                            .collect(),
-                        None => {
-                            out.error_code = codes::UNKNOWN_TOPIC_OR_PARTITION;
-                            out.error_message = Some(str_bytes(format!("unknown topic '{name}'")));
-                            return out;
-                        }
-                    },
-                    // Fixed for the life of the process: read-only (see `broker_configs`).
-                    RESOURCE_BROKER => crate::broker_configs::describe(&state.ctx.config)
+            let entries: Vec<Entry> = match res.resource_type {
+                RESOURCE_TOPIC => match m.topic(&name) {
+                    Some(t) => topic_config_entries(state, &t.configs)
                         .into_iter()
-                        .map(|e| (e.name.to_string(), e.value, e.source, e.config_type, true))
+                        .map(|(k, v, source, ty)| (k, Some(v), source, ty, false))
                         .collect(),
-                    // Each logger's level, changed at run time (see `broker_loggers`).
-                    RESOURCE_BROKER_LOGGER => crate::broker_loggers::describe()
-                        .into_iter()
-                        .map(|(logger, level)| {
-                            let source = SOURCE_DYNAMIC_BROKER_LOGGER_CONFIG;
-                            (logger.to_string(), Some(level.to_string()), source, topic_config::ConfigType::String, false)
-                        })
-                        .collect(),
-                    other => {
-                        out.error_code = codes::INVALID_REQUEST;
-                        out.error_message = Some(str_bytes(format!(
-                            "resource type {} is not supported: ringlog describes TOPIC, \
-                             BROKER and BROKER_LOGGER configs",
-                            config_resource_type_name(other)
-                        )));
+                    None => {
+                        out.error_code = codes::UNKNOWN_TOPIC_OR_PARTITION;
+                        out.error_message = Some(str_bytes(format!("unknown topic '{name}'")));
                         return out;
                     }
-                };
+                },
+                // Fixed for the life of the process: read-only (see `broker_configs`).
+                RESOURCE_BROKER => crate::broker_configs::describe(&state.ctx.config)
+                    .into_iter()
+                    .map(|e| (e.name.to_string(), e.value, e.source, e.config_type, true))
+                    .collect(),
+                // Each logger's level, changed at run time (see `broker_loggers`).
+                RESOURCE_BROKER_LOGGER => crate::broker_loggers::describe()
+                    .into_iter()
+                    .map(|(logger, level)| {
+                        let source = SOURCE_DYNAMIC_BROKER_LOGGER_CONFIG;
+                        (
+                            logger.to_string(),
+                            Some(level.to_string()),
+                            source,
+                            topic_config::ConfigType::String,
+                            false,
+                        )
+                    })
+                    .collect(),
+                other => {
+                    out.error_code = codes::INVALID_REQUEST;
+                    out.error_message = Some(str_bytes(format!(
+                        "resource type {} is not supported: ringlog describes TOPIC, \
+                             BROKER and BROKER_LOGGER configs",
+                        config_resource_type_name(other)
+                    )));
+                    return out;
+                }
+            };
             let wanted = res
                 .configuration_keys
                 .map(|k| k.into_iter().map(|s| s.to_string()).collect::<Vec<_>>());

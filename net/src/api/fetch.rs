@@ -366,15 +366,11 @@ impl SessionStep {
     pub async fn finish(self, state: &Rc<CoreState>, version: i16, resp: &mut FetchResponse) {
         use crate::fetch_session::{Plan, NO_SESSION};
         resp.session_id = match self.plan {
-            Plan::Full { open: true } if resp.error_code == codes::NONE => {
-                state.admission.fetch_sessions.borrow_mut().open(
-                    version,
-                    &self.asked,
-                    self.privileged,
-                    resp,
-                    Instant::now(),
-                )
-            }
+            Plan::Full { open: true } if resp.error_code == codes::NONE => state
+                .admission
+                .fetch_sessions
+                .borrow_mut()
+                .open(version, &self.asked, self.privileged, resp, Instant::now()),
             Plan::Incremental { id } => {
                 let mut moved = std::mem::take(resp);
                 let answered = with_sessions(state, id, move |c| {
