@@ -332,7 +332,7 @@ fn metadata_all(node: &Broker) -> MetadataResponse {
 /// Fan-out across nodes: a child whose partitions sit on other nodes than the parent's gets
 /// every parent record (one node RPC per child commit), attached through a node that owns
 /// none of the parent's partitions. With a child owner SIGKILLed the records for it stall;
-/// once it is back everything arrives, nothing lost, nothing twice.
+/// once it is back everything arrives: nothing lost, nothing from before the crash twice.
 #[test]
 fn fanout_children_on_other_nodes_get_every_record_through_an_owner_crash() {
     let mut nodes = cluster(3, 1);
@@ -373,13 +373,21 @@ fn fanout_children_on_other_nodes_get_every_record_through_an_owner_crash() {
             .flat_map(|p| kcat_read(&nodes[0], "kid", p))
             .collect()
     };
-    let wait_for = |nodes: &[Broker], want: &BTreeSet<String>| {
+    // `may_repeat`: the tag of the records that may arrive twice (none: `None`).
+    let wait_for = |nodes: &[Broker], want: &BTreeSet<String>, may_repeat: Option<&str>| {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let got = read_kid(nodes);
             let set: BTreeSet<String> = got.iter().cloned().collect();
             if &set == want {
-                assert_eq!(got.len(), set.len(), "a record arrived twice: {got:?}");
+                let mut seen = BTreeSet::new();
+                let twice: Vec<&String> = got.iter().filter(|r| !seen.insert(*r)).collect();
+                assert!(
+                    twice
+                        .iter()
+                        .all(|r| may_repeat.is_some_and(|tag| r.starts_with(&format!("{tag}-")))),
+                    "a record arrived twice: {twice:?} of {got:?}"
+                );
                 return;
             }
             assert!(
@@ -393,7 +401,7 @@ fn fanout_children_on_other_nodes_get_every_record_through_an_owner_crash() {
         }
     };
     let mut want: BTreeSet<String> = write(&nodes, "a", &[0, 1, 2]).into_iter().collect();
-    wait_for(&nodes, &want);
+    wait_for(&nodes, &want, None);
 
     // Kill the owner of child partition 0 (not node 1, which the test writes through).
     let victim = *kid
@@ -435,7 +443,11 @@ fn fanout_children_on_other_nodes_get_every_record_through_an_owner_crash() {
         .collect();
     want.extend(write(&nodes, "b", &alive));
     nodes[victim as usize - 1].restart();
-    wait_for(&nodes, &want);
+    // Records written while a child owner is down: a cursor's slab that committed into the
+    // live child partition and failed on the dead one is committed again once the owner is
+    // back (fan-out is at least once, never a gap), so those may arrive twice; none may be
+    // missing, and none written before the crash may repeat.
+    wait_for(&nodes, &want, Some("b"));
 }
 
 /// `ringlog partition move TOPIC/P --node N --admin ADDR`; its output, or its error.
