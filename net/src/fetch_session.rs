@@ -132,12 +132,17 @@ pub struct FetchSessions {
     pub evictions: u64,
 }
 
-fn key_of(by_topic_id: bool, t: &FetchTopic) -> TopicKey {
+/// How a session names a topic that a request or response names by `name` and `id`.
+fn topic_key(by_topic_id: bool, name: &TopicName, id: uuid::Uuid) -> TopicKey {
     if by_topic_id {
-        TopicKey::Id(t.topic_id)
+        TopicKey::Id(id)
     } else {
-        TopicKey::Name(t.topic.0.clone())
+        TopicKey::Name(name.0.clone())
     }
+}
+
+fn key_of(by_topic_id: bool, t: &FetchTopic) -> TopicKey {
+    topic_key(by_topic_id, &t.topic, t.topic_id)
 }
 
 fn next_epoch(epoch: i32) -> i32 {
@@ -209,11 +214,7 @@ impl FetchSessions {
                 }
                 let before = s.len();
                 for t in &req.forgotten_topics_data {
-                    let topic = if by_topic_id {
-                        TopicKey::Id(t.topic_id)
-                    } else {
-                        TopicKey::Name(t.topic.0.clone())
-                    };
+                    let topic = topic_key(by_topic_id, &t.topic, t.topic_id);
                     for p in &t.partitions {
                         let key = (topic.clone(), *p);
                         if s.cached.remove(&key).is_some() {
@@ -392,11 +393,7 @@ fn remember(s: &mut Session, resp: &mut FetchResponse, only_changed: bool) {
     let by_topic_id = s.by_topic_id;
     let mut answered = Vec::new();
     for t in &mut resp.responses {
-        let topic = if by_topic_id {
-            TopicKey::Id(t.topic_id)
-        } else {
-            TopicKey::Name(t.topic.0.clone())
-        };
+        let topic = topic_key(by_topic_id, &t.topic, t.topic_id);
         t.partitions.retain(|p| {
             let key = (topic.clone(), p.partition_index);
             let Some(c) = s.cached.get_mut(&key) else {
@@ -432,11 +429,7 @@ fn remember(s: &mut Session, resp: &mut FetchResponse, only_changed: bool) {
         .responses
         .iter()
         .flat_map(|t| {
-            let topic = if by_topic_id {
-                TopicKey::Id(t.topic_id)
-            } else {
-                TopicKey::Name(t.topic.0.clone())
-            };
+            let topic = topic_key(by_topic_id, &t.topic, t.topic_id);
             t.partitions
                 .iter()
                 .filter(|p| matches!(p.error_code, UNKNOWN_TOPIC_ID | UNKNOWN_TOPIC_OR_PARTITION))

@@ -315,12 +315,22 @@ pub async fn begin_session(
     version: i16,
     req: &mut FetchRequest,
 ) -> SessionStep {
-    use crate::fetch_session::Plan;
+    use crate::fetch_session::{Plan, FINAL_EPOCH, NO_SESSION};
     let replica = if version >= 15 {
         req.replica_state.replica_id.0
     } else {
         req.replica_id.0
     };
+    let privileged = replica >= 0;
+    // A fetch without a session (librdkafka's, every follower's) has nothing to plan: it
+    // stays on this core with its request untouched.
+    if (req.session_id, req.session_epoch) == (NO_SESSION, FINAL_EPOCH) {
+        return SessionStep {
+            plan: Plan::Full { open: false },
+            asked: Vec::new(),
+            privileged,
+        };
+    }
     let mut moved = std::mem::take(req);
     let planned = with_sessions(state, moved.session_id, move |c| {
         let plan = c.plan(version, &mut moved, Instant::now());
@@ -342,7 +352,7 @@ pub async fn begin_session(
     SessionStep {
         plan,
         asked,
-        privileged: replica >= 0,
+        privileged,
     }
 }
 
